@@ -1,0 +1,60 @@
+// flexplan: topology-aware collective planner. See README.md for the commands.
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <map>
+#include <new>
+#include <stdexcept>
+
+#include <fmt/core.h>
+
+#include "command.hpp"
+#include "flexplan/version.hpp"
+#include "ir/errors.hpp"
+#include "planner/topology.hpp"
+
+namespace flexplan::cli {
+
+static std::map<std::string, Setup>& registry() {
+  static std::map<std::string, Setup> setups;
+  return setups;
+}
+
+Registration::Registration(const char* name, Setup setup) { registry().emplace(name, setup); }
+
+int& exit_status() {
+  static int status = kExitOk;
+  return status;
+}
+
+}  // namespace flexplan::cli
+
+int main(int argc, char** argv) {
+  using namespace flexplan;
+  CLI::App app{"flexplan: plans all-reduce for asymmetric cluster trees (FlexReduce, ring, "
+               "BlueConnect, hierarchical) and predicts their cost."};
+  app.set_version_flag("--version", std::string("flexplan ") + kVersion);
+  for (auto& [name, setup] : cli::registry()) setup(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : cli::kExitBadInput;
+  } catch (const TopologyError& e) {
+    fmt::print(stderr, "flexplan: error: topology: {}\n", e.what());
+    return cli::kExitBadInput;
+  } catch (const ir::PlanFormatError& e) {
+    fmt::print(stderr, "flexplan: error: plan: {}\n", e.what());
+    return cli::kExitBadInput;
+  } catch (const ir::VerifyError& e) {
+    fmt::print(stderr, "flexplan: error: verification failed: {}\n", e.what());
+    return cli::kExitFailed;
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "flexplan: error: out of memory\n");
+    return cli::kExitFailed;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "flexplan: error: {}\n", e.what());
+    return cli::kExitFailed;
+  }
+  return cli::exit_status();
+}

@@ -1,0 +1,93 @@
+// The schedule IR: a plan holds schedules of a collective; a schedule is a list of steps run in
+// order; the ops of one step run concurrently and read the buffers as they were when the step
+// began. Ranges are in integer units of the schedule's `units` total; the runtime maps unit u of
+// a count-element buffer to element floor(u * count / units) on every rank alike.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace flexplan::ir {
+
+enum class OpKind : uint8_t {
+  // Afterwards the root's [begin,end) holds the sum of the group members' [begin,end) as they
+  // were when the step began. The root contributes only if it is in the group.
+  Reduce = 0,
+  // Every group member other than the root gets the root's [begin,end).
+  Broadcast = 1,
+};
+
+struct Op {
+  OpKind kind = OpKind::Reduce;
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  int32_t root = 0;
+  std::vector<int32_t> group;  // ranks, in the order data is chained through them
+
+  bool root_in_group() const;
+  friend bool operator==(const Op&, const Op&) = default;
+};
+
+enum class Phase : uint8_t {
+  ReduceScatter = 0,
+  AllGather = 1,
+  Reduce = 2,     // many-to-one, as the local reduce of the hierarchical algorithm
+  Broadcast = 3,  // one-to-many, as its local broadcast
+};
+
+struct Step {
+  Phase phase = Phase::ReduceScatter;
+  int32_t level = 0;  // the tree level whose links this step exercises, as in FlexReduce
+  std::vector<Op> ops;
+  friend bool operator==(const Step&, const Step&) = default;
+};
+
+enum class Collective : uint8_t {
+  AllReduce = 0,
+  ReduceScatter = 1,
+  AllGather = 2,
+  Broadcast = 3,
+};
+
+struct Schedule {
+  std::string algorithm;  // "flexreduce", "ring", "blueconnect", "hierarchical", ...
+  Collective collective = Collective::AllReduce;
+  uint64_t min_bytes = 0;                // the schedule serves messages of
+  std::optional<uint64_t> max_bytes;     // [min_bytes, max_bytes); no max means unbounded
+  uint64_t units = 1;
+  std::vector<Step> steps;
+  friend bool operator==(const Schedule&, const Schedule&) = default;
+};
+
+struct Plan {
+  int32_t world_size = 0;
+  std::string topology_name;
+  std::string topology_hash;            // 16 hex digits, Topology::hash_hex()
+  std::vector<std::string> rank_names;  // full learner names, indexed by rank
+  std::vector<Schedule> schedules;
+  friend bool operator==(const Plan&, const Plan&) = default;
+};
+
+// Names used by every textual form (text, JSON): "reduce", "reduce_scatter", "allreduce", ...
+std::string_view to_string(OpKind);
+std::string_view to_string(Phase);
+std::string_view to_string(Collective);
+// Inverses; throw std::invalid_argument naming the bad word.
+OpKind op_kind_from_string(std::string_view);
+Phase phase_from_string(std::string_view);
+Collective collective_from_string(std::string_view);
+
+// The schedule serving a message of `bytes` bytes; throws std::out_of_range if none does.
+const Schedule& select_schedule(const Plan&, Collective, uint64_t bytes);
+
+// Unit u of a `count`-element buffer is element floor(u * count / units); 128-bit so that
+// neither factor needs to be small.
+inline uint64_t unit_to_element(uint64_t u, uint64_t units, uint64_t count) {
+  return static_cast<uint64_t>((static_cast<unsigned __int128>(u) * count) / units);
+}
+
+}  // namespace flexplan::ir

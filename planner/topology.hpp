@@ -1,0 +1,128 @@
+// The cluster as a tree: the root is the top switch, inner nodes are switches or machines,
+// leaves are learners (GPUs). Every non-root node owns the full-duplex link to its parent.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <boost/graph/adjacency_list.hpp>
+
+namespace flexplan {
+
+// One direction of a full-duplex link; the same figures hold in the other direction at once.
+struct Link {
+  double bandwidth = 0;  // bytes per second
+  double latency = 0;    // seconds
+};
+
+struct TopoNodeProps {
+  std::string name;       // name among its siblings ("gpu2")
+  std::string full_name;  // path from the root joined by '/' ("switch/m1/gpu2")
+  Link link;              // link to the parent; unused on the root
+  int rank = -1;          // learner rank, -1 for switches and machines
+};
+
+// Edges point parent -> child; the edge's property is the child's uplink.
+using TopoGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS,
+                                        TopoNodeProps, Link>;
+using NodeId = int;
+
+// A malformed topology. `where` is the JSON location ("root.children[1].link.bandwidth").
+class TopologyError : public std::runtime_error {
+ public:
+  TopologyError(std::string where, const std::string& what)
+      : std::runtime_error(where.empty() ? what : where + ": " + what), where_(std::move(where)) {}
+  const std::string& where() const { return where_; }
+
+ private:
+  std::string where_;
+};
+
+class Topology {
+ public:
+  // Builds the tree from a graph whose node 0 is the root and whose learners carry ranks
+  // 0..P-1. Parsers use this; tests may too.
+  explicit Topology(std::string name, TopoGraph graph);
+
+  const std::string& name() const { return name_; }
+  const TopoGraph& graph() const { return graph_; }
+
+  // Nodes
+  int num_nodes() const { return static_cast<int>(parent_.size()); }
+  NodeId root() const { return 0; }
+  const TopoNodeProps& node(NodeId n) const { return graph_[n]; }
+  const std::string& full_name(NodeId n) const { return graph_[n].full_name; }
+  NodeId parent(NodeId n) const { return parent_[n]; }  // -1 for the root
+  std::span<const NodeId> children(NodeId n) const { return children_[n]; }
+  int degree(NodeId n) const { return static_cast<int>(children_[n].size()); }
+  bool is_learner(NodeId n) const { return children_[n].empty(); }
+  const Link& uplink(NodeId n) const { return graph_[n].link; }  // n != root
+  int depth(NodeId n) const { return depth_[n]; }                // root is 0
+
+  // Learners
+  int num_learners() const { return static_cast<int>(learner_node_.size()); }
+  NodeId learner_node(int rank) const { return learner_node_[rank]; }
+  int rank_of(NodeId learner) const { return graph_[learner].rank; }
+  // Learner ranks under n, in depth-first order of the tree (n itself if it is a learner).
+  std::span<const int> learners_under(NodeId n) const;
+
+  // Levels as in the FlexReduce paper: a learner has level -1, a branch node has
+  // level = 1 + max(level of its children), so level 0 is the bottom branch level and the
+  // root has level num_levels() - 1.
+  int level(NodeId n) const { return level_[n]; }
+  int num_levels() const { return level_[root()] + 1; }
+  std::span<const NodeId> nodes_at_level(int level) const { return by_level_[level]; }
+
+  // Paths between learners, by rank.
+  NodeId lca(int rank_a, int rank_b) const;
+  // Nodes whose uplinks a message from rank a to rank b crosses: first the nodes climbed
+  // from a up to (not including) the LCA, then those descended from the LCA down to b.
+  // The first part is crossed upward, the second downward.
+  struct Route {
+    std::vector<NodeId> up;    // a, parent(a), ... child of LCA on a's side
+    std::vector<NodeId> down;  // child of LCA on b's side, ..., b
+  };
+  Route route(int rank_a, int rank_b) const;
+  double path_latency(int rank_a, int rank_b) const;
+
+  // Same fan-out and same link figures across every depth, and all learners at one depth.
+  bool is_symmetric() const { return symmetric_; }
+
+  // Stable content hash: same structure, names, link figures and ranks give the same hash
+  // however the JSON was written (key order, `count` vs spelled out, unit spelling).
+  uint64_t hash() const { return hash_; }
+  std::string hash_hex() const;  // 16 lowercase hex digits
+
+ private:
+  void index();
+
+  std::string name_;
+  TopoGraph graph_;
+  std::vector<NodeId> parent_;
+  std::vector<std::vector<NodeId>> children_;
+  std::vector<int> depth_;
+  std::vector<int> level_;
+  std::vector<std::vector<NodeId>> by_level_;
+  std::vector<NodeId> learner_node_;
+  // learners_under(n) is the slice [first_, first_ + count_) of dfs_ranks_.
+  std::vector<int> dfs_ranks_;
+  std::vector<int> first_, count_;
+  bool symmetric_ = false;
+  uint64_t hash_ = 0;
+};
+
+// Parsing (planner/topology_json.cpp). Errors throw TopologyError naming the JSON location.
+Topology parse_topology(const std::string& json_text, const std::string& source = "");
+Topology load_topology(const std::string& path);
+
+// Units (planner/units.cpp): "10 GB/s" -> 1e10 bytes/s, "1 Gbit/s" -> 1.25e8 bytes/s,
+// "50 us" -> 5e-5 s. Throw std::invalid_argument with a message naming the problem.
+double parse_bandwidth(const std::string& text);
+double parse_latency(const std::string& text);
+std::string format_bandwidth(double bytes_per_second);  // "1.25 GB/s" or "1 Gbit/s"
+std::string format_latency(double seconds);             // "50 us"
+
+}  // namespace flexplan
