@@ -1,0 +1,273 @@
+// The in-memory topology: checks that the graph is a well-formed tree and precomputes every
+// query the planner asks (parents, children, depths, levels, learner slices, the hash) so that
+// each is O(1) or O(depth).
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <stdexcept>
+#include <string_view>
+#include <unordered_set>
+
+#include <fmt/core.h>
+
+#include "planner/topology.hpp"
+
+namespace flexplan {
+namespace {
+
+// FNV-1a, 64 bits, over a little-endian byte stream (see docs/topology.md, "Content hash").
+class Fnv1a64 {
+ public:
+  void bytes(std::string_view data) {
+    for (unsigned char c : data) {
+      state_ ^= c;
+      state_ *= 0x100000001b3ULL;
+    }
+  }
+  void u64(uint64_t value) {
+    for (int i = 0; i < 8; ++i) {
+      state_ ^= static_cast<unsigned char>(value >> (8 * i));
+      state_ *= 0x100000001b3ULL;
+    }
+  }
+  void i64(int64_t value) { u64(static_cast<uint64_t>(value)); }
+  void f64(double value) { u64(std::bit_cast<uint64_t>(value)); }
+  uint64_t value() const { return state_; }
+
+ private:
+  uint64_t state_ = 0xcbf29ce484222325ULL;
+};
+
+bool same_link(const Link& a, const Link& b) {
+  return a.bandwidth == b.bandwidth && a.latency == b.latency;
+}
+
+}  // namespace
+
+Topology::Topology(std::string name, TopoGraph graph)
+    : name_(std::move(name)), graph_(std::move(graph)) {
+  index();
+}
+
+void Topology::index() {
+  const size_t n = boost::num_vertices(graph_);
+  if (n == 0) throw TopologyError("", "the topology has no nodes");
+  auto describe = [this](NodeId v) {
+    return fmt::format("node {} (\"{}\")", v, graph_[v].name);
+  };
+
+  for (NodeId v = 0; v < static_cast<NodeId>(n); ++v) {
+    const size_t parents = boost::in_degree(v, graph_);
+    if (v == root() && parents != 0)
+      throw TopologyError(describe(v), "the root (node 0) cannot have a parent");
+    if (v != root() && parents != 1)
+      throw TopologyError(describe(v),
+                          fmt::format("a tree node has exactly one parent, this one has {}",
+                                      parents));
+  }
+
+  // Parents and children from the edges. Edge order is child order.
+  parent_.assign(n, -1);
+  children_.assign(n, {});
+  for (NodeId v = 0; v < static_cast<NodeId>(n); ++v) {
+    children_[v].reserve(boost::out_degree(v, graph_));
+    for (auto [e, end] = boost::out_edges(v, graph_); e != end; ++e) {
+      const NodeId child = static_cast<NodeId>(boost::target(*e, graph_));
+      children_[v].push_back(child);
+      parent_[child] = v;
+      // The edge carries the uplink; the node keeps a copy. Whichever one a builder filled
+      // in wins, and two different figures are an error.
+      Link& on_edge = graph_[*e];
+      Link& on_node = graph_[child].link;
+      if (on_edge.bandwidth == 0 && on_edge.latency == 0) on_edge = on_node;
+      if (on_node.bandwidth == 0 && on_node.latency == 0) on_node = on_edge;
+      if (!same_link(on_edge, on_node))
+        throw TopologyError(describe(child),
+                            "the edge and the node disagree on the link to the parent");
+    }
+  }
+
+  // Depth-first preorder from the root. With one parent per node, a node that the walk does
+  // not reach sits on a cycle.
+  std::vector<NodeId> preorder;
+  preorder.reserve(n);
+  depth_.assign(n, 0);
+  {
+    std::vector<NodeId> stack{root()};
+    while (!stack.empty()) {
+      const NodeId v = stack.back();
+      stack.pop_back();
+      preorder.push_back(v);
+      for (auto c = children_[v].rbegin(); c != children_[v].rend(); ++c) {
+        depth_[*c] = depth_[v] + 1;
+        stack.push_back(*c);
+      }
+    }
+  }
+  if (preorder.size() != n) {
+    std::vector<bool> seen(n, false);
+    for (NodeId v : preorder) seen[v] = true;
+    const NodeId lost = static_cast<NodeId>(std::find(seen.begin(), seen.end(), false) -
+                                            seen.begin());
+    throw TopologyError(describe(lost), "not reachable from the root: the edges form a cycle");
+  }
+
+  // Names: non-empty, no '/', unique among siblings; full names are paths from the root.
+  for (NodeId v : preorder) {
+    TopoNodeProps& props = graph_[v];
+    if (props.name.empty()) throw TopologyError(describe(v), "a node needs a name");
+    if (props.name.find('/') != std::string::npos)
+      throw TopologyError(describe(v), "a name cannot contain '/' (it joins full names)");
+    props.full_name = v == root() ? props.name : graph_[parent_[v]].full_name + "/" + props.name;
+    if (children_[v].size() > 1) {
+      std::unordered_set<std::string_view> names;
+      names.reserve(children_[v].size());
+      for (NodeId c : children_[v])
+        if (!names.insert(graph_[c].name).second)
+          throw TopologyError(describe(c),
+                              fmt::format("two children of \"{}\" are named \"{}\"",
+                                          props.full_name, graph_[c].name));
+    }
+    if (v != root()) {
+      const Link& link = props.link;
+      if (!(link.bandwidth > 0) || !std::isfinite(link.bandwidth))
+        throw TopologyError(props.full_name,
+                            fmt::format("link bandwidth must be positive and finite, got {}",
+                                        link.bandwidth));
+      if (!(link.latency >= 0) || !std::isfinite(link.latency))
+        throw TopologyError(props.full_name,
+                            fmt::format("link latency must be non-negative and finite, got {}",
+                                        link.latency));
+    }
+  }
+
+  // Levels bottom-up: in reverse preorder every child comes before its parent.
+  level_.assign(n, -1);
+  for (auto it = preorder.rbegin(); it != preorder.rend(); ++it)
+    if (*it != root()) level_[parent_[*it]] = std::max(level_[parent_[*it]], level_[*it] + 1);
+  if (level_[root()] < 0) throw TopologyError(graph_[root()].full_name, "the root has no children");
+  by_level_.assign(level_[root()] + 1, {});
+  for (NodeId v : preorder)
+    if (level_[v] >= 0) by_level_[level_[v]].push_back(v);
+
+  // Learners and their ranks: a permutation of 0..P-1.
+  int learners = 0;
+  for (NodeId v : preorder) {
+    if (is_learner(v))
+      ++learners;
+    else if (graph_[v].rank != -1)
+      throw TopologyError(graph_[v].full_name,
+                          fmt::format("only learners have a rank, this node has children "
+                                      "and rank {}",
+                                      graph_[v].rank));
+  }
+  if (learners < 2)
+    throw TopologyError(graph_[root()].full_name,
+                        fmt::format("an all-reduce needs at least 2 learners, the tree has {}",
+                                    learners));
+  learner_node_.assign(learners, -1);
+  for (NodeId v : preorder) {
+    if (!is_learner(v)) continue;
+    const int rank = graph_[v].rank;
+    if (rank < 0 || rank >= learners)
+      throw TopologyError(graph_[v].full_name,
+                          fmt::format("rank {} is outside 0..{}", rank, learners - 1));
+    if (learner_node_[rank] != -1)
+      throw TopologyError(graph_[v].full_name,
+                          fmt::format("rank {} is already taken by {}", rank,
+                                      graph_[learner_node_[rank]].full_name));
+    learner_node_[rank] = v;
+  }
+
+  // learners_under(v): learners in preorder are contiguous for every subtree.
+  dfs_ranks_.clear();
+  dfs_ranks_.reserve(learners);
+  first_.assign(n, 0);
+  count_.assign(n, 0);
+  for (NodeId v : preorder) {
+    first_[v] = static_cast<int>(dfs_ranks_.size());
+    if (is_learner(v)) dfs_ranks_.push_back(graph_[v].rank);
+  }
+  for (auto it = preorder.rbegin(); it != preorder.rend(); ++it) {
+    if (is_learner(*it)) count_[*it] = 1;
+    if (*it != root()) count_[parent_[*it]] += count_[*it];
+  }
+
+  // Symmetric: one fan-out and one link figure per depth. Equal fan-outs per depth also put
+  // all learners (fan-out 0) at one depth.
+  symmetric_ = true;
+  {
+    std::vector<NodeId> first_at_depth;
+    for (NodeId v : preorder) {
+      const size_t d = static_cast<size_t>(depth_[v]);
+      if (d == first_at_depth.size()) {
+        first_at_depth.push_back(v);
+        continue;
+      }
+      const NodeId ref = first_at_depth[d];
+      if (degree(v) != degree(ref) || (v != root() && !same_link(uplink(v), uplink(ref)))) {
+        symmetric_ = false;
+        break;
+      }
+    }
+  }
+
+  // Content hash over a canonical serialization in preorder (docs/topology.md).
+  Fnv1a64 h;
+  h.bytes("flexplan.topology.v1");
+  for (NodeId v : preorder) {
+    const TopoNodeProps& props = graph_[v];
+    h.u64(props.name.size());
+    h.bytes(props.name);
+    h.u64(children_[v].size());
+    h.i64(props.rank);
+    if (v != root()) {
+      h.f64(props.link.bandwidth);
+      h.f64(props.link.latency);
+    }
+  }
+  hash_ = h.value();
+}
+
+std::span<const int> Topology::learners_under(NodeId n) const {
+  return std::span<const int>(dfs_ranks_).subspan(first_[n], count_[n]);
+}
+
+namespace {
+void check_rank(int rank, int learners) {
+  if (rank < 0 || rank >= learners)
+    throw std::out_of_range(fmt::format("rank {} is outside 0..{}", rank, learners - 1));
+}
+}  // namespace
+
+NodeId Topology::lca(int rank_a, int rank_b) const {
+  check_rank(rank_a, num_learners());
+  check_rank(rank_b, num_learners());
+  NodeId a = learner_node_[rank_a];
+  NodeId b = learner_node_[rank_b];
+  while (depth_[a] > depth_[b]) a = parent_[a];
+  while (depth_[b] > depth_[a]) b = parent_[b];
+  while (a != b) a = parent_[a], b = parent_[b];
+  return a;
+}
+
+Topology::Route Topology::route(int rank_a, int rank_b) const {
+  const NodeId meet = lca(rank_a, rank_b);
+  Route route;
+  for (NodeId v = learner_node_[rank_a]; v != meet; v = parent_[v]) route.up.push_back(v);
+  for (NodeId v = learner_node_[rank_b]; v != meet; v = parent_[v]) route.down.push_back(v);
+  std::reverse(route.down.begin(), route.down.end());
+  return route;
+}
+
+double Topology::path_latency(int rank_a, int rank_b) const {
+  const Route r = route(rank_a, rank_b);
+  double total = 0;
+  for (NodeId v : r.up) total += uplink(v).latency;
+  for (NodeId v : r.down) total += uplink(v).latency;
+  return total;
+}
+
+std::string Topology::hash_hex() const { return fmt::format("{:016x}", hash_); }
+
+}  // namespace flexplan

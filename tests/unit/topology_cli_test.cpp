@@ -1,0 +1,127 @@
+// `flexplan topo show`: what it prints, its --help, and exit code 2 with the located message
+// for bad topologies.
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "planner/topology.hpp"
+
+namespace flexplan {
+namespace {
+
+const std::string kDir = FLEXPLAN_SOURCE_DIR "/topologies/";
+
+struct CliResult {
+  int exit_code;
+  std::string output;  // stdout and stderr together
+};
+
+CliResult flexplan(const std::string& arguments) {
+  const std::string command = std::string("'") + FLEXPLAN_BINARY + "' " + arguments + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return {-1, "popen failed"};
+  std::string output;
+  char buffer[4096];
+  for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) output.append(buffer, n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// A file in the temp directory holding `text`, removed at the end of the test.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& text)
+      : path_(std::filesystem::temp_directory_path() /
+              ("flexplan_topology_cli_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+               "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".json")) {
+    std::ofstream(path_) << text;
+  }
+  ~TempFile() { std::filesystem::remove(path_); }
+  std::string path() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+TEST(TopologyCli, ShowPrintsLevelsTreeBottleneckAndSymmetry) {
+  const std::string file = kDir + "two-machines-2+3.json";
+  const CliResult run = flexplan("topo show '" + file + "'");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_TRUE(contains(run.output, "5 learners, 8 nodes, 2 levels, asymmetric")) << run.output;
+  EXPECT_TRUE(contains(run.output, "hash " + load_topology(file).hash_hex())) << run.output;
+  EXPECT_TRUE(contains(run.output, "|-- m0  1 Gbit/s, 50 us  (2 learners)")) << run.output;
+  EXPECT_TRUE(contains(run.output, "`-- gpu[0..2] x3  10 GB/s, 5 us  ranks 2..4")) << run.output;
+  EXPECT_TRUE(contains(run.output, "bottleneck: 1 Gbit/s on 2 links")) << run.output;
+  EXPECT_TRUE(contains(run.output, "symmetric: no (at depth 1, switch/m0 has 2 children but "
+                                   "switch/m1 has 3 children)"))
+      << run.output;
+}
+
+TEST(TopologyCli, ShowSaysWhenSymmetric) {
+  const CliResult run = flexplan("topo show '" + kDir + "cloud-16x8-25gbe.json'");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_TRUE(contains(run.output, "128 learners")) << run.output;
+  EXPECT_TRUE(contains(run.output, "node[0..15] x16  25 Gbit/s, 25 us  (8 learners each)"))
+      << run.output;
+  EXPECT_TRUE(contains(run.output, "symmetric: yes")) << run.output;
+}
+
+TEST(TopologyCli, LargeTreeFitsAScreen) {
+  const CliResult run = flexplan("topo show '" + kDir + "large-10k.json'");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_TRUE(contains(run.output, "10072 learners")) << run.output;
+  EXPECT_TRUE(contains(run.output, "m[0..15] x16")) << run.output;
+  EXPECT_LE(std::count(run.output.begin(), run.output.end(), '\n'), 50) << run.output;
+}
+
+TEST(TopologyCli, MaxLinesCutsTheTree) {
+  const CliResult run = flexplan("topo show --max-lines 2 '" + kDir + "asym-3level-a.json'");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_TRUE(contains(run.output, "more lines (--max-lines 0 prints all)")) << run.output;
+  EXPECT_FALSE(contains(run.output, "-- rack1")) << run.output;
+  EXPECT_TRUE(contains(run.output, "bottleneck:")) << "the rest of the report still follows";
+}
+
+TEST(TopologyCli, BadTopologyExitsWithCode2AndTheLocation) {
+  const TempFile file(R"({"name": "t", "root": {"name": "s", "children": [
+    {"name": "a", "link": {"bandwidth": "1 GB/s"}}, {"name": "b", "link": {"bandwidth": "10"}}]}})");
+  const CliResult run = flexplan("topo show '" + file.path() + "'");
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_TRUE(contains(run.output, "root.children[1].link.bandwidth: \"10\" has no unit"))
+      << run.output;
+}
+
+TEST(TopologyCli, MissingFileAndJsonErrorsExitWithCode2) {
+  const CliResult missing = flexplan("topo show /nonexistent/t.json");
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_TRUE(contains(missing.output, "/nonexistent/t.json: cannot open")) << missing.output;
+
+  const TempFile broken("{\"name\": \"t\",\n  \"root\": {,}}");
+  const CliResult syntax = flexplan("topo show '" + broken.path() + "'");
+  EXPECT_EQ(syntax.exit_code, 2) << syntax.output;
+  EXPECT_TRUE(contains(syntax.output, broken.path() + ":2:12: invalid JSON")) << syntax.output;
+}
+
+TEST(TopologyCli, EverySubcommandHasHelp) {
+  const CliResult topo = flexplan("topo --help");
+  EXPECT_EQ(topo.exit_code, 0) << topo.output;
+  EXPECT_TRUE(contains(topo.output, "show")) << topo.output;
+  const CliResult show = flexplan("topo show --help");
+  EXPECT_EQ(show.exit_code, 0) << show.output;
+  EXPECT_TRUE(contains(show.output, "TOPOLOGY")) << show.output;
+  EXPECT_TRUE(contains(show.output, "--max-lines")) << show.output;
+  EXPECT_EQ(flexplan("topo").exit_code, 2) << "a subcommand is required";
+}
+
+}  // namespace
+}  // namespace flexplan
