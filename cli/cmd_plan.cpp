@@ -1,0 +1,189 @@
+// The main job, `flexplan TOPOLOGY.json -o plan.bin [--algorithms A,B]`: plan every candidate
+// algorithm, keep for each message-size range the one the cost model predicts fastest, verify
+// and write plan.bin, and print what was decided and what it should buy.
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "cli/command.hpp"
+#include "ir/plan_binary.hpp"
+#include "planner/algorithms.hpp"
+#include "planner/plan_builder.hpp"
+#include "planner/prediction.hpp"
+#include "planner/size_format.hpp"
+
+namespace flexplan::cli {
+namespace {
+
+// Progress lines go to stderr only for topologies big enough to take a while.
+constexpr int kProgressLearners = 10'000;
+
+struct PlanCommand {
+  std::string topology_path;
+  std::string output = "plan.bin";
+  std::vector<std::string> algorithms;
+  std::string hop_overhead = "0 s";
+};
+
+// Elapsed time since the command started, loading the topology included.
+class Progress {
+ public:
+  Progress() : start_(Clock::now()) {}
+  void enable(bool enabled) { enabled_ = enabled; }
+  void operator()(std::string_view what) const {
+    if (!enabled_) return;
+    const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
+    fmt::print(stderr, "flexplan: [{:7.2f} s] {}\n", elapsed, what);
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  bool enabled_ = false;
+  Clock::time_point start_;
+};
+
+std::string range_text(const ir::Schedule& schedule) {
+  return fmt::format("[{}, {})", format_bytes(static_cast<double>(schedule.min_bytes)),
+                     schedule.max_bytes ? format_bytes(static_cast<double>(*schedule.max_bytes))
+                                        : std::string("inf"));
+}
+
+// "0.123 GB/s": one unit for every bandwidth printed, so they compare at a glance.
+std::string gbps(double bytes_per_second) {
+  return fmt::format("{:.3g} GB/s", bytes_per_second / 1e9);
+}
+
+// "T(n) = 260 us + n / 0.123 GB/s"
+std::string line_text(const LinearCost& cost) {
+  return fmt::format("T(n) = {} + n / {}", format_seconds(cost.latency),
+                     cost.per_byte > 0 ? gbps(1 / cost.per_byte) : std::string("inf"));
+}
+
+const Candidate* find_candidate(const PlanReport& report, const std::string& algorithm) {
+  for (const auto& candidate : report.candidates)
+    if (candidate.algorithm == algorithm) return &candidate;
+  return nullptr;
+}
+
+std::string fell_back_note(const Topology& topo, const std::string& algorithm) {
+  return algorithm == "blueconnect" && blueconnect_falls_back(topo)
+             ? "  (fell back to the ring: the tree is not symmetric)"
+             : "";
+}
+
+void print_schedules(const Topology& topo, const PlanReport& report, const std::string& output) {
+  const auto& plan = report.plan;
+  fmt::print("plan: {} schedule{} written to {} (verified, {})\n", plan.schedules.size(),
+             plan.schedules.size() == 1 ? "" : "s", output,
+             format_bytes(static_cast<double>(std::filesystem::file_size(output))));
+  for (const auto& schedule : plan.schedules) {
+    const auto* candidate = find_candidate(report, schedule.algorithm);
+    fmt::print("  {:<22} {:<13} {}{}\n", range_text(schedule), schedule.algorithm,
+               candidate ? line_text(candidate->cost) : std::string(),
+               fell_back_note(topo, schedule.algorithm));
+  }
+  for (const auto& candidate : report.candidates) {
+    bool chosen = false;
+    for (const auto& schedule : plan.schedules)
+      chosen = chosen || schedule.algorithm == candidate.algorithm;
+    if (chosen) continue;
+    const std::string line =
+        candidate.priced ? fmt::format("{} ({})", line_text(candidate.cost), candidate.priced_by)
+                         : std::string();
+    if (!candidate.left_out_because.empty())
+      fmt::print("  left out:   {:<13} {}{}\n      {}\n", candidate.algorithm, line,
+                 fell_back_note(topo, candidate.algorithm), candidate.left_out_because);
+    else
+      fmt::print("  not chosen: {:<13} {}{}\n", candidate.algorithm, line,
+                 fell_back_note(topo, candidate.algorithm));
+  }
+}
+
+void print_predictions(const Topology& topo, const PlanReport& report, const CostParams& params) {
+  const auto ring = ring_cost(topo, params);  // Eq. 2: exact for the depth-first ring
+  const int learners = topo.num_learners();
+  fmt::print("predicted all-reduce (float32):\n");
+  fmt::print("  {:>10} {:>12} {:>10} {:>12}  {:<13} {:>8} {:>7}\n", "size", "count", "time",
+             "busbw", "algorithm", "vs ring", "/floor");
+  for (const uint64_t bytes : {uint64_t{64} << 10, uint64_t{1} << 20, uint64_t{16} << 20,
+                               uint64_t{256} << 20}) {
+    const auto& schedule = ir::select_schedule(report.plan, ir::Collective::AllReduce, bytes);
+    const auto* candidate = find_candidate(report, schedule.algorithm);
+    const double n = static_cast<double>(bytes);
+    const double time = candidate->cost.at(n);
+    const double ring_time = ring.at(n);
+    const double floor = information_floor(topo, n);
+    fmt::print("  {:>10} {:>12} {:>10} {:>12}  {:<13} {:>7.1f}% {:>7}\n", format_bytes(n),
+               bytes / 4, format_seconds(time), gbps(bus_bandwidth(n, time, learners)),
+               schedule.algorithm, ring_time > 0 ? 100 * (1 - time / ring_time) : 0.0,
+               floor > 0 ? fmt::format("{:.2f}", time / floor) : std::string("-"));
+  }
+  fmt::print("  (vs ring: the time saved over the depth-first ring; /floor: over the information "
+             "floor n / {}, the slowest link between learners)\n",
+             gbps(information_floor(topo, 1) > 0 ? 1 / information_floor(topo, 1) : 0));
+}
+
+void print_calls(const ReduceCallStats& calls) {
+  fmt::print("flexreduce reduce calls per learner: top step avg {:.2f}, max {} (Eq. 12 bound {}); "
+             "taking part over the reduce-scatter: avg {:.2f}, max {}\n",
+             calls.top_rooted_avg, calls.top_rooted_max, calls.eq12_bound,
+             calls.taking_part_avg, calls.taking_part_max);
+}
+
+void run(const PlanCommand& command, const CostParams& cost) {
+  Progress progress;
+  const auto topo = load_topology(command.topology_path);
+  progress.enable(topo.num_learners() >= kProgressLearners);
+  progress(fmt::format("topology loaded: {}", describe_topology(topo)));
+
+  PlanOptions options;
+  options.algorithms = command.algorithms;
+  options.cost = cost;
+  options.progress = [&](std::string_view what) { progress(what); };
+  const auto report = build_plan_report(topo, options);
+  progress("verifying and writing the plan");
+  ir::write_plan_file(command.output, report.plan);
+  progress("done");
+
+  fmt::print("flexplan: topology {} ({}), hash {}\n", topo.name(), describe_topology(topo),
+             topo.hash_hex());
+  print_schedules(topo, report, command.output);
+  print_predictions(topo, report, options.cost);
+  if (report.flexreduce_calls) print_calls(*report.flexreduce_calls);
+}
+
+void setup(CLI::App& app) {
+  auto command = std::make_shared<PlanCommand>();
+  app.add_option("TOPOLOGY", command->topology_path,
+                 "topology JSON file (docs/topology.md); plans it when no subcommand is given");
+  app.add_option("-o,--output", command->output, "where to write the plan")
+      ->capture_default_str();
+  app.add_option("--algorithms", command->algorithms,
+                 "algorithms to choose among (default: all); one alone forces it")
+      ->delimiter(',')
+      ->check(CLI::IsMember(algorithm_names()));
+  app.add_option("--hop-overhead", command->hop_overhead,
+                 "software cost of one hop, added to every hop's latency (\"2 us\")")
+      ->capture_default_str();
+  app.callback([&app, command] {
+    if (!app.get_subcommands().empty()) return;  // a subcommand did the work
+    if (command->topology_path.empty())
+      throw CLI::RequiredError("TOPOLOGY (flexplan TOPOLOGY.json -o plan.bin, or a subcommand)");
+    CostParams cost;
+    try {
+      cost.hop_overhead = parse_latency(command->hop_overhead);
+    } catch (const std::invalid_argument& e) {
+      throw CLI::ValidationError("--hop-overhead", e.what());
+    }
+    run(*command, cost);
+  });
+}
+
+const Registration registration("plan", setup);
+
+}  // namespace
+}  // namespace flexplan::cli

@@ -1,0 +1,136 @@
+// The planning commands end to end: `flexplan TOPOLOGY.json -o plan.bin` and `flexplan predict`,
+// run as a user would, with their exit codes and the errors for bad input.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ir/plan_binary.hpp"
+
+namespace flexplan {
+namespace {
+
+struct Run {
+  int status = -1;
+  std::string output;  // stdout and stderr
+};
+
+// Runs flexplan with `args` from the directory `cwd` (default: the test's own).
+Run flexplan(const std::string& args, const std::string& cwd = ".") {
+  const std::string command =
+      "cd '" + cwd + "' && " + std::string(FLEXPLAN_BINARY) + " " + args + " 2>&1";
+  Run run;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return run;
+  std::array<char, 4096> buffer;
+  size_t n;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) run.output.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  run.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return run;
+}
+
+std::string topology(const std::string& name) {
+  return std::string(FLEXPLAN_SOURCE_DIR) + "/topologies/" + name + ".json";
+}
+
+class PlannerCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("flexplan-cli-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string path(const std::string& file) const { return (dir_ / file).string(); }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(PlannerCli, PlansAndWritesAVerifiedPlan) {
+  const auto out = path("plan.bin");
+  const auto run = flexplan(topology("two-machines-2+3") + " -o " + out);
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_NE(run.output.find("topology two-machines-2+3 (5 learners, 2 levels, asymmetric)"),
+            std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("flexreduce"), std::string::npos);
+  EXPECT_NE(run.output.find("vs ring"), std::string::npos);
+  EXPECT_NE(run.output.find("/floor"), std::string::npos);
+  EXPECT_NE(run.output.find("Eq. 12 bound 3"), std::string::npos) << run.output;
+  const auto plan = ir::read_plan_file(out);  // verifies
+  EXPECT_EQ(plan.world_size, 5);
+  EXPECT_EQ(plan.topology_name, "two-machines-2+3");
+  ASSERT_FALSE(plan.schedules.empty());
+}
+
+TEST_F(PlannerCli, ForcedAlgorithmAndTheBlueConnectFallbackNote) {
+  const auto out = path("plan.bin");
+  const auto run = flexplan(topology("two-machines-2+3") + " -o " + out + " --algorithms blueconnect");
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_NE(run.output.find("fell back to the ring"), std::string::npos) << run.output;
+  const auto plan = ir::read_plan_file(out);
+  ASSERT_EQ(plan.schedules.size(), 1u);
+  EXPECT_EQ(plan.schedules[0].algorithm, "blueconnect");
+}
+
+TEST_F(PlannerCli, BadInputExitsWithTwoAndSaysWhy) {
+  const auto out = path("plan.bin");
+  auto run = flexplan(topology("two-machines-2+3") + " -o " + out + " --algorithms ring,bogus");
+  EXPECT_EQ(run.status, 2);
+  EXPECT_NE(run.output.find("bogus"), std::string::npos) << run.output;
+
+  run = flexplan(path("missing.json") + " -o " + out);
+  EXPECT_EQ(run.status, 2);
+  EXPECT_NE(run.output.find("missing.json"), std::string::npos) << run.output;
+
+  run = flexplan(topology("two-machines-2+3") + " -o " + out + " --hop-overhead fast");
+  EXPECT_EQ(run.status, 2);
+  EXPECT_NE(run.output.find("fast"), std::string::npos) << run.output;
+
+  run = flexplan("");
+  EXPECT_EQ(run.status, 2);
+  EXPECT_NE(run.output.find("TOPOLOGY"), std::string::npos) << run.output;
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+TEST_F(PlannerCli, PredictPrintsOneRowPerSize) {
+  const auto run = flexplan(
+      "predict " + topology("two-machines-2+3") + " -b 64K -e 1M -f 2 -t double", dir_.string());
+  ASSERT_EQ(run.status, 0) << run.output;
+  std::istringstream lines(run.output);
+  std::vector<std::string> rows;
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty() && line[0] != '#') rows.push_back(line);
+  ASSERT_EQ(rows.size(), 5u) << run.output;  // 64K, 128K, 256K, 512K, 1M
+  std::istringstream first(rows[0]);
+  uint64_t size = 0, count = 0;
+  first >> size >> count;
+  EXPECT_EQ(size, 65536u);
+  EXPECT_EQ(count, 65536u / 8);
+  EXPECT_NE(rows[0].find("flexreduce", rows[0].size() - 12), std::string::npos) << rows[0];
+  for (const char* name : {"flexreduce", "ring", "blueconnect", "hierarchical", "busbw"})
+    EXPECT_NE(run.output.find(name), std::string::npos) << name;
+  EXPECT_FALSE(std::filesystem::exists(path("plan.bin"))) << "predict must not run the main job";
+}
+
+TEST_F(PlannerCli, PredictRejectsBadSweeps) {
+  const auto topo = topology("two-machines-2+3");
+  const std::pair<std::string, std::string> cases[] = {
+      {" -f 1", "stepfactor"},  {" -b 1M -e 64K", "maxbytes"}, {" -b 12Q", "'12Q'"},
+      {" -t complex", "'complex'"}, {" -a nope", "nope"}};
+  for (const auto& [args, named] : cases) {
+    const auto run = flexplan("predict " + topo + args);
+    EXPECT_EQ(run.status, 2) << args << "\n" << run.output;
+    EXPECT_NE(run.output.find(named), std::string::npos) << args << "\n" << run.output;
+  }
+}
+
+}  // namespace
+}  // namespace flexplan

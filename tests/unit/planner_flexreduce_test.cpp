@@ -1,0 +1,170 @@
+// FlexReduce planning: the paper's Fig. 2 example to the unit, the mirror all-gather, units,
+// degree-1 branches and the fallback beyond 64-bit units.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "ir/verify.hpp"
+#include "planner/algorithms.hpp"
+#include "planner/flexreduce.hpp"
+#include "planner_test_trees.hpp"
+
+namespace flexplan {
+namespace {
+
+using testing::kEthernet;
+using testing::kPcie;
+using testing::machines;
+using testing::reference_allreduce_error;
+using testing::TreeBuilder;
+
+// "F[0,2) {D,F}" with the paper's letters for ranks 0..4 of the 2+3 tree.
+std::string describe(const ir::Op& op) {
+  const auto letter = [](int rank) { return std::string(1, static_cast<char>('D' + rank)); };
+  std::string text = letter(op.root) + "[" + std::to_string(op.begin) + "," +
+                     std::to_string(op.end) + ") {";
+  for (size_t i = 0; i < op.group.size(); ++i) text += (i ? "," : "") + letter(op.group[i]);
+  return text + "}";
+}
+
+std::vector<std::string> describe(const ir::Step& step) {
+  std::vector<std::string> ops;
+  for (const auto& op : step.ops) ops.push_back(describe(op));
+  return ops;
+}
+
+// Fig. 2: learners D, E on one machine and F, G, H on the other, 12 items.
+TEST(PlannerFlexReduce, PaperFig2ExampleExactly) {
+  const auto topo = machines({2, 3});
+  const auto schedule = plan_flexreduce(topo);
+  EXPECT_EQ(schedule.algorithm, "flexreduce");
+  ASSERT_EQ(schedule.units, 12u);
+  ASSERT_EQ(schedule.steps.size(), 4u);  // two reduce-scatter levels, two all-gather
+
+  // Level 0: D[0,6) E[6,12) F[0,4) G[4,8) H[8,12), each gathered from its machine.
+  EXPECT_EQ(schedule.steps[0].phase, ir::Phase::ReduceScatter);
+  EXPECT_EQ(schedule.steps[0].level, 0);
+  EXPECT_EQ(describe(schedule.steps[0]),
+            (std::vector<std::string>{"D[0,6) {D,E}", "E[6,12) {D,E}", "F[0,4) {F,G,H}",
+                                      "G[4,8) {F,G,H}", "H[8,12) {F,G,H}"}));
+
+  // Level 1: sorted F, D, G, E, H taking F[0,2) D[2,5) G[5,7) E[7,10) H[10,12), split where the
+  // holders change: 8 reduce calls.
+  EXPECT_EQ(schedule.steps[1].level, 1);
+  EXPECT_EQ(describe(schedule.steps[1]),
+            (std::vector<std::string>{"F[0,2) {D,F}", "D[2,4) {D,F}", "D[4,5) {D,G}",
+                                      "G[5,6) {D,G}", "G[6,7) {E,G}", "E[7,8) {E,G}",
+                                      "E[8,10) {E,H}", "H[10,12) {E,H}"}));
+  EXPECT_NO_THROW(ir::verify_schedule(schedule, topo.num_learners()));
+  EXPECT_EQ(reference_allreduce_error(schedule, topo.num_learners()), "");
+}
+
+TEST(PlannerFlexReduce, AllGatherMirrorsTheReduceScatter) {
+  const auto topo = machines({3, 1, 4});
+  const auto schedule = plan_flexreduce(topo);
+  const size_t steps = schedule.steps.size();
+  ASSERT_EQ(steps % 2, 0u);
+  for (size_t i = 0; i < steps / 2; ++i) {
+    const auto& reduce = schedule.steps[i];
+    const auto& gather = schedule.steps[steps - 1 - i];
+    EXPECT_EQ(reduce.phase, ir::Phase::ReduceScatter);
+    EXPECT_EQ(gather.phase, ir::Phase::AllGather);
+    EXPECT_EQ(gather.level, reduce.level);
+    ASSERT_EQ(gather.ops.size(), reduce.ops.size());
+    for (size_t o = 0; o < reduce.ops.size(); ++o) {
+      EXPECT_EQ(reduce.ops[o].kind, ir::OpKind::Reduce);
+      EXPECT_EQ(gather.ops[o].kind, ir::OpKind::Broadcast);
+      auto mirrored = gather.ops[o];
+      mirrored.kind = ir::OpKind::Reduce;
+      EXPECT_EQ(mirrored, reduce.ops[o]);
+    }
+  }
+  EXPECT_EQ(reference_allreduce_error(schedule, topo.num_learners()), "");
+}
+
+TEST(PlannerFlexReduce, UnitsAreTheLcmOfDegreeProducts) {
+  EXPECT_EQ(flexreduce_units(machines({2, 3})).units, 12u);       // lcm(2*2, 3*2)
+  EXPECT_EQ(flexreduce_units(machines({4, 4})).units, 8u);        // lcm(4*2, 4*2)
+  EXPECT_EQ(flexreduce_units(machines({5, 3, 1})).units, 45u);    // lcm(15, 9, 3)
+  EXPECT_TRUE(flexreduce_units(machines({5, 3, 1})).exact);
+  EXPECT_EQ(plan_flexreduce(machines({5, 3, 1})).units, 45u);
+}
+
+// A branch with one child divides nothing: wrapping a machine in a one-child switch leaves the
+// reduce-scatter's ops as they were.
+TEST(PlannerFlexReduce, SingleChildBranchChangesNothing) {
+  TreeBuilder b;
+  const NodeId m0 = b.add_switch(b.root(), "m0", kEthernet);
+  const NodeId wrap = b.add_switch(b.root(), "wrap", kEthernet);
+  const NodeId m1 = b.add_switch(wrap, "m1", kEthernet);
+  for (int g = 0; g < 2; ++g) b.add_learner(m0, "gpu" + std::to_string(g), kPcie);
+  for (int g = 0; g < 3; ++g) b.add_learner(m1, "gpu" + std::to_string(g), kPcie);
+  const auto wrapped = plan_flexreduce(b.build());
+  const auto plain = plan_flexreduce(machines({2, 3}));
+
+  const auto ops_of = [](const ir::Schedule& s) {
+    std::vector<ir::Op> ops;
+    for (const auto& step : s.steps) ops.insert(ops.end(), step.ops.begin(), step.ops.end());
+    return ops;
+  };
+  EXPECT_EQ(wrapped.units, plain.units);
+  EXPECT_EQ(ops_of(wrapped), ops_of(plain));
+  EXPECT_EQ(wrapped.steps.size(), plain.steps.size());  // the empty level adds no step
+}
+
+// Learners directly under the root beside a machine: a learner child holds everything.
+TEST(PlannerFlexReduce, LearnerChildBesideMachines) {
+  TreeBuilder b;
+  const NodeId m0 = b.add_switch(b.root(), "m0", kEthernet);
+  b.add_learner(b.root(), "solo", kEthernet);
+  for (int g = 0; g < 3; ++g) b.add_learner(m0, "gpu" + std::to_string(g), kPcie);
+  const auto topo = b.build();
+  const auto schedule = plan_flexreduce(topo);
+  EXPECT_EQ(schedule.units, 6u);  // lcm(3*2, 2)
+  EXPECT_NO_THROW(ir::verify_schedule(schedule, topo.num_learners()));
+  EXPECT_EQ(reference_allreduce_error(schedule, topo.num_learners()), "");
+  // At the root every subrange has one holder per child: the solo learner and one gpu.
+  for (const auto& op : schedule.steps.at(1).ops) EXPECT_EQ(op.group.size(), 2u);
+}
+
+// A comb whose branch degrees are the first 16 primes: the degree product on the deepest path
+// is about 3.3e19, past 64 bits, so units fall back to 2^60 with cumulative rounding.
+TEST(PlannerFlexReduce, UnitsBeyond64BitsFallBackToRounding) {
+  const int primes[] = {2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53};
+  TreeBuilder b;
+  NodeId spine = b.root();
+  for (size_t i = 0; i < std::size(primes); ++i) {
+    const bool last = i + 1 == std::size(primes);
+    const int learners = last ? primes[i] : primes[i] - 1;
+    for (int g = 0; g < learners; ++g) b.add_learner(spine, "g" + std::to_string(g), kPcie);
+    if (!last) spine = b.add_switch(spine, "s", kEthernet);
+  }
+  const auto topo = b.build();
+  const auto units = flexreduce_units(topo);
+  EXPECT_FALSE(units.exact);
+  EXPECT_EQ(units.units, kFallbackUnits);
+
+  const auto schedule = plan_flexreduce(topo);
+  EXPECT_EQ(schedule.units, kFallbackUnits);
+  EXPECT_NO_THROW(ir::verify_schedule(schedule, topo.num_learners()));
+  EXPECT_EQ(reference_allreduce_error(schedule, topo.num_learners()), "");
+
+  // Each learner's final range is its exact portion to within one unit. At the top step the
+  // root's learner child holds everything, so every final range is taken through reduce ops.
+  std::vector<long double> owned(topo.num_learners(), 0);
+  for (const auto& step : schedule.steps) {
+    if (step.level != topo.num_levels() - 1 || step.phase != ir::Phase::ReduceScatter) continue;
+    for (const auto& op : step.ops) owned[op.root] += static_cast<long double>(op.end - op.begin);
+  }
+  for (int rank = 0; rank < topo.num_learners(); ++rank) {
+    long double portion = kFallbackUnits;
+    for (NodeId a = topo.parent(topo.learner_node(rank)); a >= 0; a = topo.parent(a))
+      portion /= topo.degree(a);
+    EXPECT_NEAR(static_cast<double>(owned[rank]), static_cast<double>(portion), 1.0) << rank;
+  }
+}
+
+}  // namespace
+}  // namespace flexplan

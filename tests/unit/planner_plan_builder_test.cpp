@@ -1,0 +1,188 @@
+// build_plan: the lower envelope of the candidates' cost lines, the plan's fields, forcing and
+// restricting algorithms, and skipping schedules too big to build.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "ir/verify.hpp"
+#include "planner/plan_builder.hpp"
+#include "planner_test_trees.hpp"
+
+namespace flexplan {
+namespace {
+
+using testing::kEthernet;
+using testing::kPcie;
+using testing::machines;
+
+TEST(PlannerEnvelope, SwitchesWhereTheLinesCross) {
+  // a = 1 + 10n is lowest until n = 4/9, then b = 5 + n; c never is.
+  const std::vector<LinearCost> lines = {{1, 10}, {5, 1}, {6, 2}};
+  const auto pieces = lower_envelope(lines);
+  ASSERT_EQ(pieces.size(), 2u);
+  EXPECT_EQ(pieces[0].line, 0u);
+  EXPECT_EQ(pieces[0].min_bytes, 0u);
+  EXPECT_EQ(pieces[0].max_bytes, 1u);
+  EXPECT_EQ(pieces[1].line, 1u);
+  EXPECT_EQ(pieces[1].min_bytes, 1u);
+  EXPECT_FALSE(pieces[1].max_bytes);
+}
+
+TEST(PlannerEnvelope, ThreePiecesAndExactCrossings) {
+  // a = 0 + 3n, b = 100 + 2n (crosses a at 100), c = 300 + n (crosses b at 200).
+  const std::vector<LinearCost> lines = {{300, 1}, {0, 3}, {100, 2}};
+  const auto pieces = lower_envelope(lines);
+  ASSERT_EQ(pieces.size(), 3u);
+  EXPECT_EQ(pieces[0].line, 1u);
+  EXPECT_EQ(pieces[0].max_bytes, 100u);
+  EXPECT_EQ(pieces[1].line, 2u);
+  EXPECT_EQ(pieces[1].min_bytes, 100u);
+  EXPECT_EQ(pieces[1].max_bytes, 200u);
+  EXPECT_EQ(pieces[2].line, 0u);
+  EXPECT_EQ(pieces[2].min_bytes, 200u);
+}
+
+TEST(PlannerEnvelope, NearlyEqualLinesGoToTheEarlierOne) {
+  const std::vector<LinearCost> lines = {{1e-4, 1e-9 * (1 + 1e-13)}, {1e-4, 1e-9}};
+  const auto pieces = lower_envelope(lines);
+  ASSERT_EQ(pieces.size(), 1u);
+  EXPECT_EQ(pieces[0].line, 0u);
+}
+
+// Random lines: each piece's line is the lowest (to rounding) at both ends of its range, and
+// the pieces tile [0, inf).
+TEST(PlannerEnvelope, RandomLinesPieceIsLowestAtItsEnds) {
+  std::mt19937_64 rng(777);
+  std::uniform_real_distribution<double> latency(0, 1e-3), per_byte(1e-10, 1e-8);
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::vector<LinearCost> lines(1 + trial % 6);
+    for (auto& line : lines) line = {latency(rng), per_byte(rng)};
+    const auto pieces = lower_envelope(lines);
+    uint64_t expected_start = 0;
+    for (size_t p = 0; p < pieces.size(); ++p) {
+      EXPECT_EQ(pieces[p].min_bytes, expected_start);
+      EXPECT_EQ(pieces[p].max_bytes.has_value(), p + 1 < pieces.size());
+      std::vector<double> probes{static_cast<double>(pieces[p].min_bytes)};
+      if (pieces[p].max_bytes) {
+        probes.push_back(static_cast<double>(*pieces[p].max_bytes - 1));
+        expected_start = *pieces[p].max_bytes;
+      }
+      for (double n : probes)
+        for (const auto& other : lines)
+          EXPECT_LE(lines[pieces[p].line].at(n), other.at(n) * (1 + 1e-9)) << "trial " << trial;
+    }
+  }
+}
+
+// The plan from random trees: fields filled, verified, and at the edges of every size range the
+// schedule is the cheapest of all candidates.
+TEST(PlannerBuildPlan, ChoosesTheCheapestScheduleForEverySizeRange) {
+  testing::RandomTrees trees(8080);
+  int multi_range_plans = 0;
+  for (int i = 0; i < 200; ++i) {
+    const auto topo = trees.next();
+    PlanOptions options;
+    options.cost.hop_overhead = i % 2 ? 20e-6 : 0;  // overheads favour fewer, longer steps
+    const auto report = build_plan_report(topo, options);
+    const auto& plan = report.plan;
+    SCOPED_TRACE("tree " + std::to_string(i));
+    EXPECT_EQ(plan.world_size, topo.num_learners());
+    EXPECT_EQ(plan.topology_name, topo.name());
+    EXPECT_EQ(plan.topology_hash, topo.hash_hex());
+    ASSERT_EQ(plan.rank_names.size(), static_cast<size_t>(topo.num_learners()));
+    EXPECT_EQ(plan.rank_names[0], topo.full_name(topo.learner_node(0)));
+    ASSERT_NO_THROW(ir::verify_plan(plan));
+    ASSERT_FALSE(plan.schedules.empty());
+    EXPECT_EQ(plan.schedules.front().min_bytes, 0u);
+    EXPECT_FALSE(plan.schedules.back().max_bytes);
+    multi_range_plans += plan.schedules.size() > 1;
+    for (const auto& schedule : plan.schedules) {
+      const auto chosen = evaluate_schedule(topo, schedule, options.cost);
+      std::vector<double> probes{static_cast<double>(schedule.min_bytes)};
+      if (schedule.max_bytes) probes.push_back(static_cast<double>(*schedule.max_bytes - 1));
+      for (double n : probes)
+        for (const auto& candidate : report.candidates) {
+          if (!candidate.racing()) continue;
+          EXPECT_LE(chosen.at(n), candidate.cost.at(n) * (1 + 1e-9))
+              << schedule.algorithm << " vs " << candidate.algorithm << " at " << n;
+        }
+    }
+  }
+  EXPECT_GT(multi_range_plans, 0) << "no tree exercised more than one size range";
+}
+
+TEST(PlannerBuildPlan, ForcingOneAlgorithm) {
+  const auto topo = machines({2, 3});
+  for (const auto& name : algorithm_names()) {
+    const auto plan = build_plan(topo, PlanOptions{{name}});
+    ASSERT_EQ(plan.schedules.size(), 1u);
+    EXPECT_EQ(plan.schedules[0].algorithm, name);
+    EXPECT_EQ(plan.schedules[0].min_bytes, 0u);
+    EXPECT_FALSE(plan.schedules[0].max_bytes);
+  }
+}
+
+TEST(PlannerBuildPlan, FlexReduceWinsOnFig2AndReportsCalls) {
+  const auto report = build_plan_report(machines({2, 3}), PlanOptions{});
+  ASSERT_EQ(report.plan.schedules.size(), 1u);
+  EXPECT_EQ(report.plan.schedules[0].algorithm, "flexreduce");
+  ASSERT_TRUE(report.flexreduce_calls);
+  EXPECT_EQ(report.flexreduce_calls->eq12_bound, 3);
+  EXPECT_EQ(report.candidates.size(), 4u);
+}
+
+TEST(PlannerBuildPlan, UnknownAlgorithmIsNamed) {
+  try {
+    build_plan(machines({2, 2}), PlanOptions{{"ring", "bogus"}});
+    FAIL() << "accepted an unknown algorithm";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'bogus'"), std::string::npos) << e.what();
+  }
+}
+
+// 40 machines x 100 learners: a flat ring has 2 x 3999 x 4000 ops, past the limits. Its closed
+// form says it would win large messages, so it is dropped with a note and hierarchical, the
+// runner-up, serves them.
+TEST(PlannerBuildPlan, WinnersTooBigToBuildLeaveTheRace) {
+  const auto topo = machines(std::vector<int>(40, 100));
+  std::vector<std::string> notes;
+  PlanOptions options{{"ring", "hierarchical"}};
+  options.progress = [&](std::string_view note) { notes.emplace_back(note); };
+  const auto report = build_plan_report(topo, options);
+  ASSERT_EQ(report.candidates.size(), 2u);
+  const auto& ring = report.candidates[0];
+  EXPECT_TRUE(ring.priced);  // by its closed form
+  EXPECT_FALSE(ring.racing());
+  EXPECT_FALSE(ring.built);
+  EXPECT_NE(ring.left_out_because.find("would win"), std::string::npos) << ring.left_out_because;
+  EXPECT_NE(ring.left_out_because.find("ops"), std::string::npos);
+  EXPECT_TRUE(report.candidates[1].built);
+  ASSERT_EQ(report.plan.schedules.size(), 1u);
+  EXPECT_EQ(report.plan.schedules[0].algorithm, "hierarchical");
+  bool noted = false;
+  for (const auto& note : notes) noted = noted || note.rfind("ring: left out: would win", 0) == 0;
+  EXPECT_TRUE(noted);
+
+  EXPECT_THROW(build_plan(topo, PlanOptions{{"ring"}}), std::runtime_error);
+}
+
+// Closed-form candidates are built only when they win a range.
+TEST(PlannerBuildPlan, LosersWithClosedFormsAreNotBuilt) {
+  const auto report = build_plan_report(machines({2, 3}), PlanOptions{});
+  for (const auto& candidate : report.candidates) {
+    EXPECT_TRUE(candidate.priced) << candidate.algorithm;
+    if (candidate.algorithm == "ring") {
+      EXPECT_FALSE(candidate.built);
+      EXPECT_EQ(candidate.priced_by, "closed form");
+    }
+    if (candidate.algorithm == "flexreduce") {
+      EXPECT_EQ(candidate.priced_by, "evaluator");
+    }
+  }
+}
+
+}  // namespace
+}  // namespace flexplan
