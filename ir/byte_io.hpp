@@ -1,0 +1,142 @@
+// Little-endian fixed-width and LEB128 varint coding for plan.bin (internal to the IR library).
+// The reader checks every length against the bytes that remain before using it, and its errors
+// name the source and the byte offset.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ir/errors.hpp"
+
+namespace flexplan::ir::detail {
+
+class ByteWriter {
+ public:
+  void fixed32(uint32_t value) { fixed(value, 4); }
+  void fixed64(uint64_t value) { fixed(value, 8); }
+  void bytes(const void* data, size_t size) {
+    const auto* p = static_cast<const uint8_t*>(data);
+    out_.insert(out_.end(), p, p + size);
+  }
+  void varint(uint64_t value) {
+    while (value >= 0x80) {
+      out_.push_back(static_cast<uint8_t>(value | 0x80));
+      value >>= 7;
+    }
+    out_.push_back(static_cast<uint8_t>(value));
+  }
+  // Zigzag, so that small negative numbers stay short.
+  void signed_varint(int64_t value) {
+    varint((static_cast<uint64_t>(value) << 1) ^ static_cast<uint64_t>(value >> 63));
+  }
+  void string(const std::string& text) {
+    varint(text.size());
+    bytes(text.data(), text.size());
+  }
+  std::vector<uint8_t>& buffer() { return out_; }
+
+ private:
+  void fixed(uint64_t value, int width) {
+    for (int i = 0; i < width; ++i) out_.push_back(static_cast<uint8_t>(value >> (8 * i)));
+  }
+  std::vector<uint8_t> out_;
+};
+
+class ByteReader {
+ public:
+  // `base` is the offset of bytes[0] within the file, so errors give file offsets.
+  ByteReader(std::span<const uint8_t> bytes, const std::string& source, size_t base = 0)
+      : bytes_(bytes), source_(source), base_(base) {}
+
+  size_t offset() const { return base_ + pos_; }
+  size_t remaining() const { return bytes_.size() - pos_; }
+
+  [[noreturn]] void fail(const std::string& what) const { fail_at(offset(), what); }
+  [[noreturn]] void fail_at(size_t offset, const std::string& what) const {
+    throw PlanFormatError(source_ + ": byte " + std::to_string(offset) + ": " + what);
+  }
+
+  uint32_t fixed32(const char* what) { return static_cast<uint32_t>(fixed(4, what)); }
+  uint64_t fixed64(const char* what) { return fixed(8, what); }
+  std::span<const uint8_t> bytes(size_t size, const char* what) {
+    need(size, what);
+    auto view = bytes_.subspan(pos_, size);
+    pos_ += size;
+    return view;
+  }
+
+  uint64_t varint(const char* what) {
+    const size_t start = offset();
+    uint64_t value = 0;
+    for (int shift = 0;; shift += 7) {
+      if (pos_ == bytes_.size()) fail(std::string("truncated in ") + what);
+      const uint8_t byte = bytes_[pos_++];
+      if (shift == 63 && byte > 1) fail_at(start, std::string(what) + " does not fit in 64 bits");
+      value |= static_cast<uint64_t>(byte & 0x7f) << shift;
+      if (!(byte & 0x80)) return value;
+    }
+  }
+  int64_t signed_varint(const char* what) {
+    const uint64_t zigzag = varint(what);
+    return static_cast<int64_t>(zigzag >> 1) ^ -static_cast<int64_t>(zigzag & 1);
+  }
+  // A varint that must be <= limit (a count, an index, an enum).
+  uint64_t varint_at_most(uint64_t limit, const char* what) {
+    const size_t start = offset();
+    const uint64_t value = varint(what);
+    if (value > limit) {
+      fail_at(start, std::string(what) + " " + std::to_string(value) + " exceeds " +
+                         std::to_string(limit));
+    }
+    return value;
+  }
+  // A count of items that take at least `min_item_bytes` each: never more than can remain, so
+  // no allocation is sized from an unchecked length.
+  size_t count(size_t min_item_bytes, const char* what) {
+    const size_t start = offset();
+    const uint64_t value = varint(what);
+    if (value > remaining() / min_item_bytes) {
+      fail_at(start, std::string(what) + " " + std::to_string(value) + " exceeds what the " +
+                         std::to_string(remaining()) + " remaining bytes can hold");
+    }
+    return static_cast<size_t>(value);
+  }
+  std::string string(const char* what) {
+    const size_t size = count(1, what);
+    auto view = bytes(size, what);
+    return std::string(view.begin(), view.end());
+  }
+
+ private:
+  void need(size_t size, const char* what) const {
+    if (remaining() < size) {
+      fail(std::string("truncated in ") + what + " (needs " + std::to_string(size) + " bytes, " +
+           std::to_string(remaining()) + " remain)");
+    }
+  }
+  uint64_t fixed(int width, const char* what) {
+    need(static_cast<size_t>(width), what);
+    uint64_t value = 0;
+    for (int i = 0; i < width; ++i) value |= static_cast<uint64_t>(bytes_[pos_ + i]) << (8 * i);
+    pos_ += static_cast<size_t>(width);
+    return value;
+  }
+
+  std::span<const uint8_t> bytes_;
+  const std::string& source_;
+  size_t base_;
+  size_t pos_ = 0;
+};
+
+// FNV-1a, 64-bit: the plan.bin checksum.
+inline uint64_t fnv1a64(std::span<const uint8_t> bytes, uint64_t hash = 0xcbf29ce484222325ULL) {
+  for (uint8_t byte : bytes) {
+    hash ^= byte;
+    hash *= 0x100000001b3ULL;
+  }
+  return hash;
+}
+
+}  // namespace flexplan::ir::detail

@@ -1,0 +1,66 @@
+// Names of the IR's enums, and the choice of schedule by message size.
+#include "ir/plan.hpp"
+
+#include <algorithm>
+#include <array>
+#include <string>
+
+namespace flexplan::ir {
+
+namespace {
+
+constexpr std::array<std::string_view, 2> kOpKindNames{"reduce", "broadcast"};
+constexpr std::array<std::string_view, 4> kPhaseNames{"reduce_scatter", "allgather", "reduce",
+                                                      "broadcast"};
+constexpr std::array<std::string_view, 4> kCollectiveNames{"allreduce", "reduce_scatter",
+                                                           "allgather", "broadcast"};
+
+template <typename Enum, size_t N>
+Enum from_name(const std::array<std::string_view, N>& names, std::string_view word,
+               std::string_view what) {
+  for (size_t i = 0; i < N; ++i) {
+    if (names[i] == word) return static_cast<Enum>(i);
+  }
+  std::string known;
+  for (auto name : names) known += (known.empty() ? "" : ", ") + std::string(name);
+  throw std::invalid_argument("unknown " + std::string(what) + " '" + std::string(word) +
+                              "' (expected one of: " + known + ")");
+}
+
+template <size_t N>
+std::string_view name_of(const std::array<std::string_view, N>& names, size_t index) {
+  return index < N ? names[index] : std::string_view("invalid");
+}
+
+}  // namespace
+
+bool Op::root_in_group() const {
+  return std::find(group.begin(), group.end(), root) != group.end();
+}
+
+std::string_view to_string(OpKind kind) { return name_of(kOpKindNames, static_cast<size_t>(kind)); }
+std::string_view to_string(Phase phase) { return name_of(kPhaseNames, static_cast<size_t>(phase)); }
+std::string_view to_string(Collective collective) {
+  return name_of(kCollectiveNames, static_cast<size_t>(collective));
+}
+
+OpKind op_kind_from_string(std::string_view word) {
+  return from_name<OpKind>(kOpKindNames, word, "op");
+}
+Phase phase_from_string(std::string_view word) {
+  return from_name<Phase>(kPhaseNames, word, "phase");
+}
+Collective collective_from_string(std::string_view word) {
+  return from_name<Collective>(kCollectiveNames, word, "collective");
+}
+
+const Schedule& select_schedule(const Plan& plan, Collective collective, uint64_t bytes) {
+  for (const Schedule& schedule : plan.schedules) {
+    if (schedule.collective != collective || bytes < schedule.min_bytes) continue;
+    if (!schedule.max_bytes || bytes < *schedule.max_bytes) return schedule;
+  }
+  throw std::out_of_range("the plan has no " + std::string(to_string(collective)) +
+                          " schedule for messages of " + std::to_string(bytes) + " bytes");
+}
+
+}  // namespace flexplan::ir

@@ -1,0 +1,39 @@
+// plan.bin: the versioned binary form of a plan. Little-endian fixed header (magic, format
+// version, flexplan version, topology hash, world size, payload length, FNV-1a 64 checksum),
+// then a varint-coded payload. docs/ir.md has the byte layout.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ir/errors.hpp"
+#include "ir/plan.hpp"
+
+namespace flexplan::ir {
+
+inline constexpr uint32_t kPlanFormatVersion = 1;
+
+// Serializes the plan as it is; does not verify (write_plan_file does).
+std::vector<uint8_t> encode_plan(const Plan& plan);
+
+// Parses plan.bin bytes and verifies the plan (verify_plan). Malformed bytes throw
+// PlanFormatError naming `source` and the byte offset; a wrong schedule throws VerifyError.
+Plan decode_plan(std::span<const uint8_t> bytes, const std::string& source);
+
+// decode_plan without verify_plan, for callers that verify themselves (flexplan verify times
+// each schedule). Everything else should use decode_plan.
+Plan decode_plan_unverified(std::span<const uint8_t> bytes, const std::string& source);
+
+// True when `bytes` start with the plan.bin magic, or are a truncated start of it (used to tell
+// plan.bin from a text plan, so that a truncated plan.bin still gets the binary form's error).
+bool has_plan_magic(std::span<const uint8_t> bytes);
+
+// verify_plan, then write. Throws PlanFormatError if the file cannot be written.
+void write_plan_file(const std::string& path, const Plan& plan);
+
+// Read, decode and verify_plan.
+Plan read_plan_file(const std::string& path);
+
+}  // namespace flexplan::ir

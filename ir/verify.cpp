@@ -1,0 +1,225 @@
+// check_structure, verify_schedule, check_plan_fields and verify_plan.
+#include "ir/verify.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <optional>
+#include <vector>
+
+#include "ir/exact_replay.hpp"
+#include "ir/op_text.hpp"
+#include "ir/summary_execution.hpp"
+
+namespace flexplan::ir {
+
+namespace {
+
+constexpr size_t kMembersInMessages = 16;
+
+[[noreturn]] void fail(const std::string& label, const std::string& what) {
+  throw VerifyError(label + ": " + what);
+}
+
+// A rank listed twice in `group`, if any; `scratch` is reused storage.
+std::optional<int32_t> repeated_member(const std::vector<int32_t>& group,
+                                       std::vector<int32_t>& scratch) {
+  constexpr size_t kPairwiseLimit = 16;
+  if (group.size() <= kPairwiseLimit) {
+    for (size_t i = 1; i < group.size(); ++i) {
+      for (size_t j = 0; j < i; ++j) {
+        if (group[i] == group[j]) return group[i];
+      }
+    }
+    return std::nullopt;
+  }
+  scratch.assign(group.begin(), group.end());
+  std::sort(scratch.begin(), scratch.end());
+  const auto twice = std::adjacent_find(scratch.begin(), scratch.end());
+  if (twice == scratch.end()) return std::nullopt;
+  return *twice;
+}
+
+std::string schedule_label(const Schedule& schedule) {
+  return fmt::format("schedule {}", schedule.algorithm.empty() ? "(unnamed)" : schedule.algorithm);
+}
+
+std::string byte_range(const Schedule& schedule) {
+  return schedule.max_bytes ? fmt::format("[{},{})", schedule.min_bytes, *schedule.max_bytes)
+                            : fmt::format("[{},inf)", schedule.min_bytes);
+}
+
+void check_structure_labeled(const Schedule& schedule, int32_t world_size,
+                             const std::string& label) {
+  if (world_size < 1) fail(label, fmt::format("world size {} must be at least 1", world_size));
+  if (schedule.units == 0) fail(label, "units must be at least 1");
+  if (schedule.max_bytes && *schedule.max_bytes <= schedule.min_bytes) {
+    fail(label, fmt::format("message size range {} is empty", byte_range(schedule)));
+  }
+  if (static_cast<size_t>(schedule.collective) > static_cast<size_t>(Collective::Broadcast)) {
+    fail(label, "invalid collective");
+  }
+  std::vector<int32_t> sorted_group;  // reused for duplicate checks of large groups
+  for (size_t s = 0; s < schedule.steps.size(); ++s) {
+    const Step& step = schedule.steps[s];
+    if (static_cast<size_t>(step.phase) > static_cast<size_t>(Phase::Broadcast)) {
+      fail(label, fmt::format("step {}: invalid phase", s));
+    }
+    for (size_t o = 0; o < step.ops.size(); ++o) {
+      const Op& op = step.ops[o];
+      auto where = [&] {
+        return fmt::format("step {} op {} ({})", s, o, format_op(op, kMembersInMessages));
+      };
+      if (op.kind != OpKind::Reduce && op.kind != OpKind::Broadcast) {
+        fail(label, fmt::format("step {} op {}: invalid op kind", s, o));
+      }
+      if (op.begin >= op.end) fail(label, where() + ": empty range");
+      if (op.end > schedule.units) {
+        fail(label, fmt::format("{}: end {} exceeds the schedule's {} units", where(), op.end,
+                                schedule.units));
+      }
+      if (op.root < 0 || op.root >= world_size) {
+        fail(label,
+             fmt::format("{}: root {} is not among the {} ranks", where(), op.root, world_size));
+      }
+      if (op.group.empty()) fail(label, where() + ": empty group");
+      for (int32_t member : op.group) {
+        if (member < 0 || member >= world_size) {
+          fail(label, fmt::format("{}: group member {} is not among the {} ranks", where(), member,
+                                  world_size));
+        }
+      }
+      if (const auto twice = repeated_member(op.group, sorted_group)) {
+        fail(label, fmt::format("{}: rank {} appears twice in the group", where(), *twice));
+      }
+    }
+  }
+}
+
+// A rank that no op writes keeps only its own contribution, which is wrong whenever P > 1.
+// Checking this first also bounds the verifier's memory by the plan's size, whatever world
+// size the plan claims.
+std::optional<int32_t> first_unwritten_rank(const Schedule& schedule, int32_t world_size) {
+  if (world_size == 1) return std::nullopt;
+  size_t writes = 0;
+  for (const Step& step : schedule.steps) {
+    for (const Op& op : step.ops) writes += op.kind == OpKind::Reduce ? 1 : op.group.size();
+  }
+  auto for_each_write = [&](auto&& note) {
+    for (const Step& step : schedule.steps) {
+      for (const Op& op : step.ops) {
+        if (op.kind == OpKind::Reduce)
+          note(op.root);
+        else
+          for (int32_t member : op.group)
+            if (member != op.root) note(member);
+      }
+    }
+  };
+  if (writes >= static_cast<size_t>(world_size)) {
+    std::vector<bool> written(static_cast<size_t>(world_size), false);
+    for_each_write([&](int32_t rank) { written[rank] = true; });
+    for (int32_t rank = 0; rank < world_size; ++rank) {
+      if (!written[rank]) return rank;
+    }
+    return std::nullopt;
+  }
+  // Fewer writes than ranks: some rank is surely unwritten; find the first without a P-sized map.
+  std::vector<int32_t> ranks;
+  ranks.reserve(writes);
+  for_each_write([&](int32_t rank) { ranks.push_back(rank); });
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  int32_t expected = 0;
+  for (int32_t rank : ranks) {
+    if (rank != expected) break;
+    ++expected;
+  }
+  return expected;
+}
+
+void verify_schedule_labeled(const Schedule& schedule, int32_t world_size,
+                             const std::string& label) {
+  check_structure_labeled(schedule, world_size, label);
+  if (schedule.collective != Collective::AllReduce) {
+    fail(label, fmt::format("verifying {} schedules is not supported yet (only allreduce)",
+                            to_string(schedule.collective)));
+  }
+  if (const auto rank = first_unwritten_rank(schedule, world_size)) {
+    fail(label, fmt::format("rank {} is never written by any op, so it cannot end with the other "
+                            "ranks' contributions",
+                            *rank));
+  }
+  const auto fault = detail::execute_summaries(schedule, world_size);
+  if (!fault) return;
+  if (fault->kind == detail::SummaryFault::Kind::WriteConflict) fail(label, fault->message);
+  const auto exact =
+      detail::replay_unit(schedule, world_size, fault->unit, fault->rank,
+                          fmt::format("[{},{})", fault->range_begin, fault->range_end));
+  // The exact replay always explains a summary fault; the summary's own words are a fallback.
+  fail(label, exact ? *exact : fault->message);
+}
+
+bool is_hash_hex(const std::string& text) {
+  return text.size() == 16 && std::all_of(text.begin(), text.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+}  // namespace
+
+void check_structure(const Schedule& schedule, int32_t world_size) {
+  check_structure_labeled(schedule, world_size, schedule_label(schedule));
+}
+
+void verify_schedule(const Schedule& schedule, int32_t world_size) {
+  verify_schedule_labeled(schedule, world_size, schedule_label(schedule));
+}
+
+void verify_schedule(const Schedule& schedule, int32_t world_size, const std::string& label) {
+  verify_schedule_labeled(schedule, world_size, label);
+}
+
+std::string schedule_label(const Plan& plan, size_t index) {
+  return fmt::format("schedule {} ({})", index, plan.schedules.at(index).algorithm);
+}
+
+void check_plan_fields(const Plan& plan) {
+  if (plan.world_size < 1)
+    fail("plan", fmt::format("world size {} must be at least 1", plan.world_size));
+  if (!plan.rank_names.empty() && plan.rank_names.size() != static_cast<size_t>(plan.world_size)) {
+    fail("plan", fmt::format("{} rank names for a world size of {} (give none or one per rank)",
+                             plan.rank_names.size(), plan.world_size));
+  }
+  if (!plan.topology_hash.empty() && !is_hash_hex(plan.topology_hash)) {
+    fail("plan",
+         fmt::format("topology hash '{}' is not 16 lowercase hex digits", plan.topology_hash));
+  }
+  // Within one collective, sorted by min_bytes, each schedule must end before the next begins.
+  std::vector<size_t> order(plan.schedules.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const Schedule &x = plan.schedules[a], &y = plan.schedules[b];
+    return std::pair(x.collective, x.min_bytes) < std::pair(y.collective, y.min_bytes);
+  });
+  for (size_t k = 1; k < order.size(); ++k) {
+    const Schedule &prev = plan.schedules[order[k - 1]], &next = plan.schedules[order[k]];
+    if (prev.collective != next.collective) continue;
+    if (!prev.max_bytes || *prev.max_bytes > next.min_bytes) {
+      fail("plan",
+           fmt::format("schedules {} ({}, bytes {}) and {} ({}, bytes {}) both serve {} "
+                       "messages of {} bytes",
+                       order[k - 1], prev.algorithm, byte_range(prev), order[k], next.algorithm,
+                       byte_range(next), to_string(next.collective), next.min_bytes));
+    }
+  }
+}
+
+void verify_plan(const Plan& plan) {
+  check_plan_fields(plan);
+  for (size_t i = 0; i < plan.schedules.size(); ++i) {
+    verify_schedule_labeled(plan.schedules[i], plan.world_size, schedule_label(plan, i));
+  }
+}
+
+}  // namespace flexplan::ir

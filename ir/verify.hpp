@@ -1,0 +1,41 @@
+// The verifier: proves by symbolic execution that a schedule computes its collective. Every
+// plan written and every plan loaded goes through verify_plan.
+//
+// Method (docs/ir.md has the details): per rank, an interval map over [0, units) whose segments
+// summarize the multiset of contributions held there as (count, two 64-bit sums of per-rank
+// random hashes). A reduce's result is the sum of its members' summaries. A count above the
+// world size is double counting; at the end every segment must hold all contributions once.
+// Any failure is re-run exactly for one offending unit with real contribution sets, so the
+// error names the precise step, op, rank, range and the contributions at fault.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ir/errors.hpp"
+#include "ir/plan.hpp"
+
+namespace flexplan::ir {
+
+// Cheap structural checks, no execution: world_size >= 1, units > 0, byte range non-empty,
+// begin < end <= units, root and members in [0, world_size), groups non-empty without
+// duplicate ranks. Throws VerifyError naming the step, op and field.
+void check_structure(const Schedule& schedule, int32_t world_size);
+
+// check_structure, then symbolic execution. Throws VerifyError; only allreduce schedules are
+// supported so far (other collectives get a "not supported yet" error).
+void verify_schedule(const Schedule& schedule, int32_t world_size);
+// The same, with errors starting "<label>: " instead of "schedule <algorithm>: ".
+void verify_schedule(const Schedule& schedule, int32_t world_size, const std::string& label);
+
+// The plan's own fields: world_size >= 1; rank_names empty or one per rank; topology_hash
+// empty or 16 lowercase hex digits; no two schedules of one collective serving the same
+// message size. Throws VerifyError.
+void check_plan_fields(const Plan& plan);
+
+// check_plan_fields, then verify_schedule on every schedule; errors start with the schedule's
+// label, schedule_label(plan, i).
+void verify_plan(const Plan& plan);
+std::string schedule_label(const Plan& plan, size_t index);  // "schedule 1 (ring)"
+
+}  // namespace flexplan::ir

@@ -1,0 +1,226 @@
+// plan.bin: round trips, and every kind of corruption rejected with a clear PlanFormatError.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "ir/plan_binary.hpp"
+#include "ir/verify.hpp"
+#include "tests/unit/ir_test_plans.hpp"
+
+namespace flexplan::ir {
+namespace {
+
+// Header offsets, as docs/ir.md lays them out.
+constexpr size_t kVersionAt = 8, kFlagsAt = 12, kWriterAt = 16, kHashAt = 32, kWorldAt = 40,
+                 kLengthAt = 44, kChecksumAt = 52, kHeaderSize = 60;
+
+std::string format_error(std::span<const uint8_t> bytes) {
+  try {
+    decode_plan(bytes, "plan.bin");
+  } catch (const PlanFormatError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void put_le(std::vector<uint8_t>& bytes, size_t at, uint64_t value, int width) {
+  for (int i = 0; i < width; ++i) bytes[at + i] = static_cast<uint8_t>(value >> (8 * i));
+}
+
+// Recomputes the FNV-1a 64 checksum over the header before it and the payload, so a test can
+// plant a well-formed file with hostile contents.
+void reseal(std::vector<uint8_t>& bytes) {
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    if (i >= kChecksumAt && i < kHeaderSize) continue;
+    hash = (hash ^ bytes[i]) * 0x100000001b3ULL;
+  }
+  put_le(bytes, kChecksumAt, hash, 8);
+}
+
+TEST(IrBinary, RoundTripsExactly) {
+  Plan plan = testing::two_range_plan(6);
+  plan.rank_names[3] = "switch/m0/gpu \"3\"\n";
+  plan.schedules[1].steps[0].level = -2;
+  plan.schedules[0].min_bytes = 0;
+  plan.schedules[1].max_bytes.reset();
+  EXPECT_EQ(decode_plan(encode_plan(plan), "mem"), plan);
+
+  Plan bare = plan;
+  bare.topology_hash.clear();
+  bare.topology_name.clear();
+  bare.rank_names.clear();
+  EXPECT_EQ(decode_plan(encode_plan(bare), "mem"), bare);
+}
+
+TEST(IrBinary, RoundTripsHugeValues) {
+  Plan plan = testing::plan_of({}, 2);
+  Schedule schedule;
+  schedule.algorithm = "wide";
+  schedule.units = UINT64_MAX;
+  schedule.min_bytes = UINT64_MAX - 1;
+  schedule.steps = {Step{Phase::ReduceScatter, 0, {Op{OpKind::Reduce, 0, UINT64_MAX, 1, {0, 1}}}},
+                    Step{Phase::AllGather, 0, {Op{OpKind::Broadcast, 0, UINT64_MAX, 1, {1, 0}}}}};
+  plan.schedules = {schedule};
+  EXPECT_EQ(decode_plan(encode_plan(plan), "mem"), plan);
+}
+
+TEST(IrBinary, HeaderHoldsTheDocumentedFields) {
+  const Plan plan = testing::two_range_plan(5);
+  const auto bytes = encode_plan(plan);
+  ASSERT_GE(bytes.size(), kHeaderSize);
+  EXPECT_EQ(std::string(bytes.begin(), bytes.begin() + 8), std::string("FLXPLAN\0", 8));
+  EXPECT_EQ(bytes[kVersionAt], 1);
+  EXPECT_EQ(bytes[kFlagsAt], 1);
+  EXPECT_EQ(bytes[kWorldAt], 5);
+  EXPECT_EQ(bytes[kHashAt], 0xef);  // "0123456789abcdef", little-endian
+  EXPECT_EQ(bytes[kHashAt + 7], 0x01);
+  uint64_t length = 0;
+  for (int i = 0; i < 8; ++i) length |= static_cast<uint64_t>(bytes[kLengthAt + i]) << (8 * i);
+  EXPECT_EQ(length, bytes.size() - kHeaderSize);
+}
+
+TEST(IrBinary, EveryHeaderFieldIsChecked) {
+  const auto good = encode_plan(testing::two_range_plan(4));
+  auto corrupt = [&](size_t at, uint8_t value) {
+    auto bytes = good;
+    bytes[at] = value;
+    return format_error(bytes);
+  };
+  EXPECT_NE(corrupt(0, 'G').find("plan.bin: byte 0: not a flexplan plan.bin (bad magic)"),
+            std::string::npos);
+  EXPECT_NE(corrupt(kVersionAt, 2).find("byte 8: plan.bin format version 2 is not supported"),
+            std::string::npos);
+  EXPECT_NE(corrupt(kFlagsAt, 3).find("checksum mismatch"), std::string::npos);
+  EXPECT_NE(corrupt(kWriterAt, 'x').find("checksum mismatch"), std::string::npos);
+  EXPECT_NE(corrupt(kHashAt, 0).find("checksum mismatch"), std::string::npos);
+  EXPECT_NE(corrupt(kWorldAt, 9).find("checksum mismatch"), std::string::npos);
+  EXPECT_NE(corrupt(kLengthAt, good[kLengthAt] + 1).find("truncated"), std::string::npos);
+  EXPECT_NE(corrupt(kLengthAt, good[kLengthAt] - 1).find("trailing bytes"), std::string::npos);
+  EXPECT_NE(corrupt(kChecksumAt, good[kChecksumAt] ^ 1).find("byte 52: checksum mismatch"),
+            std::string::npos);
+
+  // Fields behind a valid checksum are still range-checked.
+  auto bytes = good;
+  put_le(bytes, kFlagsAt, 6, 4);
+  reseal(bytes);
+  EXPECT_NE(format_error(bytes).find("byte 12: unknown flags 0x6"), std::string::npos)
+      << format_error(bytes);
+  bytes = good;
+  put_le(bytes, kWorldAt, 0, 4);
+  reseal(bytes);
+  EXPECT_NE(format_error(bytes).find("byte 40: world size 0 is out of range"), std::string::npos)
+      << format_error(bytes);
+}
+
+TEST(IrBinary, EveryFlippedPayloadByteIsRejected) {
+  const auto good = encode_plan(testing::two_range_plan(3));
+  for (size_t at = kHeaderSize; at < good.size(); ++at) {
+    for (uint8_t mask : {0x01, 0x80}) {
+      auto bytes = good;
+      bytes[at] ^= mask;
+      EXPECT_NE(format_error(bytes).find("checksum mismatch"), std::string::npos) << "byte " << at;
+    }
+  }
+}
+
+TEST(IrBinary, EveryTruncationIsRejected) {
+  const auto good = encode_plan(testing::two_range_plan(3));
+  for (size_t size = 0; size < good.size(); ++size) {
+    const std::string message = format_error(std::span(good).first(size));
+    EXPECT_FALSE(message.empty()) << "truncated to " << size << " bytes was accepted";
+    const bool named = message.find("truncated") != std::string::npos ||
+                       message.find("the file is empty") != std::string::npos;
+    EXPECT_TRUE(named) << size << ": " << message;
+  }
+}
+
+TEST(IrBinary, TrailingBytesAreRejected) {
+  auto bytes = encode_plan(testing::two_range_plan(3));
+  bytes.push_back(0);
+  EXPECT_NE(format_error(bytes).find("1 trailing bytes"), std::string::npos) << format_error(bytes);
+}
+
+TEST(IrBinary, HostileLengthsAreCheckedBeforeUse) {
+  // A well-sealed file whose payload claims a 2^62-byte topology name, then one claiming 2^40
+  // schedules: both must fail on the count, not try to allocate.
+  const auto bytes = encode_plan(testing::plan_of({}, 1));
+  auto hostile = std::vector<uint8_t>(bytes.begin(), bytes.begin() + kHeaderSize);
+  const uint8_t huge[] = {0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x40};  // 2^62
+  hostile.insert(hostile.end(), std::begin(huge), std::end(huge));
+  put_le(hostile, kLengthAt, hostile.size() - kHeaderSize, 8);
+  reseal(hostile);
+  EXPECT_NE(
+      format_error(hostile).find(
+          "byte 60: topology name 4611686018427387904 exceeds what the 0 remaining bytes can hold"),
+      std::string::npos)
+      << format_error(hostile);
+
+  hostile.resize(kHeaderSize);
+  const uint8_t many_schedules[] = {0x00, 0x00, 0x80, 0x80,
+                                    0x80, 0x80, 0x80, 0x20};  // no names, 2^40 schedules
+  hostile.insert(hostile.end(), std::begin(many_schedules), std::end(many_schedules));
+  put_le(hostile, kLengthAt, hostile.size() - kHeaderSize, 8);
+  reseal(hostile);
+  EXPECT_NE(format_error(hostile).find("byte 62: schedule count"), std::string::npos)
+      << format_error(hostile);
+
+  hostile.resize(kHeaderSize);
+  // No names, one schedule named "", allreduce, then min bytes as a varint past 64 bits.
+  const uint8_t overlong[] = {0x00, 0x00, 0x01, 0x00, 0x00, 0x80, 0x80, 0x80,
+                              0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x7f};
+  hostile.insert(hostile.end(), std::begin(overlong), std::end(overlong));
+  put_le(hostile, kLengthAt, hostile.size() - kHeaderSize, 8);
+  reseal(hostile);
+  EXPECT_NE(format_error(hostile).find("byte 65: min bytes does not fit in 64 bits"),
+            std::string::npos)
+      << format_error(hostile);
+}
+
+TEST(IrBinary, LoadingVerifiesThePlan) {
+  Plan plan = testing::two_range_plan(4);
+  plan.schedules[0].steps.pop_back();
+  const auto bytes = encode_plan(plan);  // encoding alone does not verify
+  EXPECT_NO_THROW(decode_plan_unverified(bytes, "mem"));
+  try {
+    decode_plan(bytes, "mem");
+    FAIL() << "decode_plan accepted a wrong schedule";
+  } catch (const VerifyError& e) {
+    EXPECT_NE(std::string(e.what()).find("schedule 0 (ring): after the last step"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(IrBinary, FilesRoundTripAndWritingVerifies) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("flexplan-ir-binary-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "plan.bin").string();
+  const Plan plan = testing::two_range_plan(7);
+  write_plan_file(path, plan);
+  EXPECT_EQ(read_plan_file(path), plan);
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+
+  Plan wrong = plan;
+  wrong.schedules[1].steps[0].ops.pop_back();
+  EXPECT_THROW(write_plan_file((dir / "wrong.bin").string(), wrong), VerifyError);
+  EXPECT_FALSE(std::filesystem::exists(dir / "wrong.bin"));
+
+  try {
+    read_plan_file((dir / "missing.bin").string());
+    FAIL();
+  } catch (const PlanFormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("missing.bin: cannot open"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(write_plan_file((dir / "no-such-dir" / "plan.bin").string(), plan), PlanFormatError);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace flexplan::ir

@@ -1,0 +1,154 @@
+// `flexplan inspect` and `flexplan verify`: output forms, and exit codes 0 (ok), 1 (a plan that
+// does not verify) and 2 (a malformed or missing file) with their messages.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "ir/plan_binary.hpp"
+#include "ir/plan_json.hpp"
+#include "ir/plan_text.hpp"
+#include "tests/unit/ir_test_plans.hpp"
+
+namespace flexplan::ir {
+namespace {
+
+struct CommandResult {
+  int exit_code;
+  std::string output;
+};
+
+// Runs the flexplan program; `streams` is a shell redirection such as "2>&1" or "2>/dev/null".
+CommandResult run_flexplan(const std::string& arguments, const std::string& streams = "2>&1") {
+  const std::string command = std::string("'") + FLEXPLAN_BINARY + "' " + arguments + " " + streams;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return {-1, "popen failed"};
+  std::string output;
+  char buffer[4096];
+  for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) output.append(buffer, n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+class IrCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("flexplan-ir-cli-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string write_text(const std::string& name, const std::string& text) const {
+    std::ofstream(path(name), std::ios::binary) << text;
+    return "'" + path(name) + "'";
+  }
+  std::string write_bytes(const std::string& name, const std::vector<uint8_t>& bytes) const {
+    std::ofstream(path(name), std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()),
+               static_cast<std::streamsize>(bytes.size()));
+    return "'" + path(name) + "'";
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(IrCli, InspectPrintsTextByDefaultAndJsonOnRequest) {
+  const Plan plan = testing::two_range_plan(5);
+  write_plan_file(path("plan.bin"), plan);
+  const auto text = run_flexplan("inspect '" + path("plan.bin") + "'", "2>/dev/null");
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_EQ(text.output, print_plan_text(plan));
+
+  const auto json = run_flexplan("inspect '" + path("plan.bin") + "' --format json", "2>/dev/null");
+  ASSERT_EQ(json.exit_code, 0) << json.output;
+  EXPECT_EQ(plan_from_json(nlohmann::json::parse(json.output)), plan);
+
+  const auto bad = run_flexplan("inspect '" + path("plan.bin") + "' --format yaml");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+}
+
+TEST_F(IrCli, InspectReadsTheTextFormToo) {
+  const Plan plan = testing::two_range_plan(4);
+  const std::string file = write_text("plan.txt", "# hand-edited\n" + print_plan_text(plan));
+  const auto result = run_flexplan("inspect " + file + " --format json", "2>/dev/null");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_EQ(plan_from_json(nlohmann::json::parse(result.output)), plan);
+}
+
+TEST_F(IrCli, VerifyReportsEachSchedule) {
+  write_plan_file(path("plan.bin"), testing::two_range_plan(6));
+  const auto result = run_flexplan("verify '" + path("plan.bin") + "'");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("ok: ring 10 steps 60 ops, 6 ranks, verified in "),
+            std::string::npos)
+      << result.output;
+  EXPECT_NE(result.output.find("ok: tree 6 steps 10 ops, 6 ranks, verified in "), std::string::npos)
+      << result.output;
+}
+
+TEST_F(IrCli, VerifyFailureExitsOneNamingTheFault) {
+  Plan plan = testing::two_range_plan(4);
+  plan.schedules[1].steps.back().ops.back().end =
+      2;  // the tree's last broadcast, 2 -> 3, cut short
+  const std::string file = write_bytes("wrong.bin", encode_plan(plan));
+  const auto result = run_flexplan("verify " + file);
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_NE(result.output.find("ok: ring 6 steps 24 ops, 4 ranks"), std::string::npos)
+      << result.output;
+  EXPECT_NE(result.output.find("FAILED: schedule 1 (tree): after the last step rank 3 holds 1 of 4 "
+                               "contributions on units [2,4)"),
+            std::string::npos)
+      << result.output;
+
+  const auto inspect = run_flexplan("inspect " + file);
+  EXPECT_EQ(inspect.exit_code, 1) << inspect.output;
+  EXPECT_NE(inspect.output.find("flexplan: error: verification failed: schedule 1 (tree)"),
+            std::string::npos)
+      << inspect.output;
+}
+
+TEST_F(IrCli, MalformedFilesExitTwo) {
+  auto bytes = encode_plan(testing::two_range_plan(3));
+  bytes[bytes.size() - 3] ^= 0x10;
+  const auto corrupted = run_flexplan("verify " + write_bytes("corrupt.bin", bytes));
+  EXPECT_EQ(corrupted.exit_code, 2) << corrupted.output;
+  EXPECT_NE(corrupted.output.find("flexplan: error: plan: "), std::string::npos)
+      << corrupted.output;
+  EXPECT_NE(corrupted.output.find("corrupt.bin: byte 52: checksum mismatch"), std::string::npos)
+      << corrupted.output;
+
+  bytes.resize(30);
+  const auto truncated = run_flexplan("inspect " + write_bytes("short.bin", bytes));
+  EXPECT_EQ(truncated.exit_code, 2) << truncated.output;
+  EXPECT_NE(truncated.output.find("short.bin: byte 30: truncated"), std::string::npos)
+      << truncated.output;
+
+  const auto text =
+      run_flexplan("verify " + write_text("bad.txt", "flexplan-plan 1\nworld_size two\n"));
+  EXPECT_EQ(text.exit_code, 2) << text.output;
+  EXPECT_NE(text.output.find("bad.txt:2:12: world size must be an integer"), std::string::npos)
+      << text.output;
+
+  const auto missing = run_flexplan("verify '" + path("missing.bin") + "'");
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_NE(missing.output.find("missing.bin: cannot open"), std::string::npos) << missing.output;
+
+  const auto empty = run_flexplan("inspect " + write_text("empty.bin", ""));
+  EXPECT_EQ(empty.exit_code, 2) << empty.output;
+  EXPECT_NE(empty.output.find("empty.bin: the file is empty"), std::string::npos) << empty.output;
+
+  const auto directory = run_flexplan("verify '" + dir_.string() + "'");
+  EXPECT_EQ(directory.exit_code, 2) << directory.output;
+  EXPECT_NE(directory.output.find("is a directory, not a plan file"), std::string::npos)
+      << directory.output;
+}
+
+}  // namespace
+}  // namespace flexplan::ir

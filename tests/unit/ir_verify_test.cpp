@@ -1,0 +1,292 @@
+// The verifier accepts hand-built schedules that compute an all-reduce and rejects each kind of
+// mutation with a message naming the step, op, rank and range at fault.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "ir/verify.hpp"
+#include "tests/unit/ir_test_plans.hpp"
+
+namespace flexplan::ir {
+namespace {
+
+using testing::hierarchical_schedule;
+using testing::plan_of;
+using testing::ring_schedule;
+using testing::tree_schedule;
+
+// The VerifyError message, or "" when the schedule verifies.
+std::string verify_message(const Schedule& schedule, int32_t world_size) {
+  try {
+    verify_schedule(schedule, world_size);
+  } catch (const VerifyError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+#define EXPECT_REJECTED(schedule, world_size, ...)                        \
+  do {                                                                    \
+    const std::string message = verify_message(schedule, world_size);     \
+    ASSERT_FALSE(message.empty()) << "the mutated schedule was accepted"; \
+    for (const char* part : {__VA_ARGS__})                                \
+      EXPECT_NE(message.find(part), std::string::npos)                    \
+          << "message lacks '" << part << "': " << message;               \
+  } while (0)
+
+TEST(IrVerify, RingVerifiesForEveryWorldSize) {
+  for (int32_t p = 1; p <= 12; ++p) EXPECT_NO_THROW(verify_schedule(ring_schedule(p), p)) << p;
+}
+
+TEST(IrVerify, TreeVerifiesForEveryWorldSize) {
+  for (int32_t p = 1; p <= 17; ++p) EXPECT_NO_THROW(verify_schedule(tree_schedule(p), p)) << p;
+}
+
+TEST(IrVerify, HierarchicalVerifiesWithUnevenGroups) {
+  for (int32_t p : {1, 2, 7, 8, 9, 23, 64}) {
+    EXPECT_NO_THROW(verify_schedule(hierarchical_schedule(p, 8), p)) << p;
+  }
+}
+
+TEST(IrVerify, TenThousandRanksHierarchicalVerifies) {
+  const int32_t p = 10'000;
+  EXPECT_NO_THROW(verify_schedule(hierarchical_schedule(p, 8), p));
+}
+
+TEST(IrVerify, UnevenRangesAcrossOpsVerify) {
+  // Two ranks exchange halves of different widths: reduce-scatter then all-gather with units 5.
+  Schedule schedule;
+  schedule.units = 5;
+  schedule.steps = {
+      Step{Phase::ReduceScatter,
+           0,
+           {Op{OpKind::Reduce, 0, 2, 0, {0, 1}}, Op{OpKind::Reduce, 2, 5, 1, {0, 1}}}},
+      Step{Phase::AllGather,
+           0,
+           {Op{OpKind::Broadcast, 0, 2, 0, {0, 1}}, Op{OpKind::Broadcast, 2, 5, 1, {1, 0}}}}};
+  EXPECT_NO_THROW(verify_schedule(schedule, 2));
+}
+
+TEST(IrVerify, RootOutsideGroupReceivesTheSum) {
+  // Rank 2 collects ranks 0 and 1 and broadcasts the sum: its own contribution is lost.
+  Schedule lost;
+  lost.units = 1;
+  lost.steps = {Step{Phase::Reduce, 0, {Op{OpKind::Reduce, 0, 1, 2, {0, 1}}}},
+                Step{Phase::Broadcast, 0, {Op{OpKind::Broadcast, 0, 1, 2, {2, 0, 1}}}}};
+  EXPECT_REJECTED(lost, 3, "step 0 op 0 (reduce [0,1) root 2 group 0 1)",
+                  "writing rank 2 on unit 0 discards the last copy of the contribution of rank 2, "
+                  "held there since the start");
+  // Collecting into rank 0 from ranks 1 and 2, then into rank 2 from rank 0 alone, is right.
+  Schedule good;
+  good.units = 1;
+  good.steps = {Step{Phase::Reduce, 0, {Op{OpKind::Reduce, 0, 1, 0, {0, 1, 2}}}},
+                Step{Phase::Reduce, 0, {Op{OpKind::Reduce, 0, 1, 2, {0}}}},
+                Step{Phase::Broadcast, 0, {Op{OpKind::Broadcast, 0, 1, 2, {1}}}}};
+  EXPECT_NO_THROW(verify_schedule(good, 3));
+}
+
+TEST(IrVerify, UnwrittenRankIsNamedBeforeExecution) {
+  Schedule ring = ring_schedule(5);
+  for (Step& step : ring.steps) {
+    std::erase_if(step.ops, [](const Op& op) {
+      return op.root == 3 || (op.kind == OpKind::Broadcast && op.group[1] == 3);
+    });
+  }
+  EXPECT_REJECTED(
+      ring, 5,
+      "rank 3 is never written by any op, so it cannot end with the other ranks' contributions");
+  // A world far larger than the ops could write is rejected without a world-sized state.
+  EXPECT_REJECTED(ring_schedule(4), 2'000'000'000, "rank 4 is never written by any op");
+}
+
+// ---- mutations of a correct ring (P = 5): each must be rejected, naming where
+
+TEST(IrVerify, DroppedAllGatherOpLeavesARankIncomplete) {
+  Schedule ring = ring_schedule(5);
+  ring.steps[6].ops.erase(ring.steps[6].ops.begin() + 2);  // all-gather step 2: rank 2 -> 3
+  // Rank 3 keeps its reduce-scatter partial sum of chunk 1 (ranks 1+2+3).
+  EXPECT_REJECTED(ring, 5, "after the last step rank 3 holds 3 of 5 contributions on units [1,2)",
+                  "lacks the contribution of ranks {0, 4}",
+                  "has not changed since step 1 op 2 (reduce [1,2) root 3 group 2 3)");
+}
+
+TEST(IrVerify, DroppedReduceScatterOpIsNamed) {
+  Schedule ring = ring_schedule(5);
+  ring.steps[1].ops.erase(ring.steps[1].ops.begin() + 1);
+  // Chunk 0 stops at rank 1 after step 0; the all-gather later overwrites that last copy.
+  EXPECT_REJECTED(ring, 5,
+                  "step 5 op 0 (broadcast [0,1) root 0 group 0 1): writing rank 1 on unit 0 "
+                  "discards the last copy of the contribution of rank 0, held there since step 0 "
+                  "op 0 (reduce [0,1) root 1 group 0 1)");
+}
+
+TEST(IrVerify, ChangedRootLosesTheNewRootsContribution) {
+  Schedule ring = ring_schedule(5);
+  ring.steps[0].ops[1].root = 3;  // chunk 1 of ranks 1+2 lands on rank 3 instead of rank 2
+  // Rank 3 is not in the group, so its own contribution on unit 1, held nowhere else, is gone.
+  EXPECT_REJECTED(ring, 5, "step 0 op 1 (reduce [1,2) root 3 group 1 2)",
+                  "writing rank 3 on unit 1 discards the last copy of the contribution of rank 3");
+}
+
+TEST(IrVerify, WidenedGroupCountsTwice) {
+  Schedule ring = ring_schedule(5);
+  // In reduce-scatter step 1, rank 2 adds chunk 0 from rank 1, which already holds ranks 0+1.
+  // Adding rank 0 again counts rank 0 twice.
+  ring.steps[1].ops[1].group = {1, 2, 0};
+  ASSERT_EQ(ring.steps[1].ops[1].begin, 0u);
+  EXPECT_REJECTED(ring, 5, "step 1 op 1 (reduce [0,1) root 2 group 1 2 0)",
+                  "rank 2 would hold the contribution of rank 0 twice on unit 0",
+                  "brought by group members ranks {1, 0}");
+}
+
+TEST(IrVerify, NarrowedGroupLosesAContribution) {
+  Schedule ring = ring_schedule(5);
+  ring.steps[0].ops[0].group = {1};  // rank 1 no longer adds rank 0's chunk 0
+  EXPECT_REJECTED(ring, 5,
+                  "writing rank 0 on unit 0 discards the last copy of the contribution of rank 0, "
+                  "held there since the start");
+}
+
+TEST(IrVerify, TwoWritesInOneStepAreRejectedFirst) {
+  Schedule ring = ring_schedule(4);
+  Op extra = ring.steps[0].ops[0];  // reduce [0,1) root 1 group 0 1
+  extra.group = {3, 1};
+  ring.steps[0].ops.push_back(extra);
+  EXPECT_REJECTED(ring, 4, "step 0: op 0 (reduce [0,1) root 1 group 0 1)",
+                  "op 4 (reduce [0,1) root 1 group 3 1)", "both write rank 1 on units [0,1)");
+}
+
+TEST(IrVerify, BroadcastAndReduceWritingOneRankConflict) {
+  Schedule schedule = tree_schedule(4, 6);
+  // Step 0 reduces 0<-1 and 2<-3 on [0,6); a broadcast from 3 into 2's [2,4) collides.
+  schedule.steps[0].ops.push_back(Op{OpKind::Broadcast, 2, 4, 3, {3, 2}});
+  EXPECT_REJECTED(schedule, 4, "step 0:", "op 1", "op 2", "both write rank 2 on units [2,4)");
+}
+
+TEST(IrVerify, RangeBeyondUnitsIsRejected) {
+  Schedule ring = ring_schedule(5);
+  ring.steps[3].ops[4].end = 9;
+  EXPECT_REJECTED(ring, 5, "step 3 op 4", "end 9 exceeds the schedule's 5 units");
+}
+
+TEST(IrVerify, EmptyRangeIsRejected) {
+  Schedule ring = ring_schedule(3);
+  ring.steps[0].ops[1].end = ring.steps[0].ops[1].begin;
+  EXPECT_REJECTED(ring, 3, "step 0 op 1", "empty range");
+}
+
+TEST(IrVerify, RankOutOfRangeIsRejected) {
+  Schedule ring = ring_schedule(5);
+  ring.steps[2].ops[0].group[1] = 7;
+  EXPECT_REJECTED(ring, 5, "step 2 op 0", "group member 7 is not among the 5 ranks");
+  ring = ring_schedule(5);
+  ring.steps[2].ops[3].root = -1;
+  EXPECT_REJECTED(ring, 5, "step 2 op 3", "root -1 is not among the 5 ranks");
+}
+
+TEST(IrVerify, DuplicateMemberAndEmptyGroupAreRejected) {
+  Schedule ring = ring_schedule(4);
+  ring.steps[1].ops[2].group = {2, 2};
+  EXPECT_REJECTED(ring, 4, "step 1 op 2", "rank 2 appears twice in the group");
+  ring = ring_schedule(4);
+  ring.steps[1].ops[2].group.clear();
+  EXPECT_REJECTED(ring, 4, "step 1 op 2", "empty group");
+}
+
+TEST(IrVerify, ScheduleFieldsAreChecked) {
+  Schedule ring = ring_schedule(3);
+  ring.units = 0;
+  EXPECT_REJECTED(ring, 3, "units must be at least 1");
+  ring = ring_schedule(3);
+  ring.min_bytes = 100;
+  ring.max_bytes = 100;
+  EXPECT_REJECTED(ring, 3, "message size range [100,100) is empty");
+  EXPECT_REJECTED(ring_schedule(3), 0, "world size 0 must be at least 1");
+}
+
+TEST(IrVerify, OtherCollectivesAreNotSupportedYet) {
+  Schedule ring = ring_schedule(3);
+  ring.collective = Collective::AllGather;
+  EXPECT_REJECTED(ring, 3, "allgather", "not supported yet");
+}
+
+TEST(IrVerify, MissingStepsLeaveRanksIncomplete) {
+  Schedule ring = ring_schedule(6);
+  ring.steps.pop_back();
+  EXPECT_REJECTED(ring, 6, "after the last step rank", "holds 5 of 6 contributions");
+  Schedule nothing;
+  nothing.units = 3;
+  EXPECT_REJECTED(nothing, 2, "rank 0 is never written by any op");
+  EXPECT_NO_THROW(verify_schedule(nothing, 1));
+}
+
+TEST(IrVerify, ErrorsNameTheSchedule) {
+  Schedule ring = ring_schedule(4);
+  ring.steps.pop_back();
+  EXPECT_REJECTED(ring, 4, "schedule ring: ");
+  Plan plan = plan_of({ring_schedule(4), ring}, 4);
+  plan.schedules[0].max_bytes = 10;
+  plan.schedules[1].min_bytes = 10;
+  try {
+    verify_plan(plan);
+    FAIL() << "accepted";
+  } catch (const VerifyError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("schedule 1 (ring): ", 0), 0u) << e.what();
+  }
+}
+
+TEST(IrVerify, LargeMutationIsFoundAndNamed) {
+  // A 10,000-rank hierarchical plan whose local broadcast in the group of ranks 4800..4807
+  // skips rank 4801: it ends with its own contribution alone, and the error says so.
+  Schedule schedule = hierarchical_schedule(10'000, 8);
+  Step& last = schedule.steps.back();
+  ASSERT_EQ(last.ops[600].group[1], 4801);
+  last.ops[600].group.erase(last.ops[600].group.begin() + 1);
+  EXPECT_REJECTED(schedule, 10'000, "rank 4801 is never written by any op");
+  // Broadcasting only part of the range to it instead leaves units [625,1250) behind.
+  schedule = hierarchical_schedule(10'000, 8);
+  schedule.steps.back().ops.push_back(Op{OpKind::Broadcast, 0, 625, 4800, {4800, 4801}});
+  schedule.steps.back().ops[600].group.erase(schedule.steps.back().ops[600].group.begin() + 1);
+  EXPECT_REJECTED(
+      schedule, 10'000,
+      "after the last step rank 4801 holds 1 of 10000 contributions on units [625,1250)",
+      "(9999 in all)", "was never written");
+}
+
+// ---- plan-level fields
+
+TEST(IrVerifyPlan, AcceptsAWellFormedPlan) {
+  EXPECT_NO_THROW(verify_plan(testing::two_range_plan(6)));
+}
+
+TEST(IrVerifyPlan, RejectsBadPlanFields) {
+  auto message = [](const Plan& plan) -> std::string {
+    try {
+      verify_plan(plan);
+    } catch (const VerifyError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  Plan plan = testing::two_range_plan(4);
+  plan.rank_names.pop_back();
+  EXPECT_NE(message(plan).find("3 rank names for a world size of 4"), std::string::npos)
+      << message(plan);
+  plan = testing::two_range_plan(4);
+  plan.topology_hash = "XYZ";
+  EXPECT_NE(message(plan).find("topology hash 'XYZ'"), std::string::npos) << message(plan);
+  plan = testing::two_range_plan(4);
+  plan.schedules[1].min_bytes = 1000;  // overlaps the ring's [0, 32768)
+  EXPECT_NE(message(plan).find("both serve allreduce messages of 1000 bytes"), std::string::npos)
+      << message(plan);
+  plan = testing::two_range_plan(4);
+  plan.world_size = 0;
+  EXPECT_NE(message(plan).find("world size 0"), std::string::npos) << message(plan);
+  plan = testing::two_range_plan(4);
+  plan.rank_names.clear();
+  plan.topology_hash.clear();
+  EXPECT_EQ(message(plan), "");
+}
+
+}  // namespace
+}  // namespace flexplan::ir
