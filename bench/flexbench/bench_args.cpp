@@ -1,0 +1,80 @@
+#include "bench/flexbench/bench_args.hpp"
+
+#include <cctype>
+#include <stdexcept>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+namespace flexplan::bench {
+
+uint64_t parse_size(const std::string& text) {
+  size_t end = 0;
+  uint64_t value = 0;
+  try {
+    value = std::stoull(text, &end);
+  } catch (const std::exception&) {
+    throw std::invalid_argument(fmt::format("'{}' is not a size (e.g. 8, 64K, 128M, 1G)", text));
+  }
+  std::string suffix = text.substr(end);
+  if (!suffix.empty() && (suffix.back() == 'B' || suffix.back() == 'b')) suffix.pop_back();
+  int shift = 0;
+  if (suffix.empty()) {
+    shift = 0;
+  } else if (suffix.size() == 1 && std::toupper(static_cast<unsigned char>(suffix[0])) == 'K') {
+    shift = 10;
+  } else if (suffix.size() == 1 && std::toupper(static_cast<unsigned char>(suffix[0])) == 'M') {
+    shift = 20;
+  } else if (suffix.size() == 1 && std::toupper(static_cast<unsigned char>(suffix[0])) == 'G') {
+    shift = 30;
+  } else {
+    throw std::invalid_argument(fmt::format("'{}': unknown size suffix '{}' (K, M or G)", text, suffix));
+  }
+  if (value > (UINT64_MAX >> shift)) throw std::invalid_argument(fmt::format("'{}' is too large", text));
+  return value << shift;
+}
+
+std::optional<BenchArgs> parse_args(int argc, char** argv, bool print, int& exit_code) {
+  BenchArgs args;
+  std::string min_text = "8", max_text = "128M", type_text = "float32", op_text = "sum";
+  int check = 1;
+  CLI::App app{"flexbench: all-reduce timing of a flexplan plan against MPI_Allreduce"};
+  app.add_option("plan", args.plan_path, "plan.bin written by flexplan")->required();
+  app.add_option("-b,--minbytes", min_text, "smallest message size (8, 64K, 1M, ...)");
+  app.add_option("-e,--maxbytes", max_text, "largest message size");
+  app.add_option("-f,--stepfactor", args.factor, "size multiplier between rows")->check(CLI::Range(2, 1 << 20));
+  app.add_option("-a,--algorithm", args.algorithm, "run the plan's schedule of this algorithm at every size");
+  app.add_option("-n,--iters", args.iterations, "timed iterations per size")->check(CLI::Range(1, 1 << 24));
+  app.add_option("-w,--warmup_iters", args.warmup, "untimed iterations per size")->check(CLI::Range(0, 1 << 24));
+  app.add_option("-d,--datatype", type_text, "float32 float64 float16 bfloat16 int32 int64 uint8");
+  app.add_option("-o,--op", op_text, "sum prod min max avg");
+  app.add_flag("--blocking", args.blocking, "sleep in ucp_worker_wait instead of busy-polling");
+  app.add_option("-c,--check", check, "check results (1) or not (0)")->check(CLI::Range(0, 1));
+  app.add_option("--json", args.json_path, "also write one JSON record per size to FILE");
+  try {
+    app.parse(argc, argv);
+    args.min_bytes = parse_size(min_text);
+    args.max_bytes = parse_size(max_text);
+    if (args.min_bytes > args.max_bytes) {
+      throw std::invalid_argument(fmt::format("-b {} is larger than -e {}", min_text, max_text));
+    }
+    const auto type = parse_data_type(type_text);
+    if (!type) throw std::invalid_argument(fmt::format("-d {}: unknown data type", type_text));
+    const auto op = parse_reduce_op(op_text);
+    if (!op) throw std::invalid_argument(fmt::format("-o {}: unknown reduction", op_text));
+    args.type = *type;
+    args.op = *op;
+    args.check = check == 1;
+  } catch (const CLI::ParseError& e) {
+    exit_code = e.get_exit_code() == 0 ? 0 : 2;
+    if (print) app.exit(e);
+    return std::nullopt;
+  } catch (const std::invalid_argument& e) {
+    exit_code = 2;
+    if (print) fmt::print(stderr, "flexbench: {}\n", e.what());
+    return std::nullopt;
+  }
+  return args;
+}
+
+}  // namespace flexplan::bench

@@ -1,0 +1,36 @@
+// flexbench's command line, in the manner of the nccl-tests tools:
+//   flexbench PLAN -b MIN -e MAX -f FACTOR [-a ALGORITHM] [-n ITERS] [-w WARMUP] [-d DTYPE]
+//             [-o REDOP] [--blocking] [--check 0|1] [--json FILE]
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "runtime/datatype.hpp"
+
+namespace flexplan::bench {
+
+struct BenchArgs {
+  std::string plan_path;
+  uint64_t min_bytes = 8;
+  uint64_t max_bytes = 128ull << 20;
+  uint64_t factor = 2;
+  std::string algorithm;  // empty: the plan's choice per size
+  int iterations = 20;
+  int warmup = 5;
+  DataType type = DataType::Float32;
+  ReduceOp op = ReduceOp::Sum;
+  bool blocking = false;
+  bool check = true;
+  std::string json_path;
+};
+
+// Parses argv. Returns the arguments, or nullopt after printing help or an error (then
+// `exit_code` says how to leave: 0 for --help, 2 for bad arguments).
+std::optional<BenchArgs> parse_args(int argc, char** argv, bool print, int& exit_code);
+
+// "8", "64K", "128M", "1G" (binary multiples, as nccl-tests). Throws std::invalid_argument.
+uint64_t parse_size(const std::string& text);
+
+}  // namespace flexplan::bench

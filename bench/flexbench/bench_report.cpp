@@ -1,0 +1,97 @@
+#include "bench/flexbench/bench_report.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace flexplan::bench {
+
+TimeStats summarize(std::vector<double> times_us) {
+  TimeStats stats;
+  if (times_us.empty()) return stats;
+  std::sort(times_us.begin(), times_us.end());
+  const size_t n = times_us.size();
+  stats.median_us = n % 2 ? times_us[n / 2] : (times_us[n / 2 - 1] + times_us[n / 2]) / 2;
+  stats.min_us = times_us.front();
+  stats.max_us = times_us.back();
+  return stats;
+}
+
+double algbw_gbps(uint64_t bytes, double time_us) {
+  return time_us > 0 ? static_cast<double>(bytes) / (time_us * 1e3) : 0;
+}
+
+double busbw_gbps(uint64_t bytes, double time_us, int world) {
+  return algbw_gbps(bytes, time_us) * 2.0 * (world - 1) / world;
+}
+
+void print_header(const BenchArgs& args, const std::string& topology, int world) {
+  fmt::print("# flexbench: plan {} (topology {}), {} ranks, {} {}, {} iterations after {} warmup, {} progress\n",
+             args.plan_path, topology, world, to_string(args.type), to_string(args.op),
+             args.iterations, args.warmup, args.blocking ? "blocking" : "busy-polling");
+  fmt::print("# algorithm: {}; times are medians of the slowest rank per iteration; MPI = MPI_Allreduce{}\n",
+             args.algorithm.empty() ? "the plan's choice per size" : args.algorithm,
+             args.op == ReduceOp::Avg ? " with MPI_SUM (MPI has no avg)" : "");
+  fmt::print("#\n");
+  fmt::print("# {:>12} {:>12} {:>8} {:>6} {:>13} {:>10} {:>8} {:>8} {:>7} {:>10} {:>8} {:>8}\n", "size",
+             "count", "type", "redop", "algorithm", "time(us)", "algbw", "busbw", "#wrong", "mpi(us)",
+             "mpi_bus", "fp/mpi");
+  fmt::print("# {:>12} {:>12} {:>8} {:>6} {:>13} {:>10} {:>8} {:>8} {:>7} {:>10} {:>8} {:>8}\n", "(B)",
+             "(elements)", "", "", "", "", "(GB/s)", "(GB/s)", "", "", "(GB/s)", "");
+}
+
+void print_row(const BenchArgs& args, const Row& row, int world) {
+  const std::string check = args.check ? fmt::format("{}", row.wrong) : "N/A";
+  std::string mpi_columns = fmt::format("{:>10} {:>8} {:>8}", "n/a", "n/a", "n/a");
+  if (row.mpi) {
+    mpi_columns = fmt::format("{:>10.1f} {:>8.3f} {:>8.2f}", row.mpi->median_us,
+                              busbw_gbps(row.bytes, row.mpi->median_us, world),
+                              row.flexplan.median_us / row.mpi->median_us);
+  }
+  fmt::print("  {:>12} {:>12} {:>8} {:>6} {:>13} {:>10.1f} {:>8.3f} {:>8.3f} {:>7} {}\n", row.bytes,
+             row.count, to_string(args.type), to_string(args.op), row.algorithm,
+             row.flexplan.median_us, algbw_gbps(row.bytes, row.flexplan.median_us),
+             busbw_gbps(row.bytes, row.flexplan.median_us, world), check, mpi_columns);
+  std::fflush(stdout);
+}
+
+void write_json(const std::string& path, const BenchArgs& args, const std::string& topology,
+                int world, const std::vector<Row>& rows) {
+  nlohmann::json records = nlohmann::json::array();
+  for (const Row& row : rows) {
+    nlohmann::json record{
+        {"bytes", row.bytes},
+        {"count", row.count},
+        {"dtype", std::string(to_string(args.type))},
+        {"redop", std::string(to_string(args.op))},
+        {"algorithm", row.algorithm},
+        {"time_us_median", row.flexplan.median_us},
+        {"time_us_min", row.flexplan.min_us},
+        {"time_us_max", row.flexplan.max_us},
+        {"algbw_gbps", algbw_gbps(row.bytes, row.flexplan.median_us)},
+        {"busbw_gbps", busbw_gbps(row.bytes, row.flexplan.median_us, world)},
+        {"wrong", args.check ? nlohmann::json(row.wrong) : nlohmann::json(nullptr)},
+        {"mpi_time_us_median", row.mpi ? nlohmann::json(row.mpi->median_us) : nlohmann::json(nullptr)},
+    };
+    records.push_back(std::move(record));
+  }
+  const nlohmann::json document{
+      {"tool", "flexbench"},
+      {"plan", args.plan_path},
+      {"topology", topology},
+      {"world_size", world},
+      {"iterations", args.iterations},
+      {"warmup", args.warmup},
+      {"blocking", args.blocking},
+      {"forced_algorithm", args.algorithm.empty() ? nlohmann::json(nullptr) : nlohmann::json(args.algorithm)},
+      {"records", records},
+  };
+  std::ofstream out(path);
+  out << document.dump(2) << "\n";
+  if (!out) throw std::runtime_error(fmt::format("cannot write --json file '{}'", path));
+}
+
+}  // namespace flexplan::bench

@@ -1,0 +1,37 @@
+// flexbench's output: the nccl-tests style table on stdout and the --json records.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/flexbench/bench_args.hpp"
+
+namespace flexplan::bench {
+
+// Times over the timed iterations, each iteration's time being the slowest rank's.
+struct TimeStats {
+  double median_us = 0, min_us = 0, max_us = 0;
+};
+TimeStats summarize(std::vector<double> times_us);
+
+struct Row {
+  uint64_t bytes = 0;
+  uint64_t count = 0;
+  std::string algorithm;
+  TimeStats flexplan;
+  uint64_t wrong = 0;
+  std::optional<TimeStats> mpi;  // none where MPI has no such type (float16, bfloat16)
+};
+
+// algbw = bytes / time; busbw = algbw * 2(n-1)/n, the all-reduce bus bandwidth of nccl-tests.
+double algbw_gbps(uint64_t bytes, double time_us);
+double busbw_gbps(uint64_t bytes, double time_us, int world);
+
+void print_header(const BenchArgs& args, const std::string& topology, int world);
+void print_row(const BenchArgs& args, const Row& row, int world);
+void write_json(const std::string& path, const BenchArgs& args, const std::string& topology,
+                int world, const std::vector<Row>& rows);
+
+}  // namespace flexplan::bench

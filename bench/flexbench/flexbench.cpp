@@ -1,0 +1,144 @@
+// flexbench: times flexplan's all-reduce of a plan over a range of message sizes, with Open
+// MPI's MPI_Allreduce measured in the same run as the baseline (docs/flexbench.md).
+//   mpirun -np N flexbench plan.bin -b 8 -e 128M -f 2 [-a ALGORITHM] [--json out.json]
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdio>
+#include <optional>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "bench/flexbench/bench_args.hpp"
+#include "bench/flexbench/bench_report.hpp"
+#include "bench/flexbench/check_pattern.hpp"
+#include "runtime/communicator.hpp"
+
+namespace flexplan::bench {
+namespace {
+
+std::optional<MPI_Datatype> mpi_type(DataType type) {
+  switch (type) {
+    case DataType::Float32: return MPI_FLOAT;
+    case DataType::Float64: return MPI_DOUBLE;
+    case DataType::Int32: return MPI_INT32_T;
+    case DataType::Int64: return MPI_INT64_T;
+    case DataType::UInt8: return MPI_UINT8_T;
+    case DataType::Float16:
+    case DataType::BFloat16: return std::nullopt;  // no standard MPI type
+  }
+  return std::nullopt;
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Avg: return MPI_SUM;
+    case ReduceOp::Prod: return MPI_PROD;
+    case ReduceOp::Min: return MPI_MIN;
+    case ReduceOp::Max: return MPI_MAX;
+  }
+  return MPI_SUM;
+}
+
+// Runs `body` warmup + iterations times; returns each timed iteration's duration on the
+// slowest rank (ranks start each iteration together after a barrier).
+template <typename F>
+TimeStats time_iterations(const BenchArgs& args, F body) {
+  for (int i = 0; i < args.warmup; ++i) body();
+  std::vector<double> times(static_cast<size_t>(args.iterations));
+  for (double& t : times) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto start = std::chrono::steady_clock::now();
+    body();
+    t = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  }
+  MPI_Allreduce(MPI_IN_PLACE, times.data(), static_cast<int>(times.size()), MPI_DOUBLE, MPI_MAX,
+                MPI_COMM_WORLD);
+  return summarize(std::move(times));
+}
+
+std::string algorithm_for(const Communicator& comm, const BenchArgs& args, uint64_t bytes) {
+  if (!args.algorithm.empty()) return args.algorithm;
+  try {
+    return ir::select_schedule(comm.plan(), ir::Collective::AllReduce, bytes).algorithm;
+  } catch (const std::out_of_range&) {
+    return "none";
+  }
+}
+
+int run(const BenchArgs& args, int rank, int world) {
+  Options options = Options::from_env();
+  if (args.blocking) options.blocking = true;
+  std::optional<Communicator> comm;
+  try {
+    comm.emplace(args.plan_path, MPI_COMM_WORLD, options);
+    if (!args.algorithm.empty()) comm->force_algorithm(args.algorithm);
+  } catch (const RuntimeError& e) {
+    // Creation errors are the same on every rank: print once.
+    if (rank == 0) fmt::print(stderr, "flexbench: {}\n", e.what());
+    return 1;
+  }
+  const size_t element = size_of(args.type);
+  const size_t max_count = std::max<uint64_t>(1, args.max_bytes / element);
+  std::vector<std::byte> send(max_count * element), recv(max_count * element);
+  fill_pattern(send.data(), max_count, args.type, args.op, comm->rank());
+  const auto type = mpi_type(args.type);
+
+  if (rank == 0) print_header(args, comm->plan().topology_name, world);
+  std::vector<Row> rows;
+  for (uint64_t size = args.min_bytes; size <= args.max_bytes; size *= args.factor) {
+    Row row;
+    row.count = std::max<uint64_t>(1, size / element);
+    row.bytes = row.count * element;
+    row.algorithm = algorithm_for(*comm, args, row.bytes);
+    row.flexplan = time_iterations(args, [&] {
+      comm->allreduce(send.data(), recv.data(), row.count, args.type, args.op);
+    });
+    if (args.check) {
+      uint64_t wrong = count_wrong(recv.data(), row.count, args.type, args.op, world);
+      MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+      row.wrong = wrong;
+    }
+    if (type) {
+      row.mpi = time_iterations(args, [&] {
+        MPI_Allreduce(send.data(), recv.data(), static_cast<int>(row.count), *type, mpi_op(args.op),
+                      MPI_COMM_WORLD);
+      });
+    }
+    if (rank == 0) print_row(args, row, world);
+    rows.push_back(std::move(row));
+    if (size > args.max_bytes / args.factor) break;  // the next size would overflow or pass max
+  }
+  if (rank == 0 && !args.json_path.empty()) {
+    write_json(args.json_path, args, comm->plan().topology_name, world, rows);
+  }
+  uint64_t wrong = 0;
+  for (const Row& row : rows) wrong += row.wrong;
+  return wrong == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace flexplan::bench
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, world = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  int exit_code = 0;
+  const auto args = flexplan::bench::parse_args(argc, argv, rank == 0, exit_code);
+  if (args) {
+    try {
+      exit_code = flexplan::bench::run(*args, rank, world);
+    } catch (const std::exception& e) {
+      // An operation failed (its peers may be stuck in it): report and take the job down.
+      fmt::print(stderr, "flexbench: rank {}: {}\n", rank, e.what());
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+  }
+  MPI_Finalize();
+  return exit_code;
+}

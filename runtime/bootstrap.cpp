@@ -1,0 +1,229 @@
+#include "runtime/bootstrap.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <map>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "runtime/errors.hpp"
+#include "runtime/tag.hpp"
+
+namespace flexplan::bootstrap {
+namespace {
+
+int comm_size(MPI_Comm comm) {
+  int size = 0;
+  MPI_Comm_size(comm, &size);
+  return size;
+}
+
+int comm_rank(MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  return rank;
+}
+
+// The machine a learner sits on: the second-to-last component of its full name.
+std::string machine_of(const std::string& full_name) {
+  const size_t last = full_name.rfind('/');
+  if (last == std::string::npos || last == 0) return "";
+  const size_t before = full_name.rfind('/', last - 1);
+  return full_name.substr(before == std::string::npos ? 0 : before + 1,
+                          last - (before == std::string::npos ? 0 : before + 1));
+}
+
+bool names_learner(const std::string& full_name, const std::string& name) {
+  return full_name == name ||
+         (full_name.size() > name.size() && full_name.ends_with(name) &&
+          full_name[full_name.size() - name.size() - 1] == '/');
+}
+
+std::string rank_list(const std::vector<int>& ranks) { return fmt::format("{}", fmt::join(ranks, ", ")); }
+
+// Variable-length allgather of byte strings.
+std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& mine) {
+  const int size = comm_size(comm);
+  const int length = static_cast<int>(mine.size());
+  std::vector<int> lengths(static_cast<size_t>(size));
+  MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm);
+  std::vector<int> displacements(static_cast<size_t>(size));
+  int total = 0;
+  for (int r = 0; r < size; ++r) {
+    displacements[static_cast<size_t>(r)] = total;
+    total += lengths[static_cast<size_t>(r)];
+  }
+  std::string all(static_cast<size_t>(total), '\0');
+  MPI_Allgatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), displacements.data(),
+                 MPI_CHAR, comm);
+  std::vector<std::string> out;
+  out.reserve(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) {
+    out.push_back(all.substr(static_cast<size_t>(displacements[static_cast<size_t>(r)]),
+                             static_cast<size_t>(lengths[static_cast<size_t>(r)])));
+  }
+  return out;
+}
+
+}  // namespace
+
+HostIdentity host_identity(MPI_Comm comm) {
+  HostIdentity identity;
+  std::array<char, 256> name{};
+  if (gethostname(name.data(), name.size() - 1) == 0) identity.host = name.data();
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  identity.local_rank = comm_rank(node);
+  MPI_Comm_free(&node);
+  return identity;
+}
+
+int32_t plan_rank_for(const ir::Plan& plan, const Options& options, int mpi_rank,
+                      const HostIdentity& host) {
+  if (options.rank_mapping == RankMapping::MpiRank) return mpi_rank;
+  const auto& names = plan.rank_names;
+  if (names.size() != static_cast<size_t>(plan.world_size)) {
+    throw RuntimeError("rank mapping by name: the plan carries no learner names");
+  }
+  std::vector<int> matches;
+  if (!options.learner_name.empty()) {
+    for (size_t r = 0; r < names.size(); ++r) {
+      if (names_learner(names[r], options.learner_name)) matches.push_back(static_cast<int>(r));
+    }
+    if (matches.size() == 1) return matches[0];
+    if (matches.empty()) {
+      throw RuntimeError(fmt::format("learner name '{}' (FLEXPLAN_LEARNER_NAME) matches no learner "
+                                     "of the plan; its learners are: {}",
+                                     options.learner_name, fmt::join(names, ", ")));
+    }
+    std::vector<std::string> matched;
+    for (int r : matches) matched.push_back(names[static_cast<size_t>(r)]);
+    throw RuntimeError(fmt::format("learner name '{}' matches several learners ({}); give more of "
+                                   "its path",
+                                   options.learner_name, fmt::join(matched, ", ")));
+  }
+  // The local_rank-th learner, in rank order, of the machine named like this host (or like
+  // its short name, before the first dot).
+  const std::string short_host = host.host.substr(0, host.host.find('.'));
+  for (size_t r = 0; r < names.size(); ++r) {
+    const std::string machine = machine_of(names[r]);
+    if (!machine.empty() && (machine == host.host || machine == short_host)) {
+      matches.push_back(static_cast<int>(r));
+    }
+  }
+  if (static_cast<size_t>(host.local_rank) < matches.size()) {
+    return matches[static_cast<size_t>(host.local_rank)];
+  }
+  throw RuntimeError(fmt::format(
+      "rank mapping by name: this is local rank {} on host '{}', but the plan has {} learner(s) "
+      "on a machine of that name (set FLEXPLAN_LEARNER_NAME to name the learner instead)",
+      host.local_rank, host.host, matches.size()));
+}
+
+void check_tag_limits(const ir::Plan& plan) {
+  for (const auto& schedule : plan.schedules) {
+    if (schedule.steps.size() > tag::kMaxSteps) {
+      throw RuntimeError(fmt::format("schedule '{}' has {} steps; the runtime's tags hold at most {}",
+                                     schedule.algorithm, schedule.steps.size(), tag::kMaxSteps));
+    }
+    for (size_t s = 0; s < schedule.steps.size(); ++s) {
+      if (schedule.steps[s].ops.size() > tag::kMaxOps) {
+        throw RuntimeError(fmt::format("schedule '{}' step {} has {} ops; the runtime's tags hold "
+                                       "at most {} per step",
+                                       schedule.algorithm, s, schedule.steps[s].ops.size(),
+                                       tag::kMaxOps));
+      }
+    }
+  }
+}
+
+void raise_if_any_failed(MPI_Comm comm, const std::string& local_error, const std::string& what) {
+  int failed = local_error.empty() ? 0 : 1;
+  MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, comm);
+  if (!failed) return;
+  const auto errors = allgather_strings(comm, local_error);
+  std::string message = fmt::format("flexplan: {} failed", what);
+  for (size_t r = 0; r < errors.size(); ++r) {
+    if (!errors[r].empty()) message += fmt::format("\n  MPI rank {}: {}", r, errors[r]);
+  }
+  throw RuntimeError(message);
+}
+
+std::vector<int32_t> agree_on_plan(MPI_Comm comm, const PlanIdentity& mine) {
+  const int size = comm_size(comm);
+  // Fixed-size records; the topology hash travels as text inside the string gather below.
+  const std::array<int64_t, 5> record{mine.world_size, static_cast<int64_t>(mine.fingerprint),
+                                      static_cast<int64_t>(mine.chunk_bytes), mine.plan_rank,
+                                      static_cast<int64_t>(mine.max_chunks_per_range)};
+  std::vector<int64_t> all(record.size() * static_cast<size_t>(size));
+  MPI_Allgather(record.data(), static_cast<int>(record.size()), MPI_INT64_T, all.data(),
+                static_cast<int>(record.size()), MPI_INT64_T, comm);
+  const auto topology_hashes = allgather_strings(comm, mine.topology_hash);
+  auto field = [&](int rank, size_t i) { return all[static_cast<size_t>(rank) * record.size() + i]; };
+
+  // Same plan everywhere?
+  std::map<uint64_t, std::vector<int>> holders;
+  for (int r = 0; r < size; ++r) holders[static_cast<uint64_t>(field(r, 1))].push_back(r);
+  if (holders.size() > 1) {
+    std::string message = "flexplan: the ranks loaded different plans:";
+    for (const auto& [fingerprint, ranks] : holders) {
+      message += fmt::format("\n  plan {:016x} (world size {}, topology hash '{}'): MPI ranks {}",
+                             fingerprint, field(ranks[0], 0),
+                             topology_hashes[static_cast<size_t>(ranks[0])], rank_list(ranks));
+    }
+    throw RuntimeError(message);
+  }
+  if (mine.world_size != size) {
+    throw RuntimeError(fmt::format("flexplan: the plan is for world size {} but the job has {} "
+                                   "MPI ranks (launch with mpirun -np {})",
+                                   mine.world_size, size, mine.world_size));
+  }
+  // Chunking decides message lengths: it must agree.
+  std::map<std::pair<int64_t, int64_t>, std::vector<int>> chunkings;
+  for (int r = 0; r < size; ++r) chunkings[{field(r, 2), field(r, 4)}].push_back(r);
+  if (chunkings.size() > 1) {
+    std::string message =
+        "flexplan: the ranks use different chunk sizes (FLEXPLAN_CHUNK_BYTES, FLEXPLAN_MAX_CHUNKS):";
+    for (const auto& [chunking, ranks] : chunkings) {
+      message += fmt::format("\n  {} bytes, at most {} chunks per range: MPI ranks {}", chunking.first,
+                             chunking.second, rank_list(ranks));
+    }
+    throw RuntimeError(message);
+  }
+  // The plan ranks must be a permutation.
+  std::vector<int32_t> plan_rank_of(static_cast<size_t>(size));
+  std::vector<std::vector<int>> claimed_by(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) {
+    const int64_t plan_rank = field(r, 3);
+    plan_rank_of[static_cast<size_t>(r)] = static_cast<int32_t>(plan_rank);
+    if (plan_rank >= 0 && plan_rank < size) claimed_by[static_cast<size_t>(plan_rank)].push_back(r);
+  }
+  std::string problems;
+  for (int p = 0; p < size; ++p) {
+    const auto& claimants = claimed_by[static_cast<size_t>(p)];
+    if (claimants.size() > 1) {
+      problems += fmt::format("\n  plan rank {} is claimed by MPI ranks {}", p, rank_list(claimants));
+    } else if (claimants.empty()) {
+      problems += fmt::format("\n  plan rank {} is claimed by no process", p);
+    }
+  }
+  if (!problems.empty()) throw RuntimeError("flexplan: the rank mapping is not one-to-one:" + problems);
+  return plan_rank_of;
+}
+
+std::vector<std::vector<uint8_t>> exchange_by_plan_rank(MPI_Comm comm,
+                                                        const std::vector<uint8_t>& mine,
+                                                        const std::vector<int32_t>& plan_rank_of) {
+  const auto gathered = allgather_strings(comm, std::string(mine.begin(), mine.end()));
+  std::vector<std::vector<uint8_t>> by_plan_rank(gathered.size());
+  for (size_t r = 0; r < gathered.size(); ++r) {
+    by_plan_rank[static_cast<size_t>(plan_rank_of[r])].assign(gathered[r].begin(), gathered[r].end());
+  }
+  return by_plan_rank;
+}
+
+}  // namespace flexplan::bootstrap

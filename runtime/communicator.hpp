@@ -1,0 +1,84 @@
+// flexplan::Communicator: all-reduce by replaying a plan over UCX, in a job launched by
+// mpirun. MPI serves only at creation (worker addresses, agreement on the plan); data moves
+// over UCX. docs/runtime.md describes launching, progress, tags, pipelining and errors.
+//
+//   flexplan::Communicator comm("plan.bin", MPI_COMM_WORLD);
+//   comm.allreduce(grads, grads, n, flexplan::DataType::Float32, flexplan::ReduceOp::Avg);
+//
+// Progress happens inside allreduce, wait and test (no thread): drive a communicator from
+// one thread at a time. All ranks must issue the same operations (count, type, op) in the
+// same order; they may overlap freely.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "ir/plan.hpp"
+#include "runtime/datatype.hpp"
+#include "runtime/errors.hpp"
+#include "runtime/options.hpp"
+
+namespace flexplan {
+
+class Engine;
+class Operation;
+
+// A non-blocking all-reduce. Move-only; must be completed (wait, or test until true) before
+// its communicator is destroyed. The buffers must stay untouched until then.
+class Request {
+ public:
+  Request() = default;
+  Request(Request&&) noexcept;
+  Request& operator=(Request&&) noexcept;
+  ~Request();
+
+  // Blocks until complete. Throws RuntimeError if the operation failed.
+  void wait();
+  // Advances every outstanding operation once; true once this one is complete. Throws
+  // RuntimeError if it failed.
+  bool test();
+
+ private:
+  friend class Communicator;
+  Request(Engine* engine, std::shared_ptr<Operation> operation);
+  Engine* engine_ = nullptr;
+  std::shared_ptr<Operation> operation_;
+};
+
+class Communicator {
+ public:
+  // Collective over `comm`: loads and verifies the plan, checks that every rank holds the same
+  // plan and that its world size is the communicator's, maps ranks, connects UCX. Throws the
+  // same RuntimeError on every rank when anything is wrong on any rank.
+  Communicator(const std::string& plan_path, MPI_Comm comm, Options options = Options::from_env());
+  // Same from a plan built in process (verified here).
+  Communicator(ir::Plan plan, MPI_Comm comm, Options options = Options::from_env());
+  // Collective: completes outstanding operations, then disconnects once every rank is done.
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const;  // plan rank
+  int size() const;
+  const ir::Plan& plan() const;
+  const std::string& learner_name() const;  // plan.rank_names[rank()], or "" if unnamed
+  const Options& options() const;
+
+  // recv = op over all ranks' send, element-wise. In place when send == recv or send is null.
+  // Uses the plan's schedule for count * size_of(type) bytes.
+  void allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op);
+  Request iallreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op);
+
+  // Run every later operation with the plan's schedule of this algorithm (the one serving the
+  // message size if several do, else its first); "" restores the plan's own choice. Must be
+  // called alike on every rank. Throws RuntimeError if the plan has no such schedule.
+  void force_algorithm(const std::string& algorithm);
+
+ private:
+  std::unique_ptr<Engine> engine_;
+};
+
+}  // namespace flexplan

@@ -1,0 +1,31 @@
+// Element types and reduction operators of the all-reduce API.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace flexplan {
+
+enum class DataType : uint8_t { Float32, Float64, Float16, BFloat16, Int32, Int64, UInt8 };
+
+// Avg is a sum divided by the world size at the end; integer avg truncates toward zero.
+enum class ReduceOp : uint8_t { Sum, Prod, Min, Max, Avg };
+
+size_t size_of(DataType type);
+
+// Names used by flexbench and error messages: "float32", "bfloat16", "uint8", "sum", "avg".
+std::string_view to_string(DataType type);
+std::string_view to_string(ReduceOp op);
+std::optional<DataType> parse_data_type(std::string_view name);
+std::optional<ReduceOp> parse_reduce_op(std::string_view name);
+
+inline constexpr DataType kAllDataTypes[] = {DataType::Float32, DataType::Float64,
+                                             DataType::Float16, DataType::BFloat16,
+                                             DataType::Int32,   DataType::Int64,
+                                             DataType::UInt8};
+inline constexpr ReduceOp kAllReduceOps[] = {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min,
+                                             ReduceOp::Max, ReduceOp::Avg};
+
+}  // namespace flexplan

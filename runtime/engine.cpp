@@ -1,0 +1,301 @@
+#include "runtime/engine.hpp"
+
+#include <sched.h>
+
+#include <cstdlib>
+
+#include <algorithm>
+#include <limits>
+#include <thread>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "runtime/bootstrap.hpp"
+#include "runtime/errors.hpp"
+#include "runtime/plan_fingerprint.hpp"
+#include "runtime/tag.hpp"
+
+namespace flexplan {
+
+namespace {
+constexpr auto kMaxSleep = std::chrono::milliseconds(100);
+}
+
+Engine::Engine(const std::function<ir::Plan()>& load, const std::string& source, MPI_Comm comm,
+               Options options)
+    : options_(std::move(options)) {
+  options_.window = std::max(options_.window, 1u);
+  options_.chunk_bytes = std::max<size_t>(options_.chunk_bytes, 1);
+  options_.max_chunks_per_range = std::max<size_t>(options_.max_chunks_per_range, 1);
+  MPI_Comm_dup(comm, &comm_);
+  try {
+    const auto host = bootstrap::host_identity(comm_);  // collective: before anything can fail
+    const auto plan_rank_of = load_and_agree(load, source, host);
+    connect(host, plan_rank_of);
+  } catch (...) {
+    transport_.reset();
+    MPI_Comm_free(&comm_);
+    throw;
+  }
+}
+
+std::vector<int32_t> Engine::load_and_agree(const std::function<ir::Plan()>& load,
+                                            const std::string& source,
+                                            const bootstrap::HostIdentity& host) {
+  int mpi_rank = 0;
+  MPI_Comm_rank(comm_, &mpi_rank);
+  std::string error;
+  try {
+    plan_ = load();
+    bootstrap::check_tag_limits(plan_);
+    rank_ = bootstrap::plan_rank_for(plan_, options_, mpi_rank, host);
+  } catch (const std::exception& e) {
+    error = fmt::format("plan '{}': {}", source, e.what());
+  }
+  bootstrap::raise_if_any_failed(comm_, error, "loading the plan");
+  auto plan_rank_of = bootstrap::agree_on_plan(
+      comm_, {plan_.world_size, plan_.topology_hash, plan_fingerprint(plan_), options_.chunk_bytes,
+              options_.max_chunks_per_range, rank_});
+  if (static_cast<size_t>(rank_) < plan_.rank_names.size()) {
+    learner_name_ = plan_.rank_names[static_cast<size_t>(rank_)];
+  }
+  return plan_rank_of;
+}
+
+const char* Engine::default_transports(bool single_host) const {
+  // The user's choice stands; so does UCX's own for jobs across hosts.
+  if (!single_host || std::getenv("UCX_TLS") != nullptr) return nullptr;
+  // Peer-failure mode everywhere: only TCP supports it between local processes (UCX 1.13).
+  if (options_.peer_failure == PeerFailureDetection::All) return "tcp,self";
+  // Shared memory without CMA. Outside peer-failure mode a CMA read from a peer that died makes
+  // UCX abort the reader, where the shared-memory FIFOs just stall and the runtime reports the
+  // dead peer cleanly. (Excluding only CMA, "^cma", lets UCX pick loopback TCP for rendezvous,
+  // 3-8x slower at 32 KB - 2 MB here.)
+  return "posix,sysv,self";
+}
+
+void Engine::connect(const bootstrap::HostIdentity& host, const std::vector<int32_t>& plan_rank_of) {
+  const auto hosts = bootstrap::exchange_by_plan_rank(
+      comm_, std::vector<uint8_t>(host.host.begin(), host.host.end()), plan_rank_of);
+  const bool single_host = std::all_of(hosts.begin(), hosts.end(), [&](const auto& h) { return h == hosts[0]; });
+  std::string error;
+  std::vector<uint8_t> address;
+  try {
+    transport_ = std::make_unique<UcxTransport>(options_.blocking, plan_.world_size,
+                                                default_transports(single_host));
+    address = transport_->address();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  bootstrap::raise_if_any_failed(comm_, error, "starting UCX");
+  const auto addresses = bootstrap::exchange_by_plan_rank(comm_, address, plan_rank_of);
+  // Peer-failure mode where asked for: UCX 1.13 keeps shared memory out of it (options.hpp).
+  std::vector<bool> detect_failure(hosts.size());
+  for (size_t peer = 0; peer < hosts.size(); ++peer) {
+    detect_failure[peer] = options_.peer_failure == PeerFailureDetection::All ||
+                           (options_.peer_failure == PeerFailureDetection::Remote &&
+                            hosts[peer] != hosts[static_cast<size_t>(rank_)]);
+  }
+  try {
+    transport_->connect(addresses, rank_, detect_failure);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  bootstrap::raise_if_any_failed(comm_, error, "connecting UCX endpoints");
+}
+
+Engine::~Engine() { shutdown(); }
+
+void Engine::shutdown() {
+  // Peers may still need this rank's part of outstanding operations: finish them.
+  for (const auto& entry : std::vector<Outstanding>(outstanding_.begin(), outstanding_.end())) {
+    try {
+      wait(*entry.operation);
+    } catch (const RuntimeError&) {
+      // Already recorded in broken_; the destructor must not throw.
+    }
+  }
+  const bool clean = broken_.empty();
+  if (clean) {
+    // Everything this rank sent is delivered, then wait until every rank is that far before
+    // cutting the endpoints. UCX keeps progressing meanwhile: a peer's last receives may need
+    // this rank's worker.
+    transport_->flush(options_.timeout);
+    MPI_Request barrier;
+    MPI_Ibarrier(comm_, &barrier);
+    const auto deadline = Clock::now() + options_.timeout;
+    int finished = 0;
+    while (true) {
+      const bool moved = transport_->progress();
+      MPI_Test(&barrier, &finished, MPI_STATUS_IGNORE);
+      if (finished || Clock::now() > deadline) break;
+      if (!moved) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+  transport_->close_endpoints(/*force=*/true, std::chrono::milliseconds(1000));
+  transport_.reset();
+  // A dead peer can make MPI_Comm_free wait forever in some MPIs: leave the duplicate then.
+  if (clean) MPI_Comm_free(&comm_);
+}
+
+// --- starting operations ----------------------------------------------------------------------
+
+const ir::Schedule& Engine::select(uint64_t bytes) const {
+  if (forced_algorithm_.empty()) {
+    try {
+      return ir::select_schedule(plan_, ir::Collective::AllReduce, bytes);
+    } catch (const std::out_of_range&) {
+      throw RuntimeError(fmt::format("the plan has no allreduce schedule for {} bytes", bytes));
+    }
+  }
+  const ir::Schedule* first = nullptr;
+  for (const auto& schedule : plan_.schedules) {
+    if (schedule.collective != ir::Collective::AllReduce || schedule.algorithm != forced_algorithm_) {
+      continue;
+    }
+    if (bytes >= schedule.min_bytes && (!schedule.max_bytes || bytes < *schedule.max_bytes)) {
+      return schedule;
+    }
+    if (!first) first = &schedule;
+  }
+  return *first;  // force_algorithm checked that one exists
+}
+
+void Engine::force_algorithm(const std::string& algorithm) {
+  if (!algorithm.empty()) {
+    std::vector<std::string> present;
+    for (const auto& schedule : plan_.schedules) {
+      if (schedule.collective != ir::Collective::AllReduce) continue;
+      if (schedule.algorithm == algorithm) {
+        forced_algorithm_ = algorithm;
+        return;
+      }
+      if (std::find(present.begin(), present.end(), schedule.algorithm) == present.end()) {
+        present.push_back(schedule.algorithm);
+      }
+    }
+    throw RuntimeError(fmt::format("the plan has no allreduce schedule of algorithm '{}' (it has: {})",
+                                   algorithm, fmt::join(present, ", ")));
+  }
+  forced_algorithm_.clear();
+}
+
+const RankProgram& Engine::program_for(const ir::Schedule& schedule) {
+  auto it = programs_.find(&schedule);
+  if (it == programs_.end()) it = programs_.emplace(&schedule, build_rank_program(schedule, rank_)).first;
+  return it->second;
+}
+
+std::shared_ptr<Operation> Engine::start(const AllreduceArgs& args_in) {
+  if (!broken_.empty()) {
+    throw RuntimeError("flexplan: the communicator is unusable after an earlier error: " + broken_);
+  }
+  AllreduceArgs args = args_in;
+  if (args.send == nullptr) args.send = args.recv;  // in place
+  const size_t element_size = size_of(args.type);
+  if (element_size == 0) throw RuntimeError("flexplan allreduce: unknown data type");
+  if (args.count > std::numeric_limits<uint64_t>::max() / element_size) {
+    throw RuntimeError(fmt::format("flexplan allreduce: count {} overflows the byte size", args.count));
+  }
+  if (args.count > 0 && args.recv == nullptr) {
+    throw RuntimeError(fmt::format("flexplan allreduce: null receive buffer for {} elements", args.count));
+  }
+  if (outstanding_.size() >= tag::kMaxOutstanding) {
+    throw RuntimeError(fmt::format("flexplan allreduce: {} operations outstanding; complete some "
+                                   "first (the tag's sequence field allows {})",
+                                   outstanding_.size(), tag::kMaxOutstanding));
+  }
+  const ir::Schedule& schedule = select(args.count * element_size);
+  const ExecContext context{transport_.get(),      &pool_,
+                            &plan_,                 rank_,
+                            options_.chunk_bytes,   options_.max_chunks_per_range,
+                            options_.window,        &quarantine_};
+  auto operation =
+      std::make_shared<Operation>(context, next_sequence_++, schedule, program_for(schedule), args);
+  if (!operation->done()) {
+    outstanding_.push_back({operation, Clock::now()});
+    progress();  // post the first transfers now, so peers can start
+  }
+  return operation;
+}
+
+// --- progress --------------------------------------------------------------------------------
+
+bool Engine::progress() {
+  bool moved = transport_->progress();
+  const auto now = Clock::now();
+  // Time spent outside the runtime (the caller computing) is not the operations' fault.
+  if (now - last_progress_ > options_.timeout / 2) {
+    for (auto& entry : outstanding_) entry.last_moved = now;
+  }
+  last_progress_ = now;
+
+  if (const auto& failure = transport_->failure(); failure && !peer_failure_seen_) {
+    peer_failure_seen_ = true;
+    const auto& names = plan_.rank_names;
+    const std::string name = static_cast<size_t>(failure->rank) < names.size()
+                                 ? fmt::format(" ({})", names[static_cast<size_t>(failure->rank)])
+                                 : "";
+    fail_all(fmt::format("UCX reports peer rank {}{} failed: {}", failure->rank, name,
+                         ucs_status_string(failure->status)));
+  }
+
+  for (auto& entry : outstanding_) {
+    Operation& operation = *entry.operation;
+    if (operation.advance()) {
+      entry.last_moved = now;
+      moved = true;
+    } else if (!operation.done() && !operation.failed() && now - entry.last_moved > options_.timeout) {
+      operation.fail(fmt::format("no progress for {} ms (FLEXPLAN_TIMEOUT_MS): the peer is dead, "
+                                 "stuck outside the runtime, or issuing different operations",
+                                 options_.timeout.count()));
+    }
+    if (operation.failed() && broken_.empty()) {
+      broken_ = operation.error();
+      fail_all("abandoned after an earlier error: " + broken_);
+    }
+  }
+  std::erase_if(outstanding_, [](const Outstanding& entry) {
+    return entry.operation->done() || entry.operation->failed();
+  });
+  return moved;
+}
+
+void Engine::fail_all(const std::string& why) {
+  for (auto& entry : outstanding_) entry.operation->fail(why);
+  if (broken_.empty() && !outstanding_.empty()) broken_ = outstanding_.front().operation->error();
+  if (broken_.empty()) broken_ = why;
+}
+
+void Engine::throw_if_failed(const Operation& operation) const {
+  if (operation.failed()) throw RuntimeError("flexplan: " + operation.error());
+}
+
+void Engine::wait(Operation& operation) {
+  // Blocking mode first yields the core for a short while (a peer sharing it is likely the
+  // one this rank waits for, and a yield costs far less than a sleep and a wake-up), then
+  // sleeps on the worker's event fd.
+  auto idle_since = Clock::now();
+  while (!operation.done() && !operation.failed()) {
+    if (progress() || operation.done() || operation.failed()) {
+      idle_since = Clock::now();
+      continue;
+    }
+    if (!transport_->blocking()) continue;
+    if (Clock::now() - idle_since < options_.yield_before_sleep) {
+      sched_yield();
+    } else {
+      transport_->wait_for_event(std::min<std::chrono::milliseconds>(options_.timeout, kMaxSleep));
+    }
+  }
+  throw_if_failed(operation);
+}
+
+bool Engine::test(Operation& operation) {
+  if (!operation.done() && !operation.failed()) progress();
+  throw_if_failed(operation);
+  return operation.done();
+}
+
+}  // namespace flexplan

@@ -1,0 +1,90 @@
+// The communicator's machinery: creation over MPI, the queue of outstanding operations and
+// the progress loop that drives them (in issue order, from the caller's thread), timeouts
+// and failure propagation, and the orderly shutdown.
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/plan.hpp"
+#include "runtime/bootstrap.hpp"
+#include "runtime/operation.hpp"
+#include "runtime/options.hpp"
+#include "runtime/rank_program.hpp"
+#include "runtime/scratch_pool.hpp"
+#include "runtime/ucx_transport.hpp"
+
+namespace flexplan {
+
+class Engine {
+ public:
+  // `load` produces this rank's verified plan; `source` names it in errors.
+  Engine(const std::function<ir::Plan()>& load, const std::string& source, MPI_Comm comm,
+         Options options);
+  ~Engine();
+
+  int32_t rank() const { return rank_; }
+  const ir::Plan& plan() const { return plan_; }
+  const Options& options() const { return options_; }
+  const std::string& learner_name() const { return learner_name_; }
+
+  // Starts an all-reduce (posting its first transfers). Throws RuntimeError on bad arguments
+  // or a broken communicator.
+  std::shared_ptr<Operation> start(const AllreduceArgs& args);
+  void wait(Operation& operation);
+  bool test(Operation& operation);
+  void force_algorithm(const std::string& algorithm);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  // Creation, collective: the plan and this process's plan rank, agreed by all ranks (returns
+  // the plan rank of each MPI rank), then the UCX endpoints.
+  std::vector<int32_t> load_and_agree(const std::function<ir::Plan()>& load,
+                                      const std::string& source,
+                                      const bootstrap::HostIdentity& host);
+  void connect(const bootstrap::HostIdentity& host, const std::vector<int32_t>& plan_rank_of);
+  // UCX_TLS to impose, or nullptr for UCX's own choice (docs/runtime.md, UCX transports).
+  const char* default_transports(bool single_host) const;
+  struct Outstanding {
+    std::shared_ptr<Operation> operation;
+    Clock::time_point last_moved;
+  };
+
+  const ir::Schedule& select(uint64_t bytes) const;
+  const RankProgram& program_for(const ir::Schedule& schedule);
+  // One pass: UCX progress, then every outstanding operation in issue order. True if
+  // anything moved.
+  bool progress();
+  void fail_all(const std::string& why);
+  void throw_if_failed(const Operation& operation) const;
+  void shutdown();
+
+  Options options_;
+  ir::Plan plan_;
+  int32_t rank_ = 0;
+  std::string learner_name_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  std::string forced_algorithm_;
+
+  // Scratch outlives the transport, which may read it until its endpoints close.
+  ScratchPool pool_;
+  std::vector<ScratchPool::Buffer> quarantine_;
+  std::unique_ptr<UcxTransport> transport_;
+
+  std::map<const ir::Schedule*, RankProgram> programs_;
+  std::deque<Outstanding> outstanding_;
+  uint64_t next_sequence_ = 0;
+  Clock::time_point last_progress_ = Clock::now();
+  std::string broken_;  // the first failure; the communicator refuses work after it
+  bool peer_failure_seen_ = false;
+};
+
+}  // namespace flexplan

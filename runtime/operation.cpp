@@ -1,0 +1,329 @@
+#include "runtime/operation.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "runtime/reduce_kernels.hpp"
+#include "runtime/tag.hpp"
+
+namespace flexplan {
+
+Operation::Operation(const ExecContext& context, uint64_t sequence, const ir::Schedule& schedule,
+                     const RankProgram& program, const AllreduceArgs& args)
+    : context_(context),
+      sequence_(sequence),
+      schedule_(schedule),
+      program_(program),
+      args_(args),
+      element_size_(size_of(args.type)),
+      input_(static_cast<const std::byte*>(args.send)),
+      buffer_(static_cast<std::byte*>(args.recv)) {
+  // Out of place, the result forms in the receive buffer while the input is read where it
+  // is: the send buffer is never written, and never copied whole.
+  start_step();
+}
+
+void Operation::copy_input(const std::vector<UnitRange>& ranges) {
+  if (input_ == buffer_) return;
+  for (const UnitRange& range : ranges) {
+    const uint64_t begin = ir::unit_to_element(range.begin, schedule_.units, args_.count);
+    const uint64_t end = ir::unit_to_element(range.end, schedule_.units, args_.count);
+    std::memcpy(buffer_ + begin * element_size_, input_ + begin * element_size_,
+                (end - begin) * element_size_);
+  }
+}
+
+Operation::~Operation() { release_requests(); }
+
+std::string Operation::describe() const {
+  return fmt::format("allreduce #{} ({}, {} x {} {})", sequence_, schedule_.algorithm, args_.count,
+                     to_string(args_.type), to_string(args_.op));
+}
+
+std::string Operation::peer(int32_t rank) const {
+  const auto& names = context_.plan->rank_names;
+  if (rank >= 0 && static_cast<size_t>(rank) < names.size()) {
+    return fmt::format("rank {} ({})", rank, names[static_cast<size_t>(rank)]);
+  }
+  return fmt::format("rank {}", rank);
+}
+
+std::string Operation::where(const TaskRun& run) const {
+  const auto& step = schedule_.steps[step_];
+  const auto& op = step.ops[run.task->op_index];
+  return fmt::format("step {} ({}, level {}), op {} ({} of units [{}, {}) to root {})", step_,
+                     ir::to_string(step.phase), step.level, run.task->op_index,
+                     ir::to_string(op.kind), op.begin, op.end, op.root);
+}
+
+size_t Operation::chunk_bytes(const TaskRun& run, size_t chunk) const {
+  const size_t first = chunk * run.chunk_elements;
+  return std::min(run.chunk_elements, run.elements - first) * element_size_;
+}
+
+uint64_t Operation::chunk_tag(const TaskRun& run, size_t chunk) const {
+  return tag::make(sequence_, step_, run.task->op_index, chunk);
+}
+
+void Operation::set_error(const std::string& message) {
+  if (error_.empty()) error_ = message;
+}
+
+// --- steps -----------------------------------------------------------------------------------
+
+void Operation::start_step() {
+  const uint64_t units = schedule_.units;
+  for (; step_ < program_.steps.size() && args_.count > 0; ++step_) {
+    runs_.clear();
+    copy_input(program_.steps[step_].copy_in);
+    for (const Task& task : program_.steps[step_].tasks) {
+      const uint64_t begin = ir::unit_to_element(task.unit_begin, units, args_.count);
+      const uint64_t end = ir::unit_to_element(task.unit_end, units, args_.count);
+      if (begin == end) continue;  // fewer elements than units: every rank skips it alike
+      TaskRun run;
+      run.task = &task;
+      run.first_element = begin;
+      run.elements = end - begin;
+      // Long ranges get longer chunks: at most max_chunks_per_range of them (and never more
+      // than the tag's chunk field holds).
+      const size_t preferred = std::max<size_t>(1, context_.chunk_bytes / element_size_);
+      const size_t most = std::min<size_t>(context_.max_chunks_per_range, tag::kMaxChunks);
+      const size_t least = (run.elements + most - 1) / most;
+      run.chunk_elements = std::max(preferred, least);
+      run.chunks = (run.elements + run.chunk_elements - 1) / run.chunk_elements;
+      run.own = (task.own_from_send ? input_ : buffer_) + begin * element_size_;
+      if (task.stage_writes) {
+        run.stage = context_.pool->acquire(run.elements * element_size_);
+        run.dest = run.stage.get();
+      } else {
+        run.dest = buffer_ + begin * element_size_;
+      }
+      run.slots.resize(std::min<size_t>(context_.window, run.chunks));
+      runs_.push_back(std::move(run));
+    }
+    if (!runs_.empty()) return;
+  }
+  // All steps done: ranges no step wrote hold this rank's input (one rank alone), and avg
+  // is the sum over the world.
+  if (args_.count > 0) copy_input(program_.copy_at_end);
+  if (args_.op == ReduceOp::Avg && args_.count > 0) {
+    kernels::divide(buffer_, args_.count, args_.type, static_cast<uint64_t>(context_.plan->world_size));
+  }
+  done_ = true;
+}
+
+void Operation::finish_step() {
+  for (TaskRun& run : runs_) {
+    if (run.stage) {
+      std::memcpy(buffer_ + run.first_element * element_size_, run.stage.get(),
+                  run.elements * element_size_);
+      context_.pool->release(std::move(run.stage));
+    }
+  }
+  runs_.clear();
+  ++step_;
+  start_step();
+}
+
+bool Operation::advance() {
+  if (done_ || failed()) return false;
+  bool moved = false;
+  while (true) {
+    bool all_complete = true;
+    for (TaskRun& run : runs_) {
+      moved |= advance_task(run);
+      if (failed()) {
+        release_requests();
+        return true;
+      }
+      all_complete = all_complete && run.complete();
+    }
+    if (!all_complete) return moved;
+    finish_step();  // and go straight on with the next step's transfers
+    moved = true;
+    if (done_) return true;
+  }
+}
+
+// --- chunks ----------------------------------------------------------------------------------
+
+bool Operation::advance_task(TaskRun& run) {
+  bool moved = false;
+  const size_t window = run.slots.size();
+  for (size_t chunk = run.lo; chunk < run.hi && !failed(); ++chunk) {
+    moved |= poll(run, chunk, run.slots[chunk % window]);
+  }
+  while (run.lo < run.hi && run.slots[run.lo % window].state == ChunkState::Done) {
+    run.slots[run.lo % window].state = ChunkState::Idle;
+    ++run.lo;
+    moved = true;
+  }
+  while (!failed() && run.hi < run.chunks && run.hi - run.lo < window) {
+    start_chunk(run, run.hi++);
+    moved = true;
+  }
+  return moved;
+}
+
+void Operation::start_chunk(TaskRun& run, size_t chunk) {
+  Slot& slot = run.slots[chunk % run.slots.size()];
+  const size_t offset = chunk * run.chunk_elements * element_size_;
+  if (!run.task->receives()) {
+    post_send(run, chunk, slot, run.own + offset);
+    return;
+  }
+  std::byte* target = run.dest + offset;  // broadcasts land in place
+  if (run.task->reduce) {
+    slot.scratch = context_.pool->acquire(run.chunk_elements * element_size_);
+    target = slot.scratch.get();
+  }
+  const ucs_status_ptr_t request =
+      context_.transport->recv(target, chunk_bytes(run, chunk), chunk_tag(run, chunk));
+  slot.state = ChunkState::Receiving;
+  if (UCS_PTR_IS_ERR(request)) {
+    complete_receive(run, chunk, slot, UCS_PTR_STATUS(request), ucp_tag_recv_info_t{});
+    return;
+  }
+  slot.request = request;
+}
+
+void Operation::post_send(TaskRun& run, size_t chunk, Slot& slot, const std::byte* data) {
+  const ucs_status_ptr_t request = context_.transport->send(
+      run.task->next, data, chunk_bytes(run, chunk), chunk_tag(run, chunk));
+  if (UCS_PTR_IS_ERR(request)) {
+    set_error(fmt::format("{}: {}: sending chunk {} to {} failed: {}", describe(), where(run), chunk,
+                          peer(run.task->next), ucs_status_string(UCS_PTR_STATUS(request))));
+    return;
+  }
+  if (request == nullptr) {  // completed at once
+    context_.pool->release(std::move(slot.scratch));
+    slot.state = ChunkState::Done;
+    return;
+  }
+  slot.request = request;
+  slot.state = ChunkState::Sending;
+}
+
+bool Operation::poll(TaskRun& run, size_t chunk, Slot& slot) {
+  if (slot.state != ChunkState::Receiving && slot.state != ChunkState::Sending) return false;
+  if (ucp_request_check_status(slot.request) == UCS_INPROGRESS) return false;
+  if (slot.state == ChunkState::Sending) {
+    const ucs_status_t status = ucp_request_check_status(slot.request);
+    ucp_request_free(slot.request);
+    slot.request = nullptr;
+    if (status != UCS_OK) {
+      set_error(fmt::format("{}: {}: sending chunk {} to {} failed: {}", describe(), where(run),
+                            chunk, peer(run.task->next), ucs_status_string(status)));
+      return true;
+    }
+    context_.pool->release(std::move(slot.scratch));
+    slot.state = ChunkState::Done;
+    return true;
+  }
+  ucp_tag_recv_info_t info{};
+  const ucs_status_t status = ucp_tag_recv_request_test(slot.request, &info);
+  ucp_request_free(slot.request);
+  slot.request = nullptr;
+  complete_receive(run, chunk, slot, status, info);
+  return true;
+}
+
+void Operation::complete_receive(TaskRun& run, size_t chunk, Slot& slot, ucs_status_t status,
+                                 const ucp_tag_recv_info_t& info) {
+  const size_t expected = chunk_bytes(run, chunk);
+  if (status != UCS_OK) {
+    set_error(fmt::format("{}: {}: receiving chunk {} ({} bytes) from {} failed: {}{}", describe(),
+                          where(run), chunk, expected, peer(run.task->prev),
+                          ucs_status_string(status),
+                          status == UCS_ERR_MESSAGE_TRUNCATED
+                              ? " (the peer sent more: do all ranks pass the same count, type "
+                                "and chunk size?)"
+                              : ""));
+    return;
+  }
+  if (info.length != expected) {
+    set_error(fmt::format("{}: {}: chunk {} from {} has {} bytes, expected {} (do all ranks pass "
+                          "the same count and type?)",
+                          describe(), where(run), chunk, peer(run.task->prev), info.length, expected));
+    return;
+  }
+  on_received(run, chunk, slot);
+}
+
+void Operation::on_received(TaskRun& run, size_t chunk, Slot& slot) {
+  const Task& task = *run.task;
+  const size_t offset = chunk * run.chunk_elements * element_size_;
+  const size_t elements = chunk_bytes(run, chunk) / element_size_;
+  if (!task.reduce) {
+    if (task.sends()) {
+      post_send(run, chunk, slot, run.dest + offset);
+    } else {
+      slot.state = ChunkState::Done;
+    }
+    return;
+  }
+  std::byte* partial = slot.scratch.get();
+  if (task.sends()) {
+    if (task.add_own) {
+      kernels::combine(partial, partial, run.own + offset, elements, args_.type, args_.op);
+    }
+    post_send(run, chunk, slot, partial);
+    return;
+  }
+  // The chain's end: the root writes the total.
+  if (task.add_own) {
+    kernels::combine(run.dest + offset, partial, run.own + offset, elements, args_.type, args_.op);
+  } else {
+    std::memcpy(run.dest + offset, partial, elements * element_size_);
+  }
+  context_.pool->release(std::move(slot.scratch));
+  slot.state = ChunkState::Done;
+}
+
+// --- failure ---------------------------------------------------------------------------------
+
+std::string Operation::waiting_for() const {
+  for (const TaskRun& run : runs_) {
+    for (size_t chunk = run.lo; chunk < run.hi; ++chunk) {
+      const Slot& slot = run.slots[chunk % run.slots.size()];
+      if (slot.state == ChunkState::Receiving) {
+        return fmt::format("{}: waiting to receive chunk {} of {} ({} bytes, tag {:#018x}) from {}",
+                           where(run), chunk, run.chunks, chunk_bytes(run, chunk),
+                           chunk_tag(run, chunk), peer(run.task->prev));
+      }
+      if (slot.state == ChunkState::Sending) {
+        return fmt::format("{}: waiting for {} to take chunk {} of {} ({} bytes, tag {:#018x})",
+                           where(run), peer(run.task->next), chunk, run.chunks,
+                           chunk_bytes(run, chunk), chunk_tag(run, chunk));
+      }
+    }
+  }
+  return fmt::format("step {}", step_);
+}
+
+void Operation::fail(const std::string& why) {
+  if (done_ || failed()) return;
+  set_error(fmt::format("{}: {}: {}", describe(), waiting_for(), why));
+  release_requests();
+}
+
+void Operation::release_requests() {
+  for (TaskRun& run : runs_) {
+    for (Slot& slot : run.slots) {
+      if (slot.request != nullptr) {
+        if (slot.state == ChunkState::Receiving) context_.transport->cancel(slot.request);
+        ucp_request_free(slot.request);
+        slot.request = nullptr;
+        // A send may still read its scratch until the transport closes.
+        if (slot.scratch) context_.quarantine->push_back(std::move(slot.scratch));
+      }
+      slot.state = ChunkState::Idle;
+    }
+    if (run.stage) context_.quarantine->push_back(std::move(run.stage));
+  }
+  runs_.clear();
+}
+
+}  // namespace flexplan

@@ -1,0 +1,118 @@
+// One all-reduce in flight: replays a schedule's steps for this rank, every op of the current
+// step moving at once, each hop pipelined in chunks with a bounded window.
+//
+// Per chunk of a task: a chain start sends its own data; a receiver posts the receive (into a
+// scratch slot for reduces, straight into its buffer for broadcasts), then a reduce member
+// combines the slot with its own data and sends it on (or, at the root, writes the result),
+// and a broadcast member forwards what landed. A rank enters step s+1 only once all its
+// step-s tasks finished, sends included; tags carry the step, so no barrier is needed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/plan.hpp"
+#include "runtime/datatype.hpp"
+#include "runtime/rank_program.hpp"
+#include "runtime/scratch_pool.hpp"
+#include "runtime/ucx_transport.hpp"
+
+namespace flexplan {
+
+// What operations share with their communicator.
+struct ExecContext {
+  UcxTransport* transport;
+  ScratchPool* pool;
+  const ir::Plan* plan;
+  int32_t rank;
+  size_t chunk_bytes;
+  size_t max_chunks_per_range;
+  unsigned window;
+  // Scratch that UCX may still read after an abort; freed only after the transport closes.
+  std::vector<ScratchPool::Buffer>* quarantine;
+};
+
+struct AllreduceArgs {
+  const void* send;  // == recv for in place
+  void* recv;
+  size_t count;
+  DataType type;
+  ReduceOp op;
+};
+
+class Operation {
+ public:
+  Operation(const ExecContext& context, uint64_t sequence, const ir::Schedule& schedule,
+            const RankProgram& program, const AllreduceArgs& args);
+  ~Operation();
+  Operation(const Operation&) = delete;
+  Operation& operator=(const Operation&) = delete;
+
+  // Moves whatever can move now; true if anything did. A transfer error fails the operation
+  // (failed() then holds the message); it never throws.
+  bool advance();
+  bool done() const { return done_; }
+  bool failed() const { return !error_.empty(); }
+  const std::string& error() const { return error_; }
+
+  // Fails the operation with `why` (the caller's diagnosis: a timeout, a dead peer), prefixed
+  // with what the operation was waiting for; cancels its receives and releases its requests.
+  void fail(const std::string& why);
+  // "allreduce #7 (ring, 1000 x float32 sum)"
+  std::string describe() const;
+
+ private:
+  enum class ChunkState : uint8_t { Idle, Receiving, Sending, Done };
+  struct Slot {
+    ChunkState state = ChunkState::Idle;
+    void* request = nullptr;
+    ScratchPool::Buffer scratch;  // reduce receivers: the received chunk, then the partial sum
+  };
+  struct TaskRun {
+    const Task* task = nullptr;
+    size_t first_element = 0, elements = 0;
+    size_t chunk_elements = 0, chunks = 0;
+    std::byte* dest = nullptr;       // where this task's result lands (buffer or stage)
+    const std::byte* own = nullptr;  // this rank's range as of the step's start
+    ScratchPool::Buffer stage;
+    size_t lo = 0, hi = 0;  // chunks [lo, hi) are in the window
+    std::vector<Slot> slots;
+    bool complete() const { return lo == chunks; }
+  };
+
+  void start_step();
+  // Out of place: copies the input's unit ranges from the send to the receive buffer.
+  void copy_input(const std::vector<UnitRange>& ranges);
+  void finish_step();
+  bool advance_task(TaskRun& run);
+  void start_chunk(TaskRun& run, size_t chunk);
+  void on_received(TaskRun& run, size_t chunk, Slot& slot);
+  void post_send(TaskRun& run, size_t chunk, Slot& slot, const std::byte* data);
+  bool poll(TaskRun& run, size_t chunk, Slot& slot);
+  void complete_receive(TaskRun& run, size_t chunk, Slot& slot, ucs_status_t status,
+                        const ucp_tag_recv_info_t& info);
+  void release_requests();
+
+  size_t chunk_bytes(const TaskRun& run, size_t chunk) const;
+  uint64_t chunk_tag(const TaskRun& run, size_t chunk) const;
+  std::string where(const TaskRun& run) const;  // step, op and range
+  std::string peer(int32_t rank) const;         // "rank 3 (switch/m1/gpu0)"
+  std::string waiting_for() const;
+  void set_error(const std::string& message);
+
+  ExecContext context_;
+  uint64_t sequence_;
+  const ir::Schedule& schedule_;
+  const RankProgram& program_;
+  AllreduceArgs args_;
+  size_t element_size_;
+  const std::byte* input_;  // the send buffer (== buffer_ in place)
+  std::byte* buffer_;       // the receive buffer, where the result forms
+  size_t step_ = 0;
+  std::vector<TaskRun> runs_;
+  bool done_ = false;
+  std::string error_;
+};
+
+}  // namespace flexplan

@@ -1,0 +1,56 @@
+// Settings of a Communicator. Defaults suit one process per core; FLEXPLAN_* environment
+// variables override them (Options::from_env), so jobs can be tuned from the mpirun line.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+namespace flexplan {
+
+enum class RankMapping {
+  MpiRank,  // plan rank = rank in the MPI communicator
+  Name,     // plan rank = the learner whose name this process claims (see learner_name)
+};
+
+enum class PeerFailureDetection { Remote, All, None };
+
+struct Options {
+  // An operation that makes no progress for this long while the caller drives it fails with
+  // RuntimeError. FLEXPLAN_TIMEOUT_MS.
+  std::chrono::milliseconds timeout{30000};
+  // Sleep in ucp_worker_wait-style blocking (UCP_FEATURE_WAKEUP) when nothing can move
+  // instead of busy-polling; for oversubscribed cores. FLEXPLAN_BLOCKING=0|1.
+  bool blocking = false;
+  // Blocking mode: how long an idle wait yields its core (sched_yield) before it sleeps; on
+  // oversubscribed cores the peer it waits for is likely next in line. FLEXPLAN_YIELD_US.
+  std::chrono::microseconds yield_before_sleep{200};
+  // Pipeline chunk along reduce and broadcast chains; must be equal on every rank (checked at
+  // creation). FLEXPLAN_CHUNK_BYTES.
+  size_t chunk_bytes = 1024 * 1024;
+  // At most this many chunks per range: longer ranges get longer chunks, so that a 128 MB
+  // message does not cost 512 rendezvous handshakes per hop while the pipeline stays 16 deep.
+  // Must be equal on every rank (checked at creation). FLEXPLAN_MAX_CHUNKS.
+  size_t max_chunks_per_range = 16;
+  // Chunks in flight per hop (receives posted ahead, sends outstanding). FLEXPLAN_WINDOW.
+  unsigned window = 4;
+  // FLEXPLAN_RANK_MAPPING=mpi|name.
+  RankMapping rank_mapping = RankMapping::MpiRank;
+  // With RankMapping::Name: the learner this process is, as its full name
+  // ("switch/m1/gpu2") or a unique '/'-separated tail of it ("m1/gpu2"). Empty: the learner
+  // with this process's local rank among the plan's learners on the machine named like this
+  // host. FLEXPLAN_LEARNER_NAME.
+  std::string learner_name;
+  // Which endpoints ask UCX to report a dead peer (UCP_ERR_HANDLING_MODE_PEER), failing
+  // operations at once rather than at the timeout. UCX 1.13's shared-memory transports refuse
+  // that mode, so by default only endpoints to other hosts use it: on one host data then moves
+  // over shared memory, and a dead local peer is caught by the timeout. `All` also covers local
+  // peers, at the price of loopback TCP between them. FLEXPLAN_PEER_FAILURE=remote|all|none.
+  PeerFailureDetection peer_failure = PeerFailureDetection::Remote;
+
+  // Defaults, overridden by the FLEXPLAN_* variables that are set. A malformed value throws
+  // RuntimeError naming the variable.
+  static Options from_env();
+};
+
+}  // namespace flexplan

@@ -1,0 +1,166 @@
+#include "runtime/ucx_transport.hpp"
+
+#include <poll.h>
+
+#include <fmt/format.h>
+
+#include "runtime/errors.hpp"
+#include "runtime/tag.hpp"
+
+namespace flexplan {
+namespace {
+
+void check(ucs_status_t status, const char* what) {
+  if (status != UCS_OK) {
+    throw RuntimeError(fmt::format("UCX {} failed: {}", what, ucs_status_string(status)));
+  }
+}
+
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+UcxTransport::UcxTransport(bool blocking, int32_t world_size, const char* transports) {
+  ucp_config_t* config = nullptr;
+  check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read");
+  if (transports != nullptr) {
+    const ucs_status_t status = ucp_config_modify(config, "TLS", transports);
+    if (status != UCS_OK) {
+      ucp_config_release(config);
+      check(status, "ucp_config_modify(TLS)");
+    }
+  }
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
+  params.features = UCP_FEATURE_TAG | (blocking ? UCP_FEATURE_WAKEUP : 0);
+  params.estimated_num_eps = static_cast<size_t>(world_size);
+  const ucs_status_t status = ucp_init(&params, config, &context_);
+  ucp_config_release(config);
+  check(status, "ucp_init");
+  try {
+    ucp_worker_params_t worker_params{};
+    worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    // One thread drives a communicator (progress happens inside the caller's wait/test).
+    worker_params.thread_mode = UCS_THREAD_MODE_SINGLE;
+    check(ucp_worker_create(context_, &worker_params, &worker_), "ucp_worker_create");
+    if (blocking) check(ucp_worker_get_efd(worker_, &event_fd_), "ucp_worker_get_efd");
+
+    ucp_address_t* address = nullptr;
+    size_t length = 0;
+    check(ucp_worker_get_address(worker_, &address, &length), "ucp_worker_get_address");
+    const auto* bytes = reinterpret_cast<const uint8_t*>(address);
+    address_.assign(bytes, bytes + length);
+    ucp_worker_release_address(worker_, address);
+  } catch (...) {
+    // The destructor does not run for a half-built object.
+    if (worker_) ucp_worker_destroy(worker_);
+    ucp_cleanup(context_);
+    throw;
+  }
+}
+
+UcxTransport::~UcxTransport() {
+  // Endpoints still open here belong to a failed shutdown: drop them without a goodbye.
+  close_endpoints(/*force=*/true, std::chrono::milliseconds(1000));
+  if (worker_) ucp_worker_destroy(worker_);
+  if (context_) ucp_cleanup(context_);
+}
+
+void UcxTransport::connect(const std::vector<std::vector<uint8_t>>& addresses, int32_t self,
+                           const std::vector<bool>& detect_failure) {
+  endpoints_.assign(addresses.size(), nullptr);
+  error_contexts_.clear();
+  error_contexts_.reserve(addresses.size());  // stable addresses for the callbacks' args
+  for (size_t peer = 0; peer < addresses.size(); ++peer) {
+    error_contexts_.push_back({this, static_cast<int32_t>(peer)});
+    if (static_cast<int32_t>(peer) == self) continue;
+    const bool detect_peer_failure = detect_failure[peer];
+    ucp_ep_params_t params{};
+    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+    params.address = reinterpret_cast<const ucp_address_t*>(addresses[peer].data());
+    params.err_mode = detect_peer_failure ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+    if (detect_peer_failure) {
+      params.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
+      params.err_handler.cb = &UcxTransport::on_endpoint_error;
+      params.err_handler.arg = &error_contexts_.back();
+    }
+    const ucs_status_t status = ucp_ep_create(worker_, &params, &endpoints_[peer]);
+    if (status != UCS_OK) {
+      throw RuntimeError(fmt::format("UCX ucp_ep_create to rank {} failed: {}", peer,
+                                     ucs_status_string(status)));
+    }
+  }
+}
+
+void UcxTransport::on_endpoint_error(void* arg, ucp_ep_h, ucs_status_t status) {
+  const auto* context = static_cast<const ErrorContext*>(arg);
+  if (!context->transport->failure_) context->transport->failure_ = PeerFailure{context->rank, status};
+}
+
+ucs_status_ptr_t UcxTransport::send(int32_t peer, const void* buffer, size_t bytes, uint64_t tag) {
+  ucp_request_param_t param{};
+  return ucp_tag_send_nbx(endpoints_[static_cast<size_t>(peer)], buffer, bytes, tag, &param);
+}
+
+ucs_status_ptr_t UcxTransport::recv(void* buffer, size_t bytes, uint64_t tag) {
+  ucp_request_param_t param{};
+  // UCX 1.13 leaves the receive info unset when a receive completes at once, and the length is
+  // what tells a count mismatch: always take a request.
+  param.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  return ucp_tag_recv_nbx(worker_, buffer, bytes, tag, tag::kFullMask, &param);
+}
+
+bool UcxTransport::progress() {
+  bool any = false;
+  while (ucp_worker_progress(worker_) != 0) any = true;
+  return any;
+}
+
+void UcxTransport::wait_for_event(std::chrono::milliseconds limit) {
+  if (event_fd_ < 0) return;
+  const ucs_status_t status = ucp_worker_arm(worker_);
+  if (status == UCS_ERR_BUSY) return;  // events arrived since the last progress
+  check(status, "ucp_worker_arm");
+  pollfd fd{event_fd_, POLLIN, 0};
+  ::poll(&fd, 1, static_cast<int>(limit.count()));
+}
+
+bool UcxTransport::wait_request(ucs_status_ptr_t request, std::chrono::milliseconds limit) {
+  if (request == nullptr) return true;
+  if (UCS_PTR_IS_ERR(request)) return false;
+  const auto deadline = Clock::now() + limit;
+  ucs_status_t status;
+  while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS) {
+    if (Clock::now() > deadline) {
+      ucp_request_free(request);
+      return false;
+    }
+    if (!progress()) wait_for_event(std::chrono::milliseconds(10));
+  }
+  ucp_request_free(request);
+  return status == UCS_OK;
+}
+
+bool UcxTransport::flush(std::chrono::milliseconds limit) {
+  ucp_request_param_t param{};
+  return wait_request(ucp_worker_flush_nbx(worker_, &param), limit);
+}
+
+void UcxTransport::close_endpoints(bool force, std::chrono::milliseconds limit) {
+  std::vector<ucs_status_ptr_t> closing;
+  for (ucp_ep_h& ep : endpoints_) {
+    if (!ep) continue;
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    closing.push_back(ucp_ep_close_nbx(ep, &param));
+    ep = nullptr;
+  }
+  const auto deadline = Clock::now() + limit;
+  for (ucs_status_ptr_t request : closing) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    wait_request(request, std::max(left, std::chrono::milliseconds(0)));
+  }
+}
+
+}  // namespace flexplan

@@ -1,0 +1,80 @@
+// The UCX side of a communicator: one context, one worker, one endpoint per peer, tagged
+// send/recv on host memory. Knows nothing of plans; ranks here are plan ranks.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include <ucp/api/ucp.h>
+
+namespace flexplan {
+
+class UcxTransport {
+ public:
+  struct PeerFailure {
+    int32_t rank;
+    ucs_status_t status;
+  };
+
+  // Context and worker. `blocking` adds UCP_FEATURE_WAKEUP for wait_for_event. UCX's own
+  // configuration (UCX_TLS, UCX_NET_DEVICES, ...) comes from the environment as usual;
+  // `transports`, if given, replaces UCX_TLS. Throws RuntimeError.
+  UcxTransport(bool blocking, int32_t world_size, const char* transports = nullptr);
+  ~UcxTransport();
+  UcxTransport(const UcxTransport&) = delete;
+  UcxTransport& operator=(const UcxTransport&) = delete;
+
+  // The worker address that peers need to reach this one.
+  const std::vector<uint8_t>& address() const { return address_; }
+
+  // Endpoints to every rank but `self`, from all ranks' worker addresses indexed by rank.
+  // For the peers with detect_failure[peer], UCX reports a dead peer
+  // (UCP_ERR_HANDLING_MODE_PEER) and failure() names it.
+  void connect(const std::vector<std::vector<uint8_t>>& addresses, int32_t self,
+               const std::vector<bool>& detect_failure);
+
+  // Non-blocking tagged transfers. A send returns nullptr when complete at once,
+  // UCS_PTR_IS_ERR on failure, else a request to poll with ucp_request_check_status and free.
+  // A receive always returns a request (or an error): ucp_tag_recv_request_test then gives
+  // the received length, which tells a count mismatch.
+  ucs_status_ptr_t send(int32_t peer, const void* buffer, size_t bytes, uint64_t tag);
+  ucs_status_ptr_t recv(void* buffer, size_t bytes, uint64_t tag);
+  void cancel(void* request) { ucp_request_cancel(worker_, request); }
+
+  // Drives UCX until it has nothing more to do now; true if anything happened.
+  bool progress();
+  // Blocking mode: sleep until UCX has an event or `limit` passed. Returns at once if events
+  // are already pending.
+  void wait_for_event(std::chrono::milliseconds limit);
+  bool blocking() const { return event_fd_ >= 0; }
+
+  const std::optional<PeerFailure>& failure() const { return failure_; }
+
+  // Shutdown, best effort within `limit`: flush every endpoint (all sent data delivered).
+  // Returns false on timeout or error.
+  bool flush(std::chrono::milliseconds limit);
+  // Close every endpoint; `force` skips the goodbye with the peer (used once all ranks are
+  // known to be done, or when the job is broken).
+  void close_endpoints(bool force, std::chrono::milliseconds limit);
+
+ private:
+  struct ErrorContext {
+    UcxTransport* transport;
+    int32_t rank;
+  };
+  static void on_endpoint_error(void* arg, ucp_ep_h ep, ucs_status_t status);
+  // Progresses until `request` completes or `limit` passes; frees it. False on timeout/error.
+  bool wait_request(ucs_status_ptr_t request, std::chrono::milliseconds limit);
+
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  int event_fd_ = -1;
+  std::vector<uint8_t> address_;
+  std::vector<ucp_ep_h> endpoints_;
+  std::vector<ErrorContext> error_contexts_;
+  std::optional<PeerFailure> failure_;
+};
+
+}  // namespace flexplan

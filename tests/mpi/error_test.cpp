@@ -1,0 +1,214 @@
+// Bad input to the runtime under mpirun: each case must give a clear RuntimeError on every
+// rank concerned, naming what is wrong, and never hang (the timeouts here are short).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+
+#include <fmt/format.h>
+
+#include "ir/plan_binary.hpp"
+#include "runtime/communicator.hpp"
+#include "tests/mpi/test_support.hpp"
+
+namespace flexplan::mpitest {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kShortTimeout = std::chrono::milliseconds(1500);
+
+Options short_timeout() {
+  Options options = Options::from_env();
+  options.timeout = kShortTimeout;
+  return options;
+}
+
+ir::Plan good_plan(int world) { return plan_for(random_tree(world, 5), "flexreduce"); }
+
+// Runs `body`, which must throw RuntimeError; returns its message ("" and a failure if not).
+template <typename F>
+std::string error_of(F body) {
+  try {
+    body();
+  } catch (const RuntimeError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no RuntimeError";
+  return "";
+}
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// A path private to this rank and test.
+std::string temp_path(const std::string& what) {
+  return fmt::format("/tmp/flexplan-mpi-test-{}-{}-{}.bin", getpid(), world_rank(), what);
+}
+
+TEST(Creation, WrongWorldSizeFailsOnEveryRank) {
+  const auto start = Clock::now();
+  const std::string message = error_of([] { Communicator comm(good_plan(world_size() + 1), MPI_COMM_WORLD); });
+  EXPECT_NE(message.find(fmt::format("world size {}", world_size() + 1)), std::string::npos) << message;
+  EXPECT_NE(message.find(fmt::format("{} MPI ranks", world_size())), std::string::npos) << message;
+  EXPECT_LT(seconds_since(start), 10.0);
+}
+
+TEST(Creation, DifferentPlansFailOnEveryRankAndNameTheHolders) {
+  const int world = world_size();
+  const std::string message = error_of([world] {
+    Communicator comm(world_rank() == 0 ? hand_ring_plan(world) : good_plan(world), MPI_COMM_WORLD);
+  });
+  EXPECT_NE(message.find("different plans"), std::string::npos) << message;
+  EXPECT_TRUE(std::regex_search(message, std::regex(R"(: MPI ranks 0(\n|$))"))) << message;
+}
+
+TEST(Creation, PlanFileProblemsOnSomeRanksFailEveryRank) {
+  const int world = world_size();
+  const std::string path = temp_path("plan");
+  if (world_rank() == 0) {
+    // A ring missing its last all-gather step: well formed, but verify_plan rejects it.
+    ir::Plan broken = hand_ring_plan(world);
+    broken.schedules[0].steps.pop_back();
+    const auto bytes = ir::encode_plan(broken);
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
+                                                static_cast<std::streamsize>(bytes.size()));
+  } else if (world_rank() == 1) {
+    std::ofstream(path, std::ios::binary) << "this is not a plan";
+  } else {
+    ir::write_plan_file(path, hand_ring_plan(world));
+  }
+  const std::string message = error_of([&] { Communicator comm(path, MPI_COMM_WORLD); });
+  std::remove(path.c_str());
+  EXPECT_NE(message.find("loading the plan failed"), std::string::npos) << message;
+  EXPECT_NE(message.find("MPI rank 0: plan '/tmp/"), std::string::npos) << message;
+  EXPECT_NE(message.find("MPI rank 1: plan '/tmp/"), std::string::npos) << message;
+  EXPECT_EQ(message.find("MPI rank 2:"), std::string::npos) << "rank 2's plan was fine: " << message;
+}
+
+TEST(Creation, MissingPlanFileNamesThePath) {
+  const std::string message = error_of([] { Communicator comm("/nonexistent/plan.bin", MPI_COMM_WORLD); });
+  EXPECT_NE(message.find("/nonexistent/plan.bin"), std::string::npos) << message;
+}
+
+TEST(Creation, PlanThatFailsVerificationInMemory) {
+  ir::Plan broken = hand_ring_plan(world_size());
+  broken.schedules[0].steps.erase(broken.schedules[0].steps.begin());  // drops contributions
+  const std::string message = error_of([&] { Communicator comm(broken, MPI_COMM_WORLD); });
+  EXPECT_NE(message.find("(in memory)"), std::string::npos) << message;
+}
+
+TEST(Creation, DifferentChunkSizesFailEveryRank) {
+  Options options = Options::from_env();
+  options.chunk_bytes = world_rank() == 0 ? 4096 : 8192;
+  const std::string message = error_of([&] { Communicator comm(good_plan(world_size()), MPI_COMM_WORLD, options); });
+  EXPECT_NE(message.find("chunk sizes"), std::string::npos) << message;
+}
+
+TEST(Creation, UnknownLearnerNameFailsEveryRank) {
+  const ir::Plan plan = good_plan(world_size());
+  Options options = Options::from_env();
+  options.rank_mapping = RankMapping::Name;
+  options.learner_name = world_rank() == 0 ? "no/such/gpu" : plan.rank_names[static_cast<size_t>(world_rank())];
+  const std::string message = error_of([&] { Communicator comm(plan, MPI_COMM_WORLD, options); });
+  EXPECT_NE(message.find("MPI rank 0: plan '(in memory)': learner name 'no/such/gpu'"), std::string::npos)
+      << message;
+}
+
+TEST(Creation, TwoProcessesClaimingOneLearnerFailEveryRank) {
+  const ir::Plan plan = good_plan(world_size());
+  Options options = Options::from_env();
+  options.rank_mapping = RankMapping::Name;
+  // Rank 0 claims rank 1's learner too.
+  options.learner_name = plan.rank_names[static_cast<size_t>(std::max(world_rank(), 1))];
+  const std::string message = error_of([&] { Communicator comm(plan, MPI_COMM_WORLD, options); });
+  EXPECT_NE(message.find("plan rank 1 is claimed by MPI ranks 0, 1"), std::string::npos) << message;
+  EXPECT_NE(message.find("plan rank 0 is claimed by no process"), std::string::npos) << message;
+}
+
+TEST(Arguments, BadArgumentsAreRefusedLocally) {
+  Communicator comm(good_plan(world_size()), MPI_COMM_WORLD);
+  EXPECT_NE(error_of([&] { comm.allreduce(nullptr, nullptr, 10, DataType::Int32, ReduceOp::Sum); })
+                .find("null receive buffer"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { comm.force_algorithm("no-such-algorithm"); }).find("it has: flexreduce"),
+            std::string::npos);
+  // The communicator still works afterwards: nothing was started.
+  std::string detail;
+  EXPECT_EQ(allreduce_and_check(comm, 1009, DataType::Int32, ReduceOp::Sum, true, 1, &detail), 0u) << detail;
+}
+
+TEST(Arguments, MalformedEnvironmentNamesTheVariable) {
+  setenv("FLEXPLAN_TIMEOUT_MS", "soon", 1);
+  EXPECT_NE(error_of([] { Options::from_env(); }).find("FLEXPLAN_TIMEOUT_MS='soon'"), std::string::npos);
+  unsetenv("FLEXPLAN_TIMEOUT_MS");
+  setenv("FLEXPLAN_RANK_MAPPING", "random", 1);
+  EXPECT_NE(error_of([] { Options::from_env(); }).find("FLEXPLAN_RANK_MAPPING='random'"), std::string::npos);
+  unsetenv("FLEXPLAN_RANK_MAPPING");
+}
+
+// The last rank never joins an operation: every other rank fails within about the timeout,
+// with a message naming the operation, the step, the op and the peer it waits for, and the
+// communicator refuses further work.
+TEST(Timeouts, PeerThatNeverJoinsFailsTheOthersWithinTheTimeout) {
+  const int world = world_size();
+  const bool skipper = world_rank() == world - 1;
+  Communicator comm(good_plan(world), MPI_COMM_WORLD, short_timeout());
+  std::vector<int32_t> data(100000, 1);
+  if (!skipper) {
+    const auto start = Clock::now();
+    const std::string message = error_of([&] {
+      comm.allreduce(data.data(), data.data(), data.size(), DataType::Int32, ReduceOp::Sum);
+    });
+    const double elapsed = seconds_since(start);
+    EXPECT_NE(message.find("allreduce #0 (flexreduce, 100000 x int32 sum): step "), std::string::npos) << message;
+    EXPECT_NE(message.find(", op "), std::string::npos) << message;
+    // The peer it waits for, by rank and learner name.
+    EXPECT_TRUE(std::regex_search(message, std::regex(R"(rank \d+ \(switch/m\d+/gpu\d+\))"))) << message;
+    EXPECT_NE(message.find("no progress for 1500 ms"), std::string::npos) << message;
+    // Each rank's clock starts at its last progress, at most one timeout after the start.
+    EXPECT_LT(elapsed, 3 * 1.5 + 1) << message;
+    EXPECT_NE(error_of([&] {
+                comm.allreduce(data.data(), data.data(), data.size(), DataType::Int32, ReduceOp::Sum);
+              }).find("unusable after an earlier error"),
+              std::string::npos);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// Rank 0 passes one element more than the others: the runtime must not hang and must not
+// report success everywhere (message lengths are checked, or the timeout fires).
+TEST(Timeouts, MismatchedCountFailsWithoutHanging) {
+  const int world = world_size();
+  Communicator comm(good_plan(world), MPI_COMM_WORLD, short_timeout());
+  const size_t count = 10007 + (world_rank() == 0 ? 1 : 0);
+  std::vector<int32_t> data(count, 1);
+  const auto start = Clock::now();
+  uint64_t failed = 0;
+  try {
+    comm.allreduce(data.data(), data.data(), count, DataType::Int32, ReduceOp::Sum);
+  } catch (const RuntimeError& e) {
+    failed = 1;
+    const std::string message = e.what();
+    EXPECT_TRUE(message.find("do all ranks pass the same count") != std::string::npos ||
+                message.find("no progress") != std::string::npos ||
+                message.find("abandoned") != std::string::npos)
+        << message;
+  }
+  EXPECT_LT(seconds_since(start), 3 * 1.5 + 1);
+  EXPECT_GE(sum_over_ranks(failed), 1u);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+void register_nothing() {}
+
+}  // namespace
+}  // namespace flexplan::mpitest
+
+int main(int argc, char** argv) {
+  return flexplan::mpitest::run_all_tests(argc, argv, flexplan::mpitest::register_nothing);
+}
