@@ -52,15 +52,10 @@ std::string range_text(const ir::Schedule& schedule) {
                                         : std::string("inf"));
 }
 
-// "0.123 GB/s": one unit for every bandwidth printed, so they compare at a glance.
-std::string gbps(double bytes_per_second) {
-  return fmt::format("{:.3g} GB/s", bytes_per_second / 1e9);
-}
-
 // "T(n) = 260 us + n / 0.123 GB/s"
 std::string line_text(const LinearCost& cost) {
   return fmt::format("T(n) = {} + n / {}", format_seconds(cost.latency),
-                     cost.per_byte > 0 ? gbps(1 / cost.per_byte) : std::string("inf"));
+                     cost.per_byte > 0 ? format_gbps(1 / cost.per_byte) : std::string("inf"));
 }
 
 const Candidate* find_candidate(const PlanReport& report, const std::string& algorithm) {
@@ -118,13 +113,13 @@ void print_predictions(const Topology& topo, const PlanReport& report, const Cos
     const double ring_time = ring.at(n);
     const double floor = information_floor(topo, n);
     fmt::print("  {:>10} {:>12} {:>10} {:>12}  {:<13} {:>7.1f}% {:>7}\n", format_bytes(n),
-               bytes / 4, format_seconds(time), gbps(bus_bandwidth(n, time, learners)),
+               bytes / 4, format_seconds(time), format_gbps(bus_bandwidth(n, time, learners)),
                schedule.algorithm, ring_time > 0 ? 100 * (1 - time / ring_time) : 0.0,
                floor > 0 ? fmt::format("{:.2f}", time / floor) : std::string("-"));
   }
   fmt::print("  (vs ring: the time saved over the depth-first ring; /floor: over the information "
              "floor n / {}, the slowest link between learners)\n",
-             gbps(information_floor(topo, 1) > 0 ? 1 / information_floor(topo, 1) : 0));
+             format_gbps(information_floor(topo, 1) > 0 ? 1 / information_floor(topo, 1) : 0));
 }
 
 void print_calls(const ReduceCallStats& calls) {

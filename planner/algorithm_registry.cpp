@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "planner/algorithms.hpp"
+#include "planner/machines.hpp"
 
 namespace flexplan {
 namespace {
@@ -65,16 +66,14 @@ ScheduleSize blueconnect_size(const Topology& topo) {
   return size;
 }
 
+// The leader ring, plus a local reduce and a local broadcast per machine of several learners.
 ScheduleSize hierarchical_size(const Topology& topo) {
-  std::vector<int> learners_of(topo.num_nodes(), 0);
-  uint64_t machines = 0;
-  for (int rank = 0; rank < topo.num_learners(); ++rank)
-    if (learners_of[topo.parent(topo.learner_node(rank))]++ == 0) ++machines;
-  ScheduleSize size = ring_size(machines, 1);
-  for (int count : learners_of) {
-    if (count < 2) continue;
+  const auto machines = machines_of(topo);
+  ScheduleSize size = ring_size(machines.size(), 1);
+  for (const Machine& machine : machines) {
+    if (machine.learners.size() < 2) continue;
     size.ops += 2;
-    size.group_members += 2 * static_cast<uint64_t>(count);
+    size.group_members += 2 * machine.learners.size();
   }
   return size;
 }

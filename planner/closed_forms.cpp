@@ -1,11 +1,12 @@
 // The paper's closed forms (Eq. 2, 3, 6), the information floor, and bandwidth conventions.
 #include <algorithm>
+#include <span>
 #include <stdexcept>
 #include <utility>
 #include <vector>
 
 #include "planner/cost_model.hpp"
-#include "planner/tree_paths.hpp"
+#include "planner/machines.hpp"
 
 namespace flexplan {
 namespace {
@@ -25,6 +26,14 @@ double slowest_separating_bandwidth(const Topology& topo) {
     if (!(w > 0)) throw std::invalid_argument("a link that separates learners has no bandwidth");
     slowest = slowest == 0 ? w : std::min(slowest, w);
   }
+  return slowest;
+}
+
+// The slowest hop of a ring visiting `ring` in order and back to its start: its alpha.
+double slowest_ring_hop(const Topology& topo, std::span<const int> ring) {
+  double slowest = 0;
+  for (size_t i = 0; i < ring.size(); ++i)
+    slowest = std::max(slowest, topo.path_latency(ring[i], ring[(i + 1) % ring.size()]));
   return slowest;
 }
 
@@ -67,11 +76,7 @@ LinearCost ring_cost(const Topology& topo, const CostParams& params) {
   const auto ring = topo.learners_under(topo.root());
   const int p = static_cast<int>(ring.size());
   if (p < 2) return {};
-  double alpha = 0;
-  for (int i = 0; i < p; ++i)
-    alpha = std::max(alpha, path_latency_between(topo, topo.learner_node(ring[i]),
-                                                 topo.learner_node(ring[(i + 1) % p])));
-  alpha += params.hop_overhead;
+  const double alpha = slowest_ring_hop(topo, ring) + params.hop_overhead;
   const double w = slowest_separating_bandwidth(topo);
   // 2 x Eq. 2: (P - 1) hops of alpha, and (P - 1) chunks of n / P over the slowest link.
   return {2.0 * (p - 1) * alpha, 2.0 * (p - 1) / (p * w)};
@@ -135,12 +140,12 @@ namespace {
 // One machine's local chain (plan_hierarchical): its learners in depth-first order, the leader
 // the lowest rank. Returns the latencies of the reduce chain (ending at the leader) and of the
 // broadcast chain (starting there).
-std::pair<double, double> local_chain_latencies(const Topology& topo,
-                                                const std::vector<int>& learners,
+std::pair<double, double> local_chain_latencies(const Topology& topo, const Machine& machine,
                                                 const CostParams& params) {
+  const std::vector<int32_t>& learners = machine.learners;
   const size_t k = learners.size();
   const size_t leader = static_cast<size_t>(
-      std::min_element(learners.begin(), learners.end()) - learners.begin());
+      std::find(learners.begin(), learners.end(), machine.leader) - learners.begin());
   const auto latency = [&](size_t i) { return topo.uplink(topo.learner_node(learners[i])).latency; };
   double all = 0;
   for (size_t i = 0; i < k; ++i) all += latency(i);
@@ -154,31 +159,20 @@ std::pair<double, double> local_chain_latencies(const Topology& topo,
 }  // namespace
 
 LinearCost hierarchical_cost(const Topology& topo, const CostParams& params) {
-  // Machines (parents of learners) with their learners, both in depth-first order.
-  std::vector<std::vector<int>> machines;
-  std::vector<int> machine_of(topo.num_nodes(), -1);
-  for (int rank : topo.learners_under(topo.root())) {
-    const NodeId m = topo.parent(topo.learner_node(rank));
-    if (machine_of[m] < 0) {
-      machine_of[m] = static_cast<int>(machines.size());
-      machines.emplace_back();
-    }
-    machines[machine_of[m]].push_back(rank);
-  }
-
   LinearCost cost;
   double reduce_latency = 0, broadcast_latency = 0, slowest_local = 0;
   std::vector<int> leaders;
   std::vector<int> leaders_under(topo.num_nodes(), 0);
-  for (const auto& learners : machines) {
-    const int leader = *std::min_element(learners.begin(), learners.end());
-    leaders.push_back(leader);
-    for (NodeId a = topo.learner_node(leader); a >= 0; a = topo.parent(a)) ++leaders_under[a];
-    if (learners.size() < 2) continue;
-    const auto [reduce, broadcast] = local_chain_latencies(topo, learners, params);
+  for (const Machine& machine : machines_of(topo)) {
+    leaders.push_back(machine.leader);
+    for (NodeId a = topo.learner_node(machine.leader); a >= 0; a = topo.parent(a))
+      ++leaders_under[a];
+    if (machine.learners.size() < 2) continue;
+    const auto [reduce, broadcast] = local_chain_latencies(topo, machine, params);
     reduce_latency = std::max(reduce_latency, reduce);
     broadcast_latency = std::max(broadcast_latency, broadcast);
-    for (int rank : learners)  // each learner link carries the whole vector at least one way
+    // Each learner link carries the whole vector at least one way.
+    for (int rank : machine.learners)
       slowest_local = std::max(slowest_local, 1 / topo.uplink(topo.learner_node(rank)).bandwidth);
   }
   cost.latency = reduce_latency + broadcast_latency;
@@ -188,10 +182,7 @@ LinearCost hierarchical_cost(const Topology& topo, const CostParams& params) {
   // per step, with 1/M of the vector.
   const int m = static_cast<int>(leaders.size());
   if (m < 2) return cost;
-  double alpha = 0;
-  for (int i = 0; i < m; ++i)
-    alpha = std::max(alpha, path_latency_between(topo, topo.learner_node(leaders[i]),
-                                                 topo.learner_node(leaders[(i + 1) % m])));
+  const double alpha = slowest_ring_hop(topo, leaders);
   double slowest = 0;
   for (NodeId n = 0; n < topo.num_nodes(); ++n)
     if (n != topo.root() && leaders_under[n] > 0 && leaders_under[n] < m)

@@ -67,7 +67,10 @@ std::string format_seconds(double seconds) {
 }
 
 std::string format_gbps(double bytes_per_second) {
-  return fmt::format("{:.2f} GB/s", bytes_per_second / 1e9);
+  // Three significant digits keep slow links readable ("0.0781 GB/s"); from 1000 GB/s up,
+  // whole numbers instead of {:.3g}'s exponent.
+  const double gbps = bytes_per_second / 1e9;
+  return gbps >= 999.5 ? fmt::format("{:.0f} GB/s", gbps) : fmt::format("{:.3g} GB/s", gbps);
 }
 
 size_t dtype_size(std::string_view dtype) {

@@ -15,7 +15,8 @@ uint64_t parse_size(std::string_view text);
 std::string format_bytes(double bytes);
 // "850 ns", "12.3 us", "4.56 ms", "1.23 s".
 std::string format_seconds(double seconds);
-// "9.87 GB/s" (decimal, as nccl-tests' GB/s).
+// "9.87 GB/s", "0.0781 GB/s", "1250 GB/s": decimal GB/s as nccl-tests prints them, three
+// significant digits (whole numbers from 1000 GB/s up, so no exponent there).
 std::string format_gbps(double bytes_per_second);
 
 // Element size of a data type: float/float32, double/float64, half/float16, bfloat16,

@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <span>
 #include <stdexcept>
 #include <string_view>
 #include <unordered_set>
+#include <vector>
 
 #include <fmt/core.h>
 
@@ -40,6 +42,42 @@ class Fnv1a64 {
 
 bool same_link(const Link& a, const Link& b) {
   return a.bandwidth == b.bandwidth && a.latency == b.latency;
+}
+
+// Symmetric: one fan-out and one link figure per depth. Equal fan-outs per depth also put all
+// learners (fan-out 0) at one depth.
+bool same_shape_at_every_depth(const Topology& topo, std::span<const NodeId> preorder) {
+  std::vector<NodeId> first_at_depth;
+  for (NodeId v : preorder) {
+    const size_t d = static_cast<size_t>(topo.depth(v));
+    if (d == first_at_depth.size()) {
+      first_at_depth.push_back(v);
+      continue;
+    }
+    const NodeId ref = first_at_depth[d];
+    if (topo.degree(v) != topo.degree(ref) ||
+        (v != topo.root() && !same_link(topo.uplink(v), topo.uplink(ref))))
+      return false;
+  }
+  return true;
+}
+
+// FNV-1a over the canonical serialization in preorder that docs/topology.md specifies.
+uint64_t content_hash(const Topology& topo, std::span<const NodeId> preorder) {
+  Fnv1a64 h;
+  h.bytes("flexplan.topology.v1");
+  for (NodeId v : preorder) {
+    const TopoNodeProps& props = topo.node(v);
+    h.u64(props.name.size());
+    h.bytes(props.name);
+    h.u64(static_cast<uint64_t>(topo.degree(v)));
+    h.i64(props.rank);
+    if (v != topo.root()) {
+      h.f64(props.link.bandwidth);
+      h.f64(props.link.latency);
+    }
+  }
+  return h.value();
 }
 
 }  // namespace
@@ -193,40 +231,8 @@ void Topology::index() {
     if (*it != root()) count_[parent_[*it]] += count_[*it];
   }
 
-  // Symmetric: one fan-out and one link figure per depth. Equal fan-outs per depth also put
-  // all learners (fan-out 0) at one depth.
-  symmetric_ = true;
-  {
-    std::vector<NodeId> first_at_depth;
-    for (NodeId v : preorder) {
-      const size_t d = static_cast<size_t>(depth_[v]);
-      if (d == first_at_depth.size()) {
-        first_at_depth.push_back(v);
-        continue;
-      }
-      const NodeId ref = first_at_depth[d];
-      if (degree(v) != degree(ref) || (v != root() && !same_link(uplink(v), uplink(ref)))) {
-        symmetric_ = false;
-        break;
-      }
-    }
-  }
-
-  // Content hash over a canonical serialization in preorder (docs/topology.md).
-  Fnv1a64 h;
-  h.bytes("flexplan.topology.v1");
-  for (NodeId v : preorder) {
-    const TopoNodeProps& props = graph_[v];
-    h.u64(props.name.size());
-    h.bytes(props.name);
-    h.u64(children_[v].size());
-    h.i64(props.rank);
-    if (v != root()) {
-      h.f64(props.link.bandwidth);
-      h.f64(props.link.latency);
-    }
-  }
-  hash_ = h.value();
+  symmetric_ = same_shape_at_every_depth(*this, preorder);
+  hash_ = content_hash(*this, preorder);
 }
 
 std::span<const int> Topology::learners_under(NodeId n) const {
@@ -261,10 +267,18 @@ Topology::Route Topology::route(int rank_a, int rank_b) const {
 }
 
 double Topology::path_latency(int rank_a, int rank_b) const {
-  const Route r = route(rank_a, rank_b);
+  check_rank(rank_a, num_learners());
+  check_rank(rank_b, num_learners());
+  // Climb from the deeper end until both meet at the LCA, summing the uplinks left behind;
+  // no allocation, as the closed forms ask this once per ring hop.
+  NodeId a = learner_node_[rank_a];
+  NodeId b = learner_node_[rank_b];
   double total = 0;
-  for (NodeId v : r.up) total += uplink(v).latency;
-  for (NodeId v : r.down) total += uplink(v).latency;
+  while (a != b) {
+    NodeId& deeper = depth_[a] >= depth_[b] ? a : b;
+    total += uplink(deeper).latency;
+    deeper = parent_[deeper];
+  }
   return total;
 }
 

@@ -6,6 +6,7 @@
 
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "planner/topology.hpp"
@@ -81,7 +82,10 @@ class AsymmetricTrees {
     props.name = name;
     props.link = link;
     props.rank = rank;
-    const auto v = boost::add_vertex(props, graph);
+    // Vertex first, properties after: Boost's property-taking add_vertex trips a false
+    // -Wuninitialized in GCC 12 sanitizer builds.
+    const auto v = boost::add_vertex(graph);
+    graph[v] = std::move(props);
     if (parent >= 0) boost::add_edge(parent, v, link, graph);
     return static_cast<NodeId>(v);
   }

@@ -1,50 +1,24 @@
 // `flexplan inspect` and `flexplan verify`: output forms, and exit codes 0 (ok), 1 (a plan that
 // does not verify) and 2 (a malformed or missing file) with their messages.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "ir/plan_binary.hpp"
 #include "ir/plan_json.hpp"
 #include "ir/plan_text.hpp"
+#include "tests/unit/cli_run.hpp"
 #include "tests/unit/ir_test_plans.hpp"
 
 namespace flexplan::ir {
 namespace {
 
-struct CommandResult {
-  int exit_code;
-  std::string output;
-};
+using flexplan::testing::run_flexplan;
 
-// Runs the flexplan program; `streams` is a shell redirection such as "2>&1" or "2>/dev/null".
-CommandResult run_flexplan(const std::string& arguments, const std::string& streams = "2>&1") {
-  const std::string command = std::string("'") + FLEXPLAN_BINARY + "' " + arguments + " " + streams;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return {-1, "popen failed"};
-  std::string output;
-  char buffer[4096];
-  for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) output.append(buffer, n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
-
-class IrCli : public ::testing::Test {
+class IrCli : public flexplan::testing::ScratchDirTest {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("flexplan-ir-cli-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
   std::string write_text(const std::string& name, const std::string& text) const {
     std::ofstream(path(name), std::ios::binary) << text;
     return "'" + path(name) + "'";
@@ -55,8 +29,6 @@ class IrCli : public ::testing::Test {
                static_cast<std::streamsize>(bytes.size()));
     return "'" + path(name) + "'";
   }
-
-  std::filesystem::path dir_;
 };
 
 TEST_F(IrCli, InspectPrintsTextByDefaultAndJsonOnRequest) {
@@ -148,6 +120,20 @@ TEST_F(IrCli, MalformedFilesExitTwo) {
   EXPECT_EQ(directory.exit_code, 2) << directory.output;
   EXPECT_NE(directory.output.find("is a directory, not a plan file"), std::string::npos)
       << directory.output;
+}
+
+// A file with neither the plan.bin magic nor the text header is named as no plan at all, not
+// reported as a syntax error at its first odd byte.
+TEST_F(IrCli, FilesThatAreNoPlanAreNamedSo) {
+  const auto binary = run_flexplan("verify " + write_bytes("random.bin", {0x16, 0x03, 0x01, 0xff}));
+  EXPECT_EQ(binary.exit_code, 2) << binary.output;
+  EXPECT_NE(binary.output.find("random.bin: not a flexplan plan"), std::string::npos)
+      << binary.output;
+
+  const auto json = run_flexplan(
+      "inspect " + write_text("plan.json", "# notes\n" R"({"format": "flexplan-plan"})"));
+  EXPECT_EQ(json.exit_code, 2) << json.output;
+  EXPECT_NE(json.output.find("plan.json: not a flexplan plan"), std::string::npos) << json.output;
 }
 
 }  // namespace

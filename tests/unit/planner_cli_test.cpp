@@ -1,10 +1,7 @@
 // The planning commands end to end: `flexplan TOPOLOGY.json -o plan.bin` and `flexplan predict`,
-// run as a user would, with their exit codes and the errors for bad input.
+// run as a user would, with their exit codes and the errors for bad input; --help everywhere.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -12,52 +9,23 @@
 #include <vector>
 
 #include "ir/plan_binary.hpp"
+#include "tests/unit/cli_run.hpp"
 
 namespace flexplan {
 namespace {
 
-struct Run {
-  int status = -1;
-  std::string output;  // stdout and stderr
-};
-
-// Runs flexplan with `args` from the directory `cwd` (default: the test's own).
-Run flexplan(const std::string& args, const std::string& cwd = ".") {
-  const std::string command =
-      "cd '" + cwd + "' && " + std::string(FLEXPLAN_BINARY) + " " + args + " 2>&1";
-  Run run;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return run;
-  std::array<char, 4096> buffer;
-  size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) run.output.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  run.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return run;
-}
+using testing::run_flexplan;
 
 std::string topology(const std::string& name) {
   return std::string(FLEXPLAN_SOURCE_DIR) + "/topologies/" + name + ".json";
 }
 
-class PlannerCli : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("flexplan-cli-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string path(const std::string& file) const { return (dir_ / file).string(); }
-
-  std::filesystem::path dir_;
-};
+using PlannerCli = testing::ScratchDirTest;
 
 TEST_F(PlannerCli, PlansAndWritesAVerifiedPlan) {
   const auto out = path("plan.bin");
-  const auto run = flexplan(topology("two-machines-2+3") + " -o " + out);
-  ASSERT_EQ(run.status, 0) << run.output;
+  const auto run = run_flexplan(topology("two-machines-2+3") + " -o " + out);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("topology two-machines-2+3 (5 learners, 2 levels, asymmetric)"),
             std::string::npos) << run.output;
   EXPECT_NE(run.output.find("flexreduce"), std::string::npos);
@@ -72,8 +40,9 @@ TEST_F(PlannerCli, PlansAndWritesAVerifiedPlan) {
 
 TEST_F(PlannerCli, ForcedAlgorithmAndTheBlueConnectFallbackNote) {
   const auto out = path("plan.bin");
-  const auto run = flexplan(topology("two-machines-2+3") + " -o " + out + " --algorithms blueconnect");
-  ASSERT_EQ(run.status, 0) << run.output;
+  const auto run =
+      run_flexplan(topology("two-machines-2+3") + " -o " + out + " --algorithms blueconnect");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("fell back to the ring"), std::string::npos) << run.output;
   const auto plan = ir::read_plan_file(out);
   ASSERT_EQ(plan.schedules.size(), 1u);
@@ -82,28 +51,29 @@ TEST_F(PlannerCli, ForcedAlgorithmAndTheBlueConnectFallbackNote) {
 
 TEST_F(PlannerCli, BadInputExitsWithTwoAndSaysWhy) {
   const auto out = path("plan.bin");
-  auto run = flexplan(topology("two-machines-2+3") + " -o " + out + " --algorithms ring,bogus");
-  EXPECT_EQ(run.status, 2);
+  auto run = run_flexplan(topology("two-machines-2+3") + " -o " + out + " --algorithms ring,bogus");
+  EXPECT_EQ(run.exit_code, 2);
   EXPECT_NE(run.output.find("bogus"), std::string::npos) << run.output;
 
-  run = flexplan(path("missing.json") + " -o " + out);
-  EXPECT_EQ(run.status, 2);
+  run = run_flexplan(path("missing.json") + " -o " + out);
+  EXPECT_EQ(run.exit_code, 2);
   EXPECT_NE(run.output.find("missing.json"), std::string::npos) << run.output;
 
-  run = flexplan(topology("two-machines-2+3") + " -o " + out + " --hop-overhead fast");
-  EXPECT_EQ(run.status, 2);
+  run = run_flexplan(topology("two-machines-2+3") + " -o " + out + " --hop-overhead fast");
+  EXPECT_EQ(run.exit_code, 2);
   EXPECT_NE(run.output.find("fast"), std::string::npos) << run.output;
 
-  run = flexplan("");
-  EXPECT_EQ(run.status, 2);
+  run = run_flexplan("");
+  EXPECT_EQ(run.exit_code, 2);
   EXPECT_NE(run.output.find("TOPOLOGY"), std::string::npos) << run.output;
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 
 TEST_F(PlannerCli, PredictPrintsOneRowPerSize) {
-  const auto run = flexplan(
-      "predict " + topology("two-machines-2+3") + " -b 64K -e 1M -f 2 -t double", dir_.string());
-  ASSERT_EQ(run.status, 0) << run.output;
+  const auto run = run_flexplan(
+      "predict " + topology("two-machines-2+3") + " -b 64K -e 1M -f 2 -t double", "2>&1",
+      dir_.string());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
   std::istringstream lines(run.output);
   std::vector<std::string> rows;
   for (std::string line; std::getline(lines, line);)
@@ -126,9 +96,24 @@ TEST_F(PlannerCli, PredictRejectsBadSweeps) {
       {" -f 1", "stepfactor"},  {" -b 1M -e 64K", "maxbytes"}, {" -b 12Q", "'12Q'"},
       {" -t complex", "'complex'"}, {" -a nope", "nope"}};
   for (const auto& [args, named] : cases) {
-    const auto run = flexplan("predict " + topo + args);
-    EXPECT_EQ(run.status, 2) << args << "\n" << run.output;
+    const auto run = run_flexplan("predict " + topo + args);
+    EXPECT_EQ(run.exit_code, 2) << args << "\n" << run.output;
     EXPECT_NE(run.output.find(named), std::string::npos) << args << "\n" << run.output;
+  }
+}
+
+// The main job and the plan commands answer --help with their usage and options, and exit 0
+// (`topo` and `topo show`: TopologyCli.EverySubcommandHasHelp).
+TEST(FlexplanCli, EveryCommandHasHelp) {
+  const std::pair<std::string, std::string> commands[] = {{"", "--algorithms"},
+                                                          {"predict", "--stepfactor"},
+                                                          {"inspect", "--format"},
+                                                          {"verify", "PLAN"}};
+  for (const auto& [command, option] : commands) {
+    const auto run = run_flexplan(command + " --help");
+    EXPECT_EQ(run.exit_code, 0) << command << "\n" << run.output;
+    EXPECT_NE(run.output.find("Usage:"), std::string::npos) << command << "\n" << run.output;
+    EXPECT_NE(run.output.find(option), std::string::npos) << command << "\n" << run.output;
   }
 }
 

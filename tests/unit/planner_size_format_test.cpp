@@ -43,6 +43,10 @@ TEST(PlannerSizeFormat, PrintsThreeSignificantDigits) {
   EXPECT_EQ(format_seconds(850e-9), "850 ns");
   EXPECT_EQ(format_seconds(2.5), "2.5 s");
   EXPECT_EQ(format_gbps(1.25e9), "1.25 GB/s");
+  EXPECT_EQ(format_gbps(0.078125e9), "0.0781 GB/s");
+  EXPECT_EQ(format_gbps(12e9), "12 GB/s");
+  EXPECT_EQ(format_gbps(1250e9), "1250 GB/s");
+  EXPECT_EQ(format_gbps(999.7e9), "1000 GB/s");
 }
 
 TEST(PlannerSizeFormat, DataTypeSizes) {

@@ -1,9 +1,6 @@
 // `flexplan topo show`: what it prints, its --help, and exit code 2 with the located message
 // for bad topologies.
-#include <sys/wait.h>
-
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -11,27 +8,15 @@
 #include <gtest/gtest.h>
 
 #include "planner/topology.hpp"
+#include "tests/unit/cli_run.hpp"
 
 namespace flexplan {
 namespace {
 
 const std::string kDir = FLEXPLAN_SOURCE_DIR "/topologies/";
 
-struct CliResult {
-  int exit_code;
-  std::string output;  // stdout and stderr together
-};
-
-CliResult flexplan(const std::string& arguments) {
-  const std::string command = std::string("'") + FLEXPLAN_BINARY + "' " + arguments + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return {-1, "popen failed"};
-  std::string output;
-  char buffer[4096];
-  for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) output.append(buffer, n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
+using testing::CliRun;
+using testing::run_flexplan;
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
@@ -55,7 +40,7 @@ class TempFile {
 
 TEST(TopologyCli, ShowPrintsLevelsTreeBottleneckAndSymmetry) {
   const std::string file = kDir + "two-machines-2+3.json";
-  const CliResult run = flexplan("topo show '" + file + "'");
+  const CliRun run = run_flexplan("topo show '" + file + "'");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_TRUE(contains(run.output, "5 learners, 8 nodes, 2 levels, asymmetric")) << run.output;
   EXPECT_TRUE(contains(run.output, "hash " + load_topology(file).hash_hex())) << run.output;
@@ -68,7 +53,7 @@ TEST(TopologyCli, ShowPrintsLevelsTreeBottleneckAndSymmetry) {
 }
 
 TEST(TopologyCli, ShowSaysWhenSymmetric) {
-  const CliResult run = flexplan("topo show '" + kDir + "cloud-16x8-25gbe.json'");
+  const CliRun run = run_flexplan("topo show '" + kDir + "cloud-16x8-25gbe.json'");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_TRUE(contains(run.output, "128 learners")) << run.output;
   EXPECT_TRUE(contains(run.output, "node[0..15] x16  25 Gbit/s, 25 us  (8 learners each)"))
@@ -77,7 +62,7 @@ TEST(TopologyCli, ShowSaysWhenSymmetric) {
 }
 
 TEST(TopologyCli, LargeTreeFitsAScreen) {
-  const CliResult run = flexplan("topo show '" + kDir + "large-10k.json'");
+  const CliRun run = run_flexplan("topo show '" + kDir + "large-10k.json'");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_TRUE(contains(run.output, "10072 learners")) << run.output;
   EXPECT_TRUE(contains(run.output, "m[0..15] x16")) << run.output;
@@ -85,7 +70,7 @@ TEST(TopologyCli, LargeTreeFitsAScreen) {
 }
 
 TEST(TopologyCli, MaxLinesCutsTheTree) {
-  const CliResult run = flexplan("topo show --max-lines 2 '" + kDir + "asym-3level-a.json'");
+  const CliRun run = run_flexplan("topo show --max-lines 2 '" + kDir + "asym-3level-a.json'");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_TRUE(contains(run.output, "more lines (--max-lines 0 prints all)")) << run.output;
   EXPECT_FALSE(contains(run.output, "-- rack1")) << run.output;
@@ -95,32 +80,32 @@ TEST(TopologyCli, MaxLinesCutsTheTree) {
 TEST(TopologyCli, BadTopologyExitsWithCode2AndTheLocation) {
   const TempFile file(R"({"name": "t", "root": {"name": "s", "children": [
     {"name": "a", "link": {"bandwidth": "1 GB/s"}}, {"name": "b", "link": {"bandwidth": "10"}}]}})");
-  const CliResult run = flexplan("topo show '" + file.path() + "'");
+  const CliRun run = run_flexplan("topo show '" + file.path() + "'");
   EXPECT_EQ(run.exit_code, 2) << run.output;
   EXPECT_TRUE(contains(run.output, "root.children[1].link.bandwidth: \"10\" has no unit"))
       << run.output;
 }
 
 TEST(TopologyCli, MissingFileAndJsonErrorsExitWithCode2) {
-  const CliResult missing = flexplan("topo show /nonexistent/t.json");
+  const CliRun missing = run_flexplan("topo show /nonexistent/t.json");
   EXPECT_EQ(missing.exit_code, 2) << missing.output;
   EXPECT_TRUE(contains(missing.output, "/nonexistent/t.json: cannot open")) << missing.output;
 
   const TempFile broken("{\"name\": \"t\",\n  \"root\": {,}}");
-  const CliResult syntax = flexplan("topo show '" + broken.path() + "'");
+  const CliRun syntax = run_flexplan("topo show '" + broken.path() + "'");
   EXPECT_EQ(syntax.exit_code, 2) << syntax.output;
   EXPECT_TRUE(contains(syntax.output, broken.path() + ":2:12: invalid JSON")) << syntax.output;
 }
 
 TEST(TopologyCli, EverySubcommandHasHelp) {
-  const CliResult topo = flexplan("topo --help");
+  const CliRun topo = run_flexplan("topo --help");
   EXPECT_EQ(topo.exit_code, 0) << topo.output;
   EXPECT_TRUE(contains(topo.output, "show")) << topo.output;
-  const CliResult show = flexplan("topo show --help");
+  const CliRun show = run_flexplan("topo show --help");
   EXPECT_EQ(show.exit_code, 0) << show.output;
   EXPECT_TRUE(contains(show.output, "TOPOLOGY")) << show.output;
   EXPECT_TRUE(contains(show.output, "--max-lines")) << show.output;
-  EXPECT_EQ(flexplan("topo").exit_code, 2) << "a subcommand is required";
+  EXPECT_EQ(run_flexplan("topo").exit_code, 2) << "a subcommand is required";
 }
 
 }  // namespace

@@ -15,12 +15,10 @@
 namespace flexplan {
 namespace {
 
-const char* const kExample = R"({"name": "two-machines-2+3",
- "root": {"name": "switch", "children": [
-     {"name": "m0", "link": {"bandwidth": "1 Gbit/s", "latency": "50 us"},
-      "children": [{"name": "gpu", "count": 2, "link": {"bandwidth": "10 GB/s", "latency": "5 us"}}]},
-     {"name": "m1", "link": {"bandwidth": "1 Gbit/s", "latency": "50 us"},
-      "children": [{"name": "gpu{i}", "count": 3, "link": {"bandwidth": "10 GB/s", "latency": "5 us"}}]}]}})";
+// The example of docs/topology.md (two machines of 2 and 3 GPUs), as bundled.
+Topology example() {
+  return load_topology(FLEXPLAN_SOURCE_DIR "/topologies/two-machines-2+3.json");
+}
 
 // Builds a TopoGraph by hand; node ids are in order of add().
 struct HandBuilt {
@@ -45,7 +43,7 @@ NodeId child_named(const Topology& t, NodeId parent, const std::string& name) {
 }
 
 TEST(TopologyQueries, ParentsChildrenAndDepths) {
-  const Topology t = parse_topology(kExample);
+  const Topology t = example();
   const NodeId m0 = child_named(t, t.root(), "m0");
   const NodeId m1 = child_named(t, t.root(), "m1");
   EXPECT_EQ(t.parent(t.root()), -1);
@@ -63,7 +61,7 @@ TEST(TopologyQueries, ParentsChildrenAndDepths) {
 }
 
 TEST(TopologyQueries, LearnersUnderANode) {
-  const Topology t = parse_topology(kExample);
+  const Topology t = example();
   EXPECT_EQ(as_vector(t.learners_under(t.root())), (std::vector<int>{0, 1, 2, 3, 4}));
   EXPECT_EQ(as_vector(t.learners_under(child_named(t, t.root(), "m1"))),
             (std::vector<int>{2, 3, 4}));
@@ -71,7 +69,7 @@ TEST(TopologyQueries, LearnersUnderANode) {
 }
 
 TEST(TopologyQueries, LowestCommonAncestorAndRoutes) {
-  const Topology t = parse_topology(kExample);
+  const Topology t = example();
   const NodeId m0 = child_named(t, t.root(), "m0");
   const NodeId m1 = child_named(t, t.root(), "m1");
   EXPECT_EQ(t.lca(0, 1), m0);
@@ -134,7 +132,7 @@ TEST(TopologyQueries, SymmetryNeedsEqualFanOutsAndLinksPerDepth) {
   EXPECT_FALSE(two_by_two({1e9, 1e-5}, 3).is_symmetric()) << "fan-out differs";
   EXPECT_FALSE(two_by_two({2e9, 1e-5}, 2).is_symmetric()) << "bandwidth differs";
   EXPECT_FALSE(two_by_two({1e9, 2e-5}, 2).is_symmetric()) << "latency differs";
-  EXPECT_FALSE(parse_topology(kExample).is_symmetric());
+  EXPECT_FALSE(example().is_symmetric());
 }
 
 // Random trees with node ids in no particular order and ranks shuffled, against brute force.
