@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""Calibrates the runtime's software cost per hop on the emulated cluster.
+
+A hop costs more than the latency of the links it crosses: the receiving learner must wake
+(learners block), match the message and post the next one, on 2 cores shared by all learners.
+The cost model takes this as `flexplan predict --hop-overhead`. We measure it with a ring
+all-reduce of a tiny message, whose 2(P-1) steps are each one hop on every learner at once:
+
+    hop overhead = (measured time - predicted time without overhead) / (2 (P - 1))
+
+    calibrate_hops.py --flexplan BIN --topology TOPO.json --bench RING_BENCH.json [-o out.json]
+
+RING_BENCH.json is flexbench --json of the ring plan at one small size (4 KiB: at least one
+element per learner, so that no step is empty, and a negligible bandwidth term).
+"""
+import argparse
+import json
+import subprocess
+import sys
+
+from results_data import load_flexbench, parse_predictions
+
+
+def calibrate(flexplan, topology, bench):
+    measured, _ = load_flexbench(bench)
+    points = [(size, p) for per_size in measured.values() for size, p in per_size.items()]
+    if len(points) != 1:
+        raise ValueError(f"{bench}: expected one size, found {len(points)}")
+    size, point = points[0]
+    if point["wrong"] != 0:
+        raise ValueError(f"{bench}: the ring run was wrong or unchecked (#wrong = {point['wrong']})")
+    with open(topology) as f:
+        world = sum(m["children"][0]["count"] for m in json.load(f)["root"]["children"])
+    done = subprocess.run([flexplan, "predict", topology, "-b", str(size), "-e", str(size),
+                           "-a", "ring", "--hop-overhead", "0 s"],
+                          capture_output=True, text=True, check=True)
+    predicted = parse_predictions(done.stdout)["ring"][size]
+    hops = 2 * (world - 1)
+    overhead = max(0.0, (point["median"] - predicted) / hops)
+    return {"bytes": size, "learners": world, "ring_hops": hops, "measured_s": point["median"],
+            "predicted_without_overhead_s": predicted, "hop_overhead_s": overhead}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--flexplan", required=True)
+    parser.add_argument("--topology", required=True)
+    parser.add_argument("--bench", required=True, help="flexbench --json of the ring plan, one size")
+    parser.add_argument("-o", "--output", help="write the JSON here (default: stdout)")
+    args = parser.parse_args()
+    try:
+        result = calibrate(args.flexplan, args.topology, args.bench)
+    except (OSError, ValueError, KeyError, subprocess.CalledProcessError) as e:
+        print(f"calibrate_hops.py: {e}", file=sys.stderr)
+        return 1
+    text = json.dumps(result, indent=2) + "\n"
+    if args.output:
+        with open(args.output, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

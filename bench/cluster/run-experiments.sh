@@ -1,0 +1,174 @@
+#!/bin/bash
+# run-experiments.sh - the FlexReduce paper's all-reduce experiments, measured with real
+# processes on the emulated cluster (cluster.sh) and set beside flexplan's predictions.
+#
+#   bench/cluster/run-experiments.sh [--quick] [--build DIR] [--out DIR] [--rate MBIT]
+#                                    [--only ID[,ID...]] [--report-only DIR] [--compare DIR]
+#
+# For every configuration: bring the cluster up, pass `cluster.sh check` (lanes and link rates),
+# calibrate, write the topology from the calibration, plan each algorithm alone with the CLI,
+# measure the runtime's cost per hop (calibrate_hops.py), `flexplan predict` the sizes, run
+# flexbench under mpirun (blocking learners, results checked); tear the cluster down. Then report.py writes docs/results.md and the SVG plots in
+# docs/results/. Raw data: DIR/<configuration>/ (default BUILD/cluster-results). --compare DIR
+# sets an earlier run's results (other settings, other build) beside this one in the report.
+#
+# UCX_* and FLEXPLAN_* variables set in the environment reach every learner (and Open MPI's
+# UCX pml) and are recorded with the results. Needs root (network namespaces).
+# --quick: three configurations, smaller sizes, fewer iterations (a few minutes); the full run
+# takes about 25 minutes on two cores.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+CLUSTER=$HERE/cluster.sh
+ALGORITHMS=(flexreduce ring blueconnect hierarchical)
+
+QUICK=0
+BUILD=${FLEXPLAN_BUILD:-$ROOT/build}
+OUT=""
+RATE=200          # Mbit/s of every link in the paper set
+ONLY=""
+REPORT_ONLY=""
+COMPARE=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) QUICK=1 ;;
+    --build) BUILD=$2; shift ;;
+    --out) OUT=$2; shift ;;
+    --rate) RATE=$2; shift ;;
+    --only) ONLY=$2; shift ;;
+    --report-only) REPORT_ONLY=$2; shift ;;
+    --compare) COMPARE=$2; shift ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    *) echo "run-experiments.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+[[ $RATE =~ ^[1-9][0-9]*$ ]] || { echo "run-experiments.sh: --rate takes Mbit/s, a whole number" >&2; exit 2; }
+BUILD=$(cd "$BUILD" 2>/dev/null && pwd) || { echo "run-experiments.sh: no build directory $BUILD" >&2; exit 2; }
+OUT=${OUT:-$BUILD/cluster-results}
+
+report() { python3 "$HERE/report.py" "$1" --docs "$ROOT/docs" ${COMPARE:+--compare "$COMPARE"}; }
+if [ -n "$REPORT_ONLY" ]; then report "$REPORT_ONLY"; exit; fi
+
+[ "$(id -u)" = 0 ] || { echo "run-experiments.sh: needs root (network namespaces)" >&2; exit 2; }
+FLEXPLAN=$BUILD/flexplan
+FLEXBENCH=$BUILD/flexbench
+for b in "$FLEXPLAN" "$FLEXBENCH"; do
+  [ -x "$b" ] || { echo "run-experiments.sh: $b is missing: cmake --build $BUILD --target flexplan flexbench" >&2; exit 2; }
+done
+
+# Message sizes. SMALL stands for the paper's 120K float32 items, LARGE scales its 120M items
+# down to what the emulated links move in about half a second (ring, 200 Mbit/s).
+SMALL=512K
+if [ $QUICK = 1 ]; then LARGE=4M; ITERS=3; WARMUP=1
+else LARGE=8M; ITERS=5; WARMUP=1; fi
+bytes() { numfmt --from=iec "$1"; }
+
+# id | set | learners per machine | link rates | one-way delays (us) | sizes
+#   sizes: "pair" = SMALL and LARGE, "sweep" = 64K..LARGE by 2
+# The paper set has every link at --rate; the links set puts the asymmetry in the links.
+R=${RATE}mbit
+CONFIGS=(
+  "fig4-4       paper 2,2   $R,$R       0,0    pair"
+  "fig4-5       paper 2,3   $R,$R       0,0    pair"
+  "fig4-6       paper 3,3   $R,$R       0,0    pair"
+  "fig4-7       paper 3,4   $R,$R       0,0    pair"
+  "fig4-8       paper 4,4   $R,$R       0,0    pair"
+  "fig4-9       paper 3,3,3 $R,$R,$R    0,0,0  pair"
+  "fig4-10      paper 3,3,4 $R,$R,$R    0,0,0  sweep"
+  "fig4-11      paper 3,4,4 $R,$R,$R    0,0,0  pair"
+  "fig4-12      paper 4,4,4 $R,$R,$R    0,0,0  sweep"
+  "rate-3+3     links 3,3   500mbit,100mbit          0,0        pair"
+  "rate-4+4+4   links 4,4,4 500mbit,500mbit,100mbit  0,0,0      pair"
+  "delay-2+3    links 2,3   200mbit,200mbit          0,1000     pair"
+  "mixed-3+3+4  links 3,3,4 500mbit,200mbit,100mbit  0,200,1000 pair"
+)
+[ $QUICK = 1 ] && CONFIGS=("${CONFIGS[1]}" "${CONFIGS[2]}" "${CONFIGS[12]}")
+
+log() { echo "[$(date +%T)] $*" | tee -a "$OUT/run.log"; }
+
+# The gate: up to 5 tries a minute apart, since other jobs on the host can slow the links.
+checked() {
+  local dir=$1 try
+  for try in 1 2 3 4 5; do
+    if nice -n -10 "$CLUSTER" check > "$dir/check.txt" 2>&1; then return 0; fi
+    log "  check failed (try $try, load $(cut -d' ' -f1-3 /proc/loadavg)): $(tail -1 "$dir/check.txt")"
+    [ $try -lt 5 ] && sleep 60
+  done
+  return 1
+}
+
+run_config() {
+  local id=$1 set=$2 learners=${3//,/ } rates=${4//,/ } delays=${5//,/ } sizes=$6
+  local dir=$OUT/$id min max factor np=0 l algo
+  for l in $learners; do np=$((np + l)); done
+  case $sizes in
+    pair) min=$SMALL; max=$LARGE; factor=$(( $(bytes $LARGE) / $(bytes $SMALL) )) ;;
+    sweep) min=64K; max=$LARGE; factor=2 ;;
+  esac
+  rm -rf "$dir"; mkdir -p "$dir"
+  printf 'id=%s\nset=%s\nlearners=%s\nrates=%s\ndelays_us=%s\nsizes=%s..%s/x%s\niters=%s\nwarmup=%s\nenv=%s\n' \
+    "$id" "$set" "$learners" "$rates" "$delays" "$min" "$max" "$factor" "$ITERS" "$WARMUP" \
+    "$(env | grep -E '^(UCX|FLEXPLAN)_' | sort | tr '\n' ' ')" > "$dir/config.txt"
+  log "$id: learners $learners, rates $rates, delays $delays us, sizes $min..$max (x$factor)"
+
+  skip() { log "  $id: SKIPPED, $1"; echo "$1" > "$dir/skipped.txt"; "$CLUSTER" down > /dev/null; }
+  EMU_LEARNERS="$learners" EMU_RATES="$rates" EMU_DELAYS="$delays" "$CLUSTER" up > "$dir/up.txt"
+  if ! checked "$dir"; then
+    skip "the links never passed the check (see $dir/check.txt)"; return 0
+  fi
+  if ! nice -n -10 "$HERE/calibrate.py" -o "$dir/calibration.json" 2> "$dir/calibrate.err" \
+     || ! "$HERE/make_topology.py" "$dir/calibration.json" -o "$dir/topology.json"; then
+    skip "calibration failed: $(cat "$dir/calibrate.err")"; return 0
+  fi
+  for algo in "${ALGORITHMS[@]}"; do
+    if ! "$FLEXPLAN" "$dir/topology.json" -o "$dir/plan-$algo.bin" --algorithms $algo > "$dir/plan-$algo.txt" 2>&1 \
+       || ! "$FLEXPLAN" inspect "$dir/plan-$algo.bin" --format json > "$dir/plan-$algo.json"; then
+      skip "planning $algo failed: $(tail -2 "$dir/plan-$algo.txt" | tr '\n' ' ')"; return 0
+    fi
+  done
+  # The runtime's cost per hop (a blocked learner waking, matching, posting), from a 4 KiB
+  # ring all-reduce: 2(P-1) hops in a row. predict.txt is the model from the link figures;
+  # predict-hops.txt adds this cost to every hop.
+  local algos; algos=$(IFS=,; echo "${ALGORITHMS[*]}")
+  if ! nice -n -10 "$CLUSTER" mpirun -np $np "$FLEXBENCH" "$dir/plan-ring.bin" -b 4K -e 4K -n 30 -w 5 \
+         --blocking --check 1 --json "$dir/bench-hop.json" > "$dir/bench-hop.txt" 2>&1 \
+     || ! python3 "$HERE/calibrate_hops.py" --flexplan "$FLEXPLAN" --topology "$dir/topology.json" \
+         --bench "$dir/bench-hop.json" -o "$dir/hops.json" 2> "$dir/calibrate.err"; then
+    skip "hop calibration failed: $(tail -2 "$dir/bench-hop.txt" "$dir/calibrate.err" | tr '\n' ' ')"; return 0
+  fi
+  local hop_us
+  hop_us=$(python3 -c 'import json,sys; print("%.1f" % (json.load(open(sys.argv[1]))["hop_overhead_s"] * 1e6))' "$dir/hops.json")
+  if ! "$FLEXPLAN" predict "$dir/topology.json" -b $min -e $max -f $factor -a "$algos" \
+         > "$dir/predict.txt" \
+     || ! "$FLEXPLAN" predict "$dir/topology.json" -b $min -e $max -f $factor -a "$algos" \
+         --hop-overhead "$hop_us us" > "$dir/predict-hops.txt"; then
+    skip "prediction failed"; return 0
+  fi
+  log "  hop overhead $hop_us us"
+  for algo in "${ALGORITHMS[@]}"; do
+    log "  $algo"
+    # nice -10: learners (and their orteds) go ahead of other jobs on the host
+    if ! nice -n -10 "$CLUSTER" mpirun -np $np "$FLEXBENCH" "$dir/plan-$algo.bin" \
+          -b $min -e $max -f $factor -n $ITERS -w $WARMUP --blocking --check 1 \
+          --json "$dir/bench-$algo.json" > "$dir/bench-$algo.txt" 2>&1; then
+      log "  $algo FAILED: $(tail -3 "$dir/bench-$algo.txt" | tr '\n' ' ')"
+    fi
+  done
+  echo "$(cut -d' ' -f1-3 /proc/loadavg)" > "$dir/load.txt"
+  "$CLUSTER" down > /dev/null
+}
+
+mkdir -p "$OUT"
+"$CLUSTER" down > /dev/null 2>&1 || true
+trap '"$CLUSTER" down > /dev/null 2>&1 || true' EXIT
+log "run-experiments: build $BUILD ($("$FLEXPLAN" --version)), out $OUT, rate $RATE Mbit/s, quick=$QUICK"
+log "  load $(cut -d' ' -f1-3 /proc/loadavg); learners' settings: $(env | grep -E '^(UCX|FLEXPLAN)_' | sort | tr '\n' ' ')"
+for c in "${CONFIGS[@]}"; do
+  set -- $c
+  if [ -n "$ONLY" ] && [[ ",$ONLY," != *",$1,"* ]]; then continue; fi
+  run_config "$@"
+done
+log "measurements done; writing the report"
+report "$OUT"
