@@ -19,8 +19,14 @@
 namespace flexplan {
 
 namespace {
+// Blocking mode's longest sleep on the worker's event fd while only receives are pending: an
+// arriving message wakes it, so the cap only bounds how late the timeout is checked.
 constexpr auto kMaxSleep = std::chrono::milliseconds(100);
-}
+// ... and while any send is pending: UCX 1.13's TCP transport arms its event fd for incoming
+// data only, so a send whose socket drains wakes nobody, and the rest of its message (and the
+// pipeline behind it) would wait for the next arrival or kMaxSleep.
+constexpr auto kSendPendingSleep = std::chrono::milliseconds(1);
+}  // namespace
 
 Engine::Engine(const std::function<ir::Plan()>& load, const std::string& source, MPI_Comm comm,
                Options options)
@@ -82,8 +88,10 @@ void Engine::connect(const bootstrap::HostIdentity& host, const std::vector<int3
   std::string error;
   std::vector<uint8_t> address;
   try {
+    // Every chunk of at most chunk_bytes goes eager (docs/runtime.md, Eager chunks).
     transport_ = std::make_unique<UcxTransport>(options_.blocking, plan_.world_size,
-                                                default_transports(single_host));
+                                                default_transports(single_host),
+                                                options_.chunk_bytes);
     address = transport_->address();
   } catch (const std::exception& e) {
     error = e.what();
@@ -286,10 +294,16 @@ void Engine::wait(Operation& operation) {
     if (Clock::now() - idle_since < options_.yield_before_sleep) {
       sched_yield();
     } else {
-      transport_->wait_for_event(std::min<std::chrono::milliseconds>(options_.timeout, kMaxSleep));
+      const auto cap = any_send_pending() ? kSendPendingSleep : kMaxSleep;
+      transport_->wait_for_event(std::min<std::chrono::milliseconds>(options_.timeout, cap));
     }
   }
   throw_if_failed(operation);
+}
+
+bool Engine::any_send_pending() const {
+  return std::any_of(outstanding_.begin(), outstanding_.end(),
+                     [](const Outstanding& entry) { return entry.operation->sending(); });
 }
 
 bool Engine::test(Operation& operation) {

@@ -63,6 +63,8 @@ class Engine {
   // One pass: UCX progress, then every outstanding operation in issue order. True if
   // anything moved.
   bool progress();
+  // Whether an outstanding operation waits on a send (blocking mode then sleeps briefly).
+  bool any_send_pending() const;
   void fail_all(const std::string& why);
   void throw_if_failed(const Operation& operation) const;
   void shutdown();

@@ -63,6 +63,15 @@ size_t Operation::chunk_bytes(const TaskRun& run, size_t chunk) const {
   return std::min(run.chunk_elements, run.elements - first) * element_size_;
 }
 
+bool Operation::sending() const {
+  for (const TaskRun& run : runs_) {
+    for (const Slot& slot : run.slots) {
+      if (slot.state == ChunkState::Sending) return true;
+    }
+  }
+  return false;
+}
+
 uint64_t Operation::chunk_tag(const TaskRun& run, size_t chunk) const {
   return tag::make(sequence_, step_, run.task->op_index, chunk);
 }

@@ -55,6 +55,8 @@ class Operation {
   bool done() const { return done_; }
   bool failed() const { return !error_.empty(); }
   const std::string& error() const { return error_; }
+  // Whether a send of this operation is still in flight.
+  bool sending() const;
 
   // Fails the operation with `why` (the caller's diagnosis: a timeout, a dead peer), prefixed
   // with what the operation was waiting for; cancels its receives and releases its requests.

@@ -2,6 +2,9 @@
 
 #include <poll.h>
 
+#include <cstdlib>
+#include <string>
+
 #include <fmt/format.h>
 
 #include "runtime/errors.hpp"
@@ -20,15 +23,24 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-UcxTransport::UcxTransport(bool blocking, int32_t world_size, const char* transports) {
+UcxTransport::UcxTransport(bool blocking, int32_t world_size, const char* transports,
+                           size_t eager_up_to) {
   ucp_config_t* config = nullptr;
   check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read");
-  if (transports != nullptr) {
-    const ucs_status_t status = ucp_config_modify(config, "TLS", transports);
+  auto modify = [&](const char* name, const std::string& value) {
+    const ucs_status_t status = ucp_config_modify(config, name, value.c_str());
     if (status != UCS_OK) {
       ucp_config_release(config);
-      check(status, "ucp_config_modify(TLS)");
+      throw RuntimeError(fmt::format("UCX ucp_config_modify({}={}) failed: {}", name, value,
+                                     ucs_status_string(status)));
     }
+  };
+  if (transports != nullptr) modify("TLS", transports);
+  // Rendezvous over TCP stalls a chunk pipeline whose data flows both ways (each handshake
+  // waits behind the bulk data queued on the socket); eager chunks keep it streaming. The
+  // user's UCX_RNDV_THRESH wins.
+  if (eager_up_to > 0 && std::getenv("UCX_RNDV_THRESH") == nullptr) {
+    modify("RNDV_THRESH", std::to_string(eager_up_to + 1));
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
@@ -135,7 +147,8 @@ bool UcxTransport::wait_request(ucs_status_ptr_t request, std::chrono::milliseco
       ucp_request_free(request);
       return false;
     }
-    if (!progress()) wait_for_event(std::chrono::milliseconds(10));
+    // Sends pending: the worker's event fd may not fire when they complete (see Engine::wait).
+    if (!progress()) wait_for_event(std::chrono::milliseconds(1));
   }
   ucp_request_free(request);
   return status == UCS_OK;

@@ -232,21 +232,22 @@ void mapping_by_host() {
   gethostname(host.data(), host.size() - 1);
   const int world = world_size();
   TopoGraph graph;
-  TopoNodeProps root;
-  root.name = "switch";
-  boost::add_vertex(root, graph);
-  TopoNodeProps machine;
-  machine.name = host.data();
-  machine.link = {1.25e9, 1e-5};
-  boost::add_vertex(machine, graph);
-  boost::add_edge(0, 1, machine.link, graph);
+  // Vertex first, properties after: GCC 12 under the sanitizers warns falsely about Boost's
+  // property-taking add_vertex.
+  auto add = [&graph](std::string name, Link link, int rank) {
+    const auto id = boost::add_vertex(graph);
+    graph[id].name = std::move(name);
+    graph[id].link = link;
+    graph[id].rank = rank;
+    return id;
+  };
+  const Link machine_link{1.25e9, 1e-5};
+  const Link gpu_link{1.2e10, 5e-6};
+  add("switch", Link{}, -1);
+  boost::add_edge(0, add(host.data(), machine_link, -1), machine_link, graph);
   for (int r = 0; r < world; ++r) {
-    TopoNodeProps gpu;
-    gpu.name = fmt::format("gpu{}", r);
-    gpu.link = {1.2e10, 5e-6};
-    gpu.rank = world - 1 - r;  // learner order differs from rank order
-    const auto id = boost::add_vertex(gpu, graph);
-    boost::add_edge(1, id, gpu.link, graph);
+    // Learner order differs from rank order.
+    boost::add_edge(1, add(fmt::format("gpu{}", r), gpu_link, world - 1 - r), gpu_link, graph);
   }
   const ir::Plan plan = plan_for(Topology("this-host", std::move(graph)), "ring");
   Options options = Options::from_env();
