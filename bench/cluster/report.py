@@ -434,9 +434,10 @@ def write_report(configs, result_dir, docs, compare=None):
                               f"{c['id']}: small message")
     if compare:
         others, other_dir = compare
-        md += [f"## Beside a second run with {settings(others)}", "",
+        md += ["## Beside an earlier run", "",
                f"The same configurations measured by another run (`{other_dir}`), with "
-               f"{settings(others)}.", ""]
+               f"{settings(others)}; it may come from another build of flexplan (the "
+               "discussion below says which).", ""]
         md += table_compare(configs, others, settings(configs), settings(others))
     md += ["## Measured / predicted, every point", "",
            f"⚠ marks a point more than {RATIO_GOAL * 100:.0f}% from its prediction.", ""]
