@@ -21,6 +21,17 @@ std::string_view to_string(ReduceOp op);
 std::optional<DataType> parse_data_type(std::string_view name);
 std::optional<ReduceOp> parse_reduce_op(std::string_view name);
 
+bool is_floating(DataType type);
+// Unit roundoff of a floating type (2^-24 for float32), 0 for integers: the scale of the
+// error bounds that tests and flexbench's check allow.
+double unit_roundoff(DataType type);
+
+// Element i of a buffer of `type`, widened to double; and the inverse, rounding floats to
+// nearest and converting integers as C++ does (the value must be in range). For checks and
+// benchmarks that fill and read buffers of any type, not for the reduction kernels.
+double load_element(const void* buffer, size_t i, DataType type);
+void store_element(void* buffer, size_t i, DataType type, double value);
+
 inline constexpr DataType kAllDataTypes[] = {DataType::Float32, DataType::Float64,
                                              DataType::Float16, DataType::BFloat16,
                                              DataType::Int32,   DataType::Int64,

@@ -13,7 +13,6 @@
 #include <gtest/gtest.h>
 
 #include "planner/plan_builder.hpp"
-#include "runtime/half.hpp"
 
 namespace flexplan::mpitest {
 
@@ -177,52 +176,6 @@ uint64_t mix(uint64_t x) {  // splitmix64 finalizer
   return x ^ (x >> 31);
 }
 
-bool is_float(DataType type) {
-  return type == DataType::Float32 || type == DataType::Float64 || type == DataType::Float16 ||
-         type == DataType::BFloat16;
-}
-
-// Unit roundoff of each floating type.
-double unit_roundoff(DataType type) {
-  switch (type) {
-    case DataType::Float64: return 0x1p-53;
-    case DataType::Float32: return 0x1p-24;
-    case DataType::Float16: return 0x1p-11;
-    case DataType::BFloat16: return 0x1p-8;
-    default: return 0;
-  }
-}
-
-// Stores `value` (already in range) as `type`, rounding floats to nearest.
-void store(void* buffer, size_t i, DataType type, double value) {
-  switch (type) {
-    case DataType::Float32: static_cast<float*>(buffer)[i] = static_cast<float>(value); break;
-    case DataType::Float64: static_cast<double*>(buffer)[i] = value; break;
-    case DataType::Float16:
-      static_cast<uint16_t*>(buffer)[i] = half::float_to_f16(static_cast<float>(value));
-      break;
-    case DataType::BFloat16:
-      static_cast<uint16_t*>(buffer)[i] = half::float_to_bf16(static_cast<float>(value));
-      break;
-    case DataType::Int32: static_cast<int32_t*>(buffer)[i] = static_cast<int32_t>(value); break;
-    case DataType::Int64: static_cast<int64_t*>(buffer)[i] = static_cast<int64_t>(value); break;
-    case DataType::UInt8: static_cast<uint8_t*>(buffer)[i] = static_cast<uint8_t>(value); break;
-  }
-}
-
-double load(const void* buffer, size_t i, DataType type) {
-  switch (type) {
-    case DataType::Float32: return static_cast<const float*>(buffer)[i];
-    case DataType::Float64: return static_cast<const double*>(buffer)[i];
-    case DataType::Float16: return half::f16_to_float(static_cast<const uint16_t*>(buffer)[i]);
-    case DataType::BFloat16: return half::bf16_to_float(static_cast<const uint16_t*>(buffer)[i]);
-    case DataType::Int32: return static_cast<const int32_t*>(buffer)[i];
-    case DataType::Int64: return static_cast<double>(static_cast<const int64_t*>(buffer)[i]);
-    case DataType::UInt8: return static_cast<const uint8_t*>(buffer)[i];
-  }
-  return 0;
-}
-
 // The raw input before rounding to the type. Integer ranges keep every exact result inside
 // the type (sums of at most 12 values of |x| <= 50; uint8 sums <= 12 * 20 = 240; products of
 // factors in {-1, 1, 2} or {1, 2, 3} wrap only where the type wraps alike). Floating sums
@@ -230,7 +183,7 @@ double load(const void* buffer, size_t i, DataType type) {
 double raw_input(DataType type, ReduceOp op, int rank, size_t index, uint64_t salt) {
   const uint64_t h = mix(mix(salt * 1000003 + static_cast<uint64_t>(rank)) ^ index);
   const double unit = static_cast<double>(h >> 11) * 0x1p-53;  // [0, 1)
-  if (is_float(type)) {
+  if (is_floating(type)) {
     switch (op) {
       case ReduceOp::Sum:
       case ReduceOp::Avg: return -2 + 4 * unit;
@@ -252,14 +205,14 @@ double raw_input(DataType type, ReduceOp op, int rank, size_t index, uint64_t sa
 
 double input(DataType type, ReduceOp op, int rank, size_t index, uint64_t salt) {
   double scratch[1];
-  store(scratch, 0, type, raw_input(type, op, rank, index, salt));
-  return load(scratch, 0, type);  // exactly what the rank holds
+  store_element(scratch, 0, type, raw_input(type, op, rank, index, salt));
+  return load_element(scratch, 0, type);  // exactly what the rank holds
 }
 
 }  // namespace
 
 void fill_input(void* buffer, size_t count, DataType type, ReduceOp op, int rank, uint64_t salt) {
-  for (size_t i = 0; i < count; ++i) store(buffer, i, type, raw_input(type, op, rank, i, salt));
+  for (size_t i = 0; i < count; ++i) store_element(buffer, i, type, raw_input(type, op, rank, i, salt));
 }
 
 Check check_result(const void* result, size_t count, DataType type, ReduceOp op, int world,
@@ -267,10 +220,10 @@ Check check_result(const void* result, size_t count, DataType type, ReduceOp op,
   Check check;
   const double u = unit_roundoff(type);
   for (size_t i = first; i < count; i += stride) {
-    const double got = load(result, i, type);
+    const double got = load_element(result, i, type);
     double expected = 0;
     double tolerance = 0;
-    if (is_float(type)) {
+    if (is_floating(type)) {
       // Reference in long double; the runtime's error is bounded by one rounding per hop of
       // the chain (at most world - 1 hops per element) plus the final division for avg:
       // |error| <= (world + 1) * u * sum|x| (sum) or (world + 1) * u * |prod| (prod); min
@@ -333,7 +286,7 @@ uint64_t verify_everywhere(const void* result, size_t count, DataType type, Redu
   const int world = world_size();
   const int rank = world_rank();
   Check check;
-  if (!is_float(type) && count >= 65536) {
+  if (!is_floating(type) && count >= 65536) {
     uint64_t hash = count;
     const auto* bytes = static_cast<const unsigned char*>(result);
     for (size_t i = 0; i < count * size_of(type); ++i) hash = (hash ^ bytes[i]) * 0x100000001b3ull;
