@@ -15,11 +15,12 @@ its configured delay plus a measured base latency, fitted over all machine pairs
 """
 import argparse
 import itertools
-import json
 import os
 import statistics
 import subprocess
 import sys
+
+from results_data import write_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLUSTER = os.path.join(HERE, "cluster.sh")
@@ -162,12 +163,7 @@ def main():
     except (CalibrationError, KeyError, ValueError) as e:
         print(f"calibrate.py: {e}", file=sys.stderr)
         return 1
-    text = json.dumps(result, indent=2) + "\n"
-    if args.output:
-        with open(args.output, "w") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(text)
+    write_json(result, args.output)
     return 0
 
 

@@ -18,7 +18,7 @@ import json
 import subprocess
 import sys
 
-from results_data import load_flexbench, parse_predictions
+from results_data import load_flexbench, parse_predictions, write_json
 
 
 def calibrate(flexplan, topology, bench):
@@ -53,12 +53,7 @@ def main():
     except (OSError, ValueError, KeyError, subprocess.CalledProcessError) as e:
         print(f"calibrate_hops.py: {e}", file=sys.stderr)
         return 1
-    text = json.dumps(result, indent=2) + "\n"
-    if args.output:
-        with open(args.output, "w") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(text)
+    write_json(result, args.output)
     return 0
 
 

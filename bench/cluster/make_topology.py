@@ -12,6 +12,8 @@ import argparse
 import json
 import sys
 
+from results_data import write_json
+
 
 def mb_per_s(bytes_per_s):
     return f"{bytes_per_s / 1e6:.2f} MB/s"
@@ -66,12 +68,7 @@ def main():
     except (OSError, ValueError, KeyError, TypeError) as e:
         print(f"make_topology.py: {args.calibration}: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
-    text = json.dumps(result, indent=2) + "\n"
-    if args.output:
-        with open(args.output, "w") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(text)
+    write_json(result, args.output)
     return 0
 
 

@@ -11,6 +11,7 @@ import json
 import math
 import os
 import statistics
+import sys
 
 ALGORITHMS = ["flexreduce", "ring", "blueconnect", "hierarchical"]
 
@@ -178,3 +179,13 @@ def load_results(directory):
         rank = {cid: i for i, cid in enumerate(seen)}
         order.sort(key=lambda c: rank.get(c["id"], len(rank)))
     return order
+
+
+def write_json(obj, path=None):
+    """Writes obj as indented JSON to path, or to stdout when path is None (the scripts' -o)."""
+    text = json.dumps(obj, indent=2) + "\n"
+    if path:
+        with open(path, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
