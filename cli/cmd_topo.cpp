@@ -11,7 +11,7 @@
 
 #include "cli/command.hpp"
 #include "cli/topo_tree.hpp"
-#include "planner/topology.hpp"
+#include "topology/topology.hpp"
 
 namespace flexplan::cli {
 namespace {

@@ -11,7 +11,7 @@
 #include "command.hpp"
 #include "flexplan/version.hpp"
 #include "ir/errors.hpp"
-#include "planner/topology.hpp"
+#include "topology/topology.hpp"
 
 namespace flexplan::cli {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "planner/topology.hpp"
+#include "topology/topology.hpp"
 
 namespace flexplan::cli {
 

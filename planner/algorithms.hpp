@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "ir/plan.hpp"
-#include "planner/topology.hpp"
+#include "topology/topology.hpp"
 
 namespace flexplan {
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "ir/plan.hpp"
-#include "planner/topology.hpp"
+#include "topology/topology.hpp"
 
 namespace flexplan {
 

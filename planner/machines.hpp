@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "planner/topology.hpp"
+#include "topology/topology.hpp"
 
 namespace flexplan {
 

@@ -15,7 +15,7 @@
 #include "planner/algorithms.hpp"
 #include "planner/cost_model.hpp"
 #include "planner/flexreduce.hpp"
-#include "planner/topology.hpp"
+#include "topology/topology.hpp"
 
 namespace flexplan {
 

@@ -10,7 +10,7 @@
 #include <string_view>
 
 #include "planner/cost_model.hpp"
-#include "planner/topology.hpp"
+#include "topology/topology.hpp"
 
 namespace flexplan {
 

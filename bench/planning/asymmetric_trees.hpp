@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "planner/topology.hpp"
+#include "topology/topology.hpp"
 
 namespace flexplan::bench {
 

@@ -11,7 +11,7 @@
 
 #include "planner/algorithms.hpp"
 #include "planner/cost_model.hpp"
-#include "planner/topology.hpp"
+#include "topology/topology.hpp"
 
 namespace {
 

@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "planner/algorithms.hpp"
-#include "planner/topology.hpp"
+#include "topology/topology.hpp"
 #include "runtime/communicator.hpp"
 #include "runtime/tag.hpp"
 #include "tests/mpi/test_support.hpp"

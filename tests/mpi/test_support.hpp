@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "ir/plan.hpp"
-#include "planner/topology.hpp"
+#include "topology/topology.hpp"
 #include "runtime/communicator.hpp"
 
 namespace flexplan::mpitest {

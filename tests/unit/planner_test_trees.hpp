@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "ir/plan.hpp"
-#include "planner/topology.hpp"
+#include "topology/topology.hpp"
 
 namespace flexplan::testing {
 

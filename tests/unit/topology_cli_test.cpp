@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "planner/topology.hpp"
+#include "topology/topology.hpp"
 #include "tests/unit/cli_run.hpp"
 
 namespace flexplan {

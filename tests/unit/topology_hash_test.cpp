@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "planner/topology.hpp"
+#include "topology/topology.hpp"
 
 namespace flexplan {
 namespace {

@@ -10,7 +10,7 @@
 
 #include <gtest/gtest.h>
 
-#include "planner/topology.hpp"
+#include "topology/topology.hpp"
 
 namespace flexplan {
 namespace {

@@ -12,7 +12,7 @@
 
 #include <fmt/core.h>
 
-#include "planner/topology.hpp"
+#include "topology/topology.hpp"
 
 namespace flexplan {
 namespace {

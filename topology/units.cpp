@@ -17,7 +17,7 @@
 
 #include <fmt/core.h>
 
-#include "planner/topology.hpp"
+#include "topology/topology.hpp"
 
 namespace flexplan {
 namespace {

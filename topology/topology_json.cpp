@@ -20,7 +20,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
-#include "planner/topology.hpp"
+#include "topology/topology.hpp"
 
 namespace flexplan {
 namespace {
