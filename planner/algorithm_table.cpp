@@ -42,10 +42,10 @@ ScheduleSize flexreduce_size(const Topology& topo) {
   return size;
 }
 
-// --- flexreduce-bw ------------------------------------------------------------------------
+// --- chain-bw -----------------------------------------------------------------------------
 
 // At most two ranges per learner arc, each a reduce and a broadcast through every learner.
-ScheduleSize flexreduce_bw_size(const Topology& topo) {
+ScheduleSize chain_bw_size(const Topology& topo) {
   const uint64_t learners = topo.num_learners();
   if (learners < 2) return {};
   const uint64_t ops = 4 * learners;
@@ -108,6 +108,59 @@ double blueconnect_eq3(const Topology& topo, double bytes, const CostParams& par
   return topo.is_symmetric() ? blueconnect_cost(topo, params).at(bytes) : -1;
 }
 
+// --- latency algorithms -------------------------------------------------------------------
+
+uint64_t log2_floor(uint64_t n) {
+  uint64_t k = 0;
+  while ((uint64_t{2} << k) <= n) ++k;
+  return k;
+}
+
+// Ops of recursive doubling among n ranks: the pairwise rounds of the largest power of two,
+// those of the rest among themselves, and one more round for both.
+uint64_t recursive_doubling_ops(uint64_t n) {
+  if (n < 2) return 0;
+  const uint64_t m = log2_floor(n), main = uint64_t{1} << m, extra = n - main;
+  return m * main + (extra ? recursive_doubling_ops(extra) + main + extra : 0);
+}
+
+ScheduleSize recursive_doubling_size(const Topology& topo) {
+  const uint64_t ops = recursive_doubling_ops(topo.num_learners());
+  return {ops, 2 * ops};
+}
+
+ScheduleSize rabenseifner_size(const Topology& topo) {
+  const uint64_t p = topo.num_learners();
+  if (p < 2) return {};
+  const uint64_t m = log2_floor(p), main = uint64_t{1} << m;
+  const uint64_t ops = 2 * m * main + 2 * (p - main);
+  return {ops, 2 * ops};
+}
+
+ScheduleSize binomial_tree_size(const Topology& topo) {
+  const uint64_t ops = 2 * (static_cast<uint64_t>(topo.num_learners()) - 1);
+  return {ops, 2 * ops};
+}
+
+ScheduleSize rd_leader_size(const Topology& topo) {
+  const auto machines = machines_of(topo);
+  const uint64_t rd = recursive_doubling_ops(machines.size());
+  ScheduleSize size{rd, 2 * rd};
+  for (const Machine& machine : machines) {
+    if (machine.learners.size() < 2) continue;
+    size.ops += 2;
+    size.group_members += 2 * machine.learners.size();
+  }
+  return size;
+}
+
+ScheduleSize torus_2d_size(const Topology& topo) {
+  const auto machines = machines_of(topo);
+  const uint64_t k = machines.front().learners.size(), m = machines.size();
+  const auto local = ring_size(k, m), across = ring_size(m, k);
+  return {local.ops + across.ops, local.group_members + across.group_members};
+}
+
 const AlgorithmRow kTable[] = {
     {.name = "flexreduce",
      .summary = "FlexReduce as the paper: uneven shares by learner counts, level by level",
@@ -117,9 +170,14 @@ const AlgorithmRow kTable[] = {
      .model = flexreduce_time,
      .model_name = "Eq. 6"},
     {.name = "flexreduce-bw",
-     .summary = "FlexReduce with shares by link bandwidth: tree-walking chains, all levels at once",
+     .summary = "FlexReduce with shares by link bandwidth (an LP), star reduces level by level",
      .build = plan_flexreduce_bw,
-     .estimate = flexreduce_bw_size},
+     .estimate = nullptr,  // its size follows from the LP: built once, sliced for the variants
+     .pipelines = true},
+    {.name = "chain-bw",
+     .summary = "shares by link bandwidth, one tree-walking chain per range, all levels at once",
+     .build = plan_chain_bw,
+     .estimate = chain_bw_size},
     {.name = "ring",
      .summary = "ring reduce-scatter + all-gather over all learners in depth-first order",
      .build = plan_ring,
@@ -139,6 +197,37 @@ const AlgorithmRow kTable[] = {
      .estimate = hierarchical_size,
      .closed_form = hierarchical_closed_form,
      .pipelines = true},
+    {.name = "recursive-doubling",
+     .summary = "pairwise exchanges at distance 1, 2, 4, ... in depth-first order, ceil(log2 P) rounds",
+     .build = plan_recursive_doubling,
+     .estimate = recursive_doubling_size,
+     .pipelines = true,
+     .max_slices = 16},
+    {.name = "rabenseifner",
+     .summary = "recursive halving of the vector, then recursive doubling back",
+     .build = plan_rabenseifner,
+     .estimate = rabenseifner_size,
+     .pipelines = true,
+     .max_slices = 16},
+    {.name = "binomial-tree",
+     .summary = "binomial reduce to one learner and broadcast back; pipelined: binomial-tree@S",
+     .build = plan_binomial_tree,
+     .estimate = binomial_tree_size,
+     .pipelines = true,
+     .max_slices = 64},
+    {.name = "rd-leader",
+     .summary = "star reduce to a leader per machine, recursive doubling among leaders, broadcast",
+     .build = plan_rd_leader,
+     .estimate = rd_leader_size,
+     .pipelines = true,
+     .max_slices = 16},
+    {.name = "torus-2d",
+     .summary = "grid clusters: rings inside machines, rings across them per local index",
+     .build = plan_torus_2d,
+     .estimate = torus_2d_size,
+     .unsuitable = torus_2d_unsuitable,
+     .pipelines = true,
+     .max_slices = 16},
 };
 
 [[noreturn]] void unknown_algorithm(std::string_view name) {
@@ -179,9 +268,14 @@ ir::Schedule AlgorithmChoice::build(const Topology& topo) const {
   return slices == 1 ? schedule : pipeline_slices(schedule, slices);
 }
 
-ScheduleSize AlgorithmChoice::estimate(const Topology& topo) const {
+ir::Schedule AlgorithmChoice::from_base(const ir::Schedule& base) const {
+  return slices == 1 ? base : pipeline_slices(base, slices);
+}
+
+std::optional<ScheduleSize> AlgorithmChoice::estimate(const Topology& topo) const {
+  if (row->estimate == nullptr) return std::nullopt;
   const auto size = row->estimate(topo);
-  return {sat_mul(size.ops, slices), sat_mul(size.group_members, slices)};
+  return ScheduleSize{sat_mul(size.ops, slices), sat_mul(size.group_members, slices)};
 }
 
 std::optional<ScheduleCost> AlgorithmChoice::closed_form(const Topology& topo,

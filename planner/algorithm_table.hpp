@@ -26,7 +26,8 @@ struct AlgorithmRow {
   std::string_view name;
   std::string_view summary;  // one line, for --help and the plan summary
   ir::Schedule (*build)(const Topology&);
-  // Without building it; exact or an upper bound.
+  // Without building it; exact or an upper bound. Null when only building tells (the
+  // planner then builds the schedule once and slices that for the pipelined variants).
   ScheduleSize (*estimate)(const Topology&);
   // An exact price without building it (tested equal to the evaluator), where there is one.
   std::optional<ScheduleCost> (*closed_form)(const Topology&, const CostParams&) = nullptr;
@@ -35,11 +36,14 @@ struct AlgorithmRow {
   // A note on what the builder will do on this tree ("falls back to the ring"), or empty.
   std::string (*note)(const Topology&) = nullptr;
   bool pipelines = false;  // its steps load different links, so slices can overlap them
+  uint32_t max_slices = 256;  // the most slices the planner tries
   // A model of the price for trees too big to build and without an exact closed form (the
   // paper's Eq. 6 for FlexReduce), with its name; returns a negative time where it does not
   // apply.
   double (*model)(const Topology&, double bytes, const CostParams&) = nullptr;
   std::string_view model_name = {};
+  // Rows the planner skips unless asked for by name (they exist to be compared against).
+  bool on_request_only = false;
 };
 
 std::span<const AlgorithmRow> algorithm_table();
@@ -50,7 +54,10 @@ struct AlgorithmChoice {
   uint32_t slices = 1;
   std::string name() const;  // "flexreduce", "flexreduce@4"
   ir::Schedule build(const Topology&) const;
-  ScheduleSize estimate(const Topology&) const;
+  // The pipelined variant of an already built unpipelined schedule.
+  ir::Schedule from_base(const ir::Schedule& base) const;
+  // Null when the row has no estimate.
+  std::optional<ScheduleSize> estimate(const Topology&) const;
   std::optional<ScheduleCost> closed_form(const Topology&, const CostParams&) const;
 };
 
@@ -61,7 +68,7 @@ AlgorithmChoice find_algorithm(std::string_view name);
 // The base names in table order (the order build_plan prefers on ties).
 std::vector<std::string> algorithm_names();
 // Slice counts the planner tries for a pipelining algorithm.
-inline constexpr uint32_t kPipelineSlices[] = {2, 4, 8, 16};
+inline constexpr uint32_t kPipelineSlices[] = {2, 4, 8, 16, 32, 64, 128, 256};
 
 // Convenience for tests and tools: build by name (base or pipelined).
 ir::Schedule plan_algorithm(const Topology&, std::string_view name);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "ir/plan.hpp"
 #include "topology/topology.hpp"
@@ -14,8 +15,12 @@ namespace flexplan {
 // Fig. 3), with shares by learner counts. Units: the exact common denominator of the portions
 // while it fits in 64 bits, else 2^60 with cumulative rounding (see docs/planner.md).
 ir::Schedule plan_flexreduce(const Topology&);
-// Shares by link bandwidths, one tree-walking chain per range (flexreduce_bw.hpp).
+// Shares by link bandwidths from an LP over a mix of virtual trees, star reduces level by level
+// (bandwidth_shares.hpp, flexreduce_bw.cpp). Pipelined variants overlap the levels.
 ir::Schedule plan_flexreduce_bw(const Topology&);
+// Shares by link bandwidths, one tree-walking chain per range, all levels in one step
+// (chain_bw.hpp).
+ir::Schedule plan_chain_bw(const Topology&);
 // Ring reduce-scatter + all-gather over all learners in depth-first order of the tree, so the
 // ring crosses every uplink once each way (the least a ring can).
 ir::Schedule plan_ring(const Topology&);
@@ -24,6 +29,19 @@ ir::Schedule plan_ring(const Topology&);
 ir::Schedule plan_blueconnect(const Topology&);
 // Local reduce to one leader per machine, ring all-reduce among the leaders, local broadcast.
 ir::Schedule plan_hierarchical(const Topology&);
+
+// Latency-optimized algorithms (recursive_doubling.cpp, rabenseifner.cpp, binomial_tree.cpp,
+// rd_leader.cpp): recursive doubling over all learners in depth-first order, in
+// ceil(log2 P) rounds for any P; Rabenseifner's recursive halving and doubling; a binomial
+// reduce and broadcast; recursive doubling among machine leaders between local star ops.
+ir::Schedule plan_recursive_doubling(const Topology&);
+ir::Schedule plan_rabenseifner(const Topology&);
+ir::Schedule plan_binomial_tree(const Topology&);
+ir::Schedule plan_rd_leader(const Topology&);
+// The 2D torus for grid-shaped clusters (torus_2d.cpp); the reason it does not suit a tree, or
+// empty.
+ir::Schedule plan_torus_2d(const Topology&);
+std::string torus_2d_unsuitable(const Topology&);
 
 // True when plan_blueconnect would return the ring schedule.
 bool blueconnect_falls_back(const Topology&);

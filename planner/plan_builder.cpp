@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <stdexcept>
 
 #include <fmt/core.h>
@@ -59,9 +60,11 @@ class PlanBuilder {
           report_.unsuitable.push_back(fmt::format("{}: {}", row.name, why));
           continue;
         }
+        if (row.on_request_only) continue;
         choices.push_back({&row, 1});
         if (row.pipelines)
-          for (uint32_t slices : kPipelineSlices) choices.push_back({&row, slices});
+          for (uint32_t slices : kPipelineSlices)
+            if (slices <= row.max_slices) choices.push_back({&row, slices});
       }
       return choices;
     }
@@ -87,7 +90,14 @@ class PlanBuilder {
     candidate.choice = choice;
     candidate.algorithm = choice.name();
     candidate.note = choice.row->note ? choice.row->note(topo_) : std::string();
-    candidate.size = choice.estimate(topo_);
+    if (auto estimate = choice.estimate(topo_)) {
+      candidate.size = *estimate;
+    } else {
+      // Only building tells: build the unpipelined schedule once, slice it for the variants.
+      const auto& base = base_schedule(*choice.row);
+      const auto size = measured_size(base);
+      candidate.size = {size.ops * choice.slices, size.group_members * choice.slices};
+    }
     if (auto closed = choice.closed_form(topo_, options_.cost)) {
       candidate.priced = true;
       candidate.priced_by = "closed form";
@@ -110,7 +120,9 @@ class PlanBuilder {
   void build(size_t index) {
     auto& candidate = report_.candidates[index];
     auto start = Clock::now();
-    auto schedule = candidate.choice.build(topo_);
+    auto schedule = candidate.choice.row->estimate == nullptr
+                        ? candidate.choice.from_base(base_schedule(*candidate.choice.row))
+                        : candidate.choice.build(topo_);
     candidate.size = measured_size(schedule);
     note(fmt::format("{}: {} steps, {} ops built in {:.3f} s", candidate.algorithm,
                      schedule.steps.size(), candidate.size.ops, seconds_since(start)));
@@ -191,9 +203,22 @@ class PlanBuilder {
     }
   }
 
+  // The unpipelined schedule of a row without a size estimate, built on first use.
+  const ir::Schedule& base_schedule(const AlgorithmRow& row) {
+    auto& base = bases_[&row];
+    if (!base) {
+      const auto start = Clock::now();
+      base = row.build(topo_);
+      note(fmt::format("{}: base schedule of {} ops built in {:.3f} s", row.name,
+                       measured_size(*base).ops, seconds_since(start)));
+    }
+    return *base;
+  }
+
   const Topology& topo_;
   const PlanOptions& options_;
   PlanReport report_;
+  std::map<const AlgorithmRow*, std::optional<ir::Schedule>> bases_;
   std::vector<std::optional<ir::Schedule>> schedules_;  // by candidate index, once built
 };
 

@@ -30,12 +30,16 @@ AlgorithmPrediction predict_algorithm(const Topology& topo, std::string_view nam
   }
 
   const auto size = choice.estimate(topo);
-  if (schedule_fits_limits(size)) {
-    prediction.method = "evaluator";
-    prediction.time = curve(evaluate_schedule(topo, choice.build(topo), params));
-    return prediction;
+  if (!size || schedule_fits_limits(*size)) {
+    auto schedule = choice.build(topo);
+    if (schedule_fits_limits(measured_size(schedule))) {
+      prediction.method = "evaluator";
+      prediction.time = curve(evaluate_schedule(topo, schedule, params));
+      return prediction;
+    }
   }
-  const std::string too_big = fmt::format("~{} ops, too many to build", size.ops);
+  const std::string too_big = size ? fmt::format("~{} ops, too many to build", size->ops)
+                                   : std::string("too many ops to price");
   prediction.note = prediction.note.empty() ? too_big : prediction.note + "; " + too_big;
   if (auto closed = choice.closed_form(topo, params)) {
     prediction.method = "closed form";  // exact for the schedule

@@ -153,10 +153,11 @@ TEST(PlannerBuildPlan, EveryAlgorithmRacesOnFig2AndCallsAreReported) {
   // The plan's choice at a size is the cheapest racing candidate there.
   for (uint64_t bytes : {uint64_t{8}, uint64_t{1} << 16, uint64_t{1} << 28}) {
     const double chosen = report.chosen(bytes).cost.at(static_cast<double>(bytes));
-    for (const auto& candidate : report.candidates)
-      if (candidate.racing())
-        EXPECT_LE(chosen, candidate.cost.at(static_cast<double>(bytes)) * (1 + 1e-9))
-            << candidate.algorithm << " at " << bytes;
+    for (const auto& candidate : report.candidates) {
+      if (!candidate.racing()) continue;
+      EXPECT_LE(chosen, candidate.cost.at(static_cast<double>(bytes)) * (1 + 1e-9))
+          << candidate.algorithm << " at " << bytes;
+    }
   }
 }
 

@@ -1,5 +1,5 @@
-// Bandwidth-aware FlexReduce: the shares of the vector come from the link bandwidths as well
-// as the learner counts (docs/planner.md, "flexreduce-bw", derives it).
+// Bandwidth-aware chains ("chain-bw"): every learner owns a share of the vector chosen from the
+// link bandwidths (docs/planner.md derives it), and every item is reduced in one step.
 //
 // Every item of the vector is reduced along one chain through all learners, from a first
 // learner f to its owner o, in an order that walks the tree: the chain crosses every link on
@@ -22,13 +22,13 @@
 
 namespace flexplan {
 
-struct BandwidthShares {
+struct ChainShares {
   // Seconds per message byte of the busiest link over both phases, max_e (2 - c_e) / w_e.
   double per_byte = 0;
   std::vector<double> endpoint_mass;  // pi per rank; the masses sum to 2
   NodeId centroid = 0;                // every branch around it holds at most half the mass
 };
-BandwidthShares bandwidth_shares(const Topology&);
+ChainShares chain_shares(const Topology&);
 
 // The learners in the order a chain from `first` to `last` visits them: `first`, then every
 // subtree hanging off the path between them as the path passes it (depth-first inside), then

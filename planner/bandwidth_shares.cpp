@@ -1,0 +1,187 @@
+// The LP behind bandwidth-aware FlexReduce (bandwidth_shares.hpp), solved with COIN-OR CLP.
+#include "planner/bandwidth_shares.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <utility>
+
+#include <ClpSimplex.hpp>
+#include <CoinPackedMatrix.hpp>
+#include <fmt/core.h>
+
+#include "planner/floor.hpp"
+#include "planner/virtual_tree.hpp"
+
+namespace flexplan {
+namespace {
+
+// The virtual trees worth offering: the tree itself, the flat tree, and each switch alone made
+// transparent where its uplink could carry its children's data uncombined (it is at least
+// 1.5 times as fast as its slowest child's link), the most promising first, at most kMaxSingles.
+constexpr size_t kMaxSingles = 48;
+constexpr double kPromising = 1.5;
+
+std::vector<std::vector<char>> candidate_trees(const Topology& topo) {
+  const size_t nodes = static_cast<size_t>(topo.num_nodes());
+  std::vector<std::vector<char>> trees{std::vector<char>(nodes, 0)};
+  std::vector<std::pair<double, NodeId>> singles;
+  std::vector<char> flat(nodes, 0);
+  bool any_switch = false;
+  for (NodeId n = 0; n < topo.num_nodes(); ++n) {
+    if (n == topo.root() || topo.is_learner(n)) continue;
+    flat[static_cast<size_t>(n)] = 1;
+    any_switch = true;
+    if (topo.degree(n) < 2) continue;
+    double slowest_child = topo.uplink(topo.children(n).front()).bandwidth;
+    for (NodeId child : topo.children(n))
+      slowest_child = std::min(slowest_child, topo.uplink(child).bandwidth);
+    const double ratio = topo.uplink(n).bandwidth / slowest_child;
+    if (ratio >= kPromising) singles.emplace_back(ratio, n);
+  }
+  std::sort(singles.begin(), singles.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  if (singles.size() > kMaxSingles) singles.resize(kMaxSingles);
+  for (const auto& [ratio, n] : singles) {
+    std::vector<char> tree(nodes, 0);
+    tree[static_cast<size_t>(n)] = 1;
+    trees.push_back(std::move(tree));
+  }
+  if (any_switch) trees.push_back(std::move(flat));
+  std::sort(trees.begin(), trees.end());
+  trees.erase(std::unique(trees.begin(), trees.end()), trees.end());
+  return trees;
+}
+
+// A sparse LP in rows, handed to CLP in one piece.
+class LinearProgram {
+ public:
+  int column(double lower = 0, double upper = COIN_DBL_MAX, double objective = 0) {
+    lower_.push_back(lower);
+    upper_.push_back(upper);
+    objective_.push_back(objective);
+    return static_cast<int>(lower_.size()) - 1;
+  }
+  // lower <= sum of coefficient x column <= upper
+  void row(const std::vector<std::pair<int, double>>& terms, double lower, double upper) {
+    const int r = static_cast<int>(row_lower_.size());
+    for (const auto& [col, coefficient] : terms) {
+      rows_.push_back(r);
+      cols_.push_back(col);
+      values_.push_back(coefficient);
+    }
+    row_lower_.push_back(lower);
+    row_upper_.push_back(upper);
+  }
+  std::vector<double> minimise() const {
+    CoinPackedMatrix matrix(false, rows_.data(), cols_.data(), values_.data(),
+                            static_cast<CoinBigIndex>(values_.size()));
+    matrix.setDimensions(static_cast<int>(row_lower_.size()), static_cast<int>(lower_.size()));
+    ClpSimplex model;
+    model.setLogLevel(0);
+    model.loadProblem(matrix, lower_.data(), upper_.data(), objective_.data(), row_lower_.data(),
+                      row_upper_.data());
+    model.initialSolve();
+    if (!model.isProvenOptimal())
+      throw std::logic_error(fmt::format(
+          "flexreduce-bw: the share LP ({} columns, {} rows) ended with CLP status {}",
+          lower_.size(), row_lower_.size(), model.status()));
+    const double* solution = model.primalColumnSolution();
+    return std::vector<double>(solution, solution + lower_.size());
+  }
+
+ private:
+  std::vector<double> lower_, upper_, objective_, row_lower_, row_upper_;
+  std::vector<int> rows_, cols_;
+  std::vector<double> values_;
+};
+
+}  // namespace
+
+BandwidthShares bandwidth_shares(const Topology& topo) {
+  BandwidthShares shares;
+  if (topo.num_learners() < 2) return shares;
+  // Bandwidths relative to the slowest separating link keep the LP's numbers near 1.
+  double slowest = 0;
+  for (NodeId n = 0; n < topo.num_nodes(); ++n)
+    if (separates_learners(topo, n))
+      slowest = slowest == 0 ? topo.uplink(n).bandwidth : std::min(slowest, topo.uplink(n).bandwidth);
+
+  LinearProgram lp;
+  const int time = lp.column(0, COIN_DBL_MAX, 1);  // in units of 1 / slowest
+  std::vector<std::vector<std::pair<int, double>>> link_load(topo.num_nodes());
+  std::vector<std::pair<int, double>> weights_sum;
+  const auto trees = candidate_trees(topo);
+  struct Columns {
+    int weight;
+    std::vector<std::vector<int>> held;  // by node, by ancestor index
+  };
+  std::vector<Columns> columns(trees.size());
+  std::vector<VirtualTree> virtual_trees;
+  virtual_trees.reserve(trees.size());
+  for (size_t t = 0; t < trees.size(); ++t) {
+    const VirtualTree& vt = virtual_trees.emplace_back(topo, trees[t]);
+    Columns& cols = columns[t];
+    cols.weight = lp.column();
+    weights_sum.emplace_back(cols.weight, 1.0);
+    cols.held.resize(topo.num_nodes());
+    for (NodeId u : vt.bottom_up())
+      for (size_t j = 0; j < vt.ancestors(u).size(); ++j) cols.held[u].push_back(lp.column());
+    for (NodeId u : vt.bottom_up()) {
+      const auto& ancestors = vt.ancestors(u);
+      if (!vt.children(u).empty()) {
+        // After u's own step its children hold the class's whole range between them, and
+        // after each later step what u's subtree holds.
+        std::vector<std::pair<int, double>> own{{cols.weight, -1.0}};
+        for (NodeId c : vt.children(u)) own.emplace_back(cols.held[c][0], 1.0);
+        lp.row(own, 0, 0);
+        for (size_t j = 0; j < ancestors.size(); ++j) {
+          std::vector<std::pair<int, double>> later{{cols.held[u][j], -1.0}};
+          for (NodeId c : vt.children(u)) later.emplace_back(cols.held[c][j + 1], 1.0);
+          lp.row(later, 0, 0);
+        }
+      }
+      if (ancestors.empty()) continue;  // the root
+      // Nested: what u holds only shrinks going up.
+      lp.row({{cols.held[u][0], 1.0}, {cols.weight, -1.0}}, -COIN_DBL_MAX, 0);
+      for (size_t j = 1; j < ancestors.size(); ++j)
+        lp.row({{cols.held[u][j], 1.0}, {cols.held[u][j - 1], -1.0}}, -COIN_DBL_MAX, 0);
+      // L_u, added to every physical link on u's way up to its virtual parent.
+      std::vector<std::pair<int, double>> load{{cols.weight, 1.0}, {cols.held[u].back(), -1.0}};
+      for (size_t j = 0; j < ancestors.size(); ++j) {
+        const double fan_in = static_cast<double>(vt.children(ancestors[j]).size()) - 1;
+        if (fan_in > 0) load.emplace_back(cols.held[u][j], fan_in);
+      }
+      for (NodeId link : vt.uplink_path(topo, u))
+        link_load[link].insert(link_load[link].end(), load.begin(), load.end());
+    }
+  }
+  lp.row(weights_sum, 1, 1);
+  for (NodeId n = 0; n < topo.num_nodes(); ++n) {
+    if (!separates_learners(topo, n)) continue;
+    auto terms = link_load[n];
+    terms.emplace_back(time, -topo.uplink(n).bandwidth / slowest);
+    lp.row(terms, -COIN_DBL_MAX, 0);
+  }
+
+  const auto solution = lp.minimise();
+  shares.per_byte = solution[time] / slowest;
+  for (size_t t = 0; t < trees.size(); ++t) {
+    const double weight = solution[columns[t].weight];
+    if (!(weight > 1e-9)) continue;
+    ShareClass& share = shares.classes.emplace_back();
+    share.transparent = trees[t];
+    share.weight = weight;
+    share.held.resize(topo.num_nodes());
+    for (NodeId u = 0; u < topo.num_nodes(); ++u)
+      for (int col : columns[t].held[u])
+        share.held[u].push_back(std::clamp(solution[col] / weight, 0.0, 1.0));
+  }
+  // Renormalise the weights the solver left at noise level out.
+  double total = 0;
+  for (const auto& share : shares.classes) total += share.weight;
+  for (auto& share : shares.classes) share.weight /= total;
+  return shares;
+}
+
+}  // namespace flexplan

@@ -1,0 +1,47 @@
+// The shares of bandwidth-aware FlexReduce ("flexreduce-bw"; docs/planner.md derives them).
+//
+// The schedule reduces level by level up a virtual tree (virtual_tree.hpp): at each branch a,
+// every item gets a new owner among its holders in a's children (one holder per child: the
+// learner that owns it after that child's own step), and the other holders send it their
+// partial sums directly (a star op); the all-gather mirrors it. A learner's range only shrinks
+// going up (it owns a part of what it held). With the reduce-scatter of one slice overlapped
+// with the all-gather of another, both directions of a link carry the same load, which for the
+// link above active node u (and above the transparent switches between u and its virtual
+// parent) is, as a fraction of the vector,
+//   L_u = 1 - x_u(root) + sum over u's virtual ancestors a of (k_a - 1) x_u(a),
+// where x_u(a) is what u's subtree holds after a's step and k_a the number of a's virtual
+// children: u sends away once whatever it gives up, and receives k_a - 1 partial sums of
+// every item it keeps at a.
+//
+// The shares x are the solution of a linear program that minimises the busiest link's
+// load / bandwidth, with the vector split among several virtual trees of the topology (the
+// tree itself, every switch alone made transparent where that might help, and the flat tree):
+// a rack whose uplink is faster than its machines' can pass their data up uncombined. On the
+// random trees of bench/planning the optimum meets the floor of floor.hpp.
+#pragma once
+
+#include <vector>
+
+#include "topology/topology.hpp"
+
+namespace flexplan {
+
+struct ShareClass {
+  std::vector<char> transparent;  // by node
+  double weight = 0;              // the fraction of the vector this virtual tree serves
+  // held[u][j]: the fraction of this class's range that active node u's subtree holds after
+  // the step of its j-th virtual ancestor (j = 0: its virtual parent); empty for the root and
+  // inactive nodes.
+  std::vector<std::vector<double>> held;
+};
+
+struct BandwidthShares {
+  // The LP optimum: seconds per message byte on the busiest link direction, reduce-scatter and
+  // all-gather overlapped.
+  double per_byte = 0;
+  std::vector<ShareClass> classes;  // those with a weight above zero
+};
+
+BandwidthShares bandwidth_shares(const Topology&);
+
+}  // namespace flexplan

@@ -1,0 +1,44 @@
+// A virtual tree: the topology with some switches made transparent. A transparent switch does
+// not combine its subtree's data before passing it up: its children hang from its nearest
+// non-transparent ancestor instead, and their data crosses its uplink separately. The
+// bandwidth-aware planner mixes several virtual trees of one topology (bandwidth_shares.hpp).
+#pragma once
+
+#include <vector>
+
+#include "topology/topology.hpp"
+
+namespace flexplan {
+
+class VirtualTree {
+ public:
+  // `transparent[n]` for every node; the root and learners are never transparent.
+  VirtualTree(const Topology&, const std::vector<char>& transparent);
+
+  bool active(NodeId n) const { return parent_[n] != kInactive; }
+  NodeId parent(NodeId n) const { return parent_[n]; }  // -1 for the root
+  const std::vector<NodeId>& children(NodeId n) const { return children_[n]; }
+  // Virtual ancestors of an active node: its virtual parent first, the root last.
+  const std::vector<NodeId>& ancestors(NodeId n) const { return ancestors_[n]; }
+  // Active nodes, children before parents.
+  const std::vector<NodeId>& bottom_up() const { return bottom_up_; }
+  // Learners have level -1, a branch one more than its highest child.
+  int level(NodeId n) const { return level_[n]; }
+  int levels() const { return level_[0] + 1; }
+  // Learner ranks under an active node, in depth-first order.
+  const std::vector<int>& learners_under(NodeId n) const { return learners_[n]; }
+  // The physical nodes whose uplinks an active node's data crosses to reach its virtual parent:
+  // the node itself and the transparent switches above it.
+  std::vector<NodeId> uplink_path(const Topology&, NodeId n) const;
+
+ private:
+  static constexpr NodeId kInactive = -2;
+  std::vector<NodeId> parent_;
+  std::vector<std::vector<NodeId>> children_;
+  std::vector<std::vector<NodeId>> ancestors_;
+  std::vector<NodeId> bottom_up_;
+  std::vector<int> level_;
+  std::vector<std::vector<int>> learners_;
+};
+
+}  // namespace flexplan
