@@ -189,9 +189,9 @@ void Engine::force_algorithm(const std::string& algorithm) {
   forced_algorithm_.clear();
 }
 
-const RankProgram& Engine::program_for(const ir::Schedule& schedule) {
+const codegen::RankProgram& Engine::program_for(const ir::Schedule& schedule) {
   auto it = programs_.find(&schedule);
-  if (it == programs_.end()) it = programs_.emplace(&schedule, build_rank_program(schedule, rank_)).first;
+  if (it == programs_.end()) it = programs_.emplace(&schedule, codegen::lower_rank_program(schedule, rank_)).first;
   return it->second;
 }
 

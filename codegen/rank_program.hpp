@@ -1,6 +1,8 @@
-// What one rank does in each step of a schedule: its place in every op's chain (from
-// codegen::lower_op, the hops the cost model prices) and whether its writes must be staged.
-// Independent of the message size, so it is built once per (schedule, rank) and reused.
+// The chained point-to-point lowering, the program the UCX runtime executes: what one rank does
+// in each step of a schedule, i.e. its place in every op's chain (from lower_op, the hops the cost
+// model prices), whether its writes must be staged, and where it reads its own data. Independent
+// of the message size, so it is lowered once per (schedule, rank) and reused. Other backends get
+// lowerings of their own (the MSCCL export builds on this one).
 #pragma once
 
 #include <cstdint>
@@ -8,7 +10,7 @@
 
 #include "ir/plan.hpp"
 
-namespace flexplan {
+namespace flexplan::codegen {
 
 // This rank's part in one op. prev/next are -1 where the chain starts or ends here.
 struct Task {
@@ -53,6 +55,8 @@ struct RankProgram {
   std::vector<UnitRange> copy_at_end;
 };
 
-RankProgram build_rank_program(const ir::Schedule& schedule, int32_t rank);
+// The lowering pass: rank `rank`'s slice of a schedule. The schedule should be verified
+// (ir::verify_schedule); ranks outside [0, world) simply take part in nothing.
+RankProgram lower_rank_program(const ir::Schedule& schedule, int32_t rank);
 
-}  // namespace flexplan
+}  // namespace flexplan::codegen

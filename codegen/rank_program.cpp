@@ -1,10 +1,11 @@
-#include "runtime/rank_program.hpp"
+// The chained point-to-point lowering of a schedule, one rank at a time (rank_program.hpp).
+#include "codegen/rank_program.hpp"
 
 #include <algorithm>
 
 #include "codegen/lowering.hpp"
 
-namespace flexplan {
+namespace flexplan::codegen {
 namespace {
 
 bool overlap(const Task& a, const Task& b) {
@@ -80,7 +81,7 @@ void route_own_reads(RankProgram& program, uint64_t units) {
 
 }  // namespace
 
-RankProgram build_rank_program(const ir::Schedule& schedule, int32_t rank) {
+RankProgram lower_rank_program(const ir::Schedule& schedule, int32_t rank) {
   RankProgram program;
   program.steps.resize(schedule.steps.size());
   for (size_t s = 0; s < schedule.steps.size(); ++s) {
@@ -92,7 +93,7 @@ RankProgram build_rank_program(const ir::Schedule& schedule, int32_t rank) {
       task.unit_begin = ops[o].begin;
       task.unit_end = ops[o].end;
       bool involved = false;
-      for (const auto& hop : codegen::lower_op(ops[o])) {
+      for (const auto& hop : lower_op(ops[o])) {
         if (hop.src == rank) {
           task.next = hop.dst;
           involved = true;
@@ -111,4 +112,4 @@ RankProgram build_rank_program(const ir::Schedule& schedule, int32_t rank) {
   return program;
 }
 
-}  // namespace flexplan
+}  // namespace flexplan::codegen
