@@ -267,7 +267,8 @@ TEST(RankProgram, EveryoneReducesTheSameRangeNeedsStaging) {
   schedule.steps.push_back(step);
   ASSERT_NO_THROW(ir::verify_schedule(schedule, world));
   for (int r = 0; r < world; ++r) {
-    for (const Task& task : lower_rank_program(schedule, r).steps[0].tasks)
+    const RankProgram program = lower_rank_program(schedule, r);
+    for (const Task& task : program.steps[0].tasks)
       EXPECT_EQ(task.stage_writes, task.writes()) << "rank " << r << " op " << task.op_index;
   }
   EXPECT_EQ(run_programs(schedule, world, 3, false), "");
