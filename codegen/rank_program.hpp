@@ -34,6 +34,7 @@ struct Task {
   bool writes() const { return receives() && (!reduce || !sends()); }
   // Reads its own range as of the step's start.
   bool reads_own() const { return reduce ? (!receives() || add_own) : !receives(); }
+  friend bool operator==(const Task&, const Task&) = default;
 };
 
 struct UnitRange {
@@ -46,6 +47,7 @@ struct StepProgram {
   // Out of place: parts of ranges this step reads that earlier steps wrote only in part; the
   // unwritten parts are copied from the send to the receive buffer when the step starts.
   std::vector<UnitRange> copy_in;
+  friend bool operator==(const StepProgram&, const StepProgram&) = default;
 };
 
 struct RankProgram {
@@ -53,6 +55,7 @@ struct RankProgram {
   // Out of place: what no step writes on this rank (the input is the result there, as with
   // one rank), copied from the send to the receive buffer at the end.
   std::vector<UnitRange> copy_at_end;
+  friend bool operator==(const RankProgram&, const RankProgram&) = default;
 };
 
 // The lowering pass: rank `rank`'s slice of a schedule. The schedule should be verified
