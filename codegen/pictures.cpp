@@ -2,6 +2,7 @@
 #include "codegen/pictures.hpp"
 
 #include <map>
+#include <vector>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -133,9 +134,12 @@ std::string dot_graph(const ir::Plan& plan, size_t index) {
     }
     return q + "\"";
   };
+  // Written last step first: Graphviz stacks the clusters of a left-to-right graph from the
+  // bottom up, so step 0 ends on top.
+  std::vector<std::string> clusters;
   for (size_t s = 0; s < schedule.steps.size(); ++s) {
     const ir::Step& step = schedule.steps[s];
-    out += fmt::format("  subgraph cluster_step{} {{\n    label={};\n    style=rounded;\n", s,
+    std::string out = fmt::format("  subgraph cluster_step{} {{\n    label={};\n    style=rounded;\n", s,
                        quoted(fmt::format("step {}: {}, level {}", s, ir::to_string(step.phase), step.level)));
     std::map<int32_t, bool> present;
     for (const ir::Op& op : step.ops)
@@ -151,7 +155,9 @@ std::string dot_graph(const ir::Plan& plan, size_t index) {
                            reduce ? "blue" : "darkgreen", hop.dst_contributes ? ", style=bold" : "");
     }
     out += "  }\n";
+    clusters.push_back(std::move(out));
   }
+  for (auto it = clusters.rbegin(); it != clusters.rend(); ++it) out += *it;
   out += "}\n";
   return out;
 }
