@@ -16,6 +16,7 @@
 #include "codegen/rank_program.hpp"
 #include "ir/plan.hpp"
 #include "runtime/bootstrap.hpp"
+#include "runtime/generated_programs.hpp"
 #include "runtime/operation.hpp"
 #include "runtime/options.hpp"
 #include "runtime/scratch_pool.hpp"
@@ -81,7 +82,9 @@ class Engine {
   std::vector<ScratchPool::Buffer> quarantine_;
   std::unique_ptr<UcxTransport> transport_;
 
+  // This rank's programs: lowered on first use, or all taken from the generated library at creation.
   std::map<const ir::Schedule*, codegen::RankProgram> programs_;
+  std::unique_ptr<GeneratedPrograms> generated_;
   std::deque<Outstanding> outstanding_;
   uint64_t next_sequence_ = 0;
   Clock::time_point last_progress_ = Clock::now();
