@@ -14,4 +14,6 @@ trap 'rm -rf "$work"' EXIT
 "${CXX:-c++}" -std=c++17 -O2 -shared -fPIC -fvisibility=hidden -o "$work/libplan.so" "$work"/gen/*.cpp
 ranks=$("$build/flexplan" inspect "$work/plan.bin" | awk '/^world_size/ {print $2}')
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Ranks may outnumber cores here: block instead of busy-polling (docs/runtime.md), unless set.
+export FLEXPLAN_BLOCKING=${FLEXPLAN_BLOCKING:-1}
 mpirun -np "$ranks" --oversubscribe --mca mpi_yield_when_idle 1 "$build/codegen_latency" "$work/plan.bin" "$work/libplan.so" "$@"
