@@ -9,6 +9,7 @@
 
 #include <fmt/core.h>
 
+#include "cli/algorithm_option.hpp"
 #include "cli/command.hpp"
 #include "ir/plan_binary.hpp"
 #include "planner/algorithms.hpp"
@@ -52,74 +53,69 @@ std::string range_text(const ir::Schedule& schedule) {
                                         : std::string("inf"));
 }
 
-// "T(n) = 260 us + n / 0.123 GB/s"
-std::string line_text(const LinearCost& cost) {
-  return fmt::format("T(n) = {} + n / {}", format_seconds(cost.latency),
-                     cost.per_byte > 0 ? format_gbps(1 / cost.per_byte) : std::string("inf"));
+// "T(n) -> 260 us + n / 0.123 GB/s": the line the price approaches for large messages.
+std::string price_text(const ScheduleCost& cost) {
+  const auto line = cost.asymptote();
+  return fmt::format("T(n) -> {} + n / {}", format_seconds(line.latency),
+                     line.per_byte > 0 ? format_gbps(1 / line.per_byte) : std::string("inf"));
 }
 
-const Candidate* find_candidate(const PlanReport& report, const std::string& algorithm) {
-  for (const auto& candidate : report.candidates)
-    if (candidate.algorithm == algorithm) return &candidate;
-  return nullptr;
+std::string note_text(const Candidate& candidate) {
+  return candidate.note.empty() ? "" : "  (" + candidate.note + ")";
 }
 
-std::string fell_back_note(const Topology& topo, const std::string& algorithm) {
-  return algorithm == "blueconnect" && blueconnect_falls_back(topo)
-             ? "  (fell back to the ring: the tree is not symmetric)"
-             : "";
-}
-
-void print_schedules(const Topology& topo, const PlanReport& report, const std::string& output) {
+void print_schedules(const PlanReport& report, const std::string& output) {
   const auto& plan = report.plan;
   fmt::print("plan: {} schedule{} written to {} (verified, {})\n", plan.schedules.size(),
              plan.schedules.size() == 1 ? "" : "s", output,
              format_bytes(static_cast<double>(std::filesystem::file_size(output))));
   for (const auto& schedule : plan.schedules) {
-    const auto* candidate = find_candidate(report, schedule.algorithm);
-    fmt::print("  {:<22} {:<13} {}{}\n", range_text(schedule), schedule.algorithm,
-               candidate ? line_text(candidate->cost) : std::string(),
-               fell_back_note(topo, schedule.algorithm));
+    const auto* candidate = report.find(schedule.algorithm);
+    fmt::print("  {:<22} {:<17} {}{}\n", range_text(schedule), schedule.algorithm,
+               candidate ? price_text(candidate->cost) : std::string(),
+               candidate ? note_text(*candidate) : std::string());
   }
   for (const auto& candidate : report.candidates) {
     bool chosen = false;
     for (const auto& schedule : plan.schedules)
       chosen = chosen || schedule.algorithm == candidate.algorithm;
     if (chosen) continue;
-    const std::string line =
-        candidate.priced ? fmt::format("{} ({})", line_text(candidate.cost), candidate.priced_by)
+    const std::string price =
+        candidate.priced ? fmt::format("{} ({})", price_text(candidate.cost), candidate.priced_by)
                          : std::string();
     if (!candidate.left_out_because.empty())
-      fmt::print("  left out:   {:<13} {}{}\n      {}\n", candidate.algorithm, line,
-                 fell_back_note(topo, candidate.algorithm), candidate.left_out_because);
+      fmt::print("  left out:   {:<17} {}{}\n      {}\n", candidate.algorithm, price,
+                 note_text(candidate), candidate.left_out_because);
     else
-      fmt::print("  not chosen: {:<13} {}{}\n", candidate.algorithm, line,
-                 fell_back_note(topo, candidate.algorithm));
+      fmt::print("  not chosen: {:<17} {}{}\n", candidate.algorithm, price, note_text(candidate));
   }
+  for (const auto& why : report.unsuitable) fmt::print("  not suited: {}\n", why);
 }
 
 void print_predictions(const Topology& topo, const PlanReport& report, const CostParams& params) {
-  const auto ring = ring_cost(topo, params);  // Eq. 2: exact for the depth-first ring
+  const auto ring = ring_cost(topo, params);  // exact for the depth-first ring
   const int learners = topo.num_learners();
+  const auto& floor = report.floor;
   fmt::print("predicted all-reduce (float32):\n");
-  fmt::print("  {:>10} {:>12} {:>10} {:>12}  {:<13} {:>8} {:>7}\n", "size", "count", "time",
+  fmt::print("  {:>10} {:>12} {:>10} {:>12}  {:<17} {:>8} {:>7}\n", "size", "count", "time",
              "busbw", "algorithm", "vs ring", "/floor");
-  for (const uint64_t bytes : {uint64_t{64} << 10, uint64_t{1} << 20, uint64_t{16} << 20,
-                               uint64_t{256} << 20}) {
-    const auto& schedule = ir::select_schedule(report.plan, ir::Collective::AllReduce, bytes);
-    const auto* candidate = find_candidate(report, schedule.algorithm);
+  for (const uint64_t bytes : {uint64_t{8}, uint64_t{64} << 10, uint64_t{1} << 20,
+                               uint64_t{16} << 20, uint64_t{256} << 20}) {
+    const auto& candidate = report.chosen(bytes);
     const double n = static_cast<double>(bytes);
-    const double time = candidate->cost.at(n);
+    const double time = candidate.cost.at(n);
     const double ring_time = ring.at(n);
-    const double floor = information_floor(topo, n);
-    fmt::print("  {:>10} {:>12} {:>10} {:>12}  {:<13} {:>7.1f}% {:>7}\n", format_bytes(n),
+    const double bound = floor.at(n);
+    fmt::print("  {:>10} {:>12} {:>10} {:>12}  {:<17} {:>7.1f}% {:>7}\n", format_bytes(n),
                bytes / 4, format_seconds(time), format_gbps(bus_bandwidth(n, time, learners)),
-               schedule.algorithm, ring_time > 0 ? 100 * (1 - time / ring_time) : 0.0,
-               floor > 0 ? fmt::format("{:.2f}", time / floor) : std::string("-"));
+               candidate.algorithm, ring_time > 0 ? 100 * (1 - time / ring_time) : 0.0,
+               bound > 0 ? fmt::format("{:.2f}", time / bound) : std::string("-"));
   }
-  fmt::print("  (vs ring: the time saved over the depth-first ring; /floor: over the information "
-             "floor n / {}, the slowest link between learners)\n",
-             format_gbps(information_floor(topo, 1) > 0 ? 1 / information_floor(topo, 1) : 0));
+  if (floor.per_byte > 0)
+    fmt::print("  (vs ring: the time saved over the depth-first ring; /floor: over the larger of "
+               "the bandwidth floor n / {}, set by {}, and the latency floor {}, the diameter "
+               "latency; docs/cost-model.md)\n",
+               format_gbps(1 / floor.per_byte), floor.bound_by, format_seconds(floor.latency));
 }
 
 void print_calls(const ReduceCallStats& calls) {
@@ -146,7 +142,7 @@ void run(const PlanCommand& command, const CostParams& cost) {
 
   fmt::print("flexplan: topology {} ({}), hash {}\n", topo.name(), describe_topology(topo),
              topo.hash_hex());
-  print_schedules(topo, report, command.output);
+  print_schedules(report, command.output);
   print_predictions(topo, report, options.cost);
   if (report.flexreduce_calls) print_calls(*report.flexreduce_calls);
 }
@@ -158,9 +154,10 @@ void setup(CLI::App& app) {
   app.add_option("-o,--output", command->output, "where to write the plan")
       ->capture_default_str();
   app.add_option("--algorithms", command->algorithms,
-                 "algorithms to choose among (default: all); one alone forces it")
+                 algorithm_help("algorithms to choose among (default: every one that suits the "
+                                "tree, with pipelined variants); one alone forces it:"))
       ->delimiter(',')
-      ->check(CLI::IsMember(algorithm_names()));
+      ->check(algorithm_validator());
   app.add_option("--hop-overhead", command->hop_overhead,
                  "software cost of one hop, added to every hop's latency (\"2 us\")")
       ->capture_default_str();

@@ -7,8 +7,10 @@
 
 #include <fmt/core.h>
 
+#include "cli/algorithm_option.hpp"
 #include "cli/command.hpp"
 #include "planner/algorithms.hpp"
+#include "planner/floor.hpp"
 #include "planner/prediction.hpp"
 #include "planner/size_format.hpp"
 
@@ -62,10 +64,11 @@ void run(const PredictCommand& command) {
   fmt::print("# flexplan predict: topology {} ({}), {} ({} B), hop overhead {}\n", topo.name(),
              describe_topology(topo), command.dtype, sweep.element,
              format_seconds(sweep.cost.hop_overhead));
-  const double floor_per_byte = information_floor(topo, 1);
-  if (floor_per_byte > 0)
-    fmt::print("# information floor: n / {} (the slowest link between learners)\n",
-               format_gbps(1 / floor_per_byte));
+  const auto floor = cost_floor(topo);
+  if (floor.per_byte > 0)
+    fmt::print("# floor: the larger of n / {} (bandwidth, set by {}) and {} (latency: the "
+               "diameter)\n",
+               format_gbps(1 / floor.per_byte), floor.bound_by, format_seconds(floor.latency));
   for (const auto& p : predictions)
     fmt::print("# {:<13} {}{}\n", p.algorithm,
                p.method == "none" ? "no prediction" : "priced by " + p.method,
@@ -80,7 +83,7 @@ void run(const PredictCommand& command) {
     header2 += fmt::format("   {:>10} {:>9} {:>9}", "time", "algbw", "busbw");
     header3 += fmt::format("   {:>10} {:>9} {:>9}", "(us)", "(GB/s)", "(GB/s)");
   }
-  fmt::print("{}\n{}   {}\n{}\n", header1, header2, "best", header3);
+  fmt::print("{}\n{}   {:<17} {:>6}\n{}\n", header1, header2, "best", "/floor", header3);
 
   for (uint64_t bytes = sweep.min_bytes; bytes <= sweep.max_bytes;) {
     const double n = static_cast<double>(bytes);
@@ -100,7 +103,9 @@ void run(const PredictCommand& command) {
         best_time = time;
       }
     }
-    fmt::print("{}   {}\n", row, best ? best->algorithm : "-");
+    const double bound = floor.at(n);
+    fmt::print("{}   {:<17} {:>6}\n", row, best ? best->algorithm : "-",
+               best && bound > 0 ? fmt::format("{:.2f}", best_time / bound) : "-");
     if (bytes > sweep.max_bytes / sweep.factor) break;  // the next size would pass the end
     bytes *= sweep.factor;
   }
@@ -121,9 +126,10 @@ void setup(CLI::App& app) {
                       "element type, for the count column: float, double, half, bfloat16, int8, "
                       "uint8, int32, uint32, int64, uint64")
       ->capture_default_str();
-  predict->add_option("-a,--algorithms", command->algorithms, "algorithms to show (default: all)")
+  predict->add_option("-a,--algorithms", command->algorithms,
+                      algorithm_help("algorithms to show (default: all, without pipelining):"))
       ->delimiter(',')
-      ->check(CLI::IsMember(algorithm_names()));
+      ->check(algorithm_validator());
   predict->add_option("--hop-overhead", command->hop_overhead,
                       "software cost of one hop, added to every hop's latency (\"2 us\")")
       ->capture_default_str();

@@ -1,3 +1,4 @@
+// Lowering of IR ops to point-to-point hops (lowering.hpp).
 #include "codegen/lowering.hpp"
 
 #include <algorithm>
@@ -26,9 +27,20 @@ std::vector<int32_t> chain_order(const ir::Op& op) {
 }
 
 std::vector<Hop> lower_op(const ir::Op& op) {
-  const auto chain = chain_order(op);
   const bool root_contributes = op.root_in_group();
   std::vector<Hop> hops;
+  if (op.shape == ir::OpShape::Star) {
+    hops.reserve(op.group.size());
+    for (int32_t member : op.group) {
+      if (member == op.root) continue;
+      if (op.kind == ir::OpKind::Reduce)
+        hops.push_back({member, op.root, root_contributes});
+      else
+        hops.push_back({op.root, member, false});
+    }
+    return hops;
+  }
+  const auto chain = chain_order(op);
   if (chain.size() < 2) return hops;
   hops.reserve(chain.size() - 1);
   for (size_t i = 0; i + 1 < chain.size(); ++i) {

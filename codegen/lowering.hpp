@@ -8,6 +8,10 @@
 // the root's position, so that a step whose ops have rotating roots (ring, FlexReduce) loads
 // every link evenly. A broadcast is the mirror: a chain from the root through the other
 // members in the same cyclic order. Large ranges are pipelined in chunks along the chain.
+//
+// A star op (ir::OpShape::Star) has no chain: each member other than the root sends to the root
+// (reduce; the root combines its own data and the received ones in group order) or receives
+// from it (broadcast). Its hops run side by side, one hop deep.
 #pragma once
 
 #include <cstdint>
@@ -17,9 +21,9 @@
 
 namespace flexplan::codegen {
 
-// The ranks an op's data visits, in order. For a reduce the last one is the root; for a
+// The ranks a chain op's data visits, in order. For a reduce the last one is the root; for a
 // broadcast the first one is. A root outside a reduce's group appears last all the same, and
-// a broadcast root inside its group appears once.
+// a broadcast root inside its group appears once. Not for star ops.
 std::vector<int32_t> chain_order(const ir::Op& op);
 
 // One hop of a chain: `src` sends the range to `dst`. For a reduce, `dst` adds what it
@@ -29,6 +33,7 @@ struct Hop {
   int32_t dst;
   bool dst_contributes;
 };
+// The hops of any op: a chain's in chain order, a star's in group order.
 std::vector<Hop> lower_op(const ir::Op& op);
 
 }  // namespace flexplan::codegen

@@ -2,6 +2,9 @@
 #include "codegen/rank_program.hpp"
 
 #include <algorithm>
+#include <stdexcept>
+
+#include <fmt/core.h>
 
 #include "codegen/lowering.hpp"
 
@@ -87,6 +90,10 @@ RankProgram lower_rank_program(const ir::Schedule& schedule, int32_t rank) {
   for (size_t s = 0; s < schedule.steps.size(); ++s) {
     const auto& ops = schedule.steps[s].ops;
     for (size_t o = 0; o < ops.size(); ++o) {
+      if (ops[o].shape != ir::OpShape::Chain)
+        throw std::invalid_argument(fmt::format(
+            "schedule '{}' step {} op {}: star ops are not run by this runtime yet",
+            schedule.algorithm, s, o));
       Task task;
       task.op_index = static_cast<uint32_t>(o);
       task.reduce = ops[o].kind == ir::OpKind::Reduce;

@@ -6,7 +6,8 @@ namespace flexplan::ir {
 
 std::string format_op(const Op& op, size_t member_limit) {
   std::string text =
-      fmt::format("{} [{},{}) root {} group", to_string(op.kind), op.begin, op.end, op.root);
+      fmt::format("{} [{},{}) root {} {}", to_string(op.kind), op.begin, op.end, op.root,
+                  op.shape == OpShape::Star ? "star" : "group");
   const size_t shown = std::min(member_limit, op.group.size());
   for (size_t i = 0; i < shown; ++i) fmt::format_to(std::back_inserter(text), " {}", op.group[i]);
   if (shown < op.group.size())

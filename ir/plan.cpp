@@ -10,6 +10,7 @@ namespace flexplan::ir {
 namespace {
 
 constexpr std::array<std::string_view, 2> kOpKindNames{"reduce", "broadcast"};
+constexpr std::array<std::string_view, 2> kOpShapeNames{"chain", "star"};
 constexpr std::array<std::string_view, 4> kPhaseNames{"reduce_scatter", "allgather", "reduce",
                                                       "broadcast"};
 constexpr std::array<std::string_view, 4> kCollectiveNames{"allreduce", "reduce_scatter",
@@ -39,6 +40,9 @@ bool Op::root_in_group() const {
 }
 
 std::string_view to_string(OpKind kind) { return name_of(kOpKindNames, static_cast<size_t>(kind)); }
+std::string_view to_string(OpShape shape) {
+  return name_of(kOpShapeNames, static_cast<size_t>(shape));
+}
 std::string_view to_string(Phase phase) { return name_of(kPhaseNames, static_cast<size_t>(phase)); }
 std::string_view to_string(Collective collective) {
   return name_of(kCollectiveNames, static_cast<size_t>(collective));
@@ -46,6 +50,9 @@ std::string_view to_string(Collective collective) {
 
 OpKind op_kind_from_string(std::string_view word) {
   return from_name<OpKind>(kOpKindNames, word, "op");
+}
+OpShape op_shape_from_string(std::string_view word) {
+  return from_name<OpShape>(kOpShapeNames, word, "op shape");
 }
 Phase phase_from_string(std::string_view word) {
   return from_name<Phase>(kPhaseNames, word, "phase");

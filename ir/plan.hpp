@@ -21,12 +21,23 @@ enum class OpKind : uint8_t {
   Broadcast = 1,
 };
 
+// How an op's data moves (codegen/lowering.hpp). It never changes what the op computes.
+enum class OpShape : uint8_t {
+  // Through the group one member after another: a reduce accumulates along the chain and ends
+  // at the root, a broadcast is the mirror chain from the root.
+  Chain = 0,
+  // Every member exchanges with the root directly: a reduce's members each send their data to
+  // the root, which combines them in group order; a broadcast's root sends to every member.
+  Star = 1,
+};
+
 struct Op {
   OpKind kind = OpKind::Reduce;
   uint64_t begin = 0;
   uint64_t end = 0;
   int32_t root = 0;
-  std::vector<int32_t> group;  // ranks, in the order data is chained through them
+  std::vector<int32_t> group;  // ranks, in the order data moves through them
+  OpShape shape = OpShape::Chain;
 
   bool root_in_group() const;
   friend bool operator==(const Op&, const Op&) = default;
@@ -74,10 +85,12 @@ struct Plan {
 
 // Names used by every textual form (text, JSON): "reduce", "reduce_scatter", "allreduce", ...
 std::string_view to_string(OpKind);
+std::string_view to_string(OpShape);
 std::string_view to_string(Phase);
 std::string_view to_string(Collective);
 // Inverses; throw std::invalid_argument naming the bad word.
 OpKind op_kind_from_string(std::string_view);
+OpShape op_shape_from_string(std::string_view);
 Phase phase_from_string(std::string_view);
 Collective collective_from_string(std::string_view);
 

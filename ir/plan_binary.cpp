@@ -55,7 +55,8 @@ void encode_payload(detail::ByteWriter& out, const Plan& plan) {
       out.signed_varint(step.level);
       out.varint(step.ops.size());
       for (const Op& op : step.ops) {
-        out.varint(static_cast<uint64_t>(op.kind));
+        // The kind and the shape share one varint: kind | shape << 1.
+        out.varint(static_cast<uint64_t>(op.kind) | static_cast<uint64_t>(op.shape) << 1);
         out.varint(op.begin);
         out.varint(op.end - op.begin);
         out.varint(static_cast<uint32_t>(op.root));
@@ -68,8 +69,9 @@ void encode_payload(detail::ByteWriter& out, const Plan& plan) {
 
 Op decode_op(detail::ByteReader& in) {
   Op op;
-  op.kind =
-      static_cast<OpKind>(in.varint_at_most(static_cast<uint64_t>(OpKind::Broadcast), "op kind"));
+  const uint64_t kind_and_shape = in.varint_at_most(3, "op kind and shape");
+  op.kind = static_cast<OpKind>(kind_and_shape & 1);
+  op.shape = static_cast<OpShape>(kind_and_shape >> 1);
   op.begin = in.varint("op begin");
   const size_t length_at = in.offset();
   const uint64_t length = in.varint("op length");

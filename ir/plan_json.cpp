@@ -11,7 +11,7 @@ namespace flexplan::ir {
 
 namespace {
 
-constexpr int kJsonFormatVersion = 1;
+constexpr int kJsonFormatVersion = 2;  // 2: ops carry their shape
 constexpr const char* kFormatName = "flexplan-plan";
 constexpr uint64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
 
@@ -22,7 +22,8 @@ json op_to_json(const Op& op) {
               {"begin", op.begin},
               {"end", op.end},
               {"root", op.root},
-              {"group", op.group}};
+              {"group", op.group},
+              {"shape", to_string(op.shape)}};
 }
 
 // A JSON value and where it sits in the document, for error messages.
@@ -96,7 +97,7 @@ class Node {
 };
 
 Op op_from_json(const Node& node) {
-  node.expect_object({"op", "begin", "end", "root", "group"});
+  node.expect_object({"op", "begin", "end", "root", "group", "shape"});
   Op op;
   op.kind = node.field("op").name(op_kind_from_string);
   op.begin = node.field("begin").unsigned_at_most(std::numeric_limits<uint64_t>::max());
@@ -105,6 +106,7 @@ Op op_from_json(const Node& node) {
   for (const Node& member : node.field("group").elements()) {
     op.group.push_back(static_cast<int32_t>(member.unsigned_at_most(kMaxInt32)));
   }
+  op.shape = node.field("shape").name(op_shape_from_string);
   return op;
 }
 

@@ -5,7 +5,7 @@
 //   rank I NAME                        (none, or one per rank in order)
 //   schedule ALGORITHM COLLECTIVE bytes MIN..MAX|inf units U
 //     step PHASE level L
-//       reduce|broadcast [BEGIN,END) root R group M...
+//       reduce|broadcast [BEGIN,END) root R group|star M...
 // Indentation is cosmetic; `#` starts a comment.
 #include "ir/plan_text.hpp"
 
@@ -214,7 +214,11 @@ class TextParser {
     parse_unit_range(next("the unit range [BEGIN,END)"), op);
     word("root");
     op.root = number<int32_t>("the root", 0);
-    word("group");
+    const Token& shape = next("'group' (a chain) or 'star'");
+    if (shape.text == "star")
+      op.shape = OpShape::Star;
+    else if (shape.text != "group")
+      fail(shape, fmt::format("expected 'group' (a chain) or 'star', found '{}'", shape.text));
     while (has_more()) op.group.push_back(number<int32_t>("a group member", 0));
     if (op.group.empty()) fail(lines_[line_].tokens.back(), "the group needs at least one member");
     end_line();

@@ -1,11 +1,9 @@
-// The all-reduce algorithms flexplan plans. Each returns a schedule over the topology's ranks
-// (Collective::AllReduce, min_bytes 0, no max_bytes; build_plan sets the size range).
+// The all-reduce schedule builders. Each returns a schedule over the topology's ranks
+// (Collective::AllReduce, min_bytes 0, no max_bytes; build_plan sets the size range). What the
+// planner knows about each algorithm beyond its builder is its row in algorithm_table.hpp.
 #pragma once
 
 #include <cstdint>
-#include <string>
-#include <string_view>
-#include <vector>
 
 #include "ir/plan.hpp"
 #include "topology/topology.hpp"
@@ -13,9 +11,11 @@
 namespace flexplan {
 
 // Uneven reduce-scatter level by level up the tree, then the mirror all-gather (the paper's
-// Fig. 3). Units: the exact common denominator of the portions while it fits in 64 bits,
-// else 2^60 with cumulative rounding (see docs/planner.md).
+// Fig. 3), with shares by learner counts. Units: the exact common denominator of the portions
+// while it fits in 64 bits, else 2^60 with cumulative rounding (see docs/planner.md).
 ir::Schedule plan_flexreduce(const Topology&);
+// Shares by link bandwidths, one tree-walking chain per range (flexreduce_bw.hpp).
+ir::Schedule plan_flexreduce_bw(const Topology&);
 // Ring reduce-scatter + all-gather over all learners in depth-first order of the tree, so the
 // ring crosses every uplink once each way (the least a ring can).
 ir::Schedule plan_ring(const Topology&);
@@ -25,21 +25,16 @@ ir::Schedule plan_blueconnect(const Topology&);
 // Local reduce to one leader per machine, ring all-reduce among the leaders, local broadcast.
 ir::Schedule plan_hierarchical(const Topology&);
 
-// "flexreduce", "ring", "blueconnect", "hierarchical": the order build_plan prefers on ties.
-std::vector<std::string> algorithm_names();
-// Dispatch by name; throws std::invalid_argument naming the unknown algorithm and the known.
-ir::Schedule plan_algorithm(const Topology&, std::string_view name);
-
 // True when plan_blueconnect would return the ring schedule.
 bool blueconnect_falls_back(const Topology&);
 
-// How big a schedule would be, computed without building it: ops, and group members summed
-// over ops (what dominates memory and pricing time). FlexReduce's figures are upper bounds.
+// How big a schedule is: ops, and group members summed over ops (what dominates memory and
+// pricing time).
 struct ScheduleSize {
   uint64_t ops = 0;
   uint64_t group_members = 0;
 };
-ScheduleSize estimate_schedule_size(const Topology&, std::string_view name);
+ScheduleSize measured_size(const ir::Schedule&);
 
 // Schedules beyond these are not built (a flat ring over 128k learners has 34 billion ops):
 // build_plan leaves them out with a note, predict prices them with their closed form. An op

@@ -1,4 +1,5 @@
-// The paper's closed forms (Eq. 2, 3, 6), the information floor, and bandwidth conventions.
+// The paper's closed forms (Eq. 2, 3, 6), exact prices of the ring and hierarchical schedules,
+// and the nccl-tests bandwidth conventions.
 #include <algorithm>
 #include <span>
 #include <stdexcept>
@@ -72,21 +73,42 @@ double ring_reduce_scatter_time(double bytes, int learners, double bandwidth, do
   return (learners - 1) * (alpha + bytes / (learners * bandwidth));
 }
 
-LinearCost ring_cost(const Topology& topo, const CostParams& params) {
-  const auto ring = topo.learners_under(topo.root());
-  const int p = static_cast<int>(ring.size());
-  if (p < 2) return {};
+namespace {
+
+// 2(M - 1) one-hop ring steps over `ring` (in order, and back to its start), each moving 1/M of
+// the message over the slowest link that separates ring members.
+StepCost ring_steps(const Topology& topo, std::span<const int> ring, const CostParams& params) {
+  const int m = static_cast<int>(ring.size());
+  std::vector<int> members_under(topo.num_nodes(), 0);
+  for (int rank : ring)
+    for (NodeId a = topo.learner_node(rank); a >= 0; a = topo.parent(a)) ++members_under[a];
+  double slowest = 0;  // seconds per byte
+  for (NodeId n = 0; n < topo.num_nodes(); ++n)
+    if (n != topo.root() && members_under[n] > 0 && members_under[n] < m)
+      slowest = std::max(slowest, 1 / topo.uplink(n).bandwidth);
   const double alpha = slowest_ring_hop(topo, ring) + params.hop_overhead;
-  const double w = slowest_separating_bandwidth(topo);
-  // 2 x Eq. 2: (P - 1) hops of alpha, and (P - 1) chunks of n / P over the slowest link.
-  return {2.0 * (p - 1) * alpha, 2.0 * (p - 1) / (p * w)};
+  return make_step(slowest / m, alpha, {}, params.chunk_bytes, 2 * static_cast<uint64_t>(m - 1));
 }
 
-LinearCost blueconnect_cost(const Topology& topo, const CostParams& params) {
+}  // namespace
+
+ScheduleCost ring_cost(const Topology& topo, const CostParams& params) {
+  ScheduleCost cost;
+  cost.chunk_bytes = params.chunk_bytes;
+  const auto ring = topo.learners_under(topo.root());
+  if (ring.size() < 2) return cost;
+  if (!(slowest_separating_bandwidth(topo) > 0))
+    throw std::invalid_argument("a link that separates learners has no bandwidth");
+  cost.steps.push_back(ring_steps(topo, ring, params));
+  return cost;
+}
+
+ScheduleCost blueconnect_cost(const Topology& topo, const CostParams& params) {
   if (!topo.is_symmetric())
     throw std::invalid_argument("Eq. 3 (BlueConnect) needs a symmetric tree; '" + topo.name() +
                                 "' is not");
-  LinearCost cost;
+  ScheduleCost cost;
+  cost.chunk_bytes = params.chunk_bytes;
   double below = 1;            // prod_{i<l} delta_i: learners under one level-l child
   double slowest_share = 0;    // min over k <= l of omega_k / prod_{j<k} delta_j
   for (int level = 0; level < topo.num_levels(); ++level) {
@@ -95,9 +117,11 @@ LinearCost blueconnect_cost(const Topology& topo, const CostParams& params) {
     const double omega = topo.uplink(topo.children(y).front()).bandwidth;  // level-l links
     const double share = omega / below;
     slowest_share = level == 0 ? share : std::min(slowest_share, share);
-    // 2 x Eq. 2 on n / prod_{i<l} delta_i bytes among delta learners.
-    cost.latency += 2.0 * (delta - 1) * hop_alpha(topo, y, params);
-    cost.per_byte += 2.0 * (delta - 1) / (delta * below * slowest_share);
+    // 2 x Eq. 2 on n / prod_{i<l} delta_i bytes among delta learners: 2(delta - 1) ring steps.
+    if (delta > 1)
+      cost.steps.push_back(make_step(1 / (delta * below * slowest_share),
+                                     hop_alpha(topo, y, params), {}, params.chunk_bytes,
+                                     2 * static_cast<uint64_t>(delta - 1)));
     below *= delta;
   }
   return cost;
@@ -135,68 +159,28 @@ double flexreduce_time(const Topology& topo, double bytes, const CostParams& par
   return total;
 }
 
-namespace {
-
-// One machine's local chain (plan_hierarchical): its learners in depth-first order, the leader
-// the lowest rank. Returns the latencies of the reduce chain (ending at the leader) and of the
-// broadcast chain (starting there).
-std::pair<double, double> local_chain_latencies(const Topology& topo, const Machine& machine,
-                                                const CostParams& params) {
-  const std::vector<int32_t>& learners = machine.learners;
-  const size_t k = learners.size();
-  const size_t leader = static_cast<size_t>(
-      std::find(learners.begin(), learners.end(), machine.leader) - learners.begin());
-  const auto latency = [&](size_t i) { return topo.uplink(topo.learner_node(learners[i])).latency; };
-  double all = 0;
-  for (size_t i = 0; i < k; ++i) all += latency(i);
-  // Sibling hops cross two uplinks; every learner but the chain's two ends is crossed twice.
-  const double hops = static_cast<double>(k - 1) * params.hop_overhead;
-  const double reduce = 2 * all - latency((leader + 1) % k) - latency(leader) + hops;
-  const double broadcast = 2 * all - latency(leader) - latency((leader + k - 1) % k) + hops;
-  return {reduce, broadcast};
-}
-
-}  // namespace
-
-LinearCost hierarchical_cost(const Topology& topo, const CostParams& params) {
-  LinearCost cost;
-  double reduce_latency = 0, broadcast_latency = 0, slowest_local = 0;
+ScheduleCost hierarchical_cost(const Topology& topo, const CostParams& params) {
+  // The local steps are small (one op per machine): price them with the evaluator itself, so
+  // they agree by construction; the leader ring, the big part, by its closed form.
+  const auto machines = machines_of(topo);
+  ir::Schedule local;
+  local.units = 1;
+  local.steps.resize(2);
   std::vector<int> leaders;
-  std::vector<int> leaders_under(topo.num_nodes(), 0);
-  for (const Machine& machine : machines_of(topo)) {
+  for (const Machine& machine : machines) {
     leaders.push_back(machine.leader);
-    for (NodeId a = topo.learner_node(machine.leader); a >= 0; a = topo.parent(a))
-      ++leaders_under[a];
     if (machine.learners.size() < 2) continue;
-    const auto [reduce, broadcast] = local_chain_latencies(topo, machine, params);
-    reduce_latency = std::max(reduce_latency, reduce);
-    broadcast_latency = std::max(broadcast_latency, broadcast);
-    // Each learner link carries the whole vector at least one way.
-    for (int rank : machine.learners)
-      slowest_local = std::max(slowest_local, 1 / topo.uplink(topo.learner_node(rank)).bandwidth);
+    for (int s = 0; s < 2; ++s)
+      local.steps[s].ops.push_back({s == 0 ? ir::OpKind::Reduce : ir::OpKind::Broadcast, 0, 1,
+                                    machine.leader, machine.learners});
   }
-  cost.latency = reduce_latency + broadcast_latency;
-  cost.per_byte = 2 * slowest_local;
-
-  // The leader ring in depth-first order crosses each link separating leaders once each way
-  // per step, with 1/M of the vector.
-  const int m = static_cast<int>(leaders.size());
-  if (m < 2) return cost;
-  const double alpha = slowest_ring_hop(topo, leaders);
-  double slowest = 0;
-  for (NodeId n = 0; n < topo.num_nodes(); ++n)
-    if (n != topo.root() && leaders_under[n] > 0 && leaders_under[n] < m)
-      slowest = std::max(slowest, 1 / topo.uplink(n).bandwidth);
-  cost.latency += 2.0 * (m - 1) * (alpha + params.hop_overhead);
-  cost.per_byte += 2.0 * (m - 1) / m * slowest;
+  const auto local_steps = evaluate_steps(topo, local, params);
+  ScheduleCost cost;
+  cost.chunk_bytes = params.chunk_bytes;
+  if (!local.steps[0].ops.empty()) cost.steps.push_back(local_steps[0]);
+  if (leaders.size() >= 2) cost.steps.push_back(ring_steps(topo, leaders, params));
+  if (!local.steps[1].ops.empty()) cost.steps.push_back(local_steps[1]);
   return cost;
-}
-
-double information_floor(const Topology& topo, double bytes) {
-  double worst = 0;
-  for (NodeId n = 0; n < topo.num_nodes(); ++n)
-    if (separates_learners(topo, n)) worst = std::max(worst, bytes / topo.uplink(n).bandwidth);
-  return worst;
 }
 
 double algorithm_bandwidth(double bytes, double seconds) {

@@ -1,21 +1,30 @@
-// The alpha-beta cost model (paper Eq. 1: T = alpha + n/w per link).
+// The alpha-beta cost model (paper Eq. 1: T = alpha + n/w per link), extended to the runtime's
+// chunk pipeline.
 //
 // The general evaluator prices any schedule on any tree the way the runtime moves the data:
-// every op becomes the chain of point-to-point hops of codegen::lower_op, pipelined in chunks.
-// Each hop is routed over the tree and adds the op's bytes to every link direction it crosses;
-// hops sharing a link direction within a step share its bandwidth. A step then costs
-//   max over link directions (bytes / bandwidth)  +  max over ops (chain latency),
-// where a chain's latency is the sum over its hops of the path latency plus a per-hop software
-// overhead (CostParams::hop_overhead, default 0). Steps run one after another, so a schedule
-// costs T(n) = latency + per_byte * n: a line in the message size n, which lets the planner find
-// exactly where algorithms cross.
+// every op becomes the hops of codegen::lower_op, and the runtime cuts each op's range into
+// chunks (codegen::chunk_range) that flow through the op's hops like a pipeline. A step costs
+// the larger of
+//   - its bandwidth term: max over link directions of (all its bytes there / bandwidth), plus
+//     the slowest hop's latency (the last byte still has to arrive), and
+//   - its slowest chain's critical path: every hop's latency, the first chunk's way through
+//     every hop, and the other chunks through the chain's slowest hop.
+// Hops share links. Hop k of every chain of a step forms the step's round k (a star op's hops
+// are all round 0): the first chunk crosses hop k at the pace that hop's busiest link allows
+// while round k's hops share it, the later chunks at the pace the whole step's load on it
+// allows. With one chunk per range (store and forward) this is one ring-like step per round;
+// with many it tends to the bandwidth term.
+// Steps run one after another (a rank enters step s+1 once its step-s part is done), so a
+// schedule costs the sum of its steps: a function of the message size n that is linear between
+// the sizes where an op's chunk count changes (ScheduleCost).
 //
-// The closed forms of the paper (Eq. 2, 3, 6) are here too, with alpha = the latency of one
-// hop as the evaluator prices it; tests check they agree with the evaluator where they apply.
 #pragma once
 
+#include <cstdint>
+#include <string>
 #include <vector>
 
+#include "codegen/chunking.hpp"
 #include "ir/plan.hpp"
 #include "topology/topology.hpp"
 
@@ -23,6 +32,8 @@ namespace flexplan {
 
 struct CostParams {
   double hop_overhead = 0;  // seconds added per hop: software cost of one send/receive
+  // The runtime's pipeline chunk (runtime Options::chunk_bytes).
+  double chunk_bytes = static_cast<double>(codegen::kDefaultChunkBytes);
 };
 
 // T(n) = latency + per_byte * n, in seconds for n bytes.
@@ -37,11 +48,50 @@ struct LinearCost {
   }
 };
 
+// One op's chain through a step. For a range of r = share * n bytes in C = ceil(r / chunk)
+// chunks of c = r / C bytes, its last chunk arrives after
+//   latency + c * first_chunk + (r - c) * steady
+// (seconds per range byte: first_chunk sums the hops' paces while their round shares the links,
+// steady is the slowest hop's pace while the whole step does).
+struct ChainCost {
+  double latency = 0;
+  double share = 0;
+  double first_chunk = 0;
+  double steady = 0;
+  double at(double bytes, double chunk_bytes) const;
+  friend bool operator==(const ChainCost&, const ChainCost&) = default;
+};
+
+struct StepCost {
+  double per_byte = 0;     // the busiest link direction: seconds per message byte
+  double hop_latency = 0;  // the slowest single hop's latency (+ hop overhead)
+  // The chains that can outlast the bandwidth term (a one-hop op never does), thinned to those
+  // slowest at some message size.
+  std::vector<ChainCost> chains;
+  uint64_t repeat = 1;  // closed forms describe runs of identical steps once
+  double at(double bytes, double chunk_bytes) const;  // one of the `repeat` steps
+};
+
+// Builds a step from its bandwidth term and its chains, dropping the chains that never
+// decide its price. The evaluator and the closed forms both go through here.
+StepCost make_step(double per_byte, double hop_latency, std::vector<ChainCost> chains,
+                   double chunk_bytes, uint64_t repeat = 1);
+
+struct ScheduleCost {
+  std::vector<StepCost> steps;
+  double chunk_bytes = static_cast<double>(codegen::kDefaultChunkBytes);
+
+  double at(double bytes) const;  // seconds for an n-byte message
+  double latency() const { return at(0); }
+  // The line the cost approaches for large messages (every range many chunks long).
+  LinearCost asymptote() const;
+  uint64_t step_count() const;
+};
+
 // The general evaluator: per step, and the whole schedule. Throws std::invalid_argument naming
 // the step and op when an op names a rank the topology does not have.
-std::vector<LinearCost> evaluate_steps(const Topology&, const ir::Schedule&,
-                                       const CostParams& = {});
-LinearCost evaluate_schedule(const Topology&, const ir::Schedule&, const CostParams& = {});
+std::vector<StepCost> evaluate_steps(const Topology&, const ir::Schedule&, const CostParams& = {});
+ScheduleCost evaluate_schedule(const Topology&, const ir::Schedule&, const CostParams& = {});
 
 // alpha of a hop between learners in different children of `branch`: the largest path latency
 // between two such learners, plus the hop overhead (0 when the branch has one child).
@@ -51,29 +101,26 @@ double hop_alpha(const Topology&, NodeId branch, const CostParams& = {});
 // (d - 1)(alpha + n / (d w)).
 double ring_reduce_scatter_time(double bytes, int learners, double bandwidth, double alpha);
 
-// Ring all-reduce over the depth-first ring (plan_ring): 2 x Eq. 2 with w = the slowest link
-// that separates learners (the ring crosses each once per step) and alpha = the slowest hop.
-LinearCost ring_cost(const Topology&, const CostParams& = {});
+// Ring all-reduce over the depth-first ring (plan_ring): 2(P - 1) one-hop steps, each moving
+// n / P over the slowest link that separates learners (the ring crosses each once per step)
+// after the slowest hop's alpha: 2 x Eq. 2. Exact.
+ScheduleCost ring_cost(const Topology&, const CostParams& = {});
 
 // BlueConnect, Eq. 3 (in the corrected form of Eq. 11: level l reduce-scatters
 // n / prod_{i<l} delta_i bytes among delta_l learners over the slowest of the level-k links
 // shared by prod_{j<k} delta_j rings, k <= l). Symmetric trees only: throws
-// std::invalid_argument otherwise.
-LinearCost blueconnect_cost(const Topology&, const CostParams& = {});
+// std::invalid_argument otherwise. Exact for plan_blueconnect (one-hop steps).
+ScheduleCost blueconnect_cost(const Topology&, const CostParams& = {});
 
 // FlexReduce, Eq. 6, for any tree: for each level l the slowest branch node y of that level,
 // (d_y - 1) alpha_y plus the slowest link below y carrying (d_y - 1)/d_y of the share its
-// subtree holds; doubled for the all-gather. Not a line in general (a max of lines per level).
+// subtree holds; doubled for the all-gather. The paper's model: it pays every hop's alpha in
+// sequence, which the runtime's pipelined chains overlap once ranges span several chunks.
 double flexreduce_time(const Topology&, double bytes, const CostParams& = {});
 
-// The hierarchical schedule (plan_hierarchical) priced without building it: the local reduce
-// and broadcast load every learner link of a machine with the whole vector, the leader ring is
-// Eq. 2 among the leaders. Not a paper equation; exact like ring_cost.
-LinearCost hierarchical_cost(const Topology&, const CostParams& = {});
-
-// The information floor: a link with learners on both sides carries at least n bytes each way,
-// so no all-reduce beats max over such links of n / w. Zero for a single learner.
-double information_floor(const Topology&, double bytes);
+// The hierarchical schedule (plan_hierarchical) priced without building it: local reduce
+// chains, the leader ring (Eq. 2 among the leaders), local broadcast chains. Exact.
+ScheduleCost hierarchical_cost(const Topology&, const CostParams& = {});
 
 // nccl-tests conventions: algbw = n / t, busbw = algbw * 2 (P - 1) / P.
 double algorithm_bandwidth(double bytes, double seconds);

@@ -1,5 +1,6 @@
 // The general evaluator: prices any schedule by routing the hops the runtime will run.
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <stdexcept>
 
@@ -11,74 +12,86 @@
 namespace flexplan {
 namespace {
 
-// Bytes (as a fraction of the message) per link direction within one step, and path
-// latencies. The tree is copied into flat arrays: the walks below are the evaluator's hot loop.
-//
-// A step with few hops walks each path and adds to the links it crosses (only those are reset
-// afterwards). A step with many hops records each path as differences instead: +share at the
-// source's uplink and -share at the LCA's, likewise downward; one bottom-up pass over the tree
-// then turns subtree sums into link loads. Both give the same loads.
+// One hop of a step: its op, its round (the hop's place in its chain), its path's ends and
+// latency, and its op's share of the message.
+struct StepHop {
+  uint32_t op;
+  uint32_t round;
+  NodeId from, to;
+  double share;
+  double latency;
+};
+
+// Bytes (as a fraction of the message) per link direction for a set of hops, and the busiest
+// direction's seconds per message byte. The tree is copied into flat arrays: adding hops is the
+// evaluator's hot loop. Loads only grow between clears, so the busiest direction is tracked as
+// hops are added, and a clear resets only the directions touched.
 class LinkLoads {
  public:
   explicit LinkLoads(const Topology& topo)
       : parent_(topo.num_nodes()),
         depth_(topo.num_nodes()),
         latency_(topo.num_nodes(), 0),
-        bandwidth_(topo.num_nodes(), 0),
+        inverse_bandwidth_(topo.num_nodes(), 0),
         up_(topo.num_nodes(), 0),
         down_(topo.num_nodes(), 0),
         is_touched_(topo.num_nodes(), 0) {
-    int max_depth = 0;
     for (NodeId n = 0; n < topo.num_nodes(); ++n) {
       parent_[n] = topo.parent(n);
       depth_[n] = topo.depth(n);
-      max_depth = std::max(max_depth, depth_[n]);
       if (n == topo.root()) continue;
-      latency_[n] = topo.uplink(n).latency;
-      bandwidth_[n] = topo.uplink(n).bandwidth;
-      if (!(bandwidth_[n] > 0))
+      const double bandwidth = topo.uplink(n).bandwidth;
+      if (!(bandwidth > 0))
         throw std::invalid_argument(
             fmt::format("link above '{}' has no bandwidth", topo.full_name(n)));
+      inverse_bandwidth_[n] = 1 / bandwidth;
+      latency_[n] = topo.uplink(n).latency;
     }
-    // Deepest first, so that every child comes before its parent.
-    bottom_up_.resize(topo.num_nodes());
-    std::iota(bottom_up_.begin(), bottom_up_.end(), 0);
-    std::stable_sort(bottom_up_.begin(), bottom_up_.end(),
-                     [&](NodeId a, NodeId b) { return depth_[a] > depth_[b]; });
-    path_work_limit_ = static_cast<size_t>(topo.num_nodes()) / (2 * std::max(max_depth, 1));
   }
 
-  // Call before a step's hops: picks walking or differences for that step.
-  void begin_step(size_t hops) { by_differences_ = hops > path_work_limit_; }
-
-  // Adds `share` to every link direction of the path; returns the path latency.
-  double add_hop(NodeId a, NodeId b, double share) {
-    double latency = 0;
-    if (by_differences_) {
-      up_[a] += share;
-      down_[b] += share;
-      while (a != b) {
-        if (depth_[a] >= depth_[b]) {
-          latency += latency_[a];
-          a = parent_[a];
-        } else {
-          latency += latency_[b];
-          b = parent_[b];
-        }
-      }
-      up_[a] -= share;  // a is the LCA: nothing crosses its uplink
-      down_[a] -= share;
-      return latency;
-    }
+  void add(const StepHop& hop) {
+    NodeId a = hop.from, b = hop.to;
     while (a != b) {
       if (depth_[a] >= depth_[b]) {
         touch(a);
-        up_[a] += share;
-        latency += latency_[a];
+        up_[a] += hop.share;
+        busiest_ = std::max(busiest_, up_[a] * inverse_bandwidth_[a]);
         a = parent_[a];
       } else {
         touch(b);
-        down_[b] += share;
+        down_[b] += hop.share;
+        busiest_ = std::max(busiest_, down_[b] * inverse_bandwidth_[b]);
+        b = parent_[b];
+      }
+    }
+  }
+
+  double busiest() const { return busiest_; }
+
+  // Seconds per message byte of the busiest link direction on the hop's path (up from its
+  // source, down to its destination).
+  double busiest_on_path(const StepHop& hop) const {
+    double busiest = 0;
+    NodeId a = hop.from, b = hop.to;
+    while (a != b) {
+      if (depth_[a] >= depth_[b]) {
+        busiest = std::max(busiest, up_[a] * inverse_bandwidth_[a]);
+        a = parent_[a];
+      } else {
+        busiest = std::max(busiest, down_[b] * inverse_bandwidth_[b]);
+        b = parent_[b];
+      }
+    }
+    return busiest;
+  }
+
+  double path_latency(NodeId a, NodeId b) const {
+    double latency = 0;
+    while (a != b) {
+      if (depth_[a] >= depth_[b]) {
+        latency += latency_[a];
+        a = parent_[a];
+      } else {
         latency += latency_[b];
         b = parent_[b];
       }
@@ -86,29 +99,13 @@ class LinkLoads {
     return latency;
   }
 
-  // Seconds per message byte of the busiest link direction; clears the loads.
-  double drain_busiest() {
-    double busiest = 0;
-    const auto visit = [&](NodeId n) {
-      if (parent_[n] >= 0) busiest = std::max(busiest, std::max(up_[n], down_[n]) / bandwidth_[n]);
-      up_[n] = down_[n] = 0;
-    };
-    if (by_differences_) {
-      for (NodeId n : bottom_up_) {
-        if (parent_[n] >= 0) {
-          up_[parent_[n]] += up_[n];
-          down_[parent_[n]] += down_[n];
-        }
-        visit(n);
-      }
-      return busiest;
-    }
+  void clear() {
     for (NodeId n : touched_) {
-      visit(n);
+      up_[n] = down_[n] = 0;
       is_touched_[n] = 0;
     }
     touched_.clear();
-    return busiest;
+    busiest_ = 0;
   }
 
  private:
@@ -119,14 +116,46 @@ class LinkLoads {
 
   std::vector<NodeId> parent_;
   std::vector<int> depth_;
-  std::vector<double> latency_, bandwidth_;  // of each node's uplink
-  std::vector<NodeId> bottom_up_;
-  size_t path_work_limit_ = 0;
-  bool by_differences_ = false;
+  std::vector<double> latency_, inverse_bandwidth_;  // of each node's uplink
   std::vector<double> up_, down_;
   std::vector<char> is_touched_;
   std::vector<NodeId> touched_;
+  double busiest_ = 0;
 };
+
+// Prices one step from its hops, sorted by round. `chain_of[op]` is the op's index among the
+// step's chains of two hops or more, or -1.
+StepCost price_step(const std::vector<StepHop>& hops, const std::vector<int>& chain_of,
+                    std::vector<ChainCost> chains, LinkLoads& loads, double chunk_bytes) {
+  double hop_latency = 0;
+  for (const StepHop& hop : hops) {
+    loads.add(hop);
+    hop_latency = std::max(hop_latency, hop.latency);
+  }
+  const double per_byte = loads.busiest();
+  if (!chains.empty()) {
+    // Later chunks: at the pace the whole step's load allows on each hop's busiest link.
+    for (const StepHop& hop : hops) {
+      const int c = chain_of[hop.op];
+      if (c < 0) continue;
+      chains[c].steady = std::max(chains[c].steady, loads.busiest_on_path(hop) / hop.share);
+    }
+    // The first chunk: each hop at the pace its round's load allows.
+    loads.clear();
+    for (size_t begin = 0; begin < hops.size();) {
+      size_t end = begin;
+      while (end < hops.size() && hops[end].round == hops[begin].round) loads.add(hops[end++]);
+      for (size_t h = begin; h < end; ++h) {
+        const int c = chain_of[hops[h].op];
+        if (c >= 0) chains[c].first_chunk += loads.busiest_on_path(hops[h]) / hops[h].share;
+      }
+      loads.clear();
+      begin = end;
+    }
+  }
+  loads.clear();
+  return make_step(per_byte, hop_latency, std::move(chains), chunk_bytes);
+}
 
 void check_op(const ir::Schedule& schedule, const ir::Op& op, size_t step, size_t index,
               int learners) {
@@ -141,41 +170,56 @@ void check_op(const ir::Schedule& schedule, const ir::Op& op, size_t step, size_
 
 }  // namespace
 
-std::vector<LinearCost> evaluate_steps(const Topology& topo, const ir::Schedule& schedule,
-                                       const CostParams& params) {
+std::vector<StepCost> evaluate_steps(const Topology& topo, const ir::Schedule& schedule,
+                                     const CostParams& params) {
   if (schedule.units == 0)
     throw std::invalid_argument(fmt::format("schedule '{}' has zero units", schedule.algorithm));
   LinkLoads loads(topo);
-  std::vector<LinearCost> costs;
+  std::vector<StepCost> costs;
   costs.reserve(schedule.steps.size());
   const double units = static_cast<double>(schedule.units);
+  std::vector<StepHop> hops;
+  std::vector<int> chain_of;
   for (size_t s = 0; s < schedule.steps.size(); ++s) {
-    double slowest_chain = 0;
     const auto& ops = schedule.steps[s].ops;
-    size_t hops = 0;
-    for (const auto& op : ops) hops += op.group.size();
-    loads.begin_step(hops);
+    hops.clear();
+    chain_of.assign(ops.size(), -1);
+    std::vector<ChainCost> chains;
     for (size_t i = 0; i < ops.size(); ++i) {
       const auto& op = ops[i];
       check_op(schedule, op, s, i, topo.num_learners());
+      if (op.end == op.begin) continue;
       const double share = static_cast<double>(op.end - op.begin) / units;
-      double chain = 0;
+      const size_t first = hops.size();
+      uint32_t round = 0;
       for (const auto& hop : codegen::lower_op(op)) {
-        chain += loads.add_hop(topo.learner_node(hop.src), topo.learner_node(hop.dst), share);
-        chain += params.hop_overhead;
+        const NodeId from = topo.learner_node(hop.src), to = topo.learner_node(hop.dst);
+        hops.push_back({static_cast<uint32_t>(i), round, from, to, share,
+                        loads.path_latency(from, to) + params.hop_overhead});
+        if (op.shape == ir::OpShape::Chain) ++round;  // a star's hops run side by side
       }
-      slowest_chain = std::max(slowest_chain, chain);
+      // A one-hop op never outlasts the bandwidth term plus one hop's latency.
+      if (op.shape == ir::OpShape::Chain && hops.size() - first >= 2) {
+        chain_of[i] = static_cast<int>(chains.size());
+        ChainCost chain;
+        chain.share = share;
+        for (size_t h = first; h < hops.size(); ++h) chain.latency += hops[h].latency;
+        chains.push_back(chain);
+      }
     }
-    costs.push_back({slowest_chain, loads.drain_busiest()});
+    std::stable_sort(hops.begin(), hops.end(),
+                     [](const StepHop& a, const StepHop& b) { return a.round < b.round; });
+    costs.push_back(price_step(hops, chain_of, std::move(chains), loads, params.chunk_bytes));
   }
   return costs;
 }
 
-LinearCost evaluate_schedule(const Topology& topo, const ir::Schedule& schedule,
-                             const CostParams& params) {
-  LinearCost total;
-  for (const auto& step : evaluate_steps(topo, schedule, params)) total += step;
-  return total;
+ScheduleCost evaluate_schedule(const Topology& topo, const ir::Schedule& schedule,
+                               const CostParams& params) {
+  ScheduleCost cost;
+  cost.chunk_bytes = params.chunk_bytes;
+  cost.steps = evaluate_steps(topo, schedule, params);
+  return cost;
 }
 
 }  // namespace flexplan

@@ -1,4 +1,5 @@
-// build_plan: price the candidates, take the lower envelope, build the winners, assemble.
+// build_plan: price the candidates, find the cheapest per size range, build the winners,
+// assemble the plan.
 #include "planner/plan_builder.hpp"
 
 #include <algorithm>
@@ -20,43 +21,13 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// The requested algorithms, checked and without repeats, in the order given.
-std::vector<std::string> requested_algorithms(const PlanOptions& options) {
-  if (options.algorithms.empty()) return algorithm_names();
-  const auto known = algorithm_names();
-  std::vector<std::string> names;
-  for (const auto& name : options.algorithms) {
-    if (std::find(known.begin(), known.end(), name) == known.end())
-      throw std::invalid_argument(fmt::format("unknown algorithm '{}' (known: {})", name,
-                                              fmt::join(known, ", ")));
-    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+// Prices agree when they are within a relative 1e-9 at sizes spanning every regime.
+bool same_price(const ScheduleCost& a, const ScheduleCost& b) {
+  for (double n = 0; n < 1e13; n = n == 0 ? 1 : n * 7.3) {
+    const double x = a.at(n), y = b.at(n);
+    if (std::abs(x - y) > 1e-9 * std::max(std::abs(x), std::abs(y))) return false;
   }
-  return names;
-}
-
-ScheduleSize measured_size(const ir::Schedule& schedule) {
-  ScheduleSize size;
-  for (const auto& step : schedule.steps) {
-    size.ops += step.ops.size();
-    for (const auto& op : step.ops) size.group_members += op.group.size();
-  }
-  return size;
-}
-
-// The exact closed form of an algorithm's schedule on this tree, if it has one.
-std::optional<LinearCost> exact_closed_form(const Topology& topo, const std::string& name,
-                                            const CostParams& params) {
-  if (name == "ring" || (name == "blueconnect" && blueconnect_falls_back(topo)))
-    return ring_cost(topo, params);
-  if (name == "hierarchical") return hierarchical_cost(topo, params);
-  return std::nullopt;
-}
-
-bool same_cost(const LinearCost& a, const LinearCost& b) {
-  const auto close = [](double x, double y) {
-    return std::abs(x - y) <= 1e-9 * std::max(std::abs(x), std::abs(y));
-  };
-  return close(a.latency, b.latency) && close(a.per_byte, b.per_byte);
+  return true;
 }
 
 class PlanBuilder {
@@ -65,7 +36,8 @@ class PlanBuilder {
       : topo_(topo), options_(options) {}
 
   PlanReport run() {
-    for (const auto& name : requested_algorithms(options_)) price(name);
+    report_.floor = cost_floor(topo_);
+    for (const auto& choice : requested()) price(choice);
     auto pieces = winning_pieces();
     assemble(pieces);
     return std::move(report_);
@@ -76,22 +48,55 @@ class PlanBuilder {
     if (options_.progress) options_.progress(text);
   }
 
-  void price(const std::string& name) {
+  // The requested algorithms in order, without repeats; by default every suitable row and the
+  // pipelined variants of those that pipeline.
+  std::vector<AlgorithmChoice> requested() {
+    std::vector<AlgorithmChoice> choices;
+    if (options_.algorithms.empty()) {
+      for (const auto& row : algorithm_table()) {
+        const std::string why = row.unsuitable ? row.unsuitable(topo_) : std::string();
+        if (!why.empty()) {
+          report_.unsuitable.push_back(fmt::format("{}: {}", row.name, why));
+          continue;
+        }
+        choices.push_back({&row, 1});
+        if (row.pipelines)
+          for (uint32_t slices : kPipelineSlices) choices.push_back({&row, slices});
+      }
+      return choices;
+    }
+    for (const auto& name : options_.algorithms) {
+      const auto choice = find_algorithm(name);
+      const std::string why = choice.row->unsuitable ? choice.row->unsuitable(topo_) : "";
+      if (!why.empty())
+        throw std::invalid_argument(fmt::format("algorithm '{}' does not suit topology '{}': {}",
+                                                name, topo_.name(), why));
+      const bool repeat = std::any_of(choices.begin(), choices.end(), [&](const auto& c) {
+        return c.row == choice.row && c.slices == choice.slices;
+      });
+      if (!repeat) choices.push_back(choice);
+    }
+    return choices;
+  }
+
+  void price(const AlgorithmChoice& choice) {
     const size_t index = report_.candidates.size();
     report_.candidates.emplace_back();
     schedules_.emplace_back();
     auto& candidate = report_.candidates[index];
-    candidate.algorithm = name;
-    candidate.size = estimate_schedule_size(topo_, name);
-    if (auto closed = exact_closed_form(topo_, name, options_.cost)) {
+    candidate.choice = choice;
+    candidate.algorithm = choice.name();
+    candidate.note = choice.row->note ? choice.row->note(topo_) : std::string();
+    candidate.size = choice.estimate(topo_);
+    if (auto closed = choice.closed_form(topo_, options_.cost)) {
       candidate.priced = true;
       candidate.priced_by = "closed form";
-      candidate.cost = *closed;
+      candidate.cost = std::move(*closed);
     } else if (schedule_fits_limits(candidate.size)) {
       build(index);
     } else {
       candidate.left_out_because = too_big(candidate.size);
-      note(fmt::format("{}: left out: {}", name, candidate.left_out_because));
+      note(fmt::format("{}: left out: {}", candidate.algorithm, candidate.left_out_because));
     }
   }
 
@@ -105,53 +110,51 @@ class PlanBuilder {
   void build(size_t index) {
     auto& candidate = report_.candidates[index];
     auto start = Clock::now();
-    auto schedule = plan_algorithm(topo_, candidate.algorithm);
+    auto schedule = candidate.choice.build(topo_);
     candidate.size = measured_size(schedule);
     note(fmt::format("{}: {} steps, {} ops built in {:.3f} s", candidate.algorithm,
                      schedule.steps.size(), candidate.size.ops, seconds_since(start)));
     start = Clock::now();
-    const auto cost = evaluate_schedule(topo_, schedule, options_.cost);
+    auto cost = evaluate_schedule(topo_, schedule, options_.cost);
     note(fmt::format("{}: priced in {:.3f} s", candidate.algorithm, seconds_since(start)));
-    if (candidate.priced && !same_cost(cost, candidate.cost))
+    if (candidate.priced && !same_price(cost, candidate.cost))
       throw std::logic_error(fmt::format(
-          "cost model: the closed form of {} ({} s + {} s/B) disagrees with the evaluator "
-          "({} s + {} s/B)",
-          candidate.algorithm, candidate.cost.latency, candidate.cost.per_byte, cost.latency,
-          cost.per_byte));
+          "cost model: the closed form of {} ({} s at 1 MiB) disagrees with the evaluator ({} s)",
+          candidate.algorithm, candidate.cost.at(1 << 20), cost.at(1 << 20)));
     if (candidate.algorithm == "flexreduce")
       report_.flexreduce_calls = reduce_call_stats(topo_, schedule);
-    candidate.cost = cost;
+    candidate.cost = std::move(cost);
     candidate.priced = true;
     candidate.built = true;
     if (candidate.priced_by.empty()) candidate.priced_by = "evaluator";
     schedules_[index] = std::move(schedule);
   }
 
-  // The envelope over the priced candidates, after building every winner; a winner too big to
-  // build leaves the race and the envelope is taken again.
+  // The cheapest pieces over the racing candidates, after building every winner; a winner too
+  // big to build leaves the race and the pieces are found again without it.
   std::vector<std::pair<size_t, EnvelopePiece>> winning_pieces() {
     for (;;) {
       std::vector<size_t> racing;
-      std::vector<LinearCost> lines;
+      std::vector<PriceCurve> curves;
       for (size_t i = 0; i < report_.candidates.size(); ++i)
         if (report_.candidates[i].racing()) {
           racing.push_back(i);
-          lines.push_back(report_.candidates[i].cost);
+          const ScheduleCost* cost = &report_.candidates[i].cost;
+          curves.push_back([cost](double n) { return cost->at(n); });
         }
       if (racing.empty())
         throw std::runtime_error("no algorithm could be built for topology '" + topo_.name() +
                                  "': every requested schedule exceeds the size limits");
       std::vector<std::pair<size_t, EnvelopePiece>> pieces;
       bool dropped = false;
-      for (const auto& piece : lower_envelope(lines)) {
-        const size_t index = racing[piece.line];
+      for (const auto& piece : cheapest_pieces(curves)) {
+        const size_t index = racing[piece.curve];
         auto& candidate = report_.candidates[index];
         if (!candidate.built) {
           if (!schedule_fits_limits(candidate.size)) {
             candidate.left_out_because = fmt::format(
                 "would win messages of {} and up, but {}",
-                format_bytes(static_cast<double>(piece.min_bytes)),
-                too_big(candidate.size));
+                format_bytes(static_cast<double>(piece.min_bytes)), too_big(candidate.size));
             note(fmt::format("{}: left out: {}", candidate.algorithm,
                              candidate.left_out_because));
             dropped = true;
@@ -173,8 +176,15 @@ class PlanBuilder {
     plan.rank_names.reserve(topo_.num_learners());
     for (int rank = 0; rank < topo_.num_learners(); ++rank)
       plan.rank_names.push_back(topo_.full_name(topo_.learner_node(rank)));
-    for (const auto& [index, piece] : pieces) {
-      auto& schedule = *schedules_[index];  // each candidate wins one piece at most
+    for (size_t p = 0; p < pieces.size(); ++p) {
+      const auto& [index, piece] = pieces[p];
+      // A candidate may win two separate ranges: the last of them takes the built schedule,
+      // earlier ones a copy.
+      const bool wins_later = std::any_of(pieces.begin() + static_cast<std::ptrdiff_t>(p) + 1,
+                                          pieces.end(), [&](const auto& later) {
+                                            return later.first == index;
+                                          });
+      ir::Schedule schedule = wins_later ? *schedules_[index] : std::move(*schedules_[index]);
       schedule.min_bytes = piece.min_bytes;
       schedule.max_bytes = piece.max_bytes;
       plan.schedules.push_back(std::move(schedule));
@@ -187,7 +197,70 @@ class PlanBuilder {
   std::vector<std::optional<ir::Schedule>> schedules_;  // by candidate index, once built
 };
 
+constexpr double kRelativeTie = 1e-9;
+
+// Index of the cheapest curve at n; ties within kRelativeTie go to the lower index.
+size_t cheapest_at(std::span<const PriceCurve> curves, double n, std::vector<double>& prices) {
+  prices.resize(curves.size());
+  size_t best = 0;
+  for (size_t i = 0; i < curves.size(); ++i) {
+    prices[i] = curves[i](n);
+    if (prices[i] < prices[best] * (1 - kRelativeTie)) best = i;
+  }
+  return best;
+}
+
 }  // namespace
+
+std::vector<EnvelopePiece> cheapest_pieces(std::span<const PriceCurve> curves) {
+  if (curves.empty()) throw std::invalid_argument("cheapest_pieces: no curves");
+  constexpr int kPerDoubling = 4, kDoublings = 50;
+  std::vector<double> prices;
+  const auto winner_at = [&](uint64_t n) {
+    return cheapest_at(curves, static_cast<double>(n), prices);
+  };
+  std::vector<EnvelopePiece> pieces;
+  // Every change of winner between sizes lo and hi (winners known), to the byte: halve the
+  // interval while its ends disagree.
+  const auto refine = [&](auto&& self, uint64_t lo, size_t at_lo, uint64_t hi, size_t at_hi) -> void {
+    if (at_lo == at_hi) return;
+    if (hi - lo == 1) {
+      pieces.back().max_bytes = hi;
+      pieces.push_back({at_hi, hi, std::nullopt});
+      return;
+    }
+    const uint64_t mid = lo + (hi - lo) / 2;
+    const size_t at_mid = winner_at(mid);
+    self(self, lo, at_lo, mid, at_mid);
+    self(self, mid, at_mid, hi, at_hi);
+  };
+  uint64_t previous = 1;
+  size_t previous_winner = winner_at(previous);
+  pieces.push_back({previous_winner, 0, std::nullopt});
+  for (int k = 1; k <= kPerDoubling * kDoublings; ++k) {
+    const auto n = static_cast<uint64_t>(std::round(std::exp2(static_cast<double>(k) / kPerDoubling)));
+    if (n <= previous) continue;
+    const size_t winner = winner_at(n);
+    refine(refine, previous, previous_winner, n, winner);
+    previous = n;
+    previous_winner = winner;
+  }
+  return pieces;
+}
+
+const Candidate& PlanReport::chosen(uint64_t bytes) const {
+  const auto& schedule = ir::select_schedule(plan, ir::Collective::AllReduce, bytes);
+  const Candidate* candidate = find(schedule.algorithm);
+  if (candidate == nullptr)
+    throw std::logic_error("plan report: no candidate for schedule " + schedule.algorithm);
+  return *candidate;
+}
+
+const Candidate* PlanReport::find(std::string_view algorithm) const {
+  for (const auto& candidate : candidates)
+    if (candidate.algorithm == algorithm) return &candidate;
+  return nullptr;
+}
 
 PlanReport build_plan_report(const Topology& topo, const PlanOptions& options) {
   return PlanBuilder(topo, options).run();

@@ -1,6 +1,6 @@
-// From a topology to a plan: build every candidate algorithm's schedule, price each with the
-// general evaluator as a line T(n) = latency + per_byte * n, and keep for each message-size
-// range the schedule whose line is lowest there (the lower envelope of the lines over n >= 0).
+// From a topology to a plan: price every candidate algorithm (pipelined variants included) as a
+// function of the message size, and keep for each size range the cheapest (the lower envelope of
+// the price curves, cheapest_pieces).
 #pragma once
 
 #include <cstdint>
@@ -12,15 +12,19 @@
 #include <vector>
 
 #include "ir/plan.hpp"
-#include "planner/algorithms.hpp"
+#include "planner/algorithm_table.hpp"
 #include "planner/cost_model.hpp"
 #include "planner/flexreduce.hpp"
+#include "planner/floor.hpp"
 #include "topology/topology.hpp"
 
 namespace flexplan {
 
 struct PlanOptions {
-  std::vector<std::string> algorithms;  // empty = all of algorithm_names()
+  // Empty: every algorithm of the table that suits the tree, each pipelining one also with
+  // kPipelineSlices slices. Otherwise exactly these ("flexreduce@4" names a pipelined one);
+  // one name alone forces it for every size.
+  std::vector<std::string> algorithms;
   CostParams cost{};
   // Told about each phase as it ends ("flexreduce: 1.2M ops built in 0.4 s") and about
   // algorithms skipped for size.
@@ -29,36 +33,46 @@ struct PlanOptions {
 
 ir::Plan build_plan(const Topology&, const PlanOptions&);
 
-// What build_plan weighed, for the command line's summary. Ring, BlueConnect's ring fallback
-// and hierarchical have exact closed forms (tested equal to the evaluator), so they are priced
-// without building and built only when they win a size range; the evaluator then re-prices
-// them as a check. FlexReduce and BlueConnect proper are built and priced by the evaluator.
+// What build_plan weighed, for the command line's summary. Algorithms with an exact closed form
+// are priced without building and built only when they win a size range (the evaluator then
+// re-prices them as a check); the others are built and priced by the evaluator.
 struct Candidate {
-  std::string algorithm;
-  bool priced = false;    // has a cost line (false: too big to build and no closed form)
-  bool built = false;     // its schedule was built (it is in the plan, or needed the evaluator)
+  AlgorithmChoice choice;
+  std::string algorithm;  // choice.name()
+  bool priced = false;    // has a price (false: too big to build and no closed form)
+  bool built = false;     // its schedule was built
   std::string priced_by;  // "evaluator" or "closed form"
   std::string left_out_because;  // non-empty: not in the race although it might have won
+  std::string note;       // from the row (BlueConnect's fallback)
   ScheduleSize size;      // actual when built, estimated otherwise
-  LinearCost cost;        // when priced
+  ScheduleCost cost;      // when priced
   bool racing() const { return priced && left_out_because.empty(); }
 };
 
 struct PlanReport {
   ir::Plan plan;
-  std::vector<Candidate> candidates;                // in the order requested
+  std::vector<Candidate> candidates;                // in the order raced
+  std::vector<std::string> unsuitable;              // "torus-2d: the machines differ in size"
   std::optional<ReduceCallStats> flexreduce_calls;  // when FlexReduce was built
+  CostFloor floor;
+
+  // The narrow query: the candidate whose schedule the plan uses for an n-byte all-reduce.
+  const Candidate& chosen(uint64_t bytes) const;
+  const Candidate* find(std::string_view algorithm) const;
 };
 PlanReport build_plan_report(const Topology&, const PlanOptions&);
 
-// The lower envelope of lines over message sizes n >= 0 in whole bytes: the pieces
-// [min_bytes, max_bytes) on which each line is lowest, in order; the last is unbounded. Lines
-// equal to within a relative 1e-9 count as equal, and ties go to the lower index.
+// The cheapest of several price curves over message sizes n >= 0 in whole bytes: the pieces
+// [min_bytes, max_bytes) on which each curve is lowest, in order; the last is unbounded. Curves
+// within a relative 1e-9 of each other count as equal, and ties go to the lower index. The
+// curves are compared on a geometric grid of sizes (four per doubling, 1 B to 1 PiB) and each
+// change of winner is placed to the byte by bisection between grid points.
 struct EnvelopePiece {
-  size_t line = 0;
+  size_t curve = 0;
   uint64_t min_bytes = 0;
   std::optional<uint64_t> max_bytes;
 };
-std::vector<EnvelopePiece> lower_envelope(std::span<const LinearCost> lines);
+using PriceCurve = std::function<double(double bytes)>;
+std::vector<EnvelopePiece> cheapest_pieces(std::span<const PriceCurve> curves);
 
 }  // namespace flexplan

@@ -1,14 +1,15 @@
+// Predicted all-reduce time per algorithm at any size, for `flexplan predict`.
 #include "planner/prediction.hpp"
 
 #include <fmt/core.h>
 
-#include "planner/algorithms.hpp"
+#include "planner/algorithm_table.hpp"
 
 namespace flexplan {
 namespace {
 
-std::function<double(double)> line(LinearCost cost) {
-  return [cost](double bytes) { return cost.at(bytes); };
+std::function<double(double)> curve(ScheduleCost cost) {
+  return [cost = std::move(cost)](double bytes) { return cost.at(bytes); };
 }
 
 }  // namespace
@@ -16,32 +17,36 @@ std::function<double(double)> line(LinearCost cost) {
 AlgorithmPrediction predict_algorithm(const Topology& topo, std::string_view name,
                                       const CostParams& params) {
   AlgorithmPrediction prediction;
-  prediction.algorithm = std::string(name);
-  const bool falls_back = name == "blueconnect" && blueconnect_falls_back(topo);
-  if (falls_back) prediction.note = "not symmetric: falls back to the ring";
+  const auto choice = find_algorithm(name);
+  prediction.algorithm = choice.name();
+  if (choice.row->note) prediction.note = choice.row->note(topo);
+  if (choice.row->unsuitable) {
+    const std::string why = choice.row->unsuitable(topo);
+    if (!why.empty()) {
+      prediction.method = "none";
+      prediction.note = why;
+      return prediction;
+    }
+  }
 
-  const auto size = estimate_schedule_size(topo, name);
+  const auto size = choice.estimate(topo);
   if (schedule_fits_limits(size)) {
     prediction.method = "evaluator";
-    prediction.time = line(evaluate_schedule(topo, plan_algorithm(topo, name), params));
+    prediction.time = curve(evaluate_schedule(topo, choice.build(topo), params));
     return prediction;
   }
   const std::string too_big = fmt::format("~{} ops, too many to build", size.ops);
   prediction.note = prediction.note.empty() ? too_big : prediction.note + "; " + too_big;
-  if (name == "ring" || falls_back) {
-    prediction.method = "Eq. 2";  // exact for the depth-first ring
-    prediction.time = line(ring_cost(topo, params));
-  } else if (name == "blueconnect" && topo.is_symmetric()) {
-    prediction.method = "Eq. 3";
-    prediction.time = line(blueconnect_cost(topo, params));
-  } else if (name == "hierarchical") {
-    prediction.method = "closed form";  // exact for plan_hierarchical
-    prediction.time = line(hierarchical_cost(topo, params));
-  } else if (name == "flexreduce") {
-    prediction.method = "Eq. 6";
-    prediction.time = [&topo, params](double bytes) { return flexreduce_time(topo, bytes, params); };
+  if (auto closed = choice.closed_form(topo, params)) {
+    prediction.method = "closed form";  // exact for the schedule
+    prediction.time = curve(std::move(*closed));
+  } else if (choice.slices == 1 && choice.row->model != nullptr &&
+             choice.row->model(topo, 0, params) >= 0) {
+    prediction.method = std::string(choice.row->model_name);
+    const auto model = choice.row->model;
+    prediction.time = [&topo, params, model](double bytes) { return model(topo, bytes, params); };
   } else {
-    prediction.method = "none";  // BlueConnect with even fan-outs but uneven links
+    prediction.method = "none";
   }
   return prediction;
 }

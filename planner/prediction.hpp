@@ -1,8 +1,8 @@
 // Predicted all-reduce time per algorithm at any message size, for the command line: from the
-// general evaluator when the schedule is small enough to build, else from the algorithm's
-// closed form (ring: Eq. 2, exact for the depth-first ring; BlueConnect: Eq. 3 or its ring
-// fallback; hierarchical: hierarchical_cost, exact; FlexReduce: Eq. 6), else none. The
-// returned function refers to the topology, which must outlive it.
+// general evaluator when the schedule is small enough to build, else from the algorithm's exact
+// closed form, else from its model (the paper's Eq. 6 for FlexReduce, Eq. 3 for BlueConnect on
+// symmetric trees), else none. The returned function refers to the topology, which must outlive
+// it.
 #pragma once
 
 #include <functional>

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "planner/algorithm_table.hpp"
 #include "planner/algorithms.hpp"
 #include "topology/topology.hpp"
 #include "runtime/communicator.hpp"
@@ -65,7 +66,12 @@ std::vector<PlanCase> plan_cases(int world) {
   for (const uint32_t seed : {11u, 23u}) {
     topologies.emplace_back(fmt::format("random{}", seed), [world, seed] { return random_tree(world, seed); });
   }
-  for (const std::string& algorithm : algorithm_names()) {
+  std::vector<std::string> algorithms;
+  for (const auto& row : algorithm_table()) {
+    algorithms.emplace_back(row.name);
+    if (row.pipelines) algorithms.push_back(std::string(row.name) + "@3");
+  }
+  for (const std::string& algorithm : algorithms) {
     for (size_t t = 0; t < topologies.size(); ++t) {
       const auto& [name, make_topology] = topologies[t];
       cases.push_back({fmt::format("{}_{}", algorithm, name),

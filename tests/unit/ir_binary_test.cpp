@@ -74,7 +74,7 @@ TEST(IrBinary, HeaderHoldsTheDocumentedFields) {
   const auto bytes = encode_plan(plan);
   ASSERT_GE(bytes.size(), kHeaderSize);
   EXPECT_EQ(std::string(bytes.begin(), bytes.begin() + 8), std::string("FLXPLAN\0", 8));
-  EXPECT_EQ(bytes[kVersionAt], 1);
+  EXPECT_EQ(bytes[kVersionAt], kPlanFormatVersion);
   EXPECT_EQ(bytes[kFlagsAt], 1);
   EXPECT_EQ(bytes[kWorldAt], 5);
   EXPECT_EQ(bytes[kHashAt], 0xef);  // "0123456789abcdef", little-endian
@@ -93,7 +93,7 @@ TEST(IrBinary, EveryHeaderFieldIsChecked) {
   };
   EXPECT_NE(corrupt(0, 'G').find("plan.bin: byte 0: not a flexplan plan.bin (bad magic)"),
             std::string::npos);
-  EXPECT_NE(corrupt(kVersionAt, 2).find("byte 8: plan.bin format version 2 is not supported"),
+  EXPECT_NE(corrupt(kVersionAt, 9).find("byte 8: plan.bin format version 9 is not supported"),
             std::string::npos);
   EXPECT_NE(corrupt(kFlagsAt, 3).find("checksum mismatch"), std::string::npos);
   EXPECT_NE(corrupt(kWriterAt, 'x').find("checksum mismatch"), std::string::npos);

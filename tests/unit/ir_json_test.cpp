@@ -24,7 +24,7 @@ TEST(IrJson, HasTheDocumentedShape) {
   const Plan plan = testing::two_range_plan(5);
   const json j = plan_to_json(plan);
   EXPECT_EQ(j["format"], "flexplan-plan");
-  EXPECT_EQ(j["version"], 1);
+  EXPECT_EQ(j["version"], 2);
   EXPECT_EQ(j["world_size"], 5);
   EXPECT_EQ(j["topology"], (json{{"name", "test-cluster"}, {"hash", "0123456789abcdef"}}));
   EXPECT_EQ(j["ranks"][4], (json{{"rank", 4}, {"name", "switch/m1/gpu0"}}));
@@ -38,7 +38,8 @@ TEST(IrJson, HasTheDocumentedShape) {
   EXPECT_EQ(ring["steps"][0]["phase"], "reduce_scatter");
   EXPECT_EQ(ring["steps"][0]["level"], 0);
   EXPECT_EQ(ring["steps"][0]["ops"][0],
-            (json{{"op", "reduce"}, {"begin", 0}, {"end", 1}, {"root", 1}, {"group", {0, 1}}}));
+            (json{{"op", "reduce"}, {"begin", 0}, {"end", 1}, {"root", 1}, {"group", {0, 1}},
+                  {"shape", "chain"}}));
   EXPECT_EQ(ring["steps"][4]["phase"], "allgather");
   EXPECT_EQ(ring["steps"][4]["ops"][0]["op"], "broadcast");
 }
@@ -80,8 +81,8 @@ TEST(IrJson, ErrorsNameTheLocation) {
   j["schedules"][0]["steps"][0]["ops"][0]["size"] = 3;
   EXPECT_EQ(json_error(j), "JSON plan: schedules[0].steps[0].ops[0]: unknown field 'size'");
   j = good;
-  j["version"] = 2;
-  EXPECT_NE(json_error(j).find("version: plan JSON version 2 is not supported"), std::string::npos)
+  j["version"] = 1;
+  EXPECT_NE(json_error(j).find("version: plan JSON version 1 is not supported"), std::string::npos)
       << json_error(j);
   j = good;
   j["format"] = "other";

@@ -18,61 +18,77 @@ using testing::kEthernet;
 using testing::kPcie;
 using testing::machines;
 
+std::vector<PriceCurve> as_curves(const std::vector<LinearCost>& lines) {
+  std::vector<PriceCurve> curves;
+  for (const auto& line : lines) curves.push_back([line](double n) { return line.at(n); });
+  return curves;
+}
+
 TEST(PlannerEnvelope, SwitchesWhereTheLinesCross) {
-  // a = 1 + 10n is lowest until n = 4/9, then b = 5 + n; c never is.
-  const std::vector<LinearCost> lines = {{1, 10}, {5, 1}, {6, 2}};
-  const auto pieces = lower_envelope(lines);
+  // a = 1 + n is lowest until n = 4 (a = 5 = b), then b = 3 + 0.5 n; c never is.
+  const auto pieces = cheapest_pieces(as_curves({{1, 1}, {3, 0.5}, {6, 2}}));
   ASSERT_EQ(pieces.size(), 2u);
-  EXPECT_EQ(pieces[0].line, 0u);
+  EXPECT_EQ(pieces[0].curve, 0u);
   EXPECT_EQ(pieces[0].min_bytes, 0u);
-  EXPECT_EQ(pieces[0].max_bytes, 1u);
-  EXPECT_EQ(pieces[1].line, 1u);
-  EXPECT_EQ(pieces[1].min_bytes, 1u);
+  EXPECT_EQ(pieces[0].max_bytes, 5u);  // a tie at 4 goes to the earlier line
+  EXPECT_EQ(pieces[1].curve, 1u);
+  EXPECT_EQ(pieces[1].min_bytes, 5u);
   EXPECT_FALSE(pieces[1].max_bytes);
 }
 
 TEST(PlannerEnvelope, ThreePiecesAndExactCrossings) {
   // a = 0 + 3n, b = 100 + 2n (crosses a at 100), c = 300 + n (crosses b at 200).
-  const std::vector<LinearCost> lines = {{300, 1}, {0, 3}, {100, 2}};
-  const auto pieces = lower_envelope(lines);
+  const auto pieces = cheapest_pieces(as_curves({{300, 1}, {0, 3}, {100, 2}}));
   ASSERT_EQ(pieces.size(), 3u);
-  EXPECT_EQ(pieces[0].line, 1u);
-  EXPECT_EQ(pieces[0].max_bytes, 100u);
-  EXPECT_EQ(pieces[1].line, 2u);
-  EXPECT_EQ(pieces[1].min_bytes, 100u);
-  EXPECT_EQ(pieces[1].max_bytes, 200u);
-  EXPECT_EQ(pieces[2].line, 0u);
+  EXPECT_EQ(pieces[0].curve, 1u);
+  EXPECT_EQ(pieces[0].max_bytes, 101u);
+  EXPECT_EQ(pieces[1].curve, 2u);
+  EXPECT_EQ(pieces[1].min_bytes, 101u);
+  EXPECT_EQ(pieces[1].max_bytes, 200u);  // the tie at 200 goes to the earlier curve, c
+  EXPECT_EQ(pieces[2].curve, 0u);
   EXPECT_EQ(pieces[2].min_bytes, 200u);
 }
 
-TEST(PlannerEnvelope, NearlyEqualLinesGoToTheEarlierOne) {
-  const std::vector<LinearCost> lines = {{1e-4, 1e-9 * (1 + 1e-13)}, {1e-4, 1e-9}};
-  const auto pieces = lower_envelope(lines);
+TEST(PlannerEnvelope, NearlyEqualCurvesGoToTheEarlierOne) {
+  const auto pieces = cheapest_pieces(as_curves({{1e-4, 1e-9 * (1 + 1e-13)}, {1e-4, 1e-9}}));
   ASSERT_EQ(pieces.size(), 1u);
-  EXPECT_EQ(pieces[0].line, 0u);
+  EXPECT_EQ(pieces[0].curve, 0u);
 }
 
-// Random lines: each piece's line is the lowest (to rounding) at both ends of its range, and
+// Priced curves are piecewise linear, not lines: one may win two separate ranges.
+TEST(PlannerEnvelope, ACurveMayWinTwoRanges) {
+  const std::vector<PriceCurve> curves = {
+      [](double n) { return 100 + n; },
+      [](double n) { return n < 1000 ? 10 + 2 * n : 2010 + 2 * (n - 1000) * 0.01; }};
+  const auto pieces = cheapest_pieces(curves);
+  ASSERT_EQ(pieces.size(), 3u);
+  EXPECT_EQ(pieces[0].curve, 1u);  // 10 + 2n below 90; the tie at 90 goes to the first curve
+  EXPECT_EQ(pieces[0].max_bytes, 90u);
+  EXPECT_EQ(pieces[1].curve, 0u);
+  EXPECT_EQ(pieces[2].curve, 1u);  // far out, 2010 + 0.02 (n - 1000) undercuts 100 + n
+}
+
+// Random lines: each piece's curve is the cheapest (to rounding) at both ends of its range, and
 // the pieces tile [0, inf).
 TEST(PlannerEnvelope, RandomLinesPieceIsLowestAtItsEnds) {
   std::mt19937_64 rng(777);
   std::uniform_real_distribution<double> latency(0, 1e-3), per_byte(1e-10, 1e-8);
-  for (int trial = 0; trial < 2000; ++trial) {
+  for (int trial = 0; trial < 500; ++trial) {
     std::vector<LinearCost> lines(1 + trial % 6);
     for (auto& line : lines) line = {latency(rng), per_byte(rng)};
-    const auto pieces = lower_envelope(lines);
+    const auto pieces = cheapest_pieces(as_curves(lines));
     uint64_t expected_start = 0;
     for (size_t p = 0; p < pieces.size(); ++p) {
       EXPECT_EQ(pieces[p].min_bytes, expected_start);
       EXPECT_EQ(pieces[p].max_bytes.has_value(), p + 1 < pieces.size());
-      std::vector<double> probes{static_cast<double>(pieces[p].min_bytes)};
+      std::vector<double> probes{std::max(1.0, static_cast<double>(pieces[p].min_bytes))};
       if (pieces[p].max_bytes) {
         probes.push_back(static_cast<double>(*pieces[p].max_bytes - 1));
         expected_start = *pieces[p].max_bytes;
       }
       for (double n : probes)
         for (const auto& other : lines)
-          EXPECT_LE(lines[pieces[p].line].at(n), other.at(n) * (1 + 1e-9)) << "trial " << trial;
+          EXPECT_LE(lines[pieces[p].curve].at(n), other.at(n) * (1 + 1e-9)) << "trial " << trial;
     }
   }
 }
@@ -125,13 +141,23 @@ TEST(PlannerBuildPlan, ForcingOneAlgorithm) {
   }
 }
 
-TEST(PlannerBuildPlan, FlexReduceWinsOnFig2AndReportsCalls) {
+// Every suitable algorithm races, pipelined variants too; FlexReduce's calls are reported.
+TEST(PlannerBuildPlan, EveryAlgorithmRacesOnFig2AndCallsAreReported) {
   const auto report = build_plan_report(machines({2, 3}), PlanOptions{});
-  ASSERT_EQ(report.plan.schedules.size(), 1u);
-  EXPECT_EQ(report.plan.schedules[0].algorithm, "flexreduce");
+  size_t expected = 0;
+  for (const auto& row : algorithm_table())
+    expected += 1 + (row.pipelines ? std::size(kPipelineSlices) : 0);
+  EXPECT_EQ(report.candidates.size() + report.unsuitable.size(), expected);
   ASSERT_TRUE(report.flexreduce_calls);
   EXPECT_EQ(report.flexreduce_calls->eq12_bound, 3);
-  EXPECT_EQ(report.candidates.size(), 4u);
+  // The plan's choice at a size is the cheapest racing candidate there.
+  for (uint64_t bytes : {uint64_t{8}, uint64_t{1} << 16, uint64_t{1} << 28}) {
+    const double chosen = report.chosen(bytes).cost.at(static_cast<double>(bytes));
+    for (const auto& candidate : report.candidates)
+      if (candidate.racing())
+        EXPECT_LE(chosen, candidate.cost.at(static_cast<double>(bytes)) * (1 + 1e-9))
+            << candidate.algorithm << " at " << bytes;
+  }
 }
 
 TEST(PlannerBuildPlan, UnknownAlgorithmIsNamed) {
@@ -141,6 +167,9 @@ TEST(PlannerBuildPlan, UnknownAlgorithmIsNamed) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("'bogus'"), std::string::npos) << e.what();
   }
+  const auto plan = build_plan(machines({2, 3}), PlanOptions{{"hierarchical@4"}});
+  ASSERT_EQ(plan.schedules.size(), 1u);
+  EXPECT_EQ(plan.schedules[0].algorithm, "hierarchical@4");
 }
 
 // 40 machines x 100 learners: a flat ring has 2 x 3999 x 4000 ops, past the limits. Its closed

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "ir/verify.hpp"
+#include "planner/algorithm_table.hpp"
 #include "planner/algorithms.hpp"
 #include "planner/flexreduce.hpp"
 #include "planner_test_trees.hpp"
@@ -22,6 +23,18 @@ namespace {
 using testing::RandomTrees;
 using testing::reference_allreduce_error;
 
+// Every algorithm of the table that suits the tree, and a pipelined variant of each that
+// pipelines (3 slices: not a power of two).
+std::vector<std::string> algorithms_for(const Topology& topo) {
+  std::vector<std::string> names;
+  for (const auto& row : algorithm_table()) {
+    if (row.unsuitable && !row.unsuitable(topo).empty()) continue;
+    names.emplace_back(row.name);
+    if (row.pipelines) names.push_back(std::string(row.name) + "@3");
+  }
+  return names;
+}
+
 constexpr uint64_t kTreesSeed = 20261121;
 constexpr int kTrees = 2000;
 
@@ -29,7 +42,7 @@ TEST(PlannerProperty, EveryAlgorithmVerifiesOnRandomTrees) {
   RandomTrees trees(kTreesSeed);
   for (int i = 0; i < kTrees; ++i) {
     const auto topo = trees.next();
-    for (const auto& name : algorithm_names()) {
+    for (const auto& name : algorithms_for(topo)) {
       const auto schedule = plan_algorithm(topo, name);
       SCOPED_TRACE("seed " + std::to_string(kTreesSeed) + " tree " + std::to_string(i) + " " +
                    name);
@@ -72,8 +85,8 @@ TEST(PlannerProperty, EveryAlgorithmVerifiesOnBundledTopologies) {
        std::filesystem::directory_iterator(std::string(FLEXPLAN_SOURCE_DIR) + "/topologies")) {
     if (entry.path().extension() != ".json") continue;
     const auto topo = load_topology(entry.path().string());
-    for (const auto& name : algorithm_names()) {
-      if (estimate_schedule_size(topo, name).ops > kMaxOpsHere) continue;
+    for (const auto& name : algorithms_for(topo)) {
+      if (find_algorithm(name).estimate(topo).ops > kMaxOpsHere) continue;
       SCOPED_TRACE(entry.path().filename().string() + " " + name);
       EXPECT_NO_THROW(ir::verify_schedule(plan_algorithm(topo, name), topo.num_learners()));
       ++verified;
@@ -140,7 +153,7 @@ TEST(PlannerProperty, VerifierRejectsMutatedSchedules) {
   int wrong = 0, harmless = 0;
   for (int i = 0; i < kTrees / 2; ++i) {
     const auto topo = trees.next();
-    const auto& names = algorithm_names();
+    const auto names = algorithms_for(topo);
     const auto original = plan_algorithm(topo, names[i % names.size()]);
     for (auto mutation : {Mutation::DropOp, Mutation::ChangeRoot, Mutation::WidenGroup,
                           Mutation::NarrowGroup}) {

@@ -1,0 +1,220 @@
+// The algorithm table (algorithm_table.hpp): one row per algorithm, and the size estimates and
+// closed-form wrappers the rows point to.
+#include "planner/algorithm_table.hpp"
+
+#include <charconv>
+#include <stdexcept>
+
+#include <fmt/core.h>
+#include <fmt/format.h>
+
+#include "planner/machines.hpp"
+#include "planner/pipeline.hpp"
+
+namespace flexplan {
+namespace {
+
+uint64_t sat_mul(uint64_t a, uint64_t b) {
+  unsigned __int128 p = static_cast<unsigned __int128>(a) * b;
+  return p > ~uint64_t{0} ? ~uint64_t{0} : static_cast<uint64_t>(p);
+}
+
+// A ring reduce-scatter + all-gather among `members`, `rings` of them in parallel.
+ScheduleSize ring_size(uint64_t members, uint64_t rings) {
+  if (members < 2) return {};
+  const uint64_t ops = sat_mul(sat_mul(2 * (members - 1), members), rings);
+  return {ops, sat_mul(ops, 2)};
+}
+
+// --- flexreduce ---------------------------------------------------------------------------
+
+ScheduleSize flexreduce_size(const Topology& topo) {
+  // At node x every subrange starts at a new-range or a holder boundary: at most twice the
+  // learners under x subranges, each with degree(x) members; doubled for the all-gather.
+  ScheduleSize size;
+  for (NodeId x = 0; x < topo.num_nodes(); ++x) {
+    if (topo.is_learner(x)) continue;
+    const uint64_t subranges = 2 * topo.learners_under(x).size();
+    size.ops += 2 * subranges;
+    size.group_members = std::min<uint64_t>(
+        size.group_members + sat_mul(2 * subranges, topo.degree(x)), ~uint64_t{0} >> 1);
+  }
+  return size;
+}
+
+// --- flexreduce-bw ------------------------------------------------------------------------
+
+// At most two ranges per learner arc, each a reduce and a broadcast through every learner.
+ScheduleSize flexreduce_bw_size(const Topology& topo) {
+  const uint64_t learners = topo.num_learners();
+  if (learners < 2) return {};
+  const uint64_t ops = 4 * learners;
+  return {ops, sat_mul(ops, learners)};
+}
+
+// --- ring ---------------------------------------------------------------------------------
+
+ScheduleSize ring_schedule_size(const Topology& topo) { return ring_size(topo.num_learners(), 1); }
+
+std::optional<ScheduleCost> ring_closed_form(const Topology& topo, const CostParams& params) {
+  return ring_cost(topo, params);
+}
+
+// --- blueconnect --------------------------------------------------------------------------
+
+ScheduleSize blueconnect_size(const Topology& topo) {
+  if (blueconnect_falls_back(topo)) return ring_size(topo.num_learners(), 1);
+  ScheduleSize size;
+  const uint64_t learners = topo.num_learners();
+  for (int level = 0; level < topo.num_levels(); ++level) {
+    const uint64_t fan_out = topo.degree(topo.nodes_at_level(level).front());
+    const auto rings = ring_size(fan_out, learners / fan_out);
+    size.ops += rings.ops;
+    size.group_members += rings.group_members;
+  }
+  return size;
+}
+
+std::optional<ScheduleCost> blueconnect_closed_form(const Topology& topo,
+                                                    const CostParams& params) {
+  if (blueconnect_falls_back(topo)) return ring_cost(topo, params);
+  return std::nullopt;  // Eq. 3 is exact only on symmetric links: build and evaluate
+}
+
+std::string blueconnect_note(const Topology& topo) {
+  return blueconnect_falls_back(topo) ? "fell back to the ring: the tree is not symmetric" : "";
+}
+
+// --- hierarchical -------------------------------------------------------------------------
+
+// The leader ring, plus a local reduce and a local broadcast per machine of several learners.
+ScheduleSize hierarchical_size(const Topology& topo) {
+  const auto machines = machines_of(topo);
+  ScheduleSize size = ring_size(machines.size(), 1);
+  for (const Machine& machine : machines) {
+    if (machine.learners.size() < 2) continue;
+    size.ops += 2;
+    size.group_members += 2 * machine.learners.size();
+  }
+  return size;
+}
+
+std::optional<ScheduleCost> hierarchical_closed_form(const Topology& topo,
+                                                     const CostParams& params) {
+  return hierarchical_cost(topo, params);
+}
+
+double blueconnect_eq3(const Topology& topo, double bytes, const CostParams& params) {
+  return topo.is_symmetric() ? blueconnect_cost(topo, params).at(bytes) : -1;
+}
+
+const AlgorithmRow kTable[] = {
+    {.name = "flexreduce",
+     .summary = "FlexReduce as the paper: uneven shares by learner counts, level by level",
+     .build = plan_flexreduce,
+     .estimate = flexreduce_size,
+     .pipelines = true,
+     .model = flexreduce_time,
+     .model_name = "Eq. 6"},
+    {.name = "flexreduce-bw",
+     .summary = "FlexReduce with shares by link bandwidth: tree-walking chains, all levels at once",
+     .build = plan_flexreduce_bw,
+     .estimate = flexreduce_bw_size},
+    {.name = "ring",
+     .summary = "ring reduce-scatter + all-gather over all learners in depth-first order",
+     .build = plan_ring,
+     .estimate = ring_schedule_size,
+     .closed_form = ring_closed_form},
+    {.name = "blueconnect",
+     .summary = "level-by-level rings on a symmetric tree (else the ring)",
+     .build = plan_blueconnect,
+     .estimate = blueconnect_size,
+     .closed_form = blueconnect_closed_form,
+     .note = blueconnect_note,
+     .model = blueconnect_eq3,
+     .model_name = "Eq. 3"},
+    {.name = "hierarchical",
+     .summary = "reduce to a leader per machine, ring among leaders, broadcast from it",
+     .build = plan_hierarchical,
+     .estimate = hierarchical_size,
+     .closed_form = hierarchical_closed_form,
+     .pipelines = true},
+};
+
+[[noreturn]] void unknown_algorithm(std::string_view name) {
+  throw std::invalid_argument(fmt::format(
+      "unknown algorithm '{}' (known: {}; a pipelined variant adds @slices, as flexreduce@4)",
+      name, fmt::join(algorithm_names(), ", ")));
+}
+
+}  // namespace
+
+ScheduleSize measured_size(const ir::Schedule& schedule) {
+  ScheduleSize size;
+  for (const auto& step : schedule.steps) {
+    size.ops += step.ops.size();
+    for (const auto& op : step.ops) size.group_members += op.group.size();
+  }
+  return size;
+}
+
+bool schedule_fits_limits(const ScheduleSize& size) {
+  return size.ops <= kMaxScheduleOps && size.group_members <= kMaxScheduleGroupMembers;
+}
+
+std::span<const AlgorithmRow> algorithm_table() { return kTable; }
+
+std::vector<std::string> algorithm_names() {
+  std::vector<std::string> names;
+  for (const auto& row : kTable) names.emplace_back(row.name);
+  return names;
+}
+
+std::string AlgorithmChoice::name() const {
+  return slices == 1 ? std::string(row->name) : fmt::format("{}@{}", row->name, slices);
+}
+
+ir::Schedule AlgorithmChoice::build(const Topology& topo) const {
+  auto schedule = row->build(topo);
+  return slices == 1 ? schedule : pipeline_slices(schedule, slices);
+}
+
+ScheduleSize AlgorithmChoice::estimate(const Topology& topo) const {
+  const auto size = row->estimate(topo);
+  return {sat_mul(size.ops, slices), sat_mul(size.group_members, slices)};
+}
+
+std::optional<ScheduleCost> AlgorithmChoice::closed_form(const Topology& topo,
+                                                         const CostParams& params) const {
+  if (slices != 1 || row->closed_form == nullptr) return std::nullopt;
+  return row->closed_form(topo, params);
+}
+
+AlgorithmChoice find_algorithm(std::string_view name) {
+  const size_t at = name.find('@');
+  const std::string_view base = name.substr(0, at);
+  uint32_t slices = 1;
+  if (at != std::string_view::npos) {
+    const std::string_view digits = name.substr(at + 1);
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), slices);
+    if (error != std::errc() || end != digits.data() + digits.size() || slices < 1 ||
+        slices > 1024)
+      throw std::invalid_argument(fmt::format(
+          "algorithm '{}': the slice count after '@' must be a whole number from 1 to 1024", name));
+  }
+  for (const auto& row : kTable) {
+    if (row.name != base) continue;
+    if (slices > 1 && !row.pipelines)
+      throw std::invalid_argument(
+          fmt::format("algorithm '{}' has no pipelined variant ({} gains nothing from slices)",
+                      name, row.name));
+    return {&row, slices};
+  }
+  unknown_algorithm(base);
+}
+
+ir::Schedule plan_algorithm(const Topology& topo, std::string_view name) {
+  return find_algorithm(name).build(topo);
+}
+
+}  // namespace flexplan

@@ -1,0 +1,69 @@
+// One row per all-reduce algorithm: its name, builder, size estimate, exact closed-form price
+// if it has one, whether slicing it into a pipeline can pay, and a line for the command line.
+// Everything the planner, the cost model and the CLI know about an algorithm is here; adding one
+// is adding its builder and its row.
+//
+// Pipelined variants are named "<algorithm>@<slices>" ("flexreduce@4"): the algorithm's schedule
+// with the vector cut into that many slices that flow through its steps one step apart
+// (pipeline.hpp).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/plan.hpp"
+#include "planner/algorithms.hpp"
+#include "planner/cost_model.hpp"
+#include "topology/topology.hpp"
+
+namespace flexplan {
+
+struct AlgorithmRow {
+  std::string_view name;
+  std::string_view summary;  // one line, for --help and the plan summary
+  ir::Schedule (*build)(const Topology&);
+  // Without building it; exact or an upper bound.
+  ScheduleSize (*estimate)(const Topology&);
+  // An exact price without building it (tested equal to the evaluator), where there is one.
+  std::optional<ScheduleCost> (*closed_form)(const Topology&, const CostParams&) = nullptr;
+  // Why the algorithm does not apply to this tree, or empty when it does.
+  std::string (*unsuitable)(const Topology&) = nullptr;
+  // A note on what the builder will do on this tree ("falls back to the ring"), or empty.
+  std::string (*note)(const Topology&) = nullptr;
+  bool pipelines = false;  // its steps load different links, so slices can overlap them
+  // A model of the price for trees too big to build and without an exact closed form (the
+  // paper's Eq. 6 for FlexReduce), with its name; returns a negative time where it does not
+  // apply.
+  double (*model)(const Topology&, double bytes, const CostParams&) = nullptr;
+  std::string_view model_name = {};
+};
+
+std::span<const AlgorithmRow> algorithm_table();
+
+// An algorithm as the planner races it: a row, and its slice count (1: not pipelined).
+struct AlgorithmChoice {
+  const AlgorithmRow* row = nullptr;
+  uint32_t slices = 1;
+  std::string name() const;  // "flexreduce", "flexreduce@4"
+  ir::Schedule build(const Topology&) const;
+  ScheduleSize estimate(const Topology&) const;
+  std::optional<ScheduleCost> closed_form(const Topology&, const CostParams&) const;
+};
+
+// "ring", "flexreduce@8": throws std::invalid_argument naming the word and the known
+// algorithms (never listing the unknown one among them).
+AlgorithmChoice find_algorithm(std::string_view name);
+
+// The base names in table order (the order build_plan prefers on ties).
+std::vector<std::string> algorithm_names();
+// Slice counts the planner tries for a pipelining algorithm.
+inline constexpr uint32_t kPipelineSlices[] = {2, 4, 8, 16};
+
+// Convenience for tests and tools: build by name (base or pipelined).
+ir::Schedule plan_algorithm(const Topology&, std::string_view name);
+
+}  // namespace flexplan

@@ -1,0 +1,93 @@
+// Prices of chains, steps and schedules as functions of the message size (cost_model.hpp).
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <utility>
+
+#include "planner/cost_model.hpp"
+
+namespace flexplan {
+namespace {
+
+// Message sizes at which chains are compared when thinning a step's chains: every doubling
+// from 1 B to 1 TiB covers the sizes where a chain's chunk count moves from one to many.
+constexpr int kProbes = 41;
+
+double probe(int i) { return std::exp2(i); }
+
+}  // namespace
+
+double ChainCost::at(double bytes, double chunk_bytes) const {
+  const double range = share * bytes;
+  const double chunks = std::max(1.0, std::ceil(range / chunk_bytes));
+  const double chunk = range / chunks;
+  return latency + chunk * first_chunk + (range - chunk) * steady;
+}
+
+double StepCost::at(double bytes, double chunk_bytes) const {
+  double time = per_byte * bytes + hop_latency;
+  for (const ChainCost& chain : chains) time = std::max(time, chain.at(bytes, chunk_bytes));
+  return time;
+}
+
+StepCost make_step(double per_byte, double hop_latency, std::vector<ChainCost> chains,
+                   double chunk_bytes, uint64_t repeat) {
+  StepCost step;
+  step.per_byte = per_byte;
+  step.hop_latency = hop_latency;
+  step.repeat = repeat;
+  // Keep, at every probe size, the slowest chain if it outlasts the bandwidth term there.
+  std::array<int, kProbes> slowest;
+  slowest.fill(-1);
+  std::array<double, kProbes> worst{};
+  for (int p = 0; p < kProbes; ++p) worst[p] = per_byte * probe(p) + hop_latency;
+  for (size_t c = 0; c < chains.size(); ++c)
+    for (int p = 0; p < kProbes; ++p) {
+      const double time = chains[c].at(probe(p), chunk_bytes);
+      if (time > worst[p]) {
+        worst[p] = time;
+        slowest[p] = static_cast<int>(c);
+      }
+    }
+  for (int p = 0; p < kProbes; ++p) {
+    if (slowest[p] < 0) continue;
+    const ChainCost& chain = chains[static_cast<size_t>(slowest[p])];
+    if (std::find(step.chains.begin(), step.chains.end(), chain) == step.chains.end())
+      step.chains.push_back(chain);
+  }
+  return step;
+}
+
+double ScheduleCost::at(double bytes) const {
+  double total = 0;
+  for (const StepCost& step : steps)
+    total += static_cast<double>(step.repeat) * step.at(bytes, chunk_bytes);
+  return total;
+}
+
+LinearCost ScheduleCost::asymptote() const {
+  // Every range many chunks long: a chain tends to latency + chunk (first - steady) + r steady;
+  // each step follows its steepest line (ties: the larger intercept).
+  LinearCost total;
+  for (const StepCost& step : steps) {
+    LinearCost best{step.hop_latency, step.per_byte};
+    for (const ChainCost& chain : step.chains) {
+      const LinearCost line{chain.latency + chunk_bytes * (chain.first_chunk - chain.steady),
+                            chain.share * chain.steady};
+      if (line.per_byte > best.per_byte ||
+          (line.per_byte == best.per_byte && line.latency > best.latency))
+        best = line;
+    }
+    const double times = static_cast<double>(step.repeat);
+    total += LinearCost{best.latency * times, best.per_byte * times};
+  }
+  return total;
+}
+
+uint64_t ScheduleCost::step_count() const {
+  uint64_t count = 0;
+  for (const StepCost& step : steps) count += step.repeat;
+  return count;
+}
+
+}  // namespace flexplan
