@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <stdexcept>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -263,6 +264,8 @@ Attempt build(const ir::Schedule& schedule, const std::vector<RankProgram>& prog
   const int32_t world = static_cast<int32_t>(programs.size());
   const int32_t max_count = std::max(1, limits.max_count);
   const auto chunk_of = [&](uint64_t u) { return static_cast<int32_t>(to_chunk(u, schedule.units, chunks)); };
+  std::vector<uint64_t> ops_before(schedule.steps.size() + 1, 0);
+  for (size_t s = 0; s < schedule.steps.size(); ++s) ops_before[s + 1] = ops_before[s] + schedule.steps[s].ops.size();
   Attempt attempt;
   for (int32_t rank = 0; rank < world; ++rank) {
     const RankProgram& program = programs[rank];
@@ -279,7 +282,12 @@ Attempt build(const ir::Schedule& schedule, const std::vector<RankProgram>& prog
     };
     for (size_t s = 0; s < program.steps.size(); ++s) {
       const StepProgram& step = program.steps[s];
-      const int32_t channel = static_cast<int32_t>(s % static_cast<size_t>(channels));
+      // Ops are dealt round robin over the channels, counting across steps; both ends of a
+      // transfer count alike, so they agree on its channel.
+      const auto channel_of = [&](uint32_t op) {
+        return static_cast<int32_t>((ops_before[s] + op) % static_cast<uint64_t>(channels));
+      };
+      const int32_t channel = channel_of(0);
       for (const UnitRange& range : step.copy_in)
         pieces(chunk_of(range.begin), chunk_of(range.end), [&](int32_t b, int32_t e) {
           gpu.emit(gpu.local_tb(channel), StepType::Copy, Buffer::Input, b, Buffer::Output, b, e - b);
@@ -294,8 +302,8 @@ Attempt build(const ir::Schedule& schedule, const std::vector<RankProgram>& prog
         if (cb == ce) continue;
         const Buffer own = task.own_from_send ? Buffer::Input : Buffer::Output;
         const int32_t stage = task.stage_writes ? gpu.scratch(ce - cb) : -1;
-        const int in_tb = task.receives() ? gpu.receiving_tb(task.prev, channel) : -1;
-        const int out_tb = task.sends() ? gpu.sending_tb(task.next, channel) : -1;
+        const int in_tb = task.receives() ? gpu.receiving_tb(task.prev, channel_of(task.op_index)) : -1;
+        const int out_tb = task.sends() ? gpu.sending_tb(task.next, channel_of(task.op_index)) : -1;
         const bool same_tb = task.receives() && task.sends() && gpu.matched(task.prev, task.next);
         if (task.stage_writes) flushes.push_back({in_tb, stage, cb, ce});
         pieces(cb, ce, [&](int32_t b, int32_t e) {
@@ -420,7 +428,11 @@ Export export_schedule(const ir::Plan& plan, size_t index, const ExportOptions& 
     throw ExportError(fmt::format("unknown protocol '{}' (Simple, LL or LL128)", options.protocol));
 
   std::vector<RankProgram> programs;
-  for (int32_t r = 0; r < plan.world_size; ++r) programs.push_back(lower_rank_program(schedule, r));
+  try {
+    for (int32_t r = 0; r < plan.world_size; ++r) programs.push_back(lower_rank_program(schedule, r));
+  } catch (const std::invalid_argument& e) {  // ops the chained lowering has no program for
+    throw ExportError(e.what());
+  }
 
   Export result;
   result.chunking = report_chunking(plan, schedule, chunks);

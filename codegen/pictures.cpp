@@ -74,10 +74,15 @@ std::string trace_json(const ir::Plan& plan, size_t index, const Topology& topo,
   double start = 0;
   for (size_t s = 0; s < schedule.steps.size(); ++s) {
     const ir::Step& step = schedule.steps[s];
-    const double length = steps[s].at(n);
+    // The step's price, and what sets it: the busiest link (plus the slowest hop's latency) or
+    // a chain's critical path through its chunk pipeline.
+    const double length = steps[s].at(n, params.chunk_bytes);
+    const double bandwidth_term = steps[s].per_byte * n + steps[s].hop_latency;
     slice(kSteps, 0, start, length,
           fmt::format("step {} {} level {}", s, ir::to_string(step.phase), step.level),
-          {{"latency_us", steps[s].latency * kMicro}, {"bandwidth_us", steps[s].per_byte * n * kMicro},
+          {{"bandwidth_term_us", bandwidth_term * kMicro}, {"busiest_link_us", steps[s].per_byte * n * kMicro},
+           {"slowest_hop_latency_us", steps[s].hop_latency * kMicro},
+           {"bound_by", length > bandwidth_term * (1 + 1e-12) ? "a chain's pipeline" : "the busiest link"},
            {"ops", step.ops.size()}});
     std::map<int, double> link_busy;  // row -> time used so far in this step
     for (size_t o = 0; o < step.ops.size(); ++o) {

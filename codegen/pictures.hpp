@@ -14,8 +14,8 @@
 namespace flexplan::codegen {
 
 // Timeline of schedule `index` of `plan` moving a message of `bytes` bytes over `topology`,
-// priced by the cost model (evaluate_steps): steps follow each other, each as long as the model
-// prices it. On a rank's row every transfer it sends or receives spans its step; on a link
+// priced by the cost model (evaluate_steps, StepCost::at with params.chunk_bytes): steps follow
+// each other, each as long as the model prices it. On a rank's row every transfer it sends or receives spans its step; on a link
 // direction's row the transfers crossing it are laid end to end, each as long as its bytes take
 // at the link's bandwidth, so the row shows how busy the link is in each step. Throws
 // std::invalid_argument when the topology is not the plan's (hash or learner count).

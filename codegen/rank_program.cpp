@@ -92,7 +92,7 @@ RankProgram lower_rank_program(const ir::Schedule& schedule, int32_t rank) {
     for (size_t o = 0; o < ops.size(); ++o) {
       if (ops[o].shape != ir::OpShape::Chain)
         throw std::invalid_argument(fmt::format(
-            "schedule '{}' step {} op {}: star ops are not run by this runtime yet",
+            "schedule '{}' step {} op {}: star ops have no chained point-to-point lowering yet",
             schedule.algorithm, s, o));
       Task task;
       task.op_index = static_cast<uint32_t>(o);

@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 
 #include "ir/plan_binary.hpp"
-#include "planner/algorithms.hpp"
+#include "planner/algorithm_table.hpp"
 #include "planner/plan_builder.hpp"
 #include "runtime/communicator.hpp"
 #include "tests/mpi/test_support.hpp"
@@ -64,7 +64,9 @@ ir::Plan every_algorithm_plan(int world, uint32_t seed) {
   plan.world_size = world;
   plan.topology_name = topo.name();
   plan.topology_hash = topo.hash_hex();
-  for (const std::string& name : algorithm_names()) {
+  for (const AlgorithmRow& row : algorithm_table()) {
+    if (row.unsuitable && !row.unsuitable(topo).empty()) continue;
+    const std::string name(row.name);
     ir::Schedule schedule = plan_for(topo, name).schedules.at(0);
     schedule.min_bytes = plan.schedules.size() * 1000;
     schedule.max_bytes = (plan.schedules.size() + 1) * 1000;

@@ -66,7 +66,7 @@ TEST_F(CodegenCli, HelpAndMalformedInput) {
 TEST_F(CodegenCli, TraceFollowsTheCostModel) {
   const Topology topo = load_topology(kTopology);
   const std::string plan = plan_file(topo);
-  const CliRun run = run_flexplan("codegen '" + plan + "' --target trace --bytes 16M -o '" + path("t.json") +
+  const CliRun run = run_flexplan("codegen '" + plan + "' --target trace --bytes 16M --schedule 0 -o '" + path("t.json") +
                                   "' --topology '" + kTopology + "'");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const auto trace = nlohmann::json::parse(read_text(path("t.json")));
@@ -87,7 +87,7 @@ TEST_F(CodegenCli, TraceFollowsTheCostModel) {
     if (e["pid"] == 3) link_busy[{e["tid"].get<int>(), e["args"]["step"].get<size_t>()}] += e["dur"].get<double>();
   }
   double predicted = 0;
-  for (const auto& s : steps) predicted += s.at(bytes);
+  for (const auto& s : steps) predicted += s.at(bytes, CostParams{}.chunk_bytes);
   EXPECT_NEAR(step_total, predicted * 1e6, 1e-6 * predicted * 1e6);
   ASSERT_EQ(step_spans.size(), steps.size());
   size_t hops = 0;

@@ -10,12 +10,24 @@
 
 #include "codegen/msccl.hpp"
 #include "ir/verify.hpp"
+#include "planner/algorithm_table.hpp"
 #include "planner/algorithms.hpp"
 #include "planner/plan_builder.hpp"
 #include "tests/unit/planner_test_trees.hpp"
 
 namespace flexplan::codegen::msccl {
 namespace {
+
+// Every algorithm that applies to the tree, and a pipelined variant of those that pipeline.
+std::vector<std::string> algorithms_for(const Topology& topo) {
+  std::vector<std::string> names;
+  for (const AlgorithmRow& row : algorithm_table()) {
+    if (row.unsuitable && !row.unsuitable(topo).empty()) continue;
+    names.emplace_back(row.name);
+    if (row.pipelines) names.push_back(std::string(row.name) + "@2");
+  }
+  return names;
+}
 
 ir::Plan single(const Topology& topo, const std::string& algorithm) {
   ir::Plan plan;
@@ -132,8 +144,8 @@ TEST(Msccl, EveryAlgorithmOnEveryBundledTopology) {
   int exported = 0, refused = 0;
   for (const auto& entry : std::filesystem::directory_iterator(std::string(FLEXPLAN_SOURCE_DIR) + "/topologies")) {
     const Topology topo = load_topology(entry.path().string());
-    for (const std::string& algorithm : algorithm_names()) {
-      if (!schedule_fits_limits(estimate_schedule_size(topo, algorithm))) continue;
+    for (const std::string& algorithm : algorithms_for(topo)) {
+      if (!schedule_fits_limits(find_algorithm(algorithm).estimate(topo))) continue;
       const ir::Plan plan = single(topo, algorithm);
       for (const bool rccl : {false, true}) {
         const std::string result = round_trip(plan, rccl);
@@ -158,7 +170,7 @@ TEST(Msccl, EveryAlgorithmOnRandomTrees) {
   testing::RandomTrees trees(77);
   for (int t = 0; t < 60; ++t) {
     const Topology topo = trees.next(16);
-    for (const std::string& algorithm : algorithm_names()) {
+    for (const std::string& algorithm : algorithms_for(topo)) {
       const ir::Plan plan = single(topo, algorithm);
       for (const bool rccl : {false, true}) {
         const std::string result = round_trip(plan, rccl);
