@@ -17,12 +17,13 @@ std::string describe(const ir::Schedule& schedule, size_t step, const Task& task
   const ir::Op& op = schedule.steps[step].ops[task.op_index];
   std::string what;
   if (!task.receives()) {
-    what = fmt::format("send own{} to {}", task.own_from_send ? " (input)" : "", task.next);
+    what = fmt::format("send own{} to {} (its receive #{})", task.own_from_send ? " (input)" : "", task.next,
+                       task.next_receive_index);
   } else {
-    what = fmt::format("receive from {}", task.prev);
+    what = fmt::format("receive #{} from {}", task.receive_index, task.prev);
     if (task.reduce && task.add_own) what += task.own_from_send ? ", add own (input)" : ", add own";
     if (task.writes()) what += task.stage_writes ? ", write (staged)" : ", write";
-    if (task.sends()) what += fmt::format(", send to {}", task.next);
+    if (task.sends()) what += fmt::format(", send to {} (its receive #{})", task.next, task.next_receive_index);
   }
   return fmt::format("step {} op {}: {} {} root {}: {}", step, task.op_index, ir::to_string(op.kind),
                      range_text(op.begin, op.end), op.root, what);
@@ -64,9 +65,9 @@ std::string rank_file(const ir::Plan& plan, int32_t rank, const std::string& hea
         out += fmt::format("  e.copy_in({}, {});  // step {}: input {} into the result first\n", r.begin, r.end, s,
                            range_text(r.begin, r.end));
       for (const Task& task : step.tasks)
-        out += fmt::format("  e.{}({}, {}, {}, {}, {}, {});  // {}\n", task.reduce ? "reduce" : "broadcast",
+        out += fmt::format("  e.{}({}, {}, {}, {}, {}, {}, {}, {});  // {}\n", task.reduce ? "reduce" : "broadcast",
                            task.op_index, task.unit_begin, task.unit_end, peer(task.prev), peer(task.next),
-                           flags(task), describe(schedule, s, task));
+                           flags(task), task.receive_index, task.next_receive_index, describe(schedule, s, task));
     }
     for (const UnitRange& r : program.copy_at_end)
       out += fmt::format("  e.copy_at_end({}, {});  // no step writes {} here: the input is the result\n", r.begin,
@@ -153,6 +154,8 @@ ProgramCollector::ProgramCollector(size_t steps, uint64_t units) : units_(units)
     task.next = t->next;
     task.unit_begin = t->unit_begin;
     task.unit_end = t->unit_end;
+    task.receive_index = t->receive_index;
+    task.next_receive_index = t->next_receive_index;
     c.program_.steps[static_cast<size_t>(c.current_)].tasks.push_back(task);
   };
   sink_.copy_in = [](void* self, uint64_t begin, uint64_t end) {

@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#define FLEXPLAN_PROGRAM_ABI 1
+#define FLEXPLAN_PROGRAM_ABI 2
 
 #ifdef __cplusplus
 extern "C" {
@@ -24,6 +24,8 @@ typedef struct flexplan_task {
   int32_t prev;           /* receive from this rank, or -1 */
   int32_t next;           /* send to this rank, or -1 */
   uint64_t unit_begin, unit_end;
+  uint64_t receive_index;       /* this rank's receives numbered in (step, op) order */
+  uint64_t next_receive_index;  /* this op's number among `next`'s receives */
 } flexplan_task;
 
 /* Where generated code delivers a program. Calls come in program order: step(s), then that
@@ -68,16 +70,20 @@ struct Emitter {
   void step(uint32_t s) const { sink->step(sink->context, s); }
   void copy_in(uint64_t begin, uint64_t end) const { sink->copy_in(sink->context, begin, end); }
   void copy_at_end(uint64_t begin, uint64_t end) const { sink->copy_at_end(sink->context, begin, end); }
-  void reduce(uint32_t op, uint64_t begin, uint64_t end, int32_t from, int32_t to, unsigned flags) const {
-    task(op, 1, begin, end, from, to, flags);
+  /* (op, unit range, receive from, send to, flags, this rank's receive number, the receive number
+     at `to`) */
+  void reduce(uint32_t op, uint64_t begin, uint64_t end, int32_t from, int32_t to, unsigned flags,
+              uint64_t receive, uint64_t next_receive) const {
+    task(op, 1, begin, end, from, to, flags, receive, next_receive);
   }
-  void broadcast(uint32_t op, uint64_t begin, uint64_t end, int32_t from, int32_t to, unsigned flags) const {
-    task(op, 0, begin, end, from, to, flags);
+  void broadcast(uint32_t op, uint64_t begin, uint64_t end, int32_t from, int32_t to, unsigned flags,
+                 uint64_t receive, uint64_t next_receive) const {
+    task(op, 0, begin, end, from, to, flags, receive, next_receive);
   }
 
  private:
   void task(uint32_t op, uint8_t reduce, uint64_t begin, uint64_t end, int32_t from, int32_t to,
-            unsigned flags) const {
+            unsigned flags, uint64_t receive, uint64_t next_receive) const {
     const flexplan_task t{op,
                           reduce,
                           static_cast<uint8_t>((flags & kAddOwn) != 0),
@@ -86,7 +92,9 @@ struct Emitter {
                           from,
                           to,
                           begin,
-                          end};
+                          end,
+                          receive,
+                          next_receive};
     sink->task(sink->context, &t);
   }
 };

@@ -87,6 +87,7 @@ void route_own_reads(RankProgram& program, uint64_t units) {
 RankProgram lower_rank_program(const ir::Schedule& schedule, int32_t rank) {
   RankProgram program;
   program.steps.resize(schedule.steps.size());
+  std::vector<uint64_t> receives_of;  // by rank: receives numbered so far
   for (size_t s = 0; s < schedule.steps.size(); ++s) {
     const auto& ops = schedule.steps[s].ops;
     for (size_t o = 0; o < ops.size(); ++o) {
@@ -101,15 +102,20 @@ RankProgram lower_rank_program(const ir::Schedule& schedule, int32_t rank) {
       task.unit_end = ops[o].end;
       bool involved = false;
       for (const auto& hop : lower_op(ops[o])) {
+        const auto dst = static_cast<size_t>(hop.dst);
+        if (dst >= receives_of.size()) receives_of.resize(dst + 1, 0);
         if (hop.src == rank) {
           task.next = hop.dst;
+          task.next_receive_index = receives_of[dst];
           involved = true;
         }
         if (hop.dst == rank) {
           task.prev = hop.src;
           task.add_own = hop.dst_contributes;
+          task.receive_index = receives_of[dst];
           involved = true;
         }
+        ++receives_of[dst];
       }
       if (involved) program.steps[s].tasks.push_back(task);
     }

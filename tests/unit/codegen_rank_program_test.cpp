@@ -217,7 +217,8 @@ std::string run_programs(const ir::Schedule& schedule, int world, uint64_t count
 }
 
 // Every hop that lower_op gives appears once at its sender (as next) and once at its receiver
-// (as prev), in the same step and op, and nowhere else.
+// (as prev), in the same step and op, and nowhere else; both number it alike among the
+// receiver's receives.
 std::string check_hops(const ir::Schedule& schedule, int world) {
   std::map<std::tuple<size_t, uint32_t, int>, const Task*> task_of;
   std::vector<RankProgram> programs;
@@ -238,12 +239,22 @@ std::string check_hops(const ir::Schedule& schedule, int world) {
         const auto from = task_of.find({s, o, hop.src});
         const auto to = task_of.find({s, o, hop.dst});
         if (from == task_of.end() || from->second->next != hop.dst || to == task_of.end() ||
-            to->second->prev != hop.src || to->second->add_own != hop.dst_contributes)
+            to->second->prev != hop.src || to->second->add_own != hop.dst_contributes ||
+            from->second->next_receive_index != to->second->receive_index)
           return "step " + std::to_string(s) + " op " + std::to_string(o) + ": hop " +
                  std::to_string(hop.src) + " -> " + std::to_string(hop.dst) + " not lowered";
       }
     }
   if (tasks != members) return std::to_string(tasks) + " tasks for " + std::to_string(members) + " chain members";
+  // Each rank's receives are numbered 0, 1, ... in (step, op) order (the runtime's tags).
+  for (int r = 0; r < world; ++r) {
+    uint64_t expected = 0;
+    for (const StepProgram& step : programs[r].steps)
+      for (const Task& task : step.tasks)
+        if (task.receives() && task.receive_index != expected++)
+          return "rank " + std::to_string(r) + ": receive numbered " + std::to_string(task.receive_index) +
+                 ", expected " + std::to_string(expected - 1);
+  }
   return "";
 }
 
