@@ -117,7 +117,6 @@ struct ChunkReport {
 struct Export {
   Algorithm algorithm;
   ChunkReport chunking;
-  int32_t channels_tried = 0;
 };
 
 // Exports schedule `index` of a verified all-reduce plan. Throws ExportError where the plan

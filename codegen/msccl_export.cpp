@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <set>
 #include <stdexcept>
 #include <tuple>
 
@@ -132,9 +131,7 @@ class GpuBuilder {
     return static_cast<int>(instructions_.size()) - 1;
   }
 
-  Gpu finish(const Limits& limits);
-
-  const std::vector<std::tuple<int32_t, int32_t, int32_t>>& threadblocks() const { return tbs_; }
+  Gpu finish();
 
  private:
   int tb(int32_t recv, int32_t send, int32_t channel) {
@@ -187,7 +184,7 @@ void GpuBuilder::add_dependencies() {
   }
 }
 
-Gpu GpuBuilder::finish(const Limits& limits) {
+Gpu GpuBuilder::finish() {
   add_dependencies();
   // Drop waits already implied by an earlier wait of the same threadblock.
   std::vector<std::map<int, int>> waited(tbs_.size());  // per tb: other tb -> latest waited
@@ -244,7 +241,6 @@ Gpu GpuBuilder::finish(const Limits& limits) {
   for (const Instruction& in : instructions_)
     for (int other : in.depends_on)
       gpu.threadblocks[id_of[instructions_[other].tb]].steps[position[other]].has_dependents = true;
-  (void)limits;
   return gpu;
 }
 
@@ -368,7 +364,7 @@ Attempt build(const ir::Schedule& schedule, const std::vector<RankProgram>& prog
       pieces(chunk_of(range.begin), chunk_of(range.end), [&](int32_t b, int32_t e) {
         gpu.emit(gpu.local_tb(0), StepType::Copy, Buffer::Input, b, Buffer::Output, b, e - b);
       });
-    attempt.gpus.push_back(gpu.finish(limits));
+    attempt.gpus.push_back(gpu.finish());
     const Gpu& built = attempt.gpus.back();
     if (static_cast<int>(built.threadblocks.size()) > limits.threadblocks_per_gpu && attempt.too_many_tbs.empty())
       attempt.too_many_tbs = fmt::format("gpu {} needs {} threadblocks, the executors run at most {}",
@@ -440,7 +436,6 @@ Export export_schedule(const ir::Plan& plan, size_t index, const ExportOptions& 
   const int32_t max_channels = std::max(1, limits.channels);
   for (int32_t channels = 1; channels <= max_channels; ++channels) {
     Attempt attempt = build(schedule, programs, chunks, channels, limits);
-    result.channels_tried = channels;
     if (!attempt.too_many_tbs.empty()) {
       if (step_failure.empty()) throw ExportError(label + ": cannot fit: " + attempt.too_many_tbs);
       throw ExportError(fmt::format("{}: cannot fit: over {} channel(s) {}; over {} channels {}", label,

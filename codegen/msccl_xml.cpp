@@ -5,7 +5,6 @@
 #include <charconv>
 #include <map>
 #include <memory>
-#include <optional>
 
 #include <fmt/format.h>
 
@@ -179,7 +178,6 @@ std::unique_ptr<Element> parse_tree(std::string_view text) {
       open.back()->children.push_back(std::move(element));
     }
     if (!self_closing) open.push_back(raw);
-    if (start > text.size()) break;
   }
   if (!open.empty()) fail(line, fmt::format("<{}> is never closed", open.back()->name));
   if (!root) fail(line, "no element");
