@@ -90,7 +90,7 @@ struct Element {
   throw FormatError(fmt::format("line {}: {}", line, what));
 }
 
-// One tag, the whole of one line (leading spaces stripped). Returns nullopt for a closing tag
+// One tag, the whole of one line (leading spaces stripped). Returns nullptr for a closing tag
 // (whose name goes to `closing`).
 std::unique_ptr<Element> parse_tag(std::string_view text, size_t line, bool& self_closing,
                                    std::string& closing) {
