@@ -13,6 +13,8 @@ cd "$(dirname "$0")"
 packages=(cmake g++ ninja-build pkg-config make
           libboost-graph-dev nlohmann-json3-dev libfmt-dev libcli11-dev libgtest-dev
           libucx-dev ucx-utils libopenmpi-dev openmpi-bin coinor-libclp-dev
+          # `flexplan codegen --target dot` output is checked with Graphviz, docs render with it
+          graphviz
           # the emulated cluster (bench/cluster, tests/cluster): namespaces, shaping, delay
           iproute2 iptables kmod procps util-linux python3 iperf3 gcc libc6-dev
           libnetfilter-queue-dev)

@@ -56,6 +56,13 @@ std::vector<int32_t> Engine::load_and_agree(const std::function<ir::Plan()>& loa
     plan_ = load();
     bootstrap::check_tag_limits(plan_);
     rank_ = bootstrap::plan_rank_for(plan_, options_, mpi_rank, host);
+    if (!options_.program_library.empty()) {
+      // Generated code instead of lowering: loaded and checked here, so that a library made for
+      // another plan fails creation on every rank.
+      generated_ = std::make_unique<GeneratedPrograms>(options_.program_library, plan_);
+      for (size_t s = 0; s < plan_.schedules.size(); ++s)
+        programs_.emplace(&plan_.schedules[s], generated_->program(s, rank_));
+    }
   } catch (const std::exception& e) {
     error = fmt::format("plan '{}': {}", source, e.what());
   }
@@ -189,9 +196,9 @@ void Engine::force_algorithm(const std::string& algorithm) {
   forced_algorithm_.clear();
 }
 
-const RankProgram& Engine::program_for(const ir::Schedule& schedule) {
+const codegen::RankProgram& Engine::program_for(const ir::Schedule& schedule) {
   auto it = programs_.find(&schedule);
-  if (it == programs_.end()) it = programs_.emplace(&schedule, build_rank_program(schedule, rank_)).first;
+  if (it == programs_.end()) it = programs_.emplace(&schedule, codegen::lower_rank_program(schedule, rank_)).first;
   return it->second;
 }
 

@@ -13,11 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "codegen/rank_program.hpp"
 #include "ir/plan.hpp"
 #include "runtime/bootstrap.hpp"
+#include "runtime/generated_programs.hpp"
 #include "runtime/operation.hpp"
 #include "runtime/options.hpp"
-#include "runtime/rank_program.hpp"
 #include "runtime/scratch_pool.hpp"
 #include "runtime/ucx_transport.hpp"
 
@@ -59,7 +60,7 @@ class Engine {
   };
 
   const ir::Schedule& select(uint64_t bytes) const;
-  const RankProgram& program_for(const ir::Schedule& schedule);
+  const codegen::RankProgram& program_for(const ir::Schedule& schedule);
   // One pass: UCX progress, then every outstanding operation in issue order. True if
   // anything moved.
   bool progress();
@@ -81,7 +82,9 @@ class Engine {
   std::vector<ScratchPool::Buffer> quarantine_;
   std::unique_ptr<UcxTransport> transport_;
 
-  std::map<const ir::Schedule*, RankProgram> programs_;
+  // This rank's programs: lowered on first use, or all taken from the generated library at creation.
+  std::map<const ir::Schedule*, codegen::RankProgram> programs_;
+  std::unique_ptr<GeneratedPrograms> generated_;
   std::deque<Outstanding> outstanding_;
   uint64_t next_sequence_ = 0;
   Clock::time_point last_progress_ = Clock::now();

@@ -11,7 +11,7 @@
 namespace flexplan {
 
 Operation::Operation(const ExecContext& context, uint64_t sequence, const ir::Schedule& schedule,
-                     const RankProgram& program, const AllreduceArgs& args)
+                     const codegen::RankProgram& program, const AllreduceArgs& args)
     : context_(context),
       sequence_(sequence),
       schedule_(schedule),
@@ -25,9 +25,9 @@ Operation::Operation(const ExecContext& context, uint64_t sequence, const ir::Sc
   start_step();
 }
 
-void Operation::copy_input(const std::vector<UnitRange>& ranges) {
+void Operation::copy_input(const std::vector<codegen::UnitRange>& ranges) {
   if (input_ == buffer_) return;
-  for (const UnitRange& range : ranges) {
+  for (const codegen::UnitRange& range : ranges) {
     const uint64_t begin = ir::unit_to_element(range.begin, schedule_.units, args_.count);
     const uint64_t end = ir::unit_to_element(range.end, schedule_.units, args_.count);
     std::memcpy(buffer_ + begin * element_size_, input_ + begin * element_size_,
@@ -87,7 +87,7 @@ void Operation::start_step() {
   for (; step_ < program_.steps.size() && args_.count > 0; ++step_) {
     runs_.clear();
     copy_input(program_.steps[step_].copy_in);
-    for (const Task& task : program_.steps[step_].tasks) {
+    for (const codegen::Task& task : program_.steps[step_].tasks) {
       const uint64_t begin = ir::unit_to_element(task.unit_begin, units, args_.count);
       const uint64_t end = ir::unit_to_element(task.unit_end, units, args_.count);
       if (begin == end) continue;  // fewer elements than units: every rank skips it alike
@@ -262,7 +262,7 @@ void Operation::complete_receive(TaskRun& run, size_t chunk, Slot& slot, ucs_sta
 }
 
 void Operation::on_received(TaskRun& run, size_t chunk, Slot& slot) {
-  const Task& task = *run.task;
+  const codegen::Task& task = *run.task;
   const size_t offset = chunk * run.chunk_elements * element_size_;
   const size_t elements = chunk_bytes(run, chunk) / element_size_;
   if (!task.reduce) {

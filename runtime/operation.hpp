@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "codegen/rank_program.hpp"
 #include "ir/plan.hpp"
 #include "runtime/datatype.hpp"
-#include "runtime/rank_program.hpp"
 #include "runtime/scratch_pool.hpp"
 #include "runtime/ucx_transport.hpp"
 
@@ -44,7 +44,7 @@ struct AllreduceArgs {
 class Operation {
  public:
   Operation(const ExecContext& context, uint64_t sequence, const ir::Schedule& schedule,
-            const RankProgram& program, const AllreduceArgs& args);
+            const codegen::RankProgram& program, const AllreduceArgs& args);
   ~Operation();
   Operation(const Operation&) = delete;
   Operation& operator=(const Operation&) = delete;
@@ -72,7 +72,7 @@ class Operation {
     ScratchPool::Buffer scratch;  // reduce receivers: the received chunk, then the partial sum
   };
   struct TaskRun {
-    const Task* task = nullptr;
+    const codegen::Task* task = nullptr;
     size_t first_element = 0, elements = 0;
     size_t chunk_elements = 0, chunks = 0;
     std::byte* dest = nullptr;       // where this task's result lands (buffer or stage)
@@ -85,7 +85,7 @@ class Operation {
 
   void start_step();
   // Out of place: copies the input's unit ranges from the send to the receive buffer.
-  void copy_input(const std::vector<UnitRange>& ranges);
+  void copy_input(const std::vector<codegen::UnitRange>& ranges);
   void finish_step();
   bool advance_task(TaskRun& run);
   void start_chunk(TaskRun& run, size_t chunk);
@@ -106,7 +106,7 @@ class Operation {
   ExecContext context_;
   uint64_t sequence_;
   const ir::Schedule& schedule_;
-  const RankProgram& program_;
+  const codegen::RankProgram& program_;
   AllreduceArgs args_;
   size_t element_size_;
   const std::byte* input_;  // the send buffer (== buffer_ in place)

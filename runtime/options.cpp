@@ -66,6 +66,7 @@ Options Options::from_env() {
     }
   }
   if (const char* v = env("FLEXPLAN_LEARNER_NAME")) options.learner_name = v;
+  if (const char* v = env("FLEXPLAN_PROGRAM_LIBRARY")) options.program_library = v;
   if (const char* v = env("FLEXPLAN_PEER_FAILURE")) {
     const std::string_view text = v;
     if (text == "remote") {

@@ -47,6 +47,11 @@ struct Options {
   // over shared memory, and a dead local peer is caught by the timeout. `All` also covers local
   // peers, at the price of loopback TCP between them. FLEXPLAN_PEER_FAILURE=remote|all|none.
   PeerFailureDetection peer_failure = PeerFailureDetection::Remote;
+  // A library built from `flexplan codegen PLAN --target cpp` for this very plan: the ranks run
+  // its generated programs instead of lowering the plan themselves (docs/codegen.md). Creation
+  // fails on every rank if it cannot be loaded or was generated for another plan.
+  // FLEXPLAN_PROGRAM_LIBRARY.
+  std::string program_library;
 
   // Defaults, overridden by the FLEXPLAN_* variables that are set. A malformed value throws
   // RuntimeError naming the variable.

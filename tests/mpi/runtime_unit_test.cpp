@@ -1,6 +1,6 @@
 // Single-process tests of the runtime's pieces that need no peers: 16-bit float conversions,
-// the reduction kernels, the tag layout, the per-rank program (chains and staged writes) and
-// the options' environment parsing.
+// the reduction kernels, the tag layout and the options' environment parsing. (The per-rank
+// programs the runtime executes are codegen's, tested in tests/unit/codegen_*.)
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,7 +11,6 @@
 #include "runtime/errors.hpp"
 #include "runtime/half.hpp"
 #include "runtime/options.hpp"
-#include "runtime/rank_program.hpp"
 #include "runtime/reduce_kernels.hpp"
 #include "runtime/tag.hpp"
 
@@ -96,67 +95,6 @@ TEST(Tags, FieldsDoNotOverlapAndSequenceWraps) {
   EXPECT_EQ(t & 0xfffff, tag::kMaxChunks - 1);
   EXPECT_EQ(tag::make(5 + (uint64_t{1} << tag::kSequenceBits), 1, 2, 3), tag::make(5, 1, 2, 3));
   EXPECT_NE(tag::make(5, 1, 2, 3), tag::make(5, 1, 3, 2));
-}
-
-ir::Op op(ir::OpKind kind, uint64_t begin, uint64_t end, int32_t root, std::vector<int32_t> group) {
-  return {kind, begin, end, root, std::move(group)};
-}
-
-TEST(RankProgram, ChainPositionsFollowTheLowering) {
-  ir::Schedule schedule;
-  schedule.units = 4;
-  ir::Step step;
-  step.ops.push_back(op(ir::OpKind::Reduce, 0, 2, 1, {0, 1, 2}));     // chain 2 -> 0 -> 1
-  step.ops.push_back(op(ir::OpKind::Broadcast, 2, 4, 3, {0, 1, 3}));  // chain 3 -> 0 -> 1
-  schedule.steps.push_back(step);
-  const RankProgram zero = build_rank_program(schedule, 0);
-  ASSERT_EQ(zero.steps[0].tasks.size(), 2u);
-  EXPECT_EQ(zero.steps[0].tasks[0].prev, 2);
-  EXPECT_EQ(zero.steps[0].tasks[0].next, 1);
-  EXPECT_TRUE(zero.steps[0].tasks[0].add_own);
-  EXPECT_EQ(zero.steps[0].tasks[1].prev, 3);
-  EXPECT_EQ(zero.steps[0].tasks[1].next, 1);
-  const RankProgram one = build_rank_program(schedule, 1);
-  EXPECT_EQ(one.steps[0].tasks[0].prev, 0);
-  EXPECT_EQ(one.steps[0].tasks[0].next, -1);
-  EXPECT_TRUE(one.steps[0].tasks[0].writes());
-  EXPECT_TRUE(build_rank_program(schedule, 4).steps[0].tasks.empty());  // not involved
-}
-
-TEST(RankProgram, WritesOverlappingAnotherOpsReadsAreStaged) {
-  ir::Schedule schedule;
-  schedule.units = 4;
-  ir::Step step;
-  step.ops.push_back(op(ir::OpKind::Reduce, 0, 2, 0, {0, 1}));  // rank 0 writes [0, 2)
-  step.ops.push_back(op(ir::OpKind::Reduce, 1, 3, 1, {0, 1}));  // rank 0 reads [1, 3)
-  step.ops.push_back(op(ir::OpKind::Reduce, 3, 4, 0, {0, 1}));  // rank 0 writes [3, 4): no overlap
-  schedule.steps.push_back(step);
-  const RankProgram program = build_rank_program(schedule, 0);
-  const auto& tasks = program.steps[0].tasks;
-  ASSERT_EQ(tasks.size(), 3u);
-  EXPECT_TRUE(tasks[0].stage_writes);
-  EXPECT_FALSE(tasks[1].stage_writes);  // rank 0 only sends in it
-  EXPECT_FALSE(tasks[2].stage_writes);
-}
-
-TEST(RankProgram, OwnDataIsReadFromTheSendBufferUntilWritten) {
-  ir::Schedule schedule;
-  schedule.units = 4;
-  ir::Step first, second;
-  first.ops.push_back(op(ir::OpKind::Reduce, 0, 2, 0, {0, 1}));   // rank 0 writes [0, 2)
-  second.ops.push_back(op(ir::OpKind::Reduce, 0, 2, 1, {0, 1}));  // rank 0 reads [0, 2): written
-  second.ops.push_back(op(ir::OpKind::Reduce, 1, 3, 1, {0, 1}));  // [1, 3): [2, 3) unwritten
-  schedule.steps = {first, second};
-  const RankProgram program = build_rank_program(schedule, 0);
-  EXPECT_TRUE(program.steps[0].tasks[0].own_from_send);  // the root adds its untouched input
-  EXPECT_TRUE(program.steps[0].copy_in.empty());
-  EXPECT_FALSE(program.steps[1].tasks[0].own_from_send);
-  EXPECT_FALSE(program.steps[1].tasks[1].own_from_send);
-  EXPECT_TRUE(program.steps[1].copy_in == (std::vector<UnitRange>{{2, 3}}));
-  // [2, 3) was copied in for step 1; only [3, 4) is neither written nor copied.
-  EXPECT_TRUE(program.copy_at_end == (std::vector<UnitRange>{{3, 4}}));
-  const RankProgram one = build_rank_program(schedule, 1);
-  EXPECT_TRUE(one.steps[0].tasks[0].own_from_send);  // rank 1 only sends its input
 }
 
 TEST(Options, EnvironmentOverridesDefaults) {

@@ -1,6 +1,8 @@
-// What one rank does in each step of a schedule: its place in every op's chain (from
-// codegen::lower_op, the hops the cost model prices) and whether its writes must be staged.
-// Independent of the message size, so it is built once per (schedule, rank) and reused.
+// The chained point-to-point lowering, the program the UCX runtime executes: what one rank does
+// in each step of a schedule, i.e. its place in every op's chain (from lower_op, the hops the cost
+// model prices), whether its writes must be staged, and where it reads its own data. Independent
+// of the message size, so it is lowered once per (schedule, rank) and reused. Other backends get
+// lowerings of their own (the MSCCL export builds on this one).
 #pragma once
 
 #include <cstdint>
@@ -8,7 +10,7 @@
 
 #include "ir/plan.hpp"
 
-namespace flexplan {
+namespace flexplan::codegen {
 
 // This rank's part in one op. prev/next are -1 where the chain starts or ends here.
 struct Task {
@@ -18,6 +20,11 @@ struct Task {
   int32_t next = -1;     // send each chunk to this rank
   bool add_own = false;  // reduce: combine the received chunk with this rank's own data
   uint64_t unit_begin = 0, unit_end = 0;
+  // Message numbering for the runtime's tags: this rank's receives in the schedule are numbered
+  // 0, 1, ... in (step, op) order; receive_index is this task's number when it receives,
+  // next_receive_index the number this op has among `next`'s receives when it sends.
+  uint64_t receive_index = 0;
+  uint64_t next_receive_index = 0;
   // The range this task writes is read or written by another task of the same step on this
   // rank: land it in scratch and copy it in when the step ends, so that every op reads the
   // buffer as of the step's start (the IR's step semantics).
@@ -32,6 +39,7 @@ struct Task {
   bool writes() const { return receives() && (!reduce || !sends()); }
   // Reads its own range as of the step's start.
   bool reads_own() const { return reduce ? (!receives() || add_own) : !receives(); }
+  friend bool operator==(const Task&, const Task&) = default;
 };
 
 struct UnitRange {
@@ -44,6 +52,7 @@ struct StepProgram {
   // Out of place: parts of ranges this step reads that earlier steps wrote only in part; the
   // unwritten parts are copied from the send to the receive buffer when the step starts.
   std::vector<UnitRange> copy_in;
+  friend bool operator==(const StepProgram&, const StepProgram&) = default;
 };
 
 struct RankProgram {
@@ -51,8 +60,11 @@ struct RankProgram {
   // Out of place: what no step writes on this rank (the input is the result there, as with
   // one rank), copied from the send to the receive buffer at the end.
   std::vector<UnitRange> copy_at_end;
+  friend bool operator==(const RankProgram&, const RankProgram&) = default;
 };
 
-RankProgram build_rank_program(const ir::Schedule& schedule, int32_t rank);
+// The lowering pass: rank `rank`'s slice of a schedule. The schedule should be verified
+// (ir::verify_schedule); ranks outside [0, world) simply take part in nothing.
+RankProgram lower_rank_program(const ir::Schedule& schedule, int32_t rank);
 
-}  // namespace flexplan
+}  // namespace flexplan::codegen

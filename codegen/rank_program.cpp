@@ -1,4 +1,5 @@
-#include "runtime/rank_program.hpp"
+// The chained point-to-point lowering of a schedule, one rank at a time (rank_program.hpp).
+#include "codegen/rank_program.hpp"
 
 #include <algorithm>
 #include <stdexcept>
@@ -7,7 +8,7 @@
 
 #include "codegen/lowering.hpp"
 
-namespace flexplan {
+namespace flexplan::codegen {
 namespace {
 
 bool overlap(const Task& a, const Task& b) {
@@ -83,15 +84,16 @@ void route_own_reads(RankProgram& program, uint64_t units) {
 
 }  // namespace
 
-RankProgram build_rank_program(const ir::Schedule& schedule, int32_t rank) {
+RankProgram lower_rank_program(const ir::Schedule& schedule, int32_t rank) {
   RankProgram program;
   program.steps.resize(schedule.steps.size());
+  std::vector<uint64_t> receives_of;  // by rank: receives numbered so far
   for (size_t s = 0; s < schedule.steps.size(); ++s) {
     const auto& ops = schedule.steps[s].ops;
     for (size_t o = 0; o < ops.size(); ++o) {
       if (ops[o].shape != ir::OpShape::Chain)
         throw std::invalid_argument(fmt::format(
-            "schedule '{}' step {} op {}: star ops are not run by this runtime yet",
+            "schedule '{}' step {} op {}: star ops have no chained point-to-point lowering yet",
             schedule.algorithm, s, o));
       Task task;
       task.op_index = static_cast<uint32_t>(o);
@@ -99,16 +101,21 @@ RankProgram build_rank_program(const ir::Schedule& schedule, int32_t rank) {
       task.unit_begin = ops[o].begin;
       task.unit_end = ops[o].end;
       bool involved = false;
-      for (const auto& hop : codegen::lower_op(ops[o])) {
+      for (const auto& hop : lower_op(ops[o])) {
+        const auto dst = static_cast<size_t>(hop.dst);
+        if (dst >= receives_of.size()) receives_of.resize(dst + 1, 0);
         if (hop.src == rank) {
           task.next = hop.dst;
+          task.next_receive_index = receives_of[dst];
           involved = true;
         }
         if (hop.dst == rank) {
           task.prev = hop.src;
           task.add_own = hop.dst_contributes;
+          task.receive_index = receives_of[dst];
           involved = true;
         }
+        ++receives_of[dst];
       }
       if (involved) program.steps[s].tasks.push_back(task);
     }
@@ -118,4 +125,4 @@ RankProgram build_rank_program(const ir::Schedule& schedule, int32_t rank) {
   return program;
 }
 
-}  // namespace flexplan
+}  // namespace flexplan::codegen

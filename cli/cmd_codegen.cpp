@@ -1,0 +1,214 @@
+// `flexplan codegen PLAN --target cpp|msccl-xml|trace|dot -o OUT`: compiles a verified plan for a
+// backend or draws it (docs/codegen.md): per-rank C++ for the runtime, MSCCL algorithm XML (one
+// file per schedule, each checked by loading and running it on host buffers before it is
+// written), the predicted timeline as Chrome trace JSON, or a Graphviz diagram.
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include <fmt/core.h>
+
+#include "cli/command.hpp"
+#include "codegen/cpp_codegen.hpp"
+#include "codegen/msccl.hpp"
+#include "codegen/pictures.hpp"
+#include "ir/plan_load.hpp"
+#include "planner/size_format.hpp"
+#include "topology/topology.hpp"
+
+namespace flexplan::cli {
+namespace {
+
+struct CodegenCommand {
+  std::string plan_path;
+  std::string target;
+  std::string out;
+  // msccl-xml
+  bool rccl = false;
+  uint64_t chunks = 0;
+  std::string protocol = "Simple";
+  int max_steps = 64;
+  int max_threadblocks = 64;
+  int max_channels = 32;
+  // trace and dot
+  std::string topology_path;
+  std::string bytes = "1M";
+  int schedule = -1;
+  std::string hop_overhead = "0 s";
+};
+
+// Input the user got wrong: say so and exit 2.
+struct BadInput : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+void write_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out) throw std::runtime_error(fmt::format("cannot write {}", path.string()));
+}
+
+size_t pick_schedule(const CodegenCommand& c, const ir::Plan& plan) {
+  if (plan.schedules.empty()) throw BadInput("the plan has no schedules");
+  if (c.schedule >= 0) {
+    if (static_cast<size_t>(c.schedule) >= plan.schedules.size())
+      throw BadInput(fmt::format("--schedule {}: the plan has {} schedule(s)", c.schedule, plan.schedules.size()));
+    return static_cast<size_t>(c.schedule);
+  }
+  if (c.target == "dot") return 0;
+  uint64_t bytes = 0;
+  try {
+    bytes = parse_size(c.bytes);
+  } catch (const std::invalid_argument& e) {
+    throw BadInput(fmt::format("--bytes: {}", e.what()));
+  }
+  const ir::Schedule& chosen = ir::select_schedule(plan, ir::Collective::AllReduce, bytes);
+  return static_cast<size_t>(&chosen - plan.schedules.data());
+}
+
+void generate_cpp(const CodegenCommand& c, const ir::Plan& plan) {
+  const std::filesystem::path dir(c.out);
+  std::filesystem::create_directories(dir);
+  const auto files = codegen::generate_cpp(plan);
+  for (const auto& file : files) write_file(dir / file.name, file.text);
+  fmt::print("wrote {} files to {} (plan hash {:016x}, {} ranks, {} schedules)\n", files.size(), dir.string(),
+             codegen::plan_hash(plan), plan.world_size, plan.schedules.size());
+  fmt::print("build: cmake -S {0} -B {0}/build -DCMAKE_BUILD_TYPE=Release && cmake --build {0}/build\n",
+             dir.string());
+}
+
+void export_msccl(const CodegenCommand& c, const ir::Plan& plan) {
+  codegen::msccl::ExportOptions options;
+  options.limits.rccl = c.rccl;
+  options.limits.steps_per_threadblock = c.max_steps;
+  options.limits.threadblocks_per_gpu = c.max_threadblocks;
+  options.limits.channels = c.max_channels;
+  options.chunks = c.chunks;
+  options.protocol = c.protocol;
+  const std::filesystem::path dir(c.out);
+  std::filesystem::create_directories(dir);
+  for (size_t i = 0; i < plan.schedules.size(); ++i) {
+    const ir::Schedule& schedule = plan.schedules[i];
+    codegen::msccl::Export exported;
+    try {
+      exported = codegen::msccl::export_schedule(plan, i, options);
+    } catch (const codegen::msccl::ExportError& e) {
+      fmt::print(stderr, "flexplan: refused: {}\n", e.what());
+      exit_status() = kExitFailed;
+      continue;
+    }
+    const auto& a = exported.algorithm;
+    // Every file is read back, loaded under the executors' rules and run before it is kept.
+    const std::string xml = codegen::msccl::to_xml(a);
+    const auto read = codegen::msccl::parse_xml(xml);
+    codegen::msccl::check_loadable(read, options.limits);
+    if (const std::string error = codegen::msccl::simulate_allreduce(read); !error.empty())
+      throw std::runtime_error(fmt::format("schedule {} exported wrong (a bug): {}", i, error));
+    const std::string name = fmt::format("{}-{}.xml", i, schedule.algorithm);
+    write_file(dir / name, xml);
+    size_t tbs = 0, steps = 0;
+    for (const auto& gpu : a.gpus) {
+      tbs = std::max(tbs, gpu.threadblocks.size());
+      for (const auto& tb : gpu.threadblocks) steps = std::max(steps, tb.steps.size());
+    }
+    const auto& r = exported.chunking;
+    fmt::print("{}: bytes [{}, {}] {}, {} chunks{}, {} channel(s), up to {} threadblocks/gpu and {} steps/threadblock; "
+               "checked on host buffers\n",
+               (dir / name).string(), a.min_bytes, a.max_bytes == 0 ? "inf" : std::to_string(a.max_bytes),
+               c.rccl ? "(RCCL step types)" : "(fused step types)", r.chunks,
+               r.exact ? fmt::format(" (exact: {} units)", r.units) : "", a.channels, tbs, steps);
+    if (!r.exact) {
+      fmt::print("  rounding: {} units to {} chunks, each boundary to the nearest chunk (moved by at most {:.2f} "
+                 "chunk); the most loaded rank {} reduces {:.1f}% of its planned share{}{}\n",
+                 r.units, r.chunks, r.largest_shift, r.worst_rank, 100 * r.worst_share_ratio,
+                 r.ranks_losing_share.empty() ? "" : fmt::format("; {} rank(s) lose their share entirely",
+                                                                  r.ranks_losing_share.size()),
+                 r.ops_dropped ? fmt::format("; {} op(s) became empty", r.ops_dropped) : "");
+    }
+    fmt::print("  the executors run it for element counts that are multiples of {} (nchunksperloop)\n", r.chunks);
+  }
+}
+
+void draw(const CodegenCommand& c, const ir::Plan& plan) {
+  const size_t index = pick_schedule(c, plan);
+  std::string text;
+  if (c.target == "trace") {
+    if (c.topology_path.empty()) throw BadInput("--target trace needs --topology TOPO.json (the plan's topology)");
+    const Topology topo = load_topology(c.topology_path);
+    CostParams params;
+    uint64_t bytes = 0;
+    try {
+      bytes = parse_size(c.bytes);
+      params.hop_overhead = parse_latency(c.hop_overhead);
+    } catch (const std::invalid_argument& e) {
+      throw BadInput(e.what());
+    }
+    if (plan.topology_hash.empty())
+      fmt::print(stderr, "flexplan: warning: the plan names no topology hash; cannot check it is {}'s\n", topo.name());
+    try {
+      text = codegen::trace_json(plan, index, topo, bytes, params);
+    } catch (const std::invalid_argument& e) {
+      throw BadInput(e.what());
+    }
+  } else {
+    try {
+      text = codegen::dot_graph(plan, index);
+    } catch (const codegen::TooLargeToDraw& e) {
+      fmt::print(stderr, "flexplan: {}\n", e.what());
+      exit_status() = kExitFailed;
+      return;
+    }
+  }
+  write_file(c.out, text);
+  fmt::print("wrote {} (schedule {}, {})\n", c.out, index, plan.schedules[index].algorithm);
+}
+
+void run(const CodegenCommand& c) {
+  try {
+    if (c.chunks > 32767) throw BadInput("--chunks must be at most 32767 (16-bit chunk offsets)");
+    const ir::Plan plan = ir::load_plan_file(c.plan_path);
+    if (c.target == "cpp") return generate_cpp(c, plan);
+    if (c.target == "msccl-xml") return export_msccl(c, plan);
+    draw(c, plan);
+  } catch (const BadInput& e) {
+    fmt::print(stderr, "flexplan: error: {}\n", e.what());
+    exit_status() = kExitBadInput;
+  }
+}
+
+void setup(CLI::App& app) {
+  auto c = std::make_shared<CodegenCommand>();
+  CLI::App* command = app.add_subcommand(
+      "codegen", "Compile a plan for a backend (per-rank C++, MSCCL XML) or draw it (trace, dot)");
+  command->add_option("PLAN", c->plan_path, "plan.bin, or a plan in the text form")->required();
+  command->add_option("--target", c->target, "what to write")
+      ->required()
+      ->check(CLI::IsMember({"cpp", "msccl-xml", "trace", "dot"}));
+  command->add_option("-o,--output", c->out, "folder (cpp, msccl-xml) or file (trace, dot)")->required();
+  command->add_flag("--rccl", c->rccl, "msccl-xml: only the step types RCCL runs (s, r, cpy, re, nop)");
+  command->add_option("--chunks", c->chunks, "msccl-xml: nchunksperloop (default: the units, at most 256)");
+  command->add_option("--proto", c->protocol, "msccl-xml: protocol")
+      ->check(CLI::IsMember({"Simple", "LL", "LL128"}))
+      ->capture_default_str();
+  command->add_option("--max-steps", c->max_steps, "msccl-xml: steps per threadblock the executor holds")
+      ->check(CLI::Range(1, 1 << 15))
+      ->capture_default_str();
+  command->add_option("--max-threadblocks", c->max_threadblocks, "msccl-xml: threadblocks per gpu")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  command->add_option("--max-channels", c->max_channels, "msccl-xml: channels to spread threadblocks over")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  command->add_option("--topology", c->topology_path, "trace: the plan's topology (its hash is checked)");
+  command->add_option("--bytes", c->bytes, "trace: message size (also picks the schedule)")->capture_default_str();
+  command->add_option("--schedule", c->schedule, "trace, dot: schedule index (default: by --bytes; dot: 0)");
+  command->add_option("--hop-overhead", c->hop_overhead, "trace: software cost per hop")->capture_default_str();
+  command->callback([c] { run(*c); });
+}
+
+const Registration registration("codegen", setup);
+
+}  // namespace
+}  // namespace flexplan::cli

@@ -1,0 +1,55 @@
+// Generated per-rank C++: each rank's chained-hop program (lower_rank_program) as straight-line
+// code against the runtime's execution interface (codegen/program_abi.h), one line per transfer,
+// to be built into a shared library that the runtime loads instead of lowering the plan itself.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "codegen/program_abi.h"
+#include "codegen/rank_program.hpp"
+#include "ir/plan.hpp"
+
+namespace flexplan::codegen {
+
+struct GeneratedFile {
+  std::string name;  // relative to the output folder
+  std::string text;
+};
+
+// The plan's fingerprint, embedded in generated code and checked by the runtime at load: FNV-1a
+// 64 of its plan.bin encoding, which is canonical and covers every field.
+uint64_t plan_hash(const ir::Plan& plan);
+
+// flexplan_program.h (the interface), plan.cpp (hash, sizes, dispatch on the rank), one
+// rank_<r>.cpp per rank, and a CMakeLists.txt building libflexplan_plan.so.
+std::vector<GeneratedFile> generate_cpp(const ir::Plan& plan);
+
+// The text of codegen/program_abi.h, as built into this program.
+extern const char* const kProgramAbiHeader;
+
+// Rebuilds a RankProgram from what generated code emits through the C interface, checking the
+// order of the calls and the ranges; used by the runtime to load generated code and by tests to
+// compare it with the lowering.
+class ProgramCollector {
+ public:
+  ProgramCollector(size_t steps, uint64_t units);
+  ProgramCollector(const ProgramCollector&) = delete;
+  ProgramCollector& operator=(const ProgramCollector&) = delete;
+  const flexplan_program_sink* sink() const { return &sink_; }
+  // "" or what was wrong with the calls.
+  const std::string& error() const { return error_; }
+  RankProgram take() { return std::move(program_); }
+
+ private:
+  void fail(const std::string& what);
+  flexplan_program_sink sink_;
+  RankProgram program_;
+  uint64_t units_;
+  int64_t current_ = -1;
+  bool at_end_ = false;
+  std::string error_;
+};
+
+}  // namespace flexplan::codegen

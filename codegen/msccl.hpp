@@ -1,0 +1,150 @@
+// MSCCL algorithm XML: the model of one file (algo > gpu > tb > step), the export of a schedule
+// into it, the XML text both ways, and a checker that loads a file under the executors' rules
+// and runs its semantics on host buffers. docs/codegen.md describes the format and semantics.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/plan.hpp"
+
+namespace flexplan::codegen::msccl {
+
+enum class Buffer : uint8_t { Input, Output, Scratch };  // "i", "o", "s"
+
+// The step types; the fused ones (rcs, rrs, rrc, rrcs) are refused by RCCL's executor.
+enum class StepType : uint8_t {
+  Send,                // s: send src
+  Recv,                // r: dst = received
+  RecvCopySend,        // rcs: dst = received, and send it on
+  RecvReduceSend,      // rrs: send (received op src)
+  RecvReduceCopy,      // rrc: dst = received op src
+  RecvReduceCopySend,  // rrcs: dst = received op src, and send it on
+  Copy,                // cpy: dst = src
+  Reduce,              // re: dst = dst op src
+  Nop,                 // nop: only carries a dependency
+};
+std::string_view to_string(StepType);
+std::string_view to_string(Buffer);
+bool sends(StepType);
+bool receives(StepType);
+bool fused(StepType);
+
+struct Step {
+  StepType type = StepType::Nop;
+  Buffer src = Buffer::Input;
+  int32_t src_offset = -1;  // in chunks
+  Buffer dst = Buffer::Output;
+  int32_t dst_offset = -1;
+  int32_t count = 0;         // chunks
+  int32_t depend_tb = -1;    // wait until threadblock depend_tb of this gpu finished ...
+  int32_t depend_step = -1;  // ... its step depend_step
+  bool has_dependents = false;  // hasdep: another threadblock waits on this step
+  friend bool operator==(const Step&, const Step&) = default;
+};
+
+struct ThreadBlock {
+  int32_t id = 0;
+  int32_t send = -1;  // peer this threadblock sends to, or -1
+  int32_t recv = -1;  // peer it receives from, or -1
+  int32_t channel = 0;
+  std::vector<Step> steps;
+  friend bool operator==(const ThreadBlock&, const ThreadBlock&) = default;
+};
+
+struct Gpu {
+  int32_t id = 0;
+  int32_t input_chunks = 0, output_chunks = 0, scratch_chunks = 0;
+  std::vector<ThreadBlock> threadblocks;
+  friend bool operator==(const Gpu&, const Gpu&) = default;
+};
+
+struct Algorithm {
+  std::string name;
+  std::string protocol = "Simple";  // Simple, LL or LL128
+  int32_t channels = 1;
+  int32_t chunks_per_loop = 1;
+  int32_t world = 0;  // ngpus
+  std::string collective = "allreduce";
+  bool in_place = true, out_of_place = true;
+  int64_t min_bytes = 0, max_bytes = 0;  // max inclusive; 0 means no limit
+  std::vector<Gpu> gpus;
+  friend bool operator==(const Algorithm&, const Algorithm&) = default;
+};
+
+// What the executors accept (docs/codegen.md, Limits). The defaults are the strictest of
+// msccl-executor-nccl and RCCL.
+struct Limits {
+  int steps_per_threadblock = 64;     // MSCCL_MAX_NUM_STEPS (a build option, 64 by default)
+  int threadblocks_per_gpu = 64;      // RCCL's MSCCL_MAX_NUM_THREAD_BLOCKS
+  int peers_per_channel = 32;         // MSCCL_MAX_NUM_THREAD_BLOCKS_PER_CHANNEL
+  int channels = 32;                  // MAXCHANNELS
+  int max_count = 71;                 // cnt < MSCCL_MAX_COUNT (72)
+  int max_gpus = 1024;                // the XML reader's MAX_SUBS children of <algo>
+  int max_nodes = 4096;               // the XML reader's MAX_NODES: algo + gpus + own tbs + steps
+  bool rccl = false;                  // refuse the fused step types
+};
+
+// A plan that cannot be exported, with the reason.
+class ExportError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct ExportOptions {
+  Limits limits;
+  uint64_t chunks = 0;  // nchunksperloop; 0: the schedule's units when at most kAutoChunks, else kAutoChunks
+  std::string protocol = "Simple";
+};
+inline constexpr uint64_t kAutoChunks = 256;
+
+// How the schedule's units became chunks: boundary u goes to chunk round(u * chunks / units).
+struct ChunkReport {
+  uint64_t units = 0, chunks = 0;
+  bool exact = true;                 // every boundary landed on a chunk boundary
+  double largest_shift = 0;          // of a boundary, in chunks (at most 0.5)
+  // Each rank's share of the vector it reduces (the ranges it roots in reduce ops), as planned
+  // and as exported; the worst ratio of exported to planned, and ranks whose share vanished.
+  double worst_share_ratio = 1;
+  int32_t worst_rank = -1;
+  std::vector<int32_t> ranks_losing_share;
+  uint64_t ops_dropped = 0;          // ops whose range became empty
+};
+
+struct Export {
+  Algorithm algorithm;
+  ChunkReport chunking;
+};
+
+// Exports schedule `index` of a verified all-reduce plan. Throws ExportError where the plan
+// cannot fit the limits (naming the gpu, threadblock and count).
+Export export_schedule(const ir::Plan& plan, size_t index, const ExportOptions& options = {});
+
+// The XML text: no declaration, one tag per line, two-space indentation, double quotes.
+std::string to_xml(const Algorithm& algorithm);
+
+// A file rejected by the reader or by the executors' load rules, or one whose run fails.
+class FormatError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Reads XML written under the executors' reader rules (no declaration, no tabs, one tag per
+// line, attributes separated by single spaces, double quotes). Throws FormatError naming the
+// line.
+Algorithm parse_xml(std::string_view text);
+
+// The executors' load-time checks (ids, peers, channels, offsets, counts, limits, dependency
+// chains, RCCL's refusal of fused steps with limits.rccl). Throws FormatError.
+void check_loadable(const Algorithm& algorithm, const Limits& limits = {});
+
+// Runs the algorithm on host buffers for every gpu, out of place and in place (input and output
+// one buffer), with rendezvous transfers and the executors' dependency semantics; first checks
+// that no two accesses of a gpu to one chunk (one a write) from different threadblocks are left
+// unordered. Returns "" when every gpu ends with the all-reduce, else what went wrong.
+std::string simulate_allreduce(const Algorithm& algorithm);
+
+}  // namespace flexplan::codegen::msccl

@@ -1,0 +1,465 @@
+// Export of an all-reduce schedule as an MSCCL algorithm (msccl.hpp): the chained-hop programs
+// of every rank (rank_program.hpp) become threadblock instructions on chunk ranges, with the
+// dependencies that keep each gpu's accesses in the schedule's order.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <stdexcept>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "codegen/msccl.hpp"
+#include "codegen/rank_program.hpp"
+
+namespace flexplan::codegen::msccl {
+namespace {
+
+// Unit boundary u -> chunk round(u * chunks / units), halves up; monotone, 0 -> 0, units -> chunks.
+uint64_t to_chunk(uint64_t u, uint64_t units, uint64_t chunks) {
+  const auto scaled = static_cast<unsigned __int128>(u) * chunks;
+  return static_cast<uint64_t>((scaled + units / 2) / units);
+}
+
+ChunkReport report_chunking(const ir::Plan& plan, const ir::Schedule& schedule, uint64_t chunks) {
+  ChunkReport report;
+  report.units = schedule.units;
+  report.chunks = chunks;
+  const double units = static_cast<double>(schedule.units);
+  std::vector<double> planned(plan.world_size, 0), exported(plan.world_size, 0);
+  const auto shift = [&](uint64_t u) {
+    const double exact = static_cast<double>(u) * static_cast<double>(chunks) / units;
+    return std::fabs(exact - static_cast<double>(to_chunk(u, schedule.units, chunks)));
+  };
+  for (const ir::Step& step : schedule.steps) {
+    for (const ir::Op& op : step.ops) {
+      const uint64_t b = to_chunk(op.begin, schedule.units, chunks);
+      const uint64_t e = to_chunk(op.end, schedule.units, chunks);
+      report.largest_shift = std::max({report.largest_shift, shift(op.begin), shift(op.end)});
+      if (b == e) ++report.ops_dropped;
+      if (op.kind != ir::OpKind::Reduce) continue;
+      planned[op.root] += static_cast<double>(op.end - op.begin) / units;
+      exported[op.root] += static_cast<double>(e - b) / static_cast<double>(chunks);
+    }
+  }
+  report.exact = report.largest_shift < 1e-9;
+  for (int32_t r = 0; r < plan.world_size; ++r) {
+    if (planned[r] <= 0) continue;
+    if (exported[r] == 0) report.ranks_losing_share.push_back(r);
+    const double ratio = exported[r] / planned[r];
+    if (report.worst_rank < 0 || ratio > report.worst_share_ratio) {
+      report.worst_share_ratio = ratio;
+      report.worst_rank = r;
+    }
+  }
+  return report;
+}
+
+// Where an instruction reads or writes: the input and the output count as one place (they are
+// one buffer when run in place), scratch as another.
+struct Access {
+  bool scratch = false;
+  int32_t begin = 0, end = 0;
+};
+
+struct Instruction {
+  Step step;
+  int tb = 0;
+  std::vector<Access> reads, writes;
+  std::vector<int> depends_on;  // instruction ids, one per other threadblock at most
+};
+
+Access place(Buffer buffer, int32_t offset, int32_t count) {
+  return {buffer == Buffer::Scratch, offset, offset + count};
+}
+
+// One gpu's program while it is being built.
+class GpuBuilder {
+ public:
+  GpuBuilder(int32_t rank, uint64_t chunks) : rank_(rank), chunks_(chunks) {}
+
+  // Relays (receive from q, send to p) share a threadblock when the pair is matched; every peer
+  // can be matched once per direction, so a channel keeps one threadblock per (peer, direction).
+  void match(const std::map<std::pair<int32_t, int32_t>, int>& relays) {
+    std::vector<std::tuple<int, int32_t, int32_t>> by_weight;
+    for (const auto& [pair, weight] : relays) by_weight.push_back({-weight, pair.first, pair.second});
+    std::sort(by_weight.begin(), by_weight.end());
+    for (const auto& [weight, q, p] : by_weight) {
+      if (send_partner_.count(q) || recv_partner_.count(p)) continue;
+      send_partner_[q] = p;
+      recv_partner_[p] = q;
+    }
+  }
+  int receiving_tb(int32_t from, int32_t channel) {
+    const auto it = send_partner_.find(from);
+    return tb(from, it == send_partner_.end() ? -1 : it->second, channel);
+  }
+  int sending_tb(int32_t to, int32_t channel) {
+    const auto it = recv_partner_.find(to);
+    return tb(it == recv_partner_.end() ? -1 : it->second, to, channel);
+  }
+  int local_tb(int32_t channel) { return tb(-1, -1, channel); }
+  bool matched(int32_t from, int32_t to) const {
+    const auto it = send_partner_.find(from);
+    return it != send_partner_.end() && it->second == to;
+  }
+
+  int32_t scratch(int32_t count) {
+    const int32_t at = scratch_chunks_;
+    scratch_chunks_ += count;
+    return at;
+  }
+
+  int emit(int tb, StepType type, Buffer src, int32_t src_offset, Buffer dst, int32_t dst_offset,
+           int32_t count) {
+    Instruction in;
+    in.tb = tb;
+    in.step = {type, src, src_offset, dst, dst_offset, count};
+    const bool reads_src = type == StepType::Send || type == StepType::RecvReduceSend ||
+                           type == StepType::RecvReduceCopy || type == StepType::RecvReduceCopySend ||
+                           type == StepType::Copy || type == StepType::Reduce;
+    const bool writes_dst = type == StepType::Recv || type == StepType::RecvCopySend ||
+                            type == StepType::RecvReduceCopy || type == StepType::RecvReduceCopySend ||
+                            type == StepType::Copy || type == StepType::Reduce;
+    if (reads_src) in.reads.push_back(place(src, src_offset, count));
+    if (type == StepType::Reduce) in.reads.push_back(place(dst, dst_offset, count));
+    if (writes_dst) in.writes.push_back(place(dst, dst_offset, count));
+    // Fields a type does not use read "i -1" and "o -1", as other generators write them.
+    if (!reads_src) in.step.src = Buffer::Input, in.step.src_offset = -1;
+    if (!writes_dst && type != StepType::Reduce) in.step.dst = Buffer::Output, in.step.dst_offset = -1;
+    instructions_.push_back(std::move(in));
+    return static_cast<int>(instructions_.size()) - 1;
+  }
+
+  Gpu finish();
+
+ private:
+  int tb(int32_t recv, int32_t send, int32_t channel) {
+    const auto key = std::make_tuple(recv, send, channel);
+    const auto it = tb_index_.find(key);
+    if (it != tb_index_.end()) return it->second;
+    tbs_.push_back(key);
+    return tb_index_[key] = static_cast<int>(tbs_.size()) - 1;
+  }
+  void add_dependencies();
+
+  int32_t rank_;
+  uint64_t chunks_;
+  std::map<int32_t, int32_t> send_partner_, recv_partner_;  // matched relays: q -> p, p -> q
+  std::map<std::tuple<int32_t, int32_t, int32_t>, int> tb_index_;
+  std::vector<std::tuple<int32_t, int32_t, int32_t>> tbs_;  // (recv, send, channel)
+  std::vector<Instruction> instructions_;                     // in the schedule's order
+  int32_t scratch_chunks_ = 0;
+};
+
+// Program order is the schedule's order; every instruction waits for the latest earlier
+// instruction of each other threadblock that touches a chunk it touches (one of them writing).
+void GpuBuilder::add_dependencies() {
+  struct History {
+    int writer = -1;
+    std::vector<int> readers;  // since the last write
+  };
+  std::map<std::pair<bool, int32_t>, History> chunks;
+  for (int id = 0; id < static_cast<int>(instructions_.size()); ++id) {
+    Instruction& in = instructions_[id];
+    std::map<int, int> latest;  // threadblock -> instruction
+    const auto depend = [&](int other) {
+      if (other < 0 || instructions_[other].tb == in.tb) return;
+      int& slot = latest.try_emplace(instructions_[other].tb, other).first->second;
+      slot = std::max(slot, other);
+    };
+    for (const Access& a : in.reads)
+      for (int32_t c = a.begin; c < a.end; ++c) depend(chunks[{a.scratch, c}].writer);
+    for (const Access& a : in.writes)
+      for (int32_t c = a.begin; c < a.end; ++c) {
+        const History& h = chunks[{a.scratch, c}];
+        depend(h.writer);
+        for (int reader : h.readers) depend(reader);
+      }
+    for (const Access& a : in.reads)
+      for (int32_t c = a.begin; c < a.end; ++c) chunks[{a.scratch, c}].readers.push_back(id);
+    for (const Access& a : in.writes)
+      for (int32_t c = a.begin; c < a.end; ++c) chunks[{a.scratch, c}] = History{id, {}};
+    for (const auto& [tb, other] : latest) in.depends_on.push_back(other);
+  }
+}
+
+Gpu GpuBuilder::finish() {
+  add_dependencies();
+  // Drop waits already implied by an earlier wait of the same threadblock.
+  std::vector<std::map<int, int>> waited(tbs_.size());  // per tb: other tb -> latest waited
+  std::vector<int> position(instructions_.size());
+  std::vector<int> length(tbs_.size(), 0);
+  for (int id = 0; id < static_cast<int>(instructions_.size()); ++id) {
+    Instruction& in = instructions_[id];
+    std::vector<int> kept;
+    for (int other : in.depends_on) {
+      auto& seen = waited[in.tb];
+      const auto it = seen.find(instructions_[other].tb);
+      if (it != seen.end() && it->second >= other) continue;
+      seen[instructions_[other].tb] = other;
+      kept.push_back(other);
+    }
+    in.depends_on = kept;
+    // Extra waits become nops in front of the instruction, each carrying one.
+    const int nops = std::max<int>(0, static_cast<int>(kept.size()) - 1);
+    position[id] = length[in.tb] + nops;
+    length[in.tb] += nops + 1;
+  }
+  Gpu gpu;
+  gpu.id = rank_;
+  gpu.input_chunks = gpu.output_chunks = static_cast<int32_t>(chunks_);
+  gpu.scratch_chunks = scratch_chunks_;
+  // Threadblock ids: sorted by channel, then peers, for a readable file.
+  std::vector<int> order(tbs_.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    const auto& [ra, sa, ca] = tbs_[a];
+    const auto& [rb, sb, cb] = tbs_[b];
+    return std::tie(ca, ra, sa) < std::tie(cb, rb, sb);
+  });
+  std::vector<int> id_of(tbs_.size());
+  for (size_t i = 0; i < order.size(); ++i) id_of[order[i]] = static_cast<int>(i);
+  gpu.threadblocks.resize(tbs_.size());
+  for (size_t t = 0; t < tbs_.size(); ++t) {
+    ThreadBlock& tb = gpu.threadblocks[id_of[t]];
+    tb.id = id_of[t];
+    std::tie(tb.recv, tb.send, tb.channel) = tbs_[t];
+  }
+  for (const Instruction& in : instructions_) {
+    ThreadBlock& tb = gpu.threadblocks[id_of[in.tb]];
+    for (size_t d = 0; d < in.depends_on.size(); ++d) {
+      const int other = in.depends_on[d];
+      Step step = d + 1 == in.depends_on.size() ? in.step : Step{};
+      if (step.type == StepType::Nop) step = {StepType::Nop, Buffer::Input, -1, Buffer::Output, -1, 0};
+      step.depend_tb = id_of[instructions_[other].tb];
+      step.depend_step = position[other];
+      tb.steps.push_back(step);
+    }
+    if (in.depends_on.empty()) tb.steps.push_back(in.step);
+  }
+  for (const Instruction& in : instructions_)
+    for (int other : in.depends_on)
+      gpu.threadblocks[id_of[instructions_[other].tb]].steps[position[other]].has_dependents = true;
+  return gpu;
+}
+
+struct Attempt {
+  std::vector<Gpu> gpus;
+  std::string too_many_steps;  // empty when every threadblock fits
+  std::string too_many_tbs;    // more channels cannot help with these
+};
+
+std::string tb_name(const Gpu& gpu, const ThreadBlock& tb) {
+  return fmt::format("gpu {} threadblock {} (recv {}, send {}, channel {})", gpu.id, tb.id, tb.recv,
+                     tb.send, tb.channel);
+}
+
+Attempt build(const ir::Schedule& schedule, const std::vector<RankProgram>& programs, uint64_t chunks,
+              int32_t channels, const Limits& limits) {
+  const int32_t world = static_cast<int32_t>(programs.size());
+  const int32_t max_count = std::max(1, limits.max_count);
+  const auto chunk_of = [&](uint64_t u) { return static_cast<int32_t>(to_chunk(u, schedule.units, chunks)); };
+  std::vector<uint64_t> ops_before(schedule.steps.size() + 1, 0);
+  for (size_t s = 0; s < schedule.steps.size(); ++s) ops_before[s + 1] = ops_before[s] + schedule.steps[s].ops.size();
+  Attempt attempt;
+  for (int32_t rank = 0; rank < world; ++rank) {
+    const RankProgram& program = programs[rank];
+    GpuBuilder gpu(rank, chunks);
+    std::map<std::pair<int32_t, int32_t>, int> relays;
+    for (const StepProgram& step : program.steps)
+      for (const Task& task : step.tasks)
+        if (task.receives() && task.sends()) ++relays[{task.prev, task.next}];
+    gpu.match(relays);
+    const bool fuse = !limits.rccl;
+    // Splits [begin, end) into pieces of at most max_count chunks.
+    const auto pieces = [&](int32_t begin, int32_t end, auto&& body) {
+      for (int32_t b = begin; b < end; b += max_count) body(b, std::min(end, b + max_count));
+    };
+    for (size_t s = 0; s < program.steps.size(); ++s) {
+      const StepProgram& step = program.steps[s];
+      // Ops are dealt round robin over the channels, counting across steps; both ends of a
+      // transfer count alike, so they agree on its channel.
+      const auto channel_of = [&](uint32_t op) {
+        return static_cast<int32_t>((ops_before[s] + op) % static_cast<uint64_t>(channels));
+      };
+      const int32_t channel = channel_of(0);
+      for (const UnitRange& range : step.copy_in)
+        pieces(chunk_of(range.begin), chunk_of(range.end), [&](int32_t b, int32_t e) {
+          gpu.emit(gpu.local_tb(channel), StepType::Copy, Buffer::Input, b, Buffer::Output, b, e - b);
+        });
+      struct Flush {
+        int tb;
+        int32_t stage, begin, end;
+      };
+      std::vector<Flush> flushes;
+      for (const Task& task : step.tasks) {
+        const int32_t cb = chunk_of(task.unit_begin), ce = chunk_of(task.unit_end);
+        if (cb == ce) continue;
+        const Buffer own = task.own_from_send ? Buffer::Input : Buffer::Output;
+        const int32_t stage = task.stage_writes ? gpu.scratch(ce - cb) : -1;
+        const int in_tb = task.receives() ? gpu.receiving_tb(task.prev, channel_of(task.op_index)) : -1;
+        const int out_tb = task.sends() ? gpu.sending_tb(task.next, channel_of(task.op_index)) : -1;
+        const bool same_tb = task.receives() && task.sends() && gpu.matched(task.prev, task.next);
+        if (task.stage_writes) flushes.push_back({in_tb, stage, cb, ce});
+        pieces(cb, ce, [&](int32_t b, int32_t e) {
+          const int32_t n = e - b;
+          // Where a written range lands: the buffer, or the stage copied in at the step's end.
+          const Buffer dest = task.stage_writes ? Buffer::Scratch : Buffer::Output;
+          const int32_t dest_at = task.stage_writes ? stage + (b - cb) : b;
+          if (!task.receives()) {  // a chain's start sends its own data
+            gpu.emit(out_tb, StepType::Send, own, b, Buffer::Output, -1, n);
+            return;
+          }
+          if (!task.reduce) {  // a broadcast member stores what arrives and maybe passes it on
+            if (task.sends() && same_tb && fuse) {
+              gpu.emit(in_tb, StepType::RecvCopySend, Buffer::Input, -1, dest, dest_at, n);
+              return;
+            }
+            gpu.emit(in_tb, StepType::Recv, Buffer::Input, -1, dest, dest_at, n);
+            if (task.sends()) gpu.emit(out_tb, StepType::Send, dest, dest_at, Buffer::Output, -1, n);
+            return;
+          }
+          if (task.sends()) {  // a reduce member in the middle: add own data, pass the sum on
+            if (same_tb && fuse && task.add_own) {
+              gpu.emit(in_tb, StepType::RecvReduceSend, own, b, Buffer::Output, -1, n);
+              return;
+            }
+            const int32_t partial = gpu.scratch(n);
+            if (fuse && task.add_own) {
+              gpu.emit(in_tb, StepType::RecvReduceCopy, own, b, Buffer::Scratch, partial, n);
+            } else {
+              gpu.emit(in_tb, StepType::Recv, Buffer::Input, -1, Buffer::Scratch, partial, n);
+              if (task.add_own) gpu.emit(in_tb, StepType::Reduce, own, b, Buffer::Scratch, partial, n);
+            }
+            gpu.emit(out_tb, StepType::Send, Buffer::Scratch, partial, Buffer::Output, -1, n);
+            return;
+          }
+          // The chain's end, the root: the total lands in its range.
+          if (!task.add_own) {
+            gpu.emit(in_tb, StepType::Recv, Buffer::Input, -1, dest, dest_at, n);
+          } else if (fuse) {
+            gpu.emit(in_tb, StepType::RecvReduceCopy, own, b, dest, dest_at, n);
+          } else if (own == Buffer::Output && dest == Buffer::Output) {
+            const int32_t partial = gpu.scratch(n);
+            gpu.emit(in_tb, StepType::Recv, Buffer::Input, -1, Buffer::Scratch, partial, n);
+            gpu.emit(in_tb, StepType::Reduce, Buffer::Scratch, partial, Buffer::Output, b, n);
+          } else {
+            // Own data in the input (or the result staged): sum in scratch, then place it.
+            const int32_t partial = dest == Buffer::Scratch ? dest_at : gpu.scratch(n);
+            gpu.emit(in_tb, StepType::Recv, Buffer::Input, -1, Buffer::Scratch, partial, n);
+            gpu.emit(in_tb, StepType::Reduce, own, b, Buffer::Scratch, partial, n);
+            if (dest == Buffer::Output)
+              gpu.emit(in_tb, StepType::Copy, Buffer::Scratch, partial, Buffer::Output, b, n);
+          }
+        });
+      }
+      for (const Flush& flush : flushes)
+        pieces(flush.begin, flush.end, [&](int32_t b, int32_t e) {
+          gpu.emit(flush.tb, StepType::Copy, Buffer::Scratch, flush.stage + (b - flush.begin),
+                   Buffer::Output, b, e - b);
+        });
+    }
+    for (const UnitRange& range : program.copy_at_end)
+      pieces(chunk_of(range.begin), chunk_of(range.end), [&](int32_t b, int32_t e) {
+        gpu.emit(gpu.local_tb(0), StepType::Copy, Buffer::Input, b, Buffer::Output, b, e - b);
+      });
+    attempt.gpus.push_back(gpu.finish());
+    const Gpu& built = attempt.gpus.back();
+    if (static_cast<int>(built.threadblocks.size()) > limits.threadblocks_per_gpu && attempt.too_many_tbs.empty())
+      attempt.too_many_tbs = fmt::format("gpu {} needs {} threadblocks, the executors run at most {}",
+                                         rank, built.threadblocks.size(), limits.threadblocks_per_gpu);
+    size_t steps = 0;
+    for (const ThreadBlock& tb : built.threadblocks) {
+      steps += tb.steps.size();
+      if (static_cast<int>(tb.steps.size()) > limits.steps_per_threadblock && attempt.too_many_steps.empty())
+        attempt.too_many_steps = fmt::format("{} needs {} steps, the executors hold at most {} per threadblock",
+                                             tb_name(built, tb), tb.steps.size(), limits.steps_per_threadblock);
+    }
+    const size_t nodes = 1 + static_cast<size_t>(world) + built.threadblocks.size() + steps;
+    if (nodes > static_cast<size_t>(limits.max_nodes) && attempt.too_many_tbs.empty())
+      attempt.too_many_tbs = fmt::format("gpu {} needs {} XML elements (algo, every gpu, its threadblocks "
+                                         "and steps), the executors' reader holds at most {}",
+                                         rank, nodes, limits.max_nodes);
+    if (built.scratch_chunks > 32767 && attempt.too_many_tbs.empty())
+      attempt.too_many_tbs = fmt::format("gpu {} needs {} scratch chunks; offsets are 16-bit", rank,
+                                         built.scratch_chunks);
+  }
+  return attempt;
+}
+
+std::string sanitized(std::string text) {
+  for (char& c : text)
+    if (c == '"' || c == '<' || c == '>' || c == '&' || c == '\'' || static_cast<unsigned char>(c) < 0x20 ||
+        static_cast<unsigned char>(c) >= 0x7f)
+      c = '_';
+  if (text.size() > 200) text.resize(200);
+  return text;
+}
+
+}  // namespace
+
+Export export_schedule(const ir::Plan& plan, size_t index, const ExportOptions& options) {
+  if (index >= plan.schedules.size())
+    throw ExportError(fmt::format("the plan has no schedule {}", index));
+  const ir::Schedule& schedule = plan.schedules[index];
+  const Limits& limits = options.limits;
+  const std::string label = fmt::format("schedule {} ({})", index, schedule.algorithm);
+  if (schedule.collective != ir::Collective::AllReduce)
+    throw ExportError(label + ": only allreduce schedules are exported");
+  if (plan.world_size > limits.max_gpus)
+    throw ExportError(fmt::format("{}: {} ranks; the executors' XML reader holds at most {} gpu elements",
+                                  label, plan.world_size, limits.max_gpus));
+  if (schedule.max_bytes && *schedule.max_bytes <= 1)
+    throw ExportError(label + ": it serves only empty messages, which MSCCL never runs (and maxBytes 0 "
+                              "would mean no limit)");
+  if (schedule.min_bytes > static_cast<uint64_t>(INT64_MAX) ||
+      (schedule.max_bytes && *schedule.max_bytes - 1 > static_cast<uint64_t>(INT64_MAX)))
+    throw ExportError(label + ": its byte range does not fit the executors' 64-bit signed sizes");
+  uint64_t chunks = options.chunks;
+  if (chunks == 0) chunks = std::min(schedule.units, kAutoChunks);
+  if (chunks > 32767)
+    throw ExportError(fmt::format("{}: {} chunks; chunk offsets are 16-bit (at most 32767)", label, chunks));
+  if (options.protocol != "Simple" && options.protocol != "LL" && options.protocol != "LL128")
+    throw ExportError(fmt::format("unknown protocol '{}' (Simple, LL or LL128)", options.protocol));
+
+  std::vector<RankProgram> programs;
+  try {
+    for (int32_t r = 0; r < plan.world_size; ++r) programs.push_back(lower_rank_program(schedule, r));
+  } catch (const std::invalid_argument& e) {  // ops the chained lowering has no program for
+    throw ExportError(e.what());
+  }
+
+  Export result;
+  result.chunking = report_chunking(plan, schedule, chunks);
+  std::string step_failure;
+  const int32_t max_channels = std::max(1, limits.channels);
+  for (int32_t channels = 1; channels <= max_channels; ++channels) {
+    Attempt attempt = build(schedule, programs, chunks, channels, limits);
+    if (!attempt.too_many_tbs.empty()) {
+      if (step_failure.empty()) throw ExportError(label + ": cannot fit: " + attempt.too_many_tbs);
+      throw ExportError(fmt::format("{}: cannot fit: over {} channel(s) {}; over {} channels {}", label,
+                                    channels - 1, step_failure, channels, attempt.too_many_tbs));
+    }
+    if (!attempt.too_many_steps.empty()) {
+      step_failure = attempt.too_many_steps;
+      continue;
+    }
+    Algorithm& algorithm = result.algorithm;
+    algorithm.name = sanitized(fmt::format("flexplan {} {} schedule {}", schedule.algorithm,
+                                           plan.topology_name.empty() ? "-" : plan.topology_name, index));
+    algorithm.protocol = options.protocol;
+    algorithm.chunks_per_loop = static_cast<int32_t>(chunks);
+    algorithm.world = plan.world_size;
+    algorithm.min_bytes = static_cast<int64_t>(schedule.min_bytes);
+    algorithm.max_bytes = schedule.max_bytes ? static_cast<int64_t>(*schedule.max_bytes - 1) : 0;
+    algorithm.gpus = std::move(attempt.gpus);
+    algorithm.channels = 1;
+    for (const Gpu& gpu : algorithm.gpus)
+      for (const ThreadBlock& tb : gpu.threadblocks) algorithm.channels = std::max(algorithm.channels, tb.channel + 1);
+    return result;
+  }
+  throw ExportError(fmt::format("{}: cannot fit: {} even over {} channels", label, step_failure, max_channels));
+}
+
+}  // namespace flexplan::codegen::msccl

@@ -1,0 +1,105 @@
+/* The execution interface between generated per-rank code and the runtime: a generated shared
+ * library exports flexplan_generated_plan_v1(), and its code hands each rank's program, task by
+ * task, to the runtime through a flexplan_program_sink. Plain C, so that a library built by
+ * another compiler still loads. `flexplan codegen --target cpp` writes a copy of this file,
+ * named flexplan_program.h, beside the code it generates. */
+#ifndef FLEXPLAN_PROGRAM_ABI_H
+#define FLEXPLAN_PROGRAM_ABI_H
+
+#include <stdint.h>
+
+#define FLEXPLAN_PROGRAM_ABI 2
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One rank's part in one op of a step: the fields of codegen::Task (codegen/rank_program.hpp). */
+typedef struct flexplan_task {
+  uint32_t op_index;
+  uint8_t reduce;         /* 1: a reduce chain, 0: a broadcast chain */
+  uint8_t add_own;        /* reduce: combine what arrives with this rank's own data */
+  uint8_t stage_writes;   /* land the written range in scratch, copy it in when the step ends */
+  uint8_t own_from_send;  /* read own data from the send buffer (no earlier step wrote it) */
+  int32_t prev;           /* receive from this rank, or -1 */
+  int32_t next;           /* send to this rank, or -1 */
+  uint64_t unit_begin, unit_end;
+  uint64_t receive_index;       /* this rank's receives numbered in (step, op) order */
+  uint64_t next_receive_index;  /* this op's number among `next`'s receives */
+} flexplan_task;
+
+/* Where generated code delivers a program. Calls come in program order: step(s), then that
+ * step's copy_in and task calls, ...; copy_at_end calls come last. */
+typedef struct flexplan_program_sink {
+  void* context;
+  void (*step)(void* context, uint32_t step);
+  void (*task)(void* context, const flexplan_task* task);
+  void (*copy_in)(void* context, uint64_t unit_begin, uint64_t unit_end);
+  void (*copy_at_end)(void* context, uint64_t unit_begin, uint64_t unit_end);
+} flexplan_program_sink;
+
+typedef struct flexplan_generated_plan {
+  uint32_t abi;                  /* FLEXPLAN_PROGRAM_ABI */
+  uint64_t plan_hash;            /* FNV-1a 64 of the plan's plan.bin encoding */
+  int32_t world_size;
+  uint32_t schedules;
+  const uint32_t* schedule_steps; /* steps of each schedule */
+  /* Emits rank `rank`'s program for schedule `schedule`; 0, or -1 when either is out of range. */
+  int (*emit)(int32_t rank, uint32_t schedule, const flexplan_program_sink* sink);
+} flexplan_generated_plan;
+
+/* The one symbol a generated library exports (visible even when built with hidden visibility). */
+#if defined(__GNUC__)
+#define FLEXPLAN_EXPORT __attribute__((visibility("default")))
+#else
+#define FLEXPLAN_EXPORT
+#endif
+FLEXPLAN_EXPORT const flexplan_generated_plan* flexplan_generated_plan_v1(void);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+
+/* What generated code calls: one line per transfer. */
+namespace flexplan_generated {
+
+enum : unsigned { kAddOwn = 1u, kStaged = 2u, kOwnFromSend = 4u };
+inline constexpr int32_t kNone = -1;
+
+struct Emitter {
+  const flexplan_program_sink* sink;
+  void step(uint32_t s) const { sink->step(sink->context, s); }
+  void copy_in(uint64_t begin, uint64_t end) const { sink->copy_in(sink->context, begin, end); }
+  void copy_at_end(uint64_t begin, uint64_t end) const { sink->copy_at_end(sink->context, begin, end); }
+  /* (op, unit range, receive from, send to, flags, this rank's receive number, the receive number
+     at `to`) */
+  void reduce(uint32_t op, uint64_t begin, uint64_t end, int32_t from, int32_t to, unsigned flags,
+              uint64_t receive, uint64_t next_receive) const {
+    task(op, 1, begin, end, from, to, flags, receive, next_receive);
+  }
+  void broadcast(uint32_t op, uint64_t begin, uint64_t end, int32_t from, int32_t to, unsigned flags,
+                 uint64_t receive, uint64_t next_receive) const {
+    task(op, 0, begin, end, from, to, flags, receive, next_receive);
+  }
+
+ private:
+  void task(uint32_t op, uint8_t reduce, uint64_t begin, uint64_t end, int32_t from, int32_t to,
+            unsigned flags, uint64_t receive, uint64_t next_receive) const {
+    const flexplan_task t{op,
+                          reduce,
+                          static_cast<uint8_t>((flags & kAddOwn) != 0),
+                          static_cast<uint8_t>((flags & kStaged) != 0),
+                          static_cast<uint8_t>((flags & kOwnFromSend) != 0),
+                          from,
+                          to,
+                          begin,
+                          end,
+                          receive,
+                          next_receive};
+    sink->task(sink->context, &t);
+  }
+};
+
+}  // namespace flexplan_generated
+#endif
+
+#endif /* FLEXPLAN_PROGRAM_ABI_H */

@@ -1,0 +1,190 @@
+// `flexplan codegen`: generated C++ compiles into a library whose programs equal the lowering for
+// every rank and schedule; MSCCL files, the trace and the diagram come out right; malformed input
+// exits 2 with the reason.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "codegen/cpp_codegen.hpp"
+#include "codegen/lowering.hpp"
+#include "codegen/msccl.hpp"
+#include "ir/plan_binary.hpp"
+#include "planner/algorithms.hpp"
+#include "planner/cost_model.hpp"
+#include "planner/plan_builder.hpp"
+#include "tests/unit/cli_run.hpp"
+#include "tests/unit/planner_test_trees.hpp"
+
+namespace flexplan::testing {
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+const std::string kTopology = std::string(FLEXPLAN_SOURCE_DIR) + "/topologies/two-machines-2+3.json";
+
+class CodegenCli : public ScratchDirTest {
+ protected:
+  std::string plan_file(const Topology& topo, std::vector<std::string> algorithms = {}) {
+    PlanOptions options;
+    options.algorithms = std::move(algorithms);
+    const std::string file = path("plan.bin");
+    ir::write_plan_file(file, build_plan(topo, options));
+    return file;
+  }
+};
+
+TEST_F(CodegenCli, HelpAndMalformedInput) {
+  const CliRun help = run_flexplan("codegen --help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.output.find("--target"), std::string::npos);
+  const std::string plan = plan_file(load_topology(kTopology));
+  EXPECT_EQ(run_flexplan("codegen '" + plan + "' --target pdf -o x").exit_code, 2);
+  EXPECT_EQ(run_flexplan("codegen '" + path("missing.bin") + "' --target dot -o x").exit_code, 2);
+  const CliRun no_topology = run_flexplan("codegen '" + plan + "' --target trace -o '" + path("t.json") + "'");
+  EXPECT_EQ(no_topology.exit_code, 2);
+  EXPECT_NE(no_topology.output.find("needs --topology"), std::string::npos) << no_topology.output;
+  const CliRun other = run_flexplan("codegen '" + plan + "' --target trace -o '" + path("t.json") + "' --topology '" +
+                                    FLEXPLAN_SOURCE_DIR + "/topologies/paper-2m-5.json'");
+  EXPECT_EQ(other.exit_code, 2);
+  EXPECT_NE(other.output.find("was made for 'two-machines-2+3'"), std::string::npos) << other.output;
+  EXPECT_EQ(run_flexplan("codegen '" + plan + "' --target trace -o '" + path("t.json") + "' --topology '" + kTopology +
+                         "' --bytes 12Q")
+                .exit_code,
+            2);
+  EXPECT_EQ(run_flexplan("codegen '" + plan + "' --target dot --schedule 7 -o '" + path("p.dot") + "'").exit_code, 2);
+}
+
+TEST_F(CodegenCli, TraceFollowsTheCostModel) {
+  const Topology topo = load_topology(kTopology);
+  const std::string plan = plan_file(topo);
+  const CliRun run = run_flexplan("codegen '" + plan + "' --target trace --bytes 16M --schedule 0 -o '" + path("t.json") +
+                                  "' --topology '" + kTopology + "'");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto trace = nlohmann::json::parse(read_text(path("t.json")));
+  const ir::Plan loaded = ir::read_plan_file(plan);
+  const auto steps = evaluate_steps(topo, loaded.schedules[0]);
+  const double bytes = 16 << 20;
+  double step_total = 0;
+  size_t rank_slices = 0;
+  std::map<std::pair<int, size_t>, double> link_busy;  // (row, step) -> busy seconds
+  std::vector<std::pair<double, double>> step_spans;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    if (e["pid"] == 1) {
+      step_total += e["dur"].get<double>();
+      step_spans.push_back({e["ts"].get<double>(), e["dur"].get<double>()});
+    }
+    if (e["pid"] == 2) ++rank_slices;
+    if (e["pid"] == 3) link_busy[{e["tid"].get<int>(), e["args"]["step"].get<size_t>()}] += e["dur"].get<double>();
+  }
+  double predicted = 0;
+  for (const auto& s : steps) predicted += s.at(bytes, CostParams{}.chunk_bytes);
+  EXPECT_NEAR(step_total, predicted * 1e6, 1e-6 * predicted * 1e6);
+  ASSERT_EQ(step_spans.size(), steps.size());
+  size_t hops = 0;
+  for (const auto& step : loaded.schedules[0].steps)
+    for (const auto& op : step.ops) hops += op.group.size() - (op.root_in_group() ? 1 : 0);
+  EXPECT_EQ(rank_slices, 2 * hops);  // each transfer on its sender's and its receiver's row
+  for (size_t s = 0; s < steps.size(); ++s) {
+    double busiest = 0;
+    for (const auto& [key, busy] : link_busy)
+      if (key.second == s) busiest = std::max(busiest, busy);
+    // The busiest link's time is the step's bandwidth term.
+    EXPECT_NEAR(busiest, steps[s].per_byte * bytes * 1e6, 1e-6 * busiest + 1e-9) << "step " << s;
+  }
+}
+
+TEST_F(CodegenCli, DotDrawsEveryHopAndRefusesLargePlans) {
+  const std::string plan = plan_file(load_topology(kTopology));
+  ASSERT_EQ(run_flexplan("codegen '" + plan + "' --target dot -o '" + path("p.dot") + "'").exit_code, 0);
+  const std::string dot = read_text(path("p.dot"));
+  EXPECT_EQ(dot.find("digraph plan {"), dot.find("digraph"));
+  size_t edges = 0;
+  for (size_t at = 0; (at = dot.find(" -> ", at)) != std::string::npos; ++at) ++edges;
+  size_t hops = 0;
+  const ir::Plan loaded = ir::read_plan_file(plan);
+  for (const auto& step : loaded.schedules[0].steps)
+    for (const auto& op : step.ops) hops += codegen::lower_op(op).size();
+  EXPECT_EQ(edges, hops);
+  EXPECT_EQ(hops, 32u);  // Fig. 2: 16 reduce hops (8 within machines, 8 across) and 16 broadcast hops
+  if (std::system("command -v dot >/dev/null 2>&1") == 0) {  // Graphviz reads it (setup.sh installs it)
+    EXPECT_EQ(std::system(("dot -Tsvg '" + path("p.dot") + "' -o '" + path("p.svg") + "'").c_str()), 0);
+    EXPECT_NE(read_text(path("p.svg")).find("<svg"), std::string::npos);
+  }
+  const std::string big = plan_file(machines({16, 16}), {"ring"});
+  const CliRun refused = run_flexplan("codegen '" + big + "' --target dot -o '" + path("big.dot") + "'");
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.output.find("unreadable"), std::string::npos) << refused.output;
+}
+
+TEST_F(CodegenCli, MscclFilesPerScheduleAndRefusals) {
+  const std::string plan = plan_file(load_topology(kTopology), {"flexreduce", "ring", "hierarchical"});
+  const CliRun run = run_flexplan("codegen '" + plan + "' --target msccl-xml --rccl -o '" + path("xml") + "'");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const ir::Plan loaded = ir::read_plan_file(plan);
+  size_t files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(path("xml"))) {
+    ++files;
+    const auto algorithm = codegen::msccl::parse_xml(read_text(entry.path().string()));
+    codegen::msccl::Limits rccl;
+    rccl.rccl = true;
+    EXPECT_NO_THROW(codegen::msccl::check_loadable(algorithm, rccl));
+    EXPECT_EQ(codegen::msccl::simulate_allreduce(algorithm), "") << entry.path();
+  }
+  EXPECT_EQ(files, loaded.schedules.size());
+  // A ring of 24 on one channel with 16 steps per threadblock cannot fit: refused, exit 1.
+  const std::string ring = plan_file(machines({12, 12}), {"ring"});
+  const CliRun refused = run_flexplan("codegen '" + ring + "' --target msccl-xml --max-steps 16 --max-channels 1 -o '" +
+                                      path("ring") + "'");
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.output.find("refused"), std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find("at most 16 per threadblock"), std::string::npos) << refused.output;
+}
+
+// Generated C++, built with this build's compiler and loaded, emits exactly the lowering.
+TEST_F(CodegenCli, GeneratedCodeEmitsTheLoweredPrograms) {
+  RandomTrees trees(91);
+  const Topology topo = trees.next(9);
+  const std::string plan = plan_file(topo);  // every algorithm that wins a size range
+  ASSERT_EQ(run_flexplan("codegen '" + plan + "' --target cpp -o '" + path("gen") + "'").exit_code, 0);
+  const std::string library = path("libplan.so");
+  const std::string build = std::string("'") + FLEXPLAN_CXX + "' -std=c++17 -O1 -shared -fPIC -fvisibility=hidden -o '" +
+                            library + "' '" + path("gen") + "'/*.cpp 2>&1";
+  ASSERT_EQ(std::system(build.c_str()), 0) << build;
+  void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(handle, nullptr) << dlerror();
+  using Entry = const flexplan_generated_plan* (*)();
+  const auto entry = reinterpret_cast<Entry>(dlsym(handle, "flexplan_generated_plan_v1"));
+  ASSERT_NE(entry, nullptr);
+  const flexplan_generated_plan* generated = entry();
+  const ir::Plan loaded = ir::read_plan_file(plan);
+  EXPECT_EQ(generated->abi, static_cast<uint32_t>(FLEXPLAN_PROGRAM_ABI));
+  EXPECT_EQ(generated->plan_hash, codegen::plan_hash(loaded));
+  EXPECT_EQ(generated->world_size, loaded.world_size);
+  ASSERT_EQ(generated->schedules, loaded.schedules.size());
+  for (uint32_t s = 0; s < generated->schedules; ++s) {
+    const ir::Schedule& schedule = loaded.schedules[s];
+    EXPECT_EQ(generated->schedule_steps[s], schedule.steps.size());
+    for (int32_t r = 0; r < loaded.world_size; ++r) {
+      codegen::ProgramCollector collector(schedule.steps.size(), schedule.units);
+      ASSERT_EQ(generated->emit(r, s, collector.sink()), 0);
+      EXPECT_EQ(collector.error(), "");
+      EXPECT_TRUE(collector.take() == codegen::lower_rank_program(schedule, r)) << "rank " << r << " schedule " << s;
+    }
+    codegen::ProgramCollector unused(schedule.steps.size(), schedule.units);
+    EXPECT_EQ(generated->emit(loaded.world_size, s, unused.sink()), -1);
+  }
+  dlclose(handle);
+}
+
+}  // namespace
+}  // namespace flexplan::testing
