@@ -233,11 +233,12 @@ std::shared_ptr<Operation> Engine::start(const AllreduceArgs& args_in) {
 bool Engine::progress() {
   bool moved = transport_->progress();
   const auto now = Clock::now();
-  // Time spent outside the runtime (the caller computing) is not the operations' fault.
-  if (now - last_progress_ > options_.timeout / 2) {
+  // Time spent outside the runtime (the caller computing) is not the operations' fault. Idle
+  // waits inside wait() are the runtime's own time: they mark last_in_runtime_ too.
+  if (now - last_in_runtime_ > options_.timeout / 2) {
     for (auto& entry : outstanding_) entry.last_moved = now;
   }
-  last_progress_ = now;
+  last_in_runtime_ = now;
 
   if (const auto& failure = transport_->failure(); failure && !peer_failure_seen_) {
     peer_failure_seen_ = true;
@@ -295,10 +296,19 @@ void Engine::wait(Operation& operation) {
       sched_yield();
     } else {
       const auto cap = any_send_pending() ? kSendPendingSleep : kMaxSleep;
-      transport_->wait_for_event(std::min<std::chrono::milliseconds>(options_.timeout, cap));
+      transport_->wait_for_event(std::min(cap, until_next_deadline()));
     }
+    last_in_runtime_ = Clock::now();
   }
   throw_if_failed(operation);
+}
+
+std::chrono::milliseconds Engine::until_next_deadline() const {
+  auto earliest = Clock::time_point::max();
+  for (const auto& entry : outstanding_) earliest = std::min(earliest, entry.last_moved + options_.timeout);
+  if (earliest == Clock::time_point::max()) return options_.timeout;
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(earliest - Clock::now());
+  return std::max(left, std::chrono::milliseconds(1));
 }
 
 bool Engine::any_send_pending() const {

@@ -65,6 +65,8 @@ class Engine {
   bool progress();
   // Whether an outstanding operation waits on a send (blocking mode then sleeps briefly).
   bool any_send_pending() const;
+  // Until the earliest outstanding operation's timeout (at least 1 ms): an idle sleep's limit.
+  std::chrono::milliseconds until_next_deadline() const;
   void fail_all(const std::string& why);
   void throw_if_failed(const Operation& operation) const;
   void shutdown();
@@ -84,7 +86,8 @@ class Engine {
   std::map<const ir::Schedule*, RankProgram> programs_;
   std::deque<Outstanding> outstanding_;
   uint64_t next_sequence_ = 0;
-  Clock::time_point last_progress_ = Clock::now();
+  // When the runtime last had control: a progress pass, or an idle wait inside wait().
+  Clock::time_point last_in_runtime_ = Clock::now();
   std::string broken_;  // the first failure; the communicator refuses work after it
   bool peer_failure_seen_ = false;
 };

@@ -9,6 +9,7 @@
 #include <cctype>
 #include <fstream>
 #include <string_view>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -216,6 +217,29 @@ TEST(Timeouts, PeerThatNeverJoinsFailsTheOthersWithinTheTimeout) {
                 comm.allreduce(data.data(), data.data(), data.size(), DataType::Int32, ReduceOp::Sum);
               }).find("unusable after an earlier error"),
               std::string::npos);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// Blocking mode with a timeout shorter than its sleeps: the last rank joins 2 s late, and the
+// others must time out after about 150 ms all the same (the idle sleeps count as time spent
+// driving the runtime, not as time the caller spent elsewhere).
+TEST(Timeouts, BlockingModeHonoursAShortTimeout) {
+  const int world = world_size();
+  const bool late = world_rank() == world - 1;
+  Options options = Options::from_env();
+  options.blocking = true;
+  options.timeout = std::chrono::milliseconds(150);
+  Communicator comm(good_plan(world), MPI_COMM_WORLD, options);
+  std::vector<int32_t> data(100000, 1);
+  if (late) std::this_thread::sleep_for(std::chrono::seconds(2));
+  const auto start = Clock::now();
+  const std::string message = error_of([&] {
+    comm.allreduce(data.data(), data.data(), data.size(), DataType::Int32, ReduceOp::Sum);
+  });
+  if (!late) {
+    EXPECT_NE(message.find("no progress for 150 ms"), std::string::npos) << message;
+    EXPECT_LT(seconds_since(start), 1.5) << message;
   }
   MPI_Barrier(MPI_COMM_WORLD);
 }
