@@ -26,7 +26,8 @@ HostIdentity host_identity(MPI_Comm comm);
 int32_t plan_rank_for(const ir::Plan& plan, const Options& options, int mpi_rank,
                       const HostIdentity& host);
 
-// Local: refuses plans whose steps or ops overflow the tag fields.
+// Local: refuses plans whose receives overflow the tag's receive index (tag.hpp; no plan that
+// fits in memory does).
 void check_tag_limits(const ir::Plan& plan);
 
 // Throws the same RuntimeError on every rank if any rank's `local_error` is not empty; the

@@ -209,12 +209,18 @@ std::shared_ptr<Operation> Engine::start(const AllreduceArgs& args_in) {
   if (args.count > 0 && args.recv == nullptr) {
     throw RuntimeError(fmt::format("flexplan allreduce: null receive buffer for {} elements", args.count));
   }
-  if (outstanding_.size() >= tag::kMaxOutstanding) {
-    throw RuntimeError(fmt::format("flexplan allreduce: {} operations outstanding; complete some "
-                                   "first (the tag's sequence field allows {})",
-                                   outstanding_.size(), tag::kMaxOutstanding));
-  }
   const ir::Schedule& schedule = select(args.count * element_size);
+  // The newest operation stays less than kMaxAhead sequence numbers ahead of the oldest
+  // unfinished one, so that no two operations in flight share a tag (tag.hpp): finish the
+  // oldest first where needed.
+  while (!outstanding_.empty() &&
+         next_sequence_ - outstanding_.front().operation->sequence() >= tag::kMaxAhead) {
+    const auto oldest = outstanding_.front().operation;
+    drive(*oldest);
+  }
+  if (!broken_.empty()) {
+    throw RuntimeError("flexplan: the communicator is unusable after an earlier error: " + broken_);
+  }
   const ExecContext context{transport_.get(),      &pool_,
                             &plan_,                 rank_,
                             options_.chunk_bytes,   options_.max_chunks_per_range,
@@ -282,6 +288,11 @@ void Engine::throw_if_failed(const Operation& operation) const {
 }
 
 void Engine::wait(Operation& operation) {
+  drive(operation);
+  throw_if_failed(operation);
+}
+
+void Engine::drive(Operation& operation) {
   // Blocking mode first yields the core for a short while (a peer sharing it is likely the
   // one this rank waits for, and a yield costs far less than a sleep and a wake-up), then
   // sleeps on the worker's event fd.
@@ -300,7 +311,6 @@ void Engine::wait(Operation& operation) {
     }
     last_in_runtime_ = Clock::now();
   }
-  throw_if_failed(operation);
 }
 
 std::chrono::milliseconds Engine::until_next_deadline() const {

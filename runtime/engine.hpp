@@ -63,6 +63,8 @@ class Engine {
   // One pass: UCX progress, then every outstanding operation in issue order. True if
   // anything moved.
   bool progress();
+  // Progress passes (sleeping when idle in blocking mode) until `operation` is done or failed.
+  void drive(Operation& operation);
   // Whether an outstanding operation waits on a send (blocking mode then sleeps briefly).
   bool any_send_pending() const;
   // Until the earliest outstanding operation's timeout (at least 1 ms): an idle sleep's limit.

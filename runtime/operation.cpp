@@ -26,7 +26,7 @@ Operation::Operation(const ExecContext& context, uint64_t sequence, const ir::Sc
 }
 
 void Operation::copy_input(const std::vector<UnitRange>& ranges) {
-  if (input_ == buffer_) return;
+  if (input_ == buffer_ || args_.count == 0) return;
   for (const UnitRange& range : ranges) {
     const uint64_t begin = ir::unit_to_element(range.begin, schedule_.units, args_.count);
     const uint64_t end = ir::unit_to_element(range.end, schedule_.units, args_.count);
@@ -72,8 +72,12 @@ bool Operation::sending() const {
   return false;
 }
 
-uint64_t Operation::chunk_tag(const TaskRun& run, size_t chunk) const {
-  return tag::make(sequence_, step_, run.task->op_index, chunk);
+uint64_t Operation::receive_tag(const TaskRun& run, size_t chunk) const {
+  return tag::make(sequence_, run.task->receive_index, chunk);
+}
+
+uint64_t Operation::send_tag(const TaskRun& run, size_t chunk) const {
+  return tag::make(sequence_, run.task->next_receive_index, chunk);
 }
 
 void Operation::set_error(const std::string& message) {
@@ -84,24 +88,32 @@ void Operation::set_error(const std::string& message) {
 
 void Operation::start_step() {
   const uint64_t units = schedule_.units;
-  for (; step_ < program_.steps.size() && args_.count > 0; ++step_) {
+  // A zero-count operation runs the one-element operation's tasks with empty messages, so that
+  // it too completes only once every rank has issued it (tag.hpp: the sequence argument).
+  const uint64_t mapped_count = std::max<uint64_t>(args_.count, 1);
+  for (; step_ < program_.steps.size(); ++step_) {
     runs_.clear();
     copy_input(program_.steps[step_].copy_in);
     for (const Task& task : program_.steps[step_].tasks) {
-      const uint64_t begin = ir::unit_to_element(task.unit_begin, units, args_.count);
-      const uint64_t end = ir::unit_to_element(task.unit_end, units, args_.count);
+      const uint64_t begin = ir::unit_to_element(task.unit_begin, units, mapped_count);
+      const uint64_t end = ir::unit_to_element(task.unit_end, units, mapped_count);
       if (begin == end) continue;  // fewer elements than units: every rank skips it alike
       TaskRun run;
       run.task = &task;
       run.first_element = begin;
-      run.elements = end - begin;
-      // Long ranges get longer chunks: at most max_chunks_per_range of them (and never more
-      // than the tag's chunk field holds).
-      const size_t preferred = std::max<size_t>(1, context_.chunk_bytes / element_size_);
-      const size_t most = std::min<size_t>(context_.max_chunks_per_range, tag::kMaxChunks);
-      const size_t least = (run.elements + most - 1) / most;
-      run.chunk_elements = std::max(preferred, least);
-      run.chunks = (run.elements + run.chunk_elements - 1) / run.chunk_elements;
+      run.elements = args_.count == 0 ? 0 : end - begin;
+      if (run.elements == 0) {  // one empty message
+        run.chunk_elements = 0;
+        run.chunks = 1;
+      } else {
+        // Long ranges get longer chunks: at most max_chunks_per_range of them (and never more
+        // than the tag's chunk field holds).
+        const size_t preferred = std::max<size_t>(1, context_.chunk_bytes / element_size_);
+        const size_t most = std::min<size_t>(context_.max_chunks_per_range, codegen::kMaxChunksPerRange);
+        const size_t least = (run.elements + most - 1) / most;
+        run.chunk_elements = std::max(preferred, least);
+        run.chunks = (run.elements + run.chunk_elements - 1) / run.chunk_elements;
+      }
       run.own = (task.own_from_send ? input_ : buffer_) + begin * element_size_;
       if (task.stage_writes) {
         run.stage = context_.pool->acquire(run.elements * element_size_);
@@ -116,7 +128,7 @@ void Operation::start_step() {
   }
   // All steps done: ranges no step wrote hold this rank's input (one rank alone), and avg
   // is the sum over the world.
-  if (args_.count > 0) copy_input(program_.copy_at_end);
+  copy_input(program_.copy_at_end);
   if (args_.op == ReduceOp::Avg && args_.count > 0) {
     kernels::divide(buffer_, args_.count, args_.type, static_cast<uint64_t>(context_.plan->world_size));
   }
@@ -126,8 +138,10 @@ void Operation::start_step() {
 void Operation::finish_step() {
   for (TaskRun& run : runs_) {
     if (run.stage) {
-      std::memcpy(buffer_ + run.first_element * element_size_, run.stage.get(),
-                  run.elements * element_size_);
+      if (run.elements > 0) {
+        std::memcpy(buffer_ + run.first_element * element_size_, run.stage.get(),
+                    run.elements * element_size_);
+      }
       context_.pool->release(std::move(run.stage));
     }
   }
@@ -189,7 +203,7 @@ void Operation::start_chunk(TaskRun& run, size_t chunk) {
     target = slot.scratch.get();
   }
   const ucs_status_ptr_t request =
-      context_.transport->recv(target, chunk_bytes(run, chunk), chunk_tag(run, chunk));
+      context_.transport->recv(target, chunk_bytes(run, chunk), receive_tag(run, chunk));
   slot.state = ChunkState::Receiving;
   if (UCS_PTR_IS_ERR(request)) {
     complete_receive(run, chunk, slot, UCS_PTR_STATUS(request), ucp_tag_recv_info_t{});
@@ -200,7 +214,7 @@ void Operation::start_chunk(TaskRun& run, size_t chunk) {
 
 void Operation::post_send(TaskRun& run, size_t chunk, Slot& slot, const std::byte* data) {
   const ucs_status_ptr_t request = context_.transport->send(
-      run.task->next, data, chunk_bytes(run, chunk), chunk_tag(run, chunk));
+      run.task->next, data, chunk_bytes(run, chunk), send_tag(run, chunk));
   if (UCS_PTR_IS_ERR(request)) {
     set_error(fmt::format("{}: {}: sending chunk {} to {} failed: {}", describe(), where(run), chunk,
                           peer(run.task->next), ucs_status_string(UCS_PTR_STATUS(request))));
@@ -275,14 +289,16 @@ void Operation::on_received(TaskRun& run, size_t chunk, Slot& slot) {
   }
   std::byte* partial = slot.scratch.get();
   if (task.sends()) {
-    if (task.add_own) {
+    if (task.add_own && elements > 0) {
       kernels::combine(partial, partial, run.own + offset, elements, args_.type, args_.op);
     }
     post_send(run, chunk, slot, partial);
     return;
   }
   // The chain's end: the root writes the total.
-  if (task.add_own) {
+  if (elements == 0) {
+    // an empty message of a zero-count operation
+  } else if (task.add_own) {
     kernels::combine(run.dest + offset, partial, run.own + offset, elements, args_.type, args_.op);
   } else {
     std::memcpy(run.dest + offset, partial, elements * element_size_);
@@ -300,12 +316,12 @@ std::string Operation::waiting_for() const {
       if (slot.state == ChunkState::Receiving) {
         return fmt::format("{}: waiting to receive chunk {} of {} ({} bytes, tag {:#018x}) from {}",
                            where(run), chunk, run.chunks, chunk_bytes(run, chunk),
-                           chunk_tag(run, chunk), peer(run.task->prev));
+                           receive_tag(run, chunk), peer(run.task->prev));
       }
       if (slot.state == ChunkState::Sending) {
         return fmt::format("{}: waiting for {} to take chunk {} of {} ({} bytes, tag {:#018x})",
                            where(run), peer(run.task->next), chunk, run.chunks,
-                           chunk_bytes(run, chunk), chunk_tag(run, chunk));
+                           chunk_bytes(run, chunk), send_tag(run, chunk));
       }
     }
   }

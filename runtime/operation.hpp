@@ -53,6 +53,7 @@ class Operation {
   // (failed() then holds the message); it never throws.
   bool advance();
   bool done() const { return done_; }
+  uint64_t sequence() const { return sequence_; }
   bool failed() const { return !error_.empty(); }
   const std::string& error() const { return error_; }
   // Whether a send of this operation is still in flight.
@@ -97,7 +98,8 @@ class Operation {
   void release_requests();
 
   size_t chunk_bytes(const TaskRun& run, size_t chunk) const;
-  uint64_t chunk_tag(const TaskRun& run, size_t chunk) const;
+  uint64_t receive_tag(const TaskRun& run, size_t chunk) const;
+  uint64_t send_tag(const TaskRun& run, size_t chunk) const;
   std::string where(const TaskRun& run) const;  // step, op and range
   std::string peer(int32_t rank) const;         // "rank 3 (switch/m1/gpu0)"
   std::string waiting_for() const;

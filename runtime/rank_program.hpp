@@ -18,6 +18,11 @@ struct Task {
   int32_t next = -1;     // send each chunk to this rank
   bool add_own = false;  // reduce: combine the received chunk with this rank's own data
   uint64_t unit_begin = 0, unit_end = 0;
+  // Message numbering for the tags (tag.hpp): this rank's receives in the schedule are numbered
+  // 0, 1, ... in (step, op) order; receive_index is this task's number when it receives,
+  // next_receive_index the number this op has among `next`'s receives when it sends.
+  uint64_t receive_index = 0;
+  uint64_t next_receive_index = 0;
   // The range this task writes is read or written by another task of the same step on this
   // rank: land it in scratch and copy it in when the step ends, so that every op reads the
   // buffer as of the step's start (the IR's step semantics).

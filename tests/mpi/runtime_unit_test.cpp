@@ -3,9 +3,13 @@
 // the options' environment parsing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <map>
+#include <random>
+#include <tuple>
 #include <vector>
 
 #include "runtime/errors.hpp"
@@ -89,13 +93,17 @@ TEST(Kernels, Float16SumRoundsOncePerCombine) {
 }
 
 TEST(Tags, FieldsDoNotOverlapAndSequenceWraps) {
-  const uint64_t t = tag::make(5, tag::kMaxSteps - 1, tag::kMaxOps - 1, tag::kMaxChunks - 1);
-  EXPECT_EQ(t >> 48, 5u);
-  EXPECT_EQ((t >> 36) & 0xfff, tag::kMaxSteps - 1);
-  EXPECT_EQ((t >> 20) & 0xffff, tag::kMaxOps - 1);
-  EXPECT_EQ(t & 0xfffff, tag::kMaxChunks - 1);
-  EXPECT_EQ(tag::make(5 + (uint64_t{1} << tag::kSequenceBits), 1, 2, 3), tag::make(5, 1, 2, 3));
-  EXPECT_NE(tag::make(5, 1, 2, 3), tag::make(5, 1, 3, 2));
+  const uint64_t t = tag::make(5, tag::kMaxReceives - 1, codegen::kMaxChunksPerRange - 1);
+  EXPECT_EQ(t >> 52, 5u);
+  EXPECT_EQ((t >> 20) & 0xffffffff, tag::kMaxReceives - 1);
+  EXPECT_EQ(t & 0xfffff, codegen::kMaxChunksPerRange - 1);
+  EXPECT_EQ(tag::make(5 + (uint64_t{1} << tag::kSequenceBits), 1, 2), tag::make(5, 1, 2));
+  EXPECT_NE(tag::make(5, 1, 2), tag::make(5, 2, 1));
+  // No data tag is the abort tag, whatever its sequence number and chunk.
+  EXPECT_NE(tag::make(0, tag::kMaxReceives - 1, codegen::kMaxChunksPerRange - 1), tag::abort_tag());
+  EXPECT_EQ(tag::abort_tag() >> 20, tag::kMaxReceives);
+  // Two operations in flight are less than 2^12 apart, so their tags differ.
+  EXPECT_LE(2 * tag::kMaxAhead, uint64_t{1} << tag::kSequenceBits);
 }
 
 ir::Op op(ir::OpKind kind, uint64_t begin, uint64_t end, int32_t root, std::vector<int32_t> group) {
@@ -139,6 +147,41 @@ TEST(RankProgram, WritesOverlappingAnotherOpsReadsAreStaged) {
   EXPECT_FALSE(tasks[2].stage_writes);
 }
 
+// Staging by its definition (a writer overlapping another task that reads its own data or
+// writes), pair by pair, against build_rank_program's sweep, on random steps.
+TEST(RankProgram, StagingMatchesItsDefinitionOnRandomSteps) {
+  std::mt19937 random(12345);
+  for (int trial = 0; trial < 300; ++trial) {
+    ir::Schedule schedule;
+    schedule.units = 12;
+    ir::Step step;
+    const int ops = 1 + static_cast<int>(random() % 8);
+    for (int o = 0; o < ops; ++o) {
+      const uint64_t begin = random() % 11;
+      const uint64_t end = begin + 1 + random() % (12 - begin);
+      const auto kind = random() % 2 ? ir::OpKind::Reduce : ir::OpKind::Broadcast;
+      const auto root = static_cast<int32_t>(random() % 3);
+      std::vector<int32_t> group{0, 1, 2};
+      std::shuffle(group.begin(), group.end(), random);
+      group.resize(1 + random() % 3);
+      step.ops.push_back(op(kind, begin, end, root, group));
+    }
+    schedule.steps = {step};
+    for (int32_t rank = 0; rank < 3; ++rank) {
+      const RankProgram program = build_rank_program(schedule, rank);
+      const auto& tasks = program.steps[0].tasks;
+      for (size_t i = 0; i < tasks.size(); ++i) {
+        bool expected = false;
+        for (size_t j = 0; j < tasks.size(); ++j) {
+          const bool overlap = tasks[i].unit_begin < tasks[j].unit_end && tasks[j].unit_begin < tasks[i].unit_end;
+          expected |= j != i && tasks[i].writes() && (tasks[j].reads_own() || tasks[j].writes()) && overlap;
+        }
+        EXPECT_EQ(tasks[i].stage_writes, expected) << "trial " << trial << " rank " << rank << " task " << i;
+      }
+    }
+  }
+}
+
 TEST(RankProgram, OwnDataIsReadFromTheSendBufferUntilWritten) {
   ir::Schedule schedule;
   schedule.units = 4;
@@ -157,6 +200,75 @@ TEST(RankProgram, OwnDataIsReadFromTheSendBufferUntilWritten) {
   EXPECT_TRUE(program.copy_at_end == (std::vector<UnitRange>{{3, 4}}));
   const RankProgram one = build_rank_program(schedule, 1);
   EXPECT_TRUE(one.steps[0].tasks[0].own_from_send);  // rank 1 only sends its input
+}
+
+// The tags' receive numbering: on every rank its receives are numbered 0, 1, ... in (step, op)
+// order, and the sender of each message computes the same number as its receiver.
+void expect_receive_numbering_agrees(const ir::Schedule& schedule, int32_t world) {
+  std::vector<RankProgram> programs;
+  for (int32_t r = 0; r < world; ++r) programs.push_back(build_rank_program(schedule, r));
+  // (step, op, receiver) -> receive index, from the receivers.
+  std::map<std::tuple<size_t, uint32_t, int32_t>, uint64_t> numbered;
+  for (int32_t r = 0; r < world; ++r) {
+    uint64_t expected = 0;
+    for (size_t s = 0; s < programs[r].steps.size(); ++s) {
+      for (const Task& task : programs[r].steps[s].tasks) {
+        if (!task.receives()) continue;
+        EXPECT_EQ(task.receive_index, expected++) << "rank " << r << " step " << s;
+        numbered[{s, task.op_index, r}] = task.receive_index;
+      }
+    }
+  }
+  size_t sends = 0;
+  for (int32_t r = 0; r < world; ++r) {
+    for (size_t s = 0; s < programs[r].steps.size(); ++s) {
+      for (const Task& task : programs[r].steps[s].tasks) {
+        if (!task.sends()) continue;
+        ++sends;
+        const auto it = numbered.find({s, task.op_index, task.next});
+        ASSERT_NE(it, numbered.end()) << "rank " << r << " sends to " << task.next << " which does not receive";
+        EXPECT_EQ(task.next_receive_index, it->second) << "rank " << r << " step " << s << " op " << task.op_index;
+      }
+    }
+  }
+  EXPECT_EQ(sends, numbered.size());  // one sender per receive
+}
+
+TEST(RankProgram, ReceiveNumberingAgreesBetweenSenderAndReceiver) {
+  ir::Schedule schedule;
+  schedule.units = 6;
+  ir::Step first, second;
+  first.ops.push_back(op(ir::OpKind::Reduce, 0, 3, 1, {0, 2, 1}));   // 0 -> 2 -> 1
+  first.ops.push_back(op(ir::OpKind::Reduce, 3, 6, 0, {1, 2, 0}));   // 1 -> 2 -> 0
+  second.ops.push_back(op(ir::OpKind::Broadcast, 0, 3, 1, {0, 2}));  // 1 -> 0 -> 2
+  second.ops.push_back(op(ir::OpKind::Broadcast, 3, 6, 0, {1, 2}));  // 0 -> 1 -> 2
+  second.ops.push_back(op(ir::OpKind::Reduce, 0, 6, 3, {0, 1, 2}));  // 0 -> 1 -> 2 -> 3
+  schedule.steps = {first, second};
+  expect_receive_numbering_agrees(schedule, 4);
+  // Rank 2 receives in all five ops: receives 0 .. 4.
+  const RankProgram two = build_rank_program(schedule, 2);
+  EXPECT_EQ(two.steps[0].tasks[1].receive_index, 1u);
+  EXPECT_EQ(two.steps[1].tasks[2].receive_index, 4u);
+  // Rank 1 sends its step-0 op-1 chunks to rank 2 as rank 2's receive 1.
+  EXPECT_EQ(build_rank_program(schedule, 1).steps[0].tasks[1].next_receive_index, 1u);
+}
+
+// Many ops in one step and many steps: the numbering is not bounded by either.
+TEST(RankProgram, ReceiveNumberingCoversWideAndDeepSchedules) {
+  ir::Schedule schedule;
+  schedule.units = 70000;
+  schedule.steps.resize(2);
+  for (uint64_t u = 0; u < schedule.units; ++u) {
+    const auto root = static_cast<int32_t>(u % 3);
+    schedule.steps[0].ops.push_back(op(ir::OpKind::Reduce, u, u + 1, root, {0, 1, 2}));
+    schedule.steps[1].ops.push_back(op(ir::OpKind::Broadcast, u, u + 1, root, {0, 1, 2}));
+  }
+  for (int i = 0; i < 5000; ++i) {
+    ir::Step step;
+    step.ops.push_back(op(ir::OpKind::Broadcast, 0, 1, 0, {0, 1, 2}));
+    schedule.steps.push_back(step);
+  }
+  expect_receive_numbering_agrees(schedule, 3);
 }
 
 TEST(Options, EnvironmentOverridesDefaults) {
