@@ -153,9 +153,8 @@ void raise_if_any_failed(MPI_Comm comm, const std::string& local_error, const st
 std::vector<int32_t> agree_on_plan(MPI_Comm comm, const PlanIdentity& mine) {
   const int size = comm_size(comm);
   // Fixed-size records; the topology hash travels as text inside the string gather below.
-  const std::array<int64_t, 5> record{mine.world_size, static_cast<int64_t>(mine.fingerprint),
-                                      static_cast<int64_t>(mine.chunk_bytes), mine.plan_rank,
-                                      static_cast<int64_t>(mine.max_chunks_per_range)};
+  const std::array<int64_t, 4> record{mine.world_size, static_cast<int64_t>(mine.fingerprint),
+                                      static_cast<int64_t>(mine.chunk_bytes), mine.plan_rank};
   std::vector<int64_t> all(record.size() * static_cast<size_t>(size));
   MPI_Allgather(record.data(), static_cast<int>(record.size()), MPI_INT64_T, all.data(),
                 static_cast<int>(record.size()), MPI_INT64_T, comm);
@@ -180,14 +179,12 @@ std::vector<int32_t> agree_on_plan(MPI_Comm comm, const PlanIdentity& mine) {
                                    mine.world_size, size, mine.world_size));
   }
   // Chunking decides message lengths: it must agree.
-  std::map<std::pair<int64_t, int64_t>, std::vector<int>> chunkings;
-  for (int r = 0; r < size; ++r) chunkings[{field(r, 2), field(r, 4)}].push_back(r);
+  std::map<int64_t, std::vector<int>> chunkings;
+  for (int r = 0; r < size; ++r) chunkings[field(r, 2)].push_back(r);
   if (chunkings.size() > 1) {
-    std::string message =
-        "flexplan: the ranks use different chunk sizes (FLEXPLAN_CHUNK_BYTES, FLEXPLAN_MAX_CHUNKS):";
-    for (const auto& [chunking, ranks] : chunkings) {
-      message += fmt::format("\n  {} bytes, at most {} chunks per range: MPI ranks {}", chunking.first,
-                             chunking.second, rank_list(ranks));
+    std::string message = "flexplan: the ranks use different chunk sizes (FLEXPLAN_CHUNK_BYTES):";
+    for (const auto& [chunk_bytes, ranks] : chunkings) {
+      message += fmt::format("\n  {} bytes: MPI ranks {}", chunk_bytes, rank_list(ranks));
     }
     throw RuntimeError(message);
   }

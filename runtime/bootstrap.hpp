@@ -40,7 +40,6 @@ struct PlanIdentity {
   std::string topology_hash;
   uint64_t fingerprint = 0;
   uint64_t chunk_bytes = 0;
-  uint64_t max_chunks_per_range = 0;
   int32_t plan_rank = 0;
 };
 // Checks that all ranks hold the same plan, that its world size is the job's, that the chunk

@@ -33,7 +33,6 @@ Engine::Engine(const std::function<ir::Plan()>& load, const std::string& source,
     : options_(std::move(options)) {
   options_.window = std::max(options_.window, 1u);
   options_.chunk_bytes = std::max<size_t>(options_.chunk_bytes, 1);
-  options_.max_chunks_per_range = std::max<size_t>(options_.max_chunks_per_range, 1);
   MPI_Comm_dup(comm, &comm_);
   try {
     const auto host = bootstrap::host_identity(comm_);  // collective: before anything can fail
@@ -61,8 +60,7 @@ std::vector<int32_t> Engine::load_and_agree(const std::function<ir::Plan()>& loa
   }
   bootstrap::raise_if_any_failed(comm_, error, "loading the plan");
   auto plan_rank_of = bootstrap::agree_on_plan(
-      comm_, {plan_.world_size, plan_.topology_hash, plan_fingerprint(plan_), options_.chunk_bytes,
-              options_.max_chunks_per_range, rank_});
+      comm_, {plan_.world_size, plan_.topology_hash, plan_fingerprint(plan_), options_.chunk_bytes, rank_});
   if (static_cast<size_t>(rank_) < plan_.rank_names.size()) {
     learner_name_ = plan_.rank_names[static_cast<size_t>(rank_)];
   }
@@ -88,10 +86,9 @@ void Engine::connect(const bootstrap::HostIdentity& host, const std::vector<int3
   std::string error;
   std::vector<uint8_t> address;
   try {
-    // Every chunk of at most chunk_bytes goes eager (docs/runtime.md, Eager chunks).
+    // Every chunk goes eager (docs/runtime.md, Eager chunks).
     transport_ = std::make_unique<UcxTransport>(options_.blocking, plan_.world_size,
-                                                default_transports(single_host),
-                                                options_.chunk_bytes);
+                                                default_transports(single_host), /*eager=*/true);
     address = transport_->address();
   } catch (const std::exception& e) {
     error = e.what();
@@ -221,10 +218,8 @@ std::shared_ptr<Operation> Engine::start(const AllreduceArgs& args_in) {
   if (!broken_.empty()) {
     throw RuntimeError("flexplan: the communicator is unusable after an earlier error: " + broken_);
   }
-  const ExecContext context{transport_.get(),      &pool_,
-                            &plan_,                 rank_,
-                            options_.chunk_bytes,   options_.max_chunks_per_range,
-                            options_.window,        &quarantine_};
+  const ExecContext context{transport_.get(), &pool_,           &plan_,      rank_,
+                            options_.chunk_bytes, options_.window, &quarantine_};
   auto operation =
       std::make_shared<Operation>(context, next_sequence_++, schedule, program_for(schedule), args);
   if (!operation->done()) {

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "codegen/chunking.hpp"
 #include "runtime/reduce_kernels.hpp"
 #include "runtime/tag.hpp"
 
@@ -106,13 +107,10 @@ void Operation::start_step() {
         run.chunk_elements = 0;
         run.chunks = 1;
       } else {
-        // Long ranges get longer chunks: at most max_chunks_per_range of them (and never more
-        // than the tag's chunk field holds).
-        const size_t preferred = std::max<size_t>(1, context_.chunk_bytes / element_size_);
-        const size_t most = std::min<size_t>(context_.max_chunks_per_range, codegen::kMaxChunksPerRange);
-        const size_t least = (run.elements + most - 1) / most;
-        run.chunk_elements = std::max(preferred, least);
-        run.chunks = (run.elements + run.chunk_elements - 1) / run.chunk_elements;
+        // The one chunking rule, which the cost model prices too.
+        const auto chunking = codegen::chunk_range(run.elements, element_size_, context_.chunk_bytes);
+        run.chunk_elements = chunking.chunk_elements;
+        run.chunks = chunking.chunks;
       }
       run.own = (task.own_from_send ? input_ : buffer_) + begin * element_size_;
       if (task.stage_writes) {

@@ -27,7 +27,6 @@ struct ExecContext {
   const ir::Plan* plan;
   int32_t rank;
   size_t chunk_bytes;
-  size_t max_chunks_per_range;
   unsigned window;
   // Scratch that UCX may still read after an abort; freed only after the transport closes.
   std::vector<ScratchPool::Buffer>* quarantine;

@@ -47,9 +47,6 @@ Options Options::from_env() {
   if (const char* v = env("FLEXPLAN_CHUNK_BYTES")) {
     options.chunk_bytes = parse_positive("FLEXPLAN_CHUNK_BYTES", v);
   }
-  if (const char* v = env("FLEXPLAN_MAX_CHUNKS")) {
-    options.max_chunks_per_range = parse_positive("FLEXPLAN_MAX_CHUNKS", v);
-  }
   if (const char* v = env("FLEXPLAN_WINDOW")) {
     const uint64_t window = parse_positive("FLEXPLAN_WINDOW", v);
     if (window > 1024) throw RuntimeError(fmt::format("FLEXPLAN_WINDOW={}: at most 1024", window));

@@ -23,8 +23,7 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-UcxTransport::UcxTransport(bool blocking, int32_t world_size, const char* transports,
-                           size_t eager_up_to) {
+UcxTransport::UcxTransport(bool blocking, int32_t world_size, const char* transports, bool eager) {
   ucp_config_t* config = nullptr;
   check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read");
   auto modify = [&](const char* name, const std::string& value) {
@@ -38,10 +37,9 @@ UcxTransport::UcxTransport(bool blocking, int32_t world_size, const char* transp
   if (transports != nullptr) modify("TLS", transports);
   // Rendezvous over TCP stalls a chunk pipeline whose data flows both ways (each handshake
   // waits behind the bulk data queued on the socket); eager chunks keep it streaming. The
-  // user's UCX_RNDV_THRESH wins.
-  if (eager_up_to > 0 && std::getenv("UCX_RNDV_THRESH") == nullptr) {
-    modify("RNDV_THRESH", std::to_string(eager_up_to + 1));
-  }
+  // chunking rule bounds every message, so no threshold is needed below it. The user's
+  // UCX_RNDV_THRESH wins.
+  if (eager && std::getenv("UCX_RNDV_THRESH") == nullptr) modify("RNDV_THRESH", "inf");
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
   params.features = UCP_FEATURE_TAG | (blocking ? UCP_FEATURE_WAKEUP : 0);

@@ -21,11 +21,10 @@ class UcxTransport {
 
   // Context and worker. `blocking` adds UCP_FEATURE_WAKEUP for wait_for_event. UCX's own
   // configuration (UCX_TLS, UCX_NET_DEVICES, ...) comes from the environment as usual;
-  // `transports`, if given, replaces UCX_TLS. `eager_up_to`, if nonzero and UCX_RNDV_THRESH is
-  // not set, sends messages of up to that many bytes eagerly (RNDV_THRESH just above it; see
-  // docs/runtime.md, Eager chunks). Throws RuntimeError.
-  UcxTransport(bool blocking, int32_t world_size, const char* transports = nullptr,
-               size_t eager_up_to = 0);
+  // `transports`, if given, replaces UCX_TLS. `eager`, unless UCX_RNDV_THRESH is set, sends
+  // every message eagerly (RNDV_THRESH=inf; docs/runtime.md, Eager chunks). Throws
+  // RuntimeError.
+  UcxTransport(bool blocking, int32_t world_size, const char* transports = nullptr, bool eager = false);
   ~UcxTransport();
   UcxTransport(const UcxTransport&) = delete;
   UcxTransport& operator=(const UcxTransport&) = delete;

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <limits>
 #include <map>
@@ -18,6 +20,7 @@
 #include "runtime/rank_program.hpp"
 #include "runtime/reduce_kernels.hpp"
 #include "runtime/tag.hpp"
+#include "runtime/ucx_transport.hpp"
 
 namespace flexplan {
 namespace {
@@ -269,6 +272,48 @@ TEST(RankProgram, ReceiveNumberingCoversWideAndDeepSchedules) {
     schedule.steps.push_back(step);
   }
   expect_receive_numbering_agrees(schedule, 3);
+}
+
+// The runtime's transport sends every message eagerly, however long (docs/runtime.md, Eager
+// chunks): a send completes once the receiving worker has progressed, before any receive
+// is posted for it. Under rendezvous it would wait for that receive. Two workers of this
+// process, over shared memory, as the communicator sets them up on one host.
+TEST(Transport, LongChunksGoEager) {
+  if (std::getenv("UCX_RNDV_THRESH") != nullptr) GTEST_SKIP() << "UCX_RNDV_THRESH is set";
+  UcxTransport sender(false, 2, "posix,sysv,self", true);
+  UcxTransport receiver(false, 2, "posix,sysv,self", true);
+  const std::vector<std::vector<uint8_t>> addresses{sender.address(), receiver.address()};
+  sender.connect(addresses, 0, {false, false});
+  receiver.connect(addresses, 1, {false, false});
+  // The chunk of a range too long for 2^20 chunks of the default size, and a 16 MB one.
+  const uint64_t range_bytes = uint64_t{1} << 41;  // 2 TiB of float32
+  const auto chunking = codegen::chunk_range(range_bytes / 4, 4, codegen::kDefaultChunkBytes);
+  for (const size_t bytes : {size_t{chunking.chunk_elements * 4}, size_t{16} << 20}) {
+    std::vector<uint8_t> data(bytes), landed(bytes);
+    for (size_t i = 0; i < bytes; ++i) data[i] = static_cast<uint8_t>(i * 7 + 1);
+    const uint64_t message_tag = tag::make(1, 0, 0);
+    void* send = sender.send(1, data.data(), bytes, message_tag);
+    ASSERT_FALSE(UCS_PTR_IS_ERR(send));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (send != nullptr && ucp_request_check_status(send) == UCS_INPROGRESS &&
+           std::chrono::steady_clock::now() < deadline) {
+      sender.progress();
+      receiver.progress();
+    }
+    const bool sent_before_receive = send == nullptr || ucp_request_check_status(send) != UCS_INPROGRESS;
+    EXPECT_TRUE(sent_before_receive) << bytes << " bytes: the send waited for its receive (rendezvous)";
+    void* recv = receiver.recv(landed.data(), bytes, message_tag);
+    ASSERT_FALSE(UCS_PTR_IS_ERR(recv));
+    while (ucp_request_check_status(recv) == UCS_INPROGRESS ||
+           (send != nullptr && ucp_request_check_status(send) == UCS_INPROGRESS)) {
+      sender.progress();
+      receiver.progress();
+    }
+    EXPECT_EQ(ucp_request_check_status(recv), UCS_OK);
+    EXPECT_TRUE(landed == data) << bytes << " bytes";
+    ucp_request_free(recv);
+    if (send != nullptr) ucp_request_free(send);
+  }
 }
 
 TEST(Options, EnvironmentOverridesDefaults) {
