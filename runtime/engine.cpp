@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <cstdlib>
+#include <exception>
 
 #include <algorithm>
 #include <limits>
@@ -22,6 +23,8 @@ namespace {
 // Blocking mode's longest sleep on the worker's event fd while only receives are pending: an
 // arriving message wakes it, so the cap only bounds how late the timeout is checked.
 constexpr auto kMaxSleep = std::chrono::milliseconds(100);
+// How long a failing rank waits for its abort notices to leave.
+constexpr auto kAbortSendLimit = std::chrono::milliseconds(500);
 // ... and while any send is pending: UCX 1.13's TCP transport arms its event fd for incoming
 // data only, so a send whose socket drains wakes nobody, and the rest of its message (and the
 // pipeline behind it) would wait for the next arrival or kMaxSleep.
@@ -113,6 +116,11 @@ void Engine::connect(const bootstrap::HostIdentity& host, const std::vector<int3
 Engine::~Engine() { shutdown(); }
 
 void Engine::shutdown() {
+  // Destroyed by an exception on its way out: the peers would wait for this rank in vain.
+  if (broken_.empty() && std::uncaught_exceptions() > 0) {
+    fail_all("the process left the communicator while an exception was propagating",
+             /*tell_peers=*/true);
+  }
   // Peers may still need this rank's part of outstanding operations: finish them.
   for (const auto& entry : std::vector<Outstanding>(outstanding_.begin(), outstanding_.end())) {
     try {
@@ -121,7 +129,7 @@ void Engine::shutdown() {
       // Already recorded in broken_; the destructor must not throw.
     }
   }
-  const bool clean = broken_.empty();
+  bool clean = broken_.empty();
   if (clean) {
     // Everything this rank sent is delivered, then wait until every rank is that far before
     // cutting the endpoints. UCX keeps progressing meanwhile: a peer's last receives may need
@@ -135,6 +143,11 @@ void Engine::shutdown() {
       const bool moved = transport_->progress();
       MPI_Test(&barrier, &finished, MPI_STATUS_IGNORE);
       if (finished || Clock::now() > deadline) break;
+      // A peer that aborted never reaches the barrier.
+      if (transport_->abort_notice()) {
+        clean = false;
+        break;
+      }
       if (!moved) std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
@@ -241,14 +254,19 @@ bool Engine::progress() {
   }
   last_in_runtime_ = now;
 
+  if (!abort_seen_) {
+    if (const auto notice = transport_->abort_notice()) {
+      abort_seen_ = true;
+      // The peer told everyone: no need to pass it on.
+      fail_all(fmt::format("{} failed: {}", describe_rank(notice->rank), notice->reason),
+               /*tell_peers=*/false);
+    }
+  }
   if (const auto& failure = transport_->failure(); failure && !peer_failure_seen_) {
     peer_failure_seen_ = true;
-    const auto& names = plan_.rank_names;
-    const std::string name = static_cast<size_t>(failure->rank) < names.size()
-                                 ? fmt::format(" ({})", names[static_cast<size_t>(failure->rank)])
-                                 : "";
-    fail_all(fmt::format("UCX reports peer rank {}{} failed: {}", failure->rank, name,
-                         ucs_status_string(failure->status)));
+    fail_all(fmt::format("UCX reports peer {} failed: {}", describe_rank(failure->rank),
+                         ucs_status_string(failure->status)),
+             /*tell_peers=*/true);
   }
 
   for (auto& entry : outstanding_) {
@@ -263,7 +281,8 @@ bool Engine::progress() {
     }
     if (operation.failed() && broken_.empty()) {
       broken_ = operation.error();
-      fail_all("abandoned after an earlier error: " + broken_);
+      tell_peers(broken_);
+      fail_all("abandoned after an earlier error: " + broken_, /*tell_peers=*/false);
     }
   }
   std::erase_if(outstanding_, [](const Outstanding& entry) {
@@ -272,10 +291,28 @@ bool Engine::progress() {
   return moved;
 }
 
-void Engine::fail_all(const std::string& why) {
+void Engine::fail_all(const std::string& why, bool tell_peers) {
   for (auto& entry : outstanding_) entry.operation->fail(why);
-  if (broken_.empty() && !outstanding_.empty()) broken_ = outstanding_.front().operation->error();
-  if (broken_.empty()) broken_ = why;
+  if (!broken_.empty()) return;
+  broken_ = outstanding_.empty() ? why : outstanding_.front().operation->error();
+  if (tell_peers) this->tell_peers(broken_);
+}
+
+void Engine::tell_peers(const std::string& cause) {
+  // Best effort and bounded: a dead peer's notice may never leave.
+  transport_->send_abort(rank_, cause, kAbortSendLimit);
+}
+
+void Engine::abort(const std::string& reason) {
+  fail_all("aborted by the application: " + reason, /*tell_peers=*/true);
+}
+
+std::string Engine::describe_rank(int32_t rank) const {
+  const auto& names = plan_.rank_names;
+  if (rank >= 0 && static_cast<size_t>(rank) < names.size()) {
+    return fmt::format("rank {} ({})", rank, names[static_cast<size_t>(rank)]);
+  }
+  return fmt::format("rank {}", rank);
 }
 
 void Engine::throw_if_failed(const Operation& operation) const {

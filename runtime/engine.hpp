@@ -41,6 +41,8 @@ class Engine {
   void wait(Operation& operation);
   bool test(Operation& operation);
   void force_algorithm(const std::string& algorithm);
+  // Fails the communicator here and tells every peer (Communicator::abort).
+  void abort(const std::string& reason);
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -69,7 +71,11 @@ class Engine {
   bool any_send_pending() const;
   // Until the earliest outstanding operation's timeout (at least 1 ms): an idle sleep's limit.
   std::chrono::milliseconds until_next_deadline() const;
-  void fail_all(const std::string& why);
+  // Fails every outstanding operation with `why`; the first failure breaks the communicator and,
+  // with `tell_peers`, sends every peer an abort notice of it (docs/runtime.md, Abort).
+  void fail_all(const std::string& why, bool tell_peers);
+  void tell_peers(const std::string& cause);
+  std::string describe_rank(int32_t rank) const;  // "rank 3 (switch/m1/gpu0)"
   void throw_if_failed(const Operation& operation) const;
   void shutdown();
 
@@ -92,6 +98,7 @@ class Engine {
   Clock::time_point last_in_runtime_ = Clock::now();
   std::string broken_;  // the first failure; the communicator refuses work after it
   bool peer_failure_seen_ = false;
+  bool abort_seen_ = false;
 };
 
 }  // namespace flexplan

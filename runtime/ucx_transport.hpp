@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <ucp/api/ucp.h>
@@ -55,6 +56,18 @@ class UcxTransport {
 
   const std::optional<PeerFailure>& failure() const { return failure_; }
 
+  // Abort notices: one short message to every peer under the reserved tag (tag::abort_tag),
+  // saying which rank failed and why. connect() posts the receive for the first one to arrive.
+  struct AbortNotice {
+    int32_t rank;
+    std::string reason;
+  };
+  // Sends `reason` (cut to a few KB) from rank `self` to every peer, progressing until the
+  // sends are out or `limit` passed (a dead peer's may never be).
+  void send_abort(int32_t self, const std::string& reason, std::chrono::milliseconds limit);
+  // The first notice received, if any (call after progress()).
+  std::optional<AbortNotice> abort_notice();
+
   // Shutdown, best effort within `limit`: flush every endpoint (all sent data delivered).
   // Returns false on timeout or error.
   bool flush(std::chrono::milliseconds limit);
@@ -71,6 +84,8 @@ class UcxTransport {
   // Progresses until `request` completes or `limit` passes; frees it. False on timeout/error.
   bool wait_request(ucs_status_ptr_t request, std::chrono::milliseconds limit);
 
+  void cancel_abort_receive();
+
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   int event_fd_ = -1;
@@ -78,6 +93,10 @@ class UcxTransport {
   std::vector<ucp_ep_h> endpoints_;
   std::vector<ErrorContext> error_contexts_;
   std::optional<PeerFailure> failure_;
+  std::vector<char> abort_inbox_;    // the notice received: origin rank (int32), then the reason
+  void* abort_receive_ = nullptr;    // its receive request, until it completes
+  std::optional<AbortNotice> abort_notice_;
+  std::vector<char> abort_outbox_;   // the notice sent; UCX may read it until the endpoints close
 };
 
 }  // namespace flexplan
