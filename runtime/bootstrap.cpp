@@ -138,7 +138,8 @@ void check_tag_limits(const ir::Plan& plan) {
   }
 }
 
-void raise_if_any_failed(MPI_Comm comm, const std::string& local_error, const std::string& what) {
+void raise_if_any_failed(MPI_Comm comm, const std::string& local_error, const std::string& what,
+                         bool bad_input) {
   int failed = local_error.empty() ? 0 : 1;
   MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, comm);
   if (!failed) return;
@@ -147,6 +148,7 @@ void raise_if_any_failed(MPI_Comm comm, const std::string& local_error, const st
   for (size_t r = 0; r < errors.size(); ++r) {
     if (!errors[r].empty()) message += fmt::format("\n  MPI rank {}: {}", r, errors[r]);
   }
+  if (bad_input) throw InputError(message);
   throw RuntimeError(message);
 }
 
@@ -171,10 +173,10 @@ std::vector<int32_t> agree_on_plan(MPI_Comm comm, const PlanIdentity& mine) {
                              fingerprint, field(ranks[0], 0),
                              topology_hashes[static_cast<size_t>(ranks[0])], rank_list(ranks));
     }
-    throw RuntimeError(message);
+    throw InputError(message);
   }
   if (mine.world_size != size) {
-    throw RuntimeError(fmt::format("flexplan: the plan is for world size {} but the job has {} "
+    throw InputError(fmt::format("flexplan: the plan is for world size {} but the job has {} "
                                    "MPI ranks (launch with mpirun -np {})",
                                    mine.world_size, size, mine.world_size));
   }
@@ -186,7 +188,7 @@ std::vector<int32_t> agree_on_plan(MPI_Comm comm, const PlanIdentity& mine) {
     for (const auto& [chunk_bytes, ranks] : chunkings) {
       message += fmt::format("\n  {} bytes: MPI ranks {}", chunk_bytes, rank_list(ranks));
     }
-    throw RuntimeError(message);
+    throw InputError(message);
   }
   // The plan ranks must be a permutation.
   std::vector<int32_t> plan_rank_of(static_cast<size_t>(size));
@@ -205,7 +207,7 @@ std::vector<int32_t> agree_on_plan(MPI_Comm comm, const PlanIdentity& mine) {
       problems += fmt::format("\n  plan rank {} is claimed by no process", p);
     }
   }
-  if (!problems.empty()) throw RuntimeError("flexplan: the rank mapping is not one-to-one:" + problems);
+  if (!problems.empty()) throw InputError("flexplan: the rank mapping is not one-to-one:" + problems);
   return plan_rank_of;
 }
 

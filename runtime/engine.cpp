@@ -61,7 +61,7 @@ std::vector<int32_t> Engine::load_and_agree(const std::function<ir::Plan()>& loa
   } catch (const std::exception& e) {
     error = fmt::format("plan '{}': {}", source, e.what());
   }
-  bootstrap::raise_if_any_failed(comm_, error, "loading the plan");
+  bootstrap::raise_if_any_failed(comm_, error, "loading the plan", /*bad_input=*/true);
   auto plan_rank_of = bootstrap::agree_on_plan(
       comm_, {plan_.world_size, plan_.topology_hash, plan_fingerprint(plan_), options_.chunk_bytes, rank_});
   if (static_cast<size_t>(rank_) < plan_.rank_names.size()) {
