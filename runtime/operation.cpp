@@ -64,15 +64,6 @@ size_t Operation::chunk_bytes(const TaskRun& run, size_t chunk) const {
   return std::min(run.chunk_elements, run.elements - first) * element_size_;
 }
 
-bool Operation::sending() const {
-  for (const TaskRun& run : runs_) {
-    for (const Slot& slot : run.slots) {
-      if (slot.state == ChunkState::Sending) return true;
-    }
-  }
-  return false;
-}
-
 uint64_t Operation::receive_tag(const TaskRun& run, size_t chunk) const {
   return tag::make(sequence_, run.task->receive_index, chunk);
 }
@@ -122,7 +113,21 @@ void Operation::start_step() {
       run.slots.resize(std::min<size_t>(context_.window, run.chunks));
       runs_.push_back(std::move(run));
     }
-    if (!runs_.empty()) return;
+    if (runs_.empty()) continue;
+    incomplete_runs_ = runs_.size();
+    for (uint32_t r = 0; r < runs_.size(); ++r) {
+      for (Slot& slot : runs_[r].slots) {
+        slot.owner = this;
+        slot.run = r;
+        slot.notify = &Operation::on_completion;
+      }
+    }
+    // Sends that complete at once may finish runs, even the step: advance() moves on then.
+    for (TaskRun& run : runs_) {
+      if (failed()) return;
+      slide_window(run);
+    }
+    return;
   }
   // All steps done: ranges no step wrote hold this rank's input (one rank alone), and avg
   // is the sum over the world.
@@ -152,44 +157,77 @@ bool Operation::advance() {
   if (done_ || failed()) return false;
   bool moved = false;
   while (true) {
-    bool all_complete = true;
-    for (TaskRun& run : runs_) {
-      moved |= advance_task(run);
-      if (failed()) {
-        release_requests();
-        return true;
-      }
-      all_complete = all_complete && run.complete();
+    // Handling a completion can queue more (a receive whose message was already there).
+    for (size_t i = 0; i < ready_.size() && !failed(); ++i) {
+      handle_completion(*ready_[i]);
+      moved = true;
     }
-    if (!all_complete) return moved;
+    ready_.clear();
+    if (failed()) {
+      release_requests();
+      return true;
+    }
+    if (incomplete_runs_ > 0) return moved;
     finish_step();  // and go straight on with the next step's transfers
     moved = true;
-    if (done_) return true;
+    if (done_ || failed()) {
+      if (failed()) release_requests();
+      return true;
+    }
   }
 }
 
 // --- chunks ----------------------------------------------------------------------------------
 
-bool Operation::advance_task(TaskRun& run) {
-  bool moved = false;
+void Operation::on_completion(UcxTransport::Completion* completion, ucs_status_t status, size_t length) {
+  auto* slot = static_cast<Slot*>(completion);
+  slot->status = status;
+  slot->length = length;
+  slot->owner->ready_.push_back(slot);
+}
+
+void Operation::handle_completion(Slot& slot) {
+  if (slot.request == nullptr) return;  // released meanwhile (a failure)
+  TaskRun& run = runs_[slot.run];
+  ucp_request_free(slot.request);
+  slot.request = nullptr;
+  if (slot.state == ChunkState::Sending) {
+    --sends_in_flight_;
+    if (slot.status != UCS_OK) {
+      set_error(fmt::format("{}: {}: sending chunk {} to {} failed: {}", describe(), where(run),
+                            slot.chunk, peer(run.task->next), ucs_status_string(slot.status)));
+      return;
+    }
+    context_.pool->release(std::move(slot.scratch));
+    slot.state = ChunkState::Done;
+  } else {
+    complete_receive(run, slot.chunk, slot, slot.status, slot.length);
+  }
+  if (!failed()) slide_window(run);
+}
+
+void Operation::slide_window(TaskRun& run) {
   const size_t window = run.slots.size();
-  for (size_t chunk = run.lo; chunk < run.hi && !failed(); ++chunk) {
-    moved |= poll(run, chunk, run.slots[chunk % window]);
+  const bool was_complete = run.complete();
+  bool slid = true;
+  while (slid && !failed()) {
+    slid = false;
+    while (run.lo < run.hi && run.slots[run.lo % window].state == ChunkState::Done) {
+      run.slots[run.lo % window].state = ChunkState::Idle;
+      ++run.lo;
+      slid = true;
+    }
+    while (!failed() && run.hi < run.chunks && run.hi - run.lo < window) {
+      start_chunk(run, run.hi++);
+      slid = true;
+    }
   }
-  while (run.lo < run.hi && run.slots[run.lo % window].state == ChunkState::Done) {
-    run.slots[run.lo % window].state = ChunkState::Idle;
-    ++run.lo;
-    moved = true;
-  }
-  while (!failed() && run.hi < run.chunks && run.hi - run.lo < window) {
-    start_chunk(run, run.hi++);
-    moved = true;
-  }
-  return moved;
+  if (!was_complete && run.complete()) --incomplete_runs_;
 }
 
 void Operation::start_chunk(TaskRun& run, size_t chunk) {
   Slot& slot = run.slots[chunk % run.slots.size()];
+  slot.chunk = chunk;
   const size_t offset = chunk * run.chunk_elements * element_size_;
   if (!run.task->receives()) {
     post_send(run, chunk, slot, run.own + offset);
@@ -200,19 +238,19 @@ void Operation::start_chunk(TaskRun& run, size_t chunk) {
     slot.scratch = context_.pool->acquire(run.chunk_elements * element_size_);
     target = slot.scratch.get();
   }
-  const ucs_status_ptr_t request =
-      context_.transport->recv(target, chunk_bytes(run, chunk), receive_tag(run, chunk));
   slot.state = ChunkState::Receiving;
+  const ucs_status_ptr_t request =
+      context_.transport->recv(target, chunk_bytes(run, chunk), receive_tag(run, chunk), &slot);
   if (UCS_PTR_IS_ERR(request)) {
-    complete_receive(run, chunk, slot, UCS_PTR_STATUS(request), ucp_tag_recv_info_t{});
+    complete_receive(run, chunk, slot, UCS_PTR_STATUS(request), 0);
     return;
   }
-  slot.request = request;
+  slot.request = request;  // its completion may already be queued on ready_
 }
 
 void Operation::post_send(TaskRun& run, size_t chunk, Slot& slot, const std::byte* data) {
   const ucs_status_ptr_t request = context_.transport->send(
-      run.task->next, data, chunk_bytes(run, chunk), send_tag(run, chunk));
+      run.task->next, data, chunk_bytes(run, chunk), send_tag(run, chunk), &slot);
   if (UCS_PTR_IS_ERR(request)) {
     set_error(fmt::format("{}: {}: sending chunk {} to {} failed: {}", describe(), where(run), chunk,
                           peer(run.task->next), ucs_status_string(UCS_PTR_STATUS(request))));
@@ -225,34 +263,11 @@ void Operation::post_send(TaskRun& run, size_t chunk, Slot& slot, const std::byt
   }
   slot.request = request;
   slot.state = ChunkState::Sending;
-}
-
-bool Operation::poll(TaskRun& run, size_t chunk, Slot& slot) {
-  if (slot.state != ChunkState::Receiving && slot.state != ChunkState::Sending) return false;
-  if (ucp_request_check_status(slot.request) == UCS_INPROGRESS) return false;
-  if (slot.state == ChunkState::Sending) {
-    const ucs_status_t status = ucp_request_check_status(slot.request);
-    ucp_request_free(slot.request);
-    slot.request = nullptr;
-    if (status != UCS_OK) {
-      set_error(fmt::format("{}: {}: sending chunk {} to {} failed: {}", describe(), where(run),
-                            chunk, peer(run.task->next), ucs_status_string(status)));
-      return true;
-    }
-    context_.pool->release(std::move(slot.scratch));
-    slot.state = ChunkState::Done;
-    return true;
-  }
-  ucp_tag_recv_info_t info{};
-  const ucs_status_t status = ucp_tag_recv_request_test(slot.request, &info);
-  ucp_request_free(slot.request);
-  slot.request = nullptr;
-  complete_receive(run, chunk, slot, status, info);
-  return true;
+  ++sends_in_flight_;
 }
 
 void Operation::complete_receive(TaskRun& run, size_t chunk, Slot& slot, ucs_status_t status,
-                                 const ucp_tag_recv_info_t& info) {
+                                 size_t length) {
   const size_t expected = chunk_bytes(run, chunk);
   if (status != UCS_OK) {
     set_error(fmt::format("{}: {}: receiving chunk {} ({} bytes) from {} failed: {}{}", describe(),
@@ -264,10 +279,10 @@ void Operation::complete_receive(TaskRun& run, size_t chunk, Slot& slot, ucs_sta
                               : ""));
     return;
   }
-  if (info.length != expected) {
+  if (length != expected) {
     set_error(fmt::format("{}: {}: chunk {} from {} has {} bytes, expected {} (do all ranks pass "
                           "the same count and type?)",
-                          describe(), where(run), chunk, peer(run.task->prev), info.length, expected));
+                          describe(), where(run), chunk, peer(run.task->prev), length, expected));
     return;
   }
   on_received(run, chunk, slot);
@@ -336,6 +351,8 @@ void Operation::release_requests() {
   for (TaskRun& run : runs_) {
     for (Slot& slot : run.slots) {
       if (slot.request != nullptr) {
+        // Cancelling tells the completion (queued on ready_, dropped below); freeing stops
+        // any later notification.
         if (slot.state == ChunkState::Receiving) context_.transport->cancel(slot.request);
         ucp_request_free(slot.request);
         slot.request = nullptr;
@@ -347,6 +364,9 @@ void Operation::release_requests() {
     if (run.stage) context_.quarantine->push_back(std::move(run.stage));
   }
   runs_.clear();
+  ready_.clear();
+  sends_in_flight_ = 0;
+  incomplete_runs_ = 0;
 }
 
 }  // namespace flexplan

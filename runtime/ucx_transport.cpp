@@ -168,16 +168,33 @@ void UcxTransport::on_endpoint_error(void* arg, ucp_ep_h, ucs_status_t status) {
   if (!context->transport->failure_) context->transport->failure_ = PeerFailure{context->rank, status};
 }
 
-ucs_status_ptr_t UcxTransport::send(int32_t peer, const void* buffer, size_t bytes, uint64_t tag) {
+ucs_status_ptr_t UcxTransport::send(int32_t peer, const void* buffer, size_t bytes, uint64_t tag,
+                                    Completion* completion) {
   ucp_request_param_t param{};
+  if (completion != nullptr) {
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    param.cb.send = [](void*, ucs_status_t status, void* user_data) {
+      auto* c = static_cast<Completion*>(user_data);
+      c->notify(c, status, 0);
+    };
+    param.user_data = completion;
+  }
   return ucp_tag_send_nbx(endpoints_[static_cast<size_t>(peer)], buffer, bytes, tag, &param);
 }
 
-ucs_status_ptr_t UcxTransport::recv(void* buffer, size_t bytes, uint64_t tag) {
+ucs_status_ptr_t UcxTransport::recv(void* buffer, size_t bytes, uint64_t tag, Completion* completion) {
   ucp_request_param_t param{};
   // UCX 1.13 leaves the receive info unset when a receive completes at once, and the length is
   // what tells a count mismatch: always take a request.
   param.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  if (completion != nullptr) {
+    param.op_attr_mask |= UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    param.cb.recv = [](void*, ucs_status_t status, const ucp_tag_recv_info_t* info, void* user_data) {
+      auto* c = static_cast<Completion*>(user_data);
+      c->notify(c, status, status == UCS_OK && info != nullptr ? info->length : 0);
+    };
+    param.user_data = completion;
+  }
   return ucp_tag_recv_nbx(worker_, buffer, bytes, tag, tag::kFullMask, &param);
 }
 

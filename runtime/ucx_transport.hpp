@@ -39,12 +39,21 @@ class UcxTransport {
   void connect(const std::vector<std::vector<uint8_t>>& addresses, int32_t self,
                const std::vector<bool>& detect_failure);
 
-  // Non-blocking tagged transfers. A send returns nullptr when complete at once,
-  // UCS_PTR_IS_ERR on failure, else a request to poll with ucp_request_check_status and free.
-  // A receive always returns a request (or an error): ucp_tag_recv_request_test then gives
-  // the received length, which tells a count mismatch.
-  ucs_status_ptr_t send(int32_t peer, const void* buffer, size_t bytes, uint64_t tag);
-  ucs_status_ptr_t recv(void* buffer, size_t bytes, uint64_t tag);
+  // Told when a transfer's request completes, from inside progress() (or inside recv() when the
+  // message is already there): its status and, for a receive, the received length.
+  struct Completion {
+    void (*notify)(Completion* self, ucs_status_t status, size_t length) = nullptr;
+  };
+
+  // Non-blocking tagged transfers. A send returns nullptr when complete at once (nothing is
+  // told then), UCS_PTR_IS_ERR on failure, else a request to free once complete. A receive
+  // always returns a request (or an error): the received length tells a count mismatch. With
+  // `completion`, the request's completion is told to it (so that nobody has to poll every
+  // request); without, poll with ucp_request_check_status / ucp_tag_recv_request_test. Freeing a
+  // request that is still in progress stops its notification.
+  ucs_status_ptr_t send(int32_t peer, const void* buffer, size_t bytes, uint64_t tag,
+                        Completion* completion = nullptr);
+  ucs_status_ptr_t recv(void* buffer, size_t bytes, uint64_t tag, Completion* completion = nullptr);
   void cancel(void* request) { ucp_request_cancel(worker_, request); }
 
   // Drives UCX until it has nothing more to do now; true if anything happened.

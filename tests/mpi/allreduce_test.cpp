@@ -236,30 +236,33 @@ void sequence_wraps_with_an_operation_held_open() {
       << "operation B: " << detail;
 }
 
-// More ops in one step (70,000) and more steps (4,102) than the runtime's tags once numbered:
-// every unit reduced to its own root over everyone, broadcast back, then unit 0 broadcast again
-// and again. A verified plan must run whatever its size.
+// More ops in one step (70,000) and more steps (4,102 and more) than the runtime's tags once
+// numbered: rank 1 sends every unit to rank 0 as an op of its own, the other ranks add theirs
+// in one chain, rank 0 broadcasts the total, then broadcasts unit 0 to rank 1 again and again.
+// A verified plan must run whatever its size.
 ir::Plan wide_and_deep_plan(int world) {
   constexpr uint64_t kUnits = 70000;
   constexpr int kRepeats = 4100;
   ir::Plan plan;
   plan.world_size = world;
   plan.topology_name = "wide-and-deep";
-  std::vector<int32_t> everyone;
-  for (int r = 0; r < world; ++r) everyone.push_back(r);
   ir::Schedule schedule;
   schedule.algorithm = "wide-and-deep";
   schedule.units = kUnits;
-  schedule.steps.resize(2);
-  for (uint64_t u = 0; u < kUnits; ++u) {
-    const auto root = static_cast<int32_t>(u % static_cast<uint64_t>(world));
-    schedule.steps[0].ops.push_back({ir::OpKind::Reduce, u, u + 1, root, everyone});
-    schedule.steps[1].ops.push_back({ir::OpKind::Broadcast, u, u + 1, root, everyone});
+  ir::Step wide;
+  for (uint64_t u = 0; u < kUnits; ++u) wide.ops.push_back({ir::OpKind::Reduce, u, u + 1, 0, {1, 0}});
+  schedule.steps.push_back(wide);
+  std::vector<int32_t> rest;  // ranks 2, 3, ... then 0
+  for (int r = 2; r < world; ++r) rest.push_back(r);
+  if (!rest.empty()) {
+    rest.push_back(0);
+    schedule.steps.push_back({ir::Phase::Reduce, 0, {{ir::OpKind::Reduce, 0, kUnits, 0, rest}}});
   }
+  std::vector<int32_t> all_but_root;
+  for (int r = 1; r < world; ++r) all_but_root.push_back(r);
+  schedule.steps.push_back({ir::Phase::Broadcast, 0, {{ir::OpKind::Broadcast, 0, kUnits, 0, all_but_root}}});
   for (int i = 0; i < kRepeats; ++i) {
-    ir::Step step;
-    step.ops.push_back({ir::OpKind::Broadcast, 0, 1, 0, everyone});
-    schedule.steps.push_back(step);
+    schedule.steps.push_back({ir::Phase::Broadcast, 0, {{ir::OpKind::Broadcast, 0, 1, 0, {1}}}});
   }
   plan.schedules.push_back(schedule);
   return plan;
