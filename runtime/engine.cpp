@@ -98,6 +98,10 @@ void Engine::connect(const bootstrap::HostIdentity& host, const std::vector<int3
   }
   bootstrap::raise_if_any_failed(comm_, error, "starting UCX");
   const auto addresses = bootstrap::exchange_by_plan_rank(comm_, address, plan_rank_of);
+  same_host_.resize(hosts.size());
+  for (size_t peer = 0; peer < hosts.size(); ++peer) {
+    same_host_[peer] = hosts[peer] == hosts[static_cast<size_t>(rank_)];
+  }
   // Peer-failure mode where asked for: UCX 1.13 keeps shared memory out of it (options.hpp).
   std::vector<bool> detect_failure(hosts.size());
   for (size_t peer = 0; peer < hosts.size(); ++peer) {
@@ -232,7 +236,7 @@ std::shared_ptr<Operation> Engine::start(const AllreduceArgs& args_in) {
     throw RuntimeError("flexplan: the communicator is unusable after an earlier error: " + broken_);
   }
   const ExecContext context{transport_.get(), &pool_,           &plan_,      rank_,
-                            options_.chunk_bytes, options_.window, &quarantine_};
+                            options_.chunk_bytes, options_.window, &same_host_, &quarantine_};
   auto operation =
       std::make_shared<Operation>(context, next_sequence_++, schedule, program_for(schedule), args);
   if (!operation->done()) {
@@ -327,7 +331,9 @@ void Engine::wait(Operation& operation) {
 void Engine::drive(Operation& operation) {
   // Blocking mode first yields the core for a short while (a peer sharing it is likely the
   // one this rank waits for, and a yield costs far less than a sleep and a wake-up), then
-  // sleeps on the worker's event fd.
+  // sleeps on the worker's event fd. It keeps yielding while a send to a peer on this host is
+  // in flight: that send waits for the peer to drain UCX's shared-memory FIFO (512 KiB), which
+  // takes the peer's running, perhaps on this very core, and no event says when it drained.
   auto idle_since = Clock::now();
   while (!operation.done() && !operation.failed()) {
     if (progress() || operation.done() || operation.failed()) {
@@ -335,7 +341,7 @@ void Engine::drive(Operation& operation) {
       continue;
     }
     if (!transport_->blocking()) continue;
-    if (Clock::now() - idle_since < options_.yield_before_sleep) {
+    if (Clock::now() - idle_since < options_.yield_before_sleep || any_send_on_host_pending()) {
       sched_yield();
     } else {
       const auto cap = any_send_pending() ? kSendPendingSleep : kMaxSleep;
@@ -356,6 +362,11 @@ std::chrono::milliseconds Engine::until_next_deadline() const {
 bool Engine::any_send_pending() const {
   return std::any_of(outstanding_.begin(), outstanding_.end(),
                      [](const Outstanding& entry) { return entry.operation->sending(); });
+}
+
+bool Engine::any_send_on_host_pending() const {
+  return std::any_of(outstanding_.begin(), outstanding_.end(),
+                     [](const Outstanding& entry) { return entry.operation->sending_on_host(); });
 }
 
 bool Engine::test(Operation& operation) {

@@ -69,6 +69,7 @@ class Engine {
   void drive(Operation& operation);
   // Whether an outstanding operation waits on a send (blocking mode then sleeps briefly).
   bool any_send_pending() const;
+  bool any_send_on_host_pending() const;  // to a peer on this host (shared memory)
   // Until the earliest outstanding operation's timeout (at least 1 ms): an idle sleep's limit.
   std::chrono::milliseconds until_next_deadline() const;
   // Fails every outstanding operation with `why`; the first failure breaks the communicator and,
@@ -91,6 +92,7 @@ class Engine {
   std::vector<ScratchPool::Buffer> quarantine_;
   std::unique_ptr<UcxTransport> transport_;
 
+  std::vector<bool> same_host_;  // by plan rank
   std::map<const ir::Schedule*, RankProgram> programs_;
   std::deque<Outstanding> outstanding_;
   uint64_t next_sequence_ = 0;

@@ -193,6 +193,7 @@ void Operation::handle_completion(Slot& slot) {
   slot.request = nullptr;
   if (slot.state == ChunkState::Sending) {
     --sends_in_flight_;
+    if (on_host(run.task->next)) --sends_on_host_in_flight_;
     if (slot.status != UCS_OK) {
       set_error(fmt::format("{}: {}: sending chunk {} to {} failed: {}", describe(), where(run),
                             slot.chunk, peer(run.task->next), ucs_status_string(slot.status)));
@@ -264,6 +265,11 @@ void Operation::post_send(TaskRun& run, size_t chunk, Slot& slot, const std::byt
   slot.request = request;
   slot.state = ChunkState::Sending;
   ++sends_in_flight_;
+  if (on_host(run.task->next)) ++sends_on_host_in_flight_;
+}
+
+bool Operation::on_host(int32_t rank) const {
+  return (*context_.same_host)[static_cast<size_t>(rank)];
 }
 
 void Operation::complete_receive(TaskRun& run, size_t chunk, Slot& slot, ucs_status_t status,
@@ -366,6 +372,7 @@ void Operation::release_requests() {
   runs_.clear();
   ready_.clear();
   sends_in_flight_ = 0;
+  sends_on_host_in_flight_ = 0;
   incomplete_runs_ = 0;
 }
 

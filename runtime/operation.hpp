@@ -28,6 +28,8 @@ struct ExecContext {
   int32_t rank;
   size_t chunk_bytes;
   unsigned window;
+  // By plan rank: whether the peer runs on this host (its messages go through shared memory).
+  const std::vector<bool>* same_host;
   // Scratch that UCX may still read after an abort; freed only after the transport closes.
   std::vector<ScratchPool::Buffer>* quarantine;
 };
@@ -55,8 +57,9 @@ class Operation {
   uint64_t sequence() const { return sequence_; }
   bool failed() const { return !error_.empty(); }
   const std::string& error() const { return error_; }
-  // Whether a send of this operation is still in flight.
+  // Whether a send of this operation is still in flight; to a peer on this host.
   bool sending() const { return sends_in_flight_ > 0; }
+  bool sending_on_host() const { return sends_on_host_in_flight_ > 0; }
 
   // Fails the operation with `why` (the caller's diagnosis: a timeout, a dead peer), prefixed
   // with what the operation was waiting for; cancels its receives and releases its requests.
@@ -112,6 +115,7 @@ class Operation {
   uint64_t send_tag(const TaskRun& run, size_t chunk) const;
   std::string where(const TaskRun& run) const;  // step, op and range
   std::string peer(int32_t rank) const;         // "rank 3 (switch/m1/gpu0)"
+  bool on_host(int32_t rank) const;
   std::string waiting_for() const;
   void set_error(const std::string& message);
 
@@ -128,6 +132,7 @@ class Operation {
   size_t incomplete_runs_ = 0;  // of the current step
   std::vector<Slot*> ready_;    // completed, not yet handled
   size_t sends_in_flight_ = 0;
+  size_t sends_on_host_in_flight_ = 0;
   bool done_ = false;
   std::string error_;
 };

@@ -45,6 +45,7 @@ UcxTransport::UcxTransport(bool blocking, int32_t world_size, const char* transp
   // chunking rule bounds every message, so no threshold is needed below it. The user's
   // UCX_RNDV_THRESH wins.
   if (eager && std::getenv("UCX_RNDV_THRESH") == nullptr) modify("RNDV_THRESH", "inf");
+
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
   params.features = UCP_FEATURE_TAG | (blocking ? UCP_FEATURE_WAKEUP : 0);
