@@ -23,12 +23,13 @@ namespace {
 // Blocking mode's longest sleep on the worker's event fd while only receives are pending: an
 // arriving message wakes it, so the cap only bounds how late the timeout is checked.
 constexpr auto kMaxSleep = std::chrono::milliseconds(100);
-// How long a failing rank waits for its abort notices to leave.
-constexpr auto kAbortSendLimit = std::chrono::milliseconds(500);
-// ... and while any send is pending: UCX 1.13's TCP transport arms its event fd for incoming
+// ... and while any send to another host is pending (one to this host keeps the rank
+// yielding, see drive()): UCX 1.13's TCP transport arms its event fd for incoming
 // data only, so a send whose socket drains wakes nobody, and the rest of its message (and the
 // pipeline behind it) would wait for the next arrival or kMaxSleep.
 constexpr auto kSendPendingSleep = std::chrono::milliseconds(1);
+// How long a failing rank waits for its abort notices to leave.
+constexpr auto kAbortSendLimit = std::chrono::milliseconds(500);
 }  // namespace
 
 Engine::Engine(const std::function<ir::Plan()>& load, const std::string& source, MPI_Comm comm,
@@ -63,7 +64,8 @@ std::vector<int32_t> Engine::load_and_agree(const std::function<ir::Plan()>& loa
   }
   bootstrap::raise_if_any_failed(comm_, error, "loading the plan", /*bad_input=*/true);
   auto plan_rank_of = bootstrap::agree_on_plan(
-      comm_, {plan_.world_size, plan_.topology_hash, plan_fingerprint(plan_), options_.chunk_bytes, rank_});
+      comm_,
+      {plan_.world_size, plan_.topology_hash, plan_fingerprint(plan_), options_.chunk_bytes, rank_});
   if (static_cast<size_t>(rank_) < plan_.rank_names.size()) {
     learner_name_ = plan_.rank_names[static_cast<size_t>(rank_)];
   }
@@ -353,7 +355,9 @@ void Engine::drive(Operation& operation) {
 
 std::chrono::milliseconds Engine::until_next_deadline() const {
   auto earliest = Clock::time_point::max();
-  for (const auto& entry : outstanding_) earliest = std::min(earliest, entry.last_moved + options_.timeout);
+  for (const auto& entry : outstanding_) {
+    earliest = std::min(earliest, entry.last_moved + options_.timeout);
+  }
   if (earliest == Clock::time_point::max()) return options_.timeout;
   const auto left = std::chrono::ceil<std::chrono::milliseconds>(earliest - Clock::now());
   return std::max(left, std::chrono::milliseconds(1));

@@ -24,7 +24,8 @@ void mark_staged_writes(StepProgram& step) {
   for (size_t k = 0; k < touching.size(); ++k) {
     Task& task = step.tasks[touching[k]];
     const bool overlaps_earlier = k > 0 && furthest_end > task.unit_begin;
-    const bool overlaps_later = k + 1 < touching.size() && step.tasks[touching[k + 1]].unit_begin < task.unit_end;
+    const bool overlaps_later =
+        k + 1 < touching.size() && step.tasks[touching[k + 1]].unit_begin < task.unit_end;
     if (task.writes() && (overlaps_earlier || overlaps_later)) task.stage_writes = true;
     furthest_end = std::max(furthest_end, task.unit_end);
   }
