@@ -2,6 +2,8 @@
 #include "codegen/rank_program.hpp"
 
 #include <algorithm>
+#include <iterator>
+#include <map>
 #include <stdexcept>
 
 #include <fmt/core.h>
@@ -11,55 +13,58 @@
 namespace flexplan::codegen {
 namespace {
 
-bool overlap(const Task& a, const Task& b) {
-  return a.unit_begin < b.unit_end && b.unit_begin < a.unit_end;
-}
-
+// A writer is staged when its range overlaps another task's that reads its own data or writes.
+// One sweep over those ranges sorted by start (a step may hold tens of thousands of tasks):
+// range k overlaps an earlier one iff the furthest end before it passes its start, and a later
+// one iff the next range starts before its end.
 void mark_staged_writes(StepProgram& step) {
+  std::vector<size_t> touching;
   for (size_t i = 0; i < step.tasks.size(); ++i) {
-    Task& writer = step.tasks[i];
-    if (!writer.writes()) continue;
-    for (size_t j = 0; j < step.tasks.size() && !writer.stage_writes; ++j) {
-      const Task& other = step.tasks[j];
-      if (j != i && (other.reads_own() || other.writes()) && overlap(writer, other)) {
-        writer.stage_writes = true;
-      }
-    }
+    if (step.tasks[i].reads_own() || step.tasks[i].writes()) touching.push_back(i);
+  }
+  std::sort(touching.begin(), touching.end(),
+            [&](size_t a, size_t b) { return step.tasks[a].unit_begin < step.tasks[b].unit_begin; });
+  uint64_t furthest_end = 0;
+  for (size_t k = 0; k < touching.size(); ++k) {
+    Task& task = step.tasks[touching[k]];
+    const bool overlaps_earlier = k > 0 && furthest_end > task.unit_begin;
+    const bool overlaps_later =
+        k + 1 < touching.size() && step.tasks[touching[k + 1]].unit_begin < task.unit_end;
+    if (task.writes() && (overlaps_earlier || overlaps_later)) task.stage_writes = true;
+    furthest_end = std::max(furthest_end, task.unit_end);
   }
 }
 
-// Disjoint, sorted unit ranges that earlier steps wrote on this rank.
+// Disjoint unit ranges that earlier steps wrote on this rank, by start.
 class WrittenRanges {
  public:
   void add(UnitRange range) {
-    std::vector<UnitRange> merged;
-    for (const UnitRange& r : ranges_) {
-      if (r.end < range.begin || range.end < r.begin) {
-        merged.push_back(r);
-      } else {
-        range = {std::min(r.begin, range.begin), std::max(r.end, range.end)};
-      }
+    // Merge with every range that overlaps or touches it.
+    auto it = ranges_.upper_bound(range.begin);
+    if (it != ranges_.begin() && std::prev(it)->second >= range.begin) --it;
+    while (it != ranges_.end() && it->first <= range.end) {
+      range = {std::min(it->first, range.begin), std::max(it->second, range.end)};
+      it = ranges_.erase(it);
     }
-    merged.push_back(range);
-    std::sort(merged.begin(), merged.end(), [](auto& a, auto& b) { return a.begin < b.begin; });
-    ranges_ = std::move(merged);
+    ranges_.emplace(range.begin, range.end);
   }
   // The parts of `range` not written yet.
   std::vector<UnitRange> unwritten(UnitRange range) const {
     std::vector<UnitRange> gaps;
     uint64_t at = range.begin;
-    for (const UnitRange& r : ranges_) {
-      if (r.end <= at) continue;
-      if (r.begin >= range.end) break;
-      if (r.begin > at) gaps.push_back({at, r.begin});
-      at = std::max(at, r.end);
+    auto it = ranges_.upper_bound(range.begin);
+    if (it != ranges_.begin()) --it;
+    for (; it != ranges_.end() && it->first < range.end; ++it) {
+      if (it->second <= at) continue;
+      if (it->first > at) gaps.push_back({at, it->first});
+      at = std::max(at, it->second);
     }
     if (at < range.end) gaps.push_back({at, range.end});
     return gaps;
   }
 
  private:
-  std::vector<UnitRange> ranges_;
+  std::map<uint64_t, uint64_t> ranges_;  // begin -> end
 };
 
 // Where each reading task finds its own data: the send buffer while nothing wrote the range,

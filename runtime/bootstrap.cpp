@@ -125,23 +125,21 @@ int32_t plan_rank_for(const ir::Plan& plan, const Options& options, int mpi_rank
 }
 
 void check_tag_limits(const ir::Plan& plan) {
+  // A rank's receives in a schedule number at most the schedule's ops; 2^32 - 1 of them would
+  // take a plan of tens of GB, so no plan that loads comes near.
   for (const auto& schedule : plan.schedules) {
-    if (schedule.steps.size() > tag::kMaxSteps) {
-      throw RuntimeError(fmt::format("schedule '{}' has {} steps; the runtime's tags hold at most {}",
-                                     schedule.algorithm, schedule.steps.size(), tag::kMaxSteps));
-    }
-    for (size_t s = 0; s < schedule.steps.size(); ++s) {
-      if (schedule.steps[s].ops.size() > tag::kMaxOps) {
-        throw RuntimeError(fmt::format("schedule '{}' step {} has {} ops; the runtime's tags hold "
-                                       "at most {} per step",
-                                       schedule.algorithm, s, schedule.steps[s].ops.size(),
-                                       tag::kMaxOps));
-      }
+    uint64_t ops = 0;
+    for (const auto& step : schedule.steps) ops += step.ops.size();
+    if (ops > tag::kMaxReceives) {
+      throw RuntimeError(fmt::format("schedule '{}' has {} ops; the runtime's tags number at most {} "
+                                     "receives of one rank per schedule",
+                                     schedule.algorithm, ops, tag::kMaxReceives));
     }
   }
 }
 
-void raise_if_any_failed(MPI_Comm comm, const std::string& local_error, const std::string& what) {
+void raise_if_any_failed(MPI_Comm comm, const std::string& local_error, const std::string& what,
+                         bool bad_input) {
   int failed = local_error.empty() ? 0 : 1;
   MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, comm);
   if (!failed) return;
@@ -150,15 +148,15 @@ void raise_if_any_failed(MPI_Comm comm, const std::string& local_error, const st
   for (size_t r = 0; r < errors.size(); ++r) {
     if (!errors[r].empty()) message += fmt::format("\n  MPI rank {}: {}", r, errors[r]);
   }
+  if (bad_input) throw InputError(message);
   throw RuntimeError(message);
 }
 
 std::vector<int32_t> agree_on_plan(MPI_Comm comm, const PlanIdentity& mine) {
   const int size = comm_size(comm);
   // Fixed-size records; the topology hash travels as text inside the string gather below.
-  const std::array<int64_t, 5> record{mine.world_size, static_cast<int64_t>(mine.fingerprint),
-                                      static_cast<int64_t>(mine.chunk_bytes), mine.plan_rank,
-                                      static_cast<int64_t>(mine.max_chunks_per_range)};
+  const std::array<int64_t, 4> record{mine.world_size, static_cast<int64_t>(mine.fingerprint),
+                                      static_cast<int64_t>(mine.chunk_bytes), mine.plan_rank};
   std::vector<int64_t> all(record.size() * static_cast<size_t>(size));
   MPI_Allgather(record.data(), static_cast<int>(record.size()), MPI_INT64_T, all.data(),
                 static_cast<int>(record.size()), MPI_INT64_T, comm);
@@ -175,24 +173,22 @@ std::vector<int32_t> agree_on_plan(MPI_Comm comm, const PlanIdentity& mine) {
                              fingerprint, field(ranks[0], 0),
                              topology_hashes[static_cast<size_t>(ranks[0])], rank_list(ranks));
     }
-    throw RuntimeError(message);
+    throw InputError(message);
   }
   if (mine.world_size != size) {
-    throw RuntimeError(fmt::format("flexplan: the plan is for world size {} but the job has {} "
+    throw InputError(fmt::format("flexplan: the plan is for world size {} but the job has {} "
                                    "MPI ranks (launch with mpirun -np {})",
                                    mine.world_size, size, mine.world_size));
   }
   // Chunking decides message lengths: it must agree.
-  std::map<std::pair<int64_t, int64_t>, std::vector<int>> chunkings;
-  for (int r = 0; r < size; ++r) chunkings[{field(r, 2), field(r, 4)}].push_back(r);
+  std::map<int64_t, std::vector<int>> chunkings;
+  for (int r = 0; r < size; ++r) chunkings[field(r, 2)].push_back(r);
   if (chunkings.size() > 1) {
-    std::string message =
-        "flexplan: the ranks use different chunk sizes (FLEXPLAN_CHUNK_BYTES, FLEXPLAN_MAX_CHUNKS):";
-    for (const auto& [chunking, ranks] : chunkings) {
-      message += fmt::format("\n  {} bytes, at most {} chunks per range: MPI ranks {}", chunking.first,
-                             chunking.second, rank_list(ranks));
+    std::string message = "flexplan: the ranks use different chunk sizes (FLEXPLAN_CHUNK_BYTES):";
+    for (const auto& [chunk_bytes, ranks] : chunkings) {
+      message += fmt::format("\n  {} bytes: MPI ranks {}", chunk_bytes, rank_list(ranks));
     }
-    throw RuntimeError(message);
+    throw InputError(message);
   }
   // The plan ranks must be a permutation.
   std::vector<int32_t> plan_rank_of(static_cast<size_t>(size));
@@ -211,7 +207,7 @@ std::vector<int32_t> agree_on_plan(MPI_Comm comm, const PlanIdentity& mine) {
       problems += fmt::format("\n  plan rank {} is claimed by no process", p);
     }
   }
-  if (!problems.empty()) throw RuntimeError("flexplan: the rank mapping is not one-to-one:" + problems);
+  if (!problems.empty()) throw InputError("flexplan: the rank mapping is not one-to-one:" + problems);
   return plan_rank_of;
 }
 

@@ -26,12 +26,15 @@ HostIdentity host_identity(MPI_Comm comm);
 int32_t plan_rank_for(const ir::Plan& plan, const Options& options, int mpi_rank,
                       const HostIdentity& host);
 
-// Local: refuses plans whose steps or ops overflow the tag fields.
+// Local: refuses plans whose receives overflow the tag's receive index (tag.hpp; no plan that
+// fits in memory does).
 void check_tag_limits(const ir::Plan& plan);
 
-// Throws the same RuntimeError on every rank if any rank's `local_error` is not empty; the
-// message lists each failing rank's error under `what` ("loading the plan").
-void raise_if_any_failed(MPI_Comm comm, const std::string& local_error, const std::string& what);
+// Throws the same error on every rank if any rank's `local_error` is not empty: an InputError
+// if `bad_input`, else a RuntimeError. The message lists each failing rank's error under `what`
+// ("loading the plan").
+void raise_if_any_failed(MPI_Comm comm, const std::string& local_error, const std::string& what,
+                         bool bad_input = false);
 
 // What each rank loaded; compared across ranks.
 struct PlanIdentity {
@@ -39,11 +42,11 @@ struct PlanIdentity {
   std::string topology_hash;
   uint64_t fingerprint = 0;
   uint64_t chunk_bytes = 0;
-  uint64_t max_chunks_per_range = 0;
   int32_t plan_rank = 0;
 };
 // Checks that all ranks hold the same plan, that its world size is the job's, that the chunk
-// size agrees and that the plan ranks form a permutation. Returns plan_rank by MPI rank.
+// size agrees and that the plan ranks form a permutation (InputError if not). Returns plan_rank
+// by MPI rank.
 std::vector<int32_t> agree_on_plan(MPI_Comm comm, const PlanIdentity& mine);
 
 // Gathers every rank's bytes (worker addresses), re-indexed by plan rank.

@@ -51,4 +51,6 @@ void Communicator::force_algorithm(const std::string& algorithm) {
   engine_->force_algorithm(algorithm);
 }
 
+void Communicator::abort(const std::string& reason) { engine_->abort(reason); }
+
 }  // namespace flexplan

@@ -77,6 +77,12 @@ class Communicator {
   // called alike on every rank. Throws RuntimeError if the plan has no such schedule.
   void force_algorithm(const std::string& algorithm);
 
+  // For a process that cannot go on: fails this communicator now (outstanding operations fail,
+  // later calls throw) and tells every peer, whose communicators then fail within about a
+  // second naming this rank and `reason`. Not collective. The destructor does the same when it
+  // runs while an exception propagates.
+  void abort(const std::string& reason);
+
  private:
   std::unique_ptr<Engine> engine_;
 };

@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <cstdlib>
+#include <exception>
 
 #include <algorithm>
 #include <limits>
@@ -22,10 +23,13 @@ namespace {
 // Blocking mode's longest sleep on the worker's event fd while only receives are pending: an
 // arriving message wakes it, so the cap only bounds how late the timeout is checked.
 constexpr auto kMaxSleep = std::chrono::milliseconds(100);
-// ... and while any send is pending: UCX 1.13's TCP transport arms its event fd for incoming
+// ... and while any send to another host is pending (one to this host keeps the rank
+// yielding, see drive()): UCX 1.13's TCP transport arms its event fd for incoming
 // data only, so a send whose socket drains wakes nobody, and the rest of its message (and the
 // pipeline behind it) would wait for the next arrival or kMaxSleep.
 constexpr auto kSendPendingSleep = std::chrono::milliseconds(1);
+// How long a failing rank waits for its abort notices to leave.
+constexpr auto kAbortSendLimit = std::chrono::milliseconds(500);
 }  // namespace
 
 Engine::Engine(const std::function<ir::Plan()>& load, const std::string& source, MPI_Comm comm,
@@ -33,7 +37,6 @@ Engine::Engine(const std::function<ir::Plan()>& load, const std::string& source,
     : options_(std::move(options)) {
   options_.window = std::max(options_.window, 1u);
   options_.chunk_bytes = std::max<size_t>(options_.chunk_bytes, 1);
-  options_.max_chunks_per_range = std::max<size_t>(options_.max_chunks_per_range, 1);
   MPI_Comm_dup(comm, &comm_);
   try {
     const auto host = bootstrap::host_identity(comm_);  // collective: before anything can fail
@@ -66,10 +69,10 @@ std::vector<int32_t> Engine::load_and_agree(const std::function<ir::Plan()>& loa
   } catch (const std::exception& e) {
     error = fmt::format("plan '{}': {}", source, e.what());
   }
-  bootstrap::raise_if_any_failed(comm_, error, "loading the plan");
+  bootstrap::raise_if_any_failed(comm_, error, "loading the plan", /*bad_input=*/true);
   auto plan_rank_of = bootstrap::agree_on_plan(
-      comm_, {plan_.world_size, plan_.topology_hash, plan_fingerprint(plan_), options_.chunk_bytes,
-              options_.max_chunks_per_range, rank_});
+      comm_,
+      {plan_.world_size, plan_.topology_hash, plan_fingerprint(plan_), options_.chunk_bytes, rank_});
   if (static_cast<size_t>(rank_) < plan_.rank_names.size()) {
     learner_name_ = plan_.rank_names[static_cast<size_t>(rank_)];
   }
@@ -95,16 +98,19 @@ void Engine::connect(const bootstrap::HostIdentity& host, const std::vector<int3
   std::string error;
   std::vector<uint8_t> address;
   try {
-    // Every chunk of at most chunk_bytes goes eager (docs/runtime.md, Eager chunks).
+    // Every chunk goes eager (docs/runtime.md, Eager chunks).
     transport_ = std::make_unique<UcxTransport>(options_.blocking, plan_.world_size,
-                                                default_transports(single_host),
-                                                options_.chunk_bytes);
+                                                default_transports(single_host), /*eager=*/true);
     address = transport_->address();
   } catch (const std::exception& e) {
     error = e.what();
   }
   bootstrap::raise_if_any_failed(comm_, error, "starting UCX");
   const auto addresses = bootstrap::exchange_by_plan_rank(comm_, address, plan_rank_of);
+  same_host_.resize(hosts.size());
+  for (size_t peer = 0; peer < hosts.size(); ++peer) {
+    same_host_[peer] = hosts[peer] == hosts[static_cast<size_t>(rank_)];
+  }
   // Peer-failure mode where asked for: UCX 1.13 keeps shared memory out of it (options.hpp).
   std::vector<bool> detect_failure(hosts.size());
   for (size_t peer = 0; peer < hosts.size(); ++peer) {
@@ -123,6 +129,11 @@ void Engine::connect(const bootstrap::HostIdentity& host, const std::vector<int3
 Engine::~Engine() { shutdown(); }
 
 void Engine::shutdown() {
+  // Destroyed by an exception on its way out: the peers would wait for this rank in vain.
+  if (broken_.empty() && std::uncaught_exceptions() > 0) {
+    fail_all("the process left the communicator while an exception was propagating",
+             /*tell_peers=*/true);
+  }
   // Peers may still need this rank's part of outstanding operations: finish them.
   for (const auto& entry : std::vector<Outstanding>(outstanding_.begin(), outstanding_.end())) {
     try {
@@ -131,7 +142,7 @@ void Engine::shutdown() {
       // Already recorded in broken_; the destructor must not throw.
     }
   }
-  const bool clean = broken_.empty();
+  bool clean = broken_.empty();
   if (clean) {
     // Everything this rank sent is delivered, then wait until every rank is that far before
     // cutting the endpoints. UCX keeps progressing meanwhile: a peer's last receives may need
@@ -145,6 +156,11 @@ void Engine::shutdown() {
       const bool moved = transport_->progress();
       MPI_Test(&barrier, &finished, MPI_STATUS_IGNORE);
       if (finished || Clock::now() > deadline) break;
+      // A peer that aborted never reaches the barrier.
+      if (transport_->abort_notice()) {
+        clean = false;
+        break;
+      }
       if (!moved) std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
@@ -216,16 +232,20 @@ std::shared_ptr<Operation> Engine::start(const AllreduceArgs& args_in) {
   if (args.count > 0 && args.recv == nullptr) {
     throw RuntimeError(fmt::format("flexplan allreduce: null receive buffer for {} elements", args.count));
   }
-  if (outstanding_.size() >= tag::kMaxOutstanding) {
-    throw RuntimeError(fmt::format("flexplan allreduce: {} operations outstanding; complete some "
-                                   "first (the tag's sequence field allows {})",
-                                   outstanding_.size(), tag::kMaxOutstanding));
-  }
   const ir::Schedule& schedule = select(args.count * element_size);
-  const ExecContext context{transport_.get(),      &pool_,
-                            &plan_,                 rank_,
-                            options_.chunk_bytes,   options_.max_chunks_per_range,
-                            options_.window,        &quarantine_};
+  // The newest operation stays less than kMaxAhead sequence numbers ahead of the oldest
+  // unfinished one, so that no two operations in flight share a tag (tag.hpp): finish the
+  // oldest first where needed.
+  while (!outstanding_.empty() &&
+         next_sequence_ - outstanding_.front().operation->sequence() >= tag::kMaxAhead) {
+    const auto oldest = outstanding_.front().operation;
+    drive(*oldest);
+  }
+  if (!broken_.empty()) {
+    throw RuntimeError("flexplan: the communicator is unusable after an earlier error: " + broken_);
+  }
+  const ExecContext context{transport_.get(), &pool_,           &plan_,      rank_,
+                            options_.chunk_bytes, options_.window, &same_host_, &quarantine_};
   auto operation =
       std::make_shared<Operation>(context, next_sequence_++, schedule, program_for(schedule), args);
   if (!operation->done()) {
@@ -240,20 +260,26 @@ std::shared_ptr<Operation> Engine::start(const AllreduceArgs& args_in) {
 bool Engine::progress() {
   bool moved = transport_->progress();
   const auto now = Clock::now();
-  // Time spent outside the runtime (the caller computing) is not the operations' fault.
-  if (now - last_progress_ > options_.timeout / 2) {
+  // Time spent outside the runtime (the caller computing) is not the operations' fault. Idle
+  // waits inside wait() are the runtime's own time: they mark last_in_runtime_ too.
+  if (now - last_in_runtime_ > options_.timeout / 2) {
     for (auto& entry : outstanding_) entry.last_moved = now;
   }
-  last_progress_ = now;
+  last_in_runtime_ = now;
 
+  if (!abort_seen_) {
+    if (const auto notice = transport_->abort_notice()) {
+      abort_seen_ = true;
+      // The peer told everyone: no need to pass it on.
+      fail_all(fmt::format("{} failed: {}", describe_rank(notice->rank), notice->reason),
+               /*tell_peers=*/false);
+    }
+  }
   if (const auto& failure = transport_->failure(); failure && !peer_failure_seen_) {
     peer_failure_seen_ = true;
-    const auto& names = plan_.rank_names;
-    const std::string name = static_cast<size_t>(failure->rank) < names.size()
-                                 ? fmt::format(" ({})", names[static_cast<size_t>(failure->rank)])
-                                 : "";
-    fail_all(fmt::format("UCX reports peer rank {}{} failed: {}", failure->rank, name,
-                         ucs_status_string(failure->status)));
+    fail_all(fmt::format("UCX reports peer {} failed: {}", describe_rank(failure->rank),
+                         ucs_status_string(failure->status)),
+             /*tell_peers=*/true);
   }
 
   for (auto& entry : outstanding_) {
@@ -268,7 +294,8 @@ bool Engine::progress() {
     }
     if (operation.failed() && broken_.empty()) {
       broken_ = operation.error();
-      fail_all("abandoned after an earlier error: " + broken_);
+      tell_peers(broken_);
+      fail_all("abandoned after an earlier error: " + broken_, /*tell_peers=*/false);
     }
   }
   std::erase_if(outstanding_, [](const Outstanding& entry) {
@@ -277,10 +304,28 @@ bool Engine::progress() {
   return moved;
 }
 
-void Engine::fail_all(const std::string& why) {
+void Engine::fail_all(const std::string& why, bool tell_peers) {
   for (auto& entry : outstanding_) entry.operation->fail(why);
-  if (broken_.empty() && !outstanding_.empty()) broken_ = outstanding_.front().operation->error();
-  if (broken_.empty()) broken_ = why;
+  if (!broken_.empty()) return;
+  broken_ = outstanding_.empty() ? why : outstanding_.front().operation->error();
+  if (tell_peers) this->tell_peers(broken_);
+}
+
+void Engine::tell_peers(const std::string& cause) {
+  // Best effort and bounded: a dead peer's notice may never leave.
+  transport_->send_abort(rank_, cause, kAbortSendLimit);
+}
+
+void Engine::abort(const std::string& reason) {
+  fail_all("aborted by the application: " + reason, /*tell_peers=*/true);
+}
+
+std::string Engine::describe_rank(int32_t rank) const {
+  const auto& names = plan_.rank_names;
+  if (rank >= 0 && static_cast<size_t>(rank) < names.size()) {
+    return fmt::format("rank {} ({})", rank, names[static_cast<size_t>(rank)]);
+  }
+  return fmt::format("rank {}", rank);
 }
 
 void Engine::throw_if_failed(const Operation& operation) const {
@@ -288,9 +333,16 @@ void Engine::throw_if_failed(const Operation& operation) const {
 }
 
 void Engine::wait(Operation& operation) {
+  drive(operation);
+  throw_if_failed(operation);
+}
+
+void Engine::drive(Operation& operation) {
   // Blocking mode first yields the core for a short while (a peer sharing it is likely the
   // one this rank waits for, and a yield costs far less than a sleep and a wake-up), then
-  // sleeps on the worker's event fd.
+  // sleeps on the worker's event fd. It keeps yielding while a send to a peer on this host is
+  // in flight: that send waits for the peer to drain UCX's shared-memory FIFO (512 KiB), which
+  // takes the peer's running, perhaps on this very core, and no event says when it drained.
   auto idle_since = Clock::now();
   while (!operation.done() && !operation.failed()) {
     if (progress() || operation.done() || operation.failed()) {
@@ -298,19 +350,34 @@ void Engine::wait(Operation& operation) {
       continue;
     }
     if (!transport_->blocking()) continue;
-    if (Clock::now() - idle_since < options_.yield_before_sleep) {
+    if (Clock::now() - idle_since < options_.yield_before_sleep || any_send_on_host_pending()) {
       sched_yield();
     } else {
       const auto cap = any_send_pending() ? kSendPendingSleep : kMaxSleep;
-      transport_->wait_for_event(std::min<std::chrono::milliseconds>(options_.timeout, cap));
+      transport_->wait_for_event(std::min(cap, until_next_deadline()));
     }
+    last_in_runtime_ = Clock::now();
   }
-  throw_if_failed(operation);
+}
+
+std::chrono::milliseconds Engine::until_next_deadline() const {
+  auto earliest = Clock::time_point::max();
+  for (const auto& entry : outstanding_) {
+    earliest = std::min(earliest, entry.last_moved + options_.timeout);
+  }
+  if (earliest == Clock::time_point::max()) return options_.timeout;
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(earliest - Clock::now());
+  return std::max(left, std::chrono::milliseconds(1));
 }
 
 bool Engine::any_send_pending() const {
   return std::any_of(outstanding_.begin(), outstanding_.end(),
                      [](const Outstanding& entry) { return entry.operation->sending(); });
+}
+
+bool Engine::any_send_on_host_pending() const {
+  return std::any_of(outstanding_.begin(), outstanding_.end(),
+                     [](const Outstanding& entry) { return entry.operation->sending_on_host(); });
 }
 
 bool Engine::test(Operation& operation) {

@@ -42,6 +42,8 @@ class Engine {
   void wait(Operation& operation);
   bool test(Operation& operation);
   void force_algorithm(const std::string& algorithm);
+  // Fails the communicator here and tells every peer (Communicator::abort).
+  void abort(const std::string& reason);
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -64,9 +66,18 @@ class Engine {
   // One pass: UCX progress, then every outstanding operation in issue order. True if
   // anything moved.
   bool progress();
+  // Progress passes (sleeping when idle in blocking mode) until `operation` is done or failed.
+  void drive(Operation& operation);
   // Whether an outstanding operation waits on a send (blocking mode then sleeps briefly).
   bool any_send_pending() const;
-  void fail_all(const std::string& why);
+  bool any_send_on_host_pending() const;  // to a peer on this host (shared memory)
+  // Until the earliest outstanding operation's timeout (at least 1 ms): an idle sleep's limit.
+  std::chrono::milliseconds until_next_deadline() const;
+  // Fails every outstanding operation with `why`; the first failure breaks the communicator and,
+  // with `tell_peers`, sends every peer an abort notice of it (docs/runtime.md, Abort).
+  void fail_all(const std::string& why, bool tell_peers);
+  void tell_peers(const std::string& cause);
+  std::string describe_rank(int32_t rank) const;  // "rank 3 (switch/m1/gpu0)"
   void throw_if_failed(const Operation& operation) const;
   void shutdown();
 
@@ -82,14 +93,17 @@ class Engine {
   std::vector<ScratchPool::Buffer> quarantine_;
   std::unique_ptr<UcxTransport> transport_;
 
+  std::vector<bool> same_host_;  // by plan rank
   // This rank's programs: lowered on first use, or all taken from the generated library at creation.
   std::map<const ir::Schedule*, codegen::RankProgram> programs_;
   std::unique_ptr<GeneratedPrograms> generated_;
   std::deque<Outstanding> outstanding_;
   uint64_t next_sequence_ = 0;
-  Clock::time_point last_progress_ = Clock::now();
+  // When the runtime last had control: a progress pass, or an idle wait inside wait().
+  Clock::time_point last_in_runtime_ = Clock::now();
   std::string broken_;  // the first failure; the communicator refuses work after it
   bool peer_failure_seen_ = false;
+  bool abort_seen_ = false;
 };
 
 }  // namespace flexplan

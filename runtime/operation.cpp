@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "codegen/chunking.hpp"
 #include "runtime/reduce_kernels.hpp"
 #include "runtime/tag.hpp"
 
@@ -26,7 +27,7 @@ Operation::Operation(const ExecContext& context, uint64_t sequence, const ir::Sc
 }
 
 void Operation::copy_input(const std::vector<codegen::UnitRange>& ranges) {
-  if (input_ == buffer_) return;
+  if (input_ == buffer_ || args_.count == 0) return;
   for (const codegen::UnitRange& range : ranges) {
     const uint64_t begin = ir::unit_to_element(range.begin, schedule_.units, args_.count);
     const uint64_t end = ir::unit_to_element(range.end, schedule_.units, args_.count);
@@ -63,17 +64,12 @@ size_t Operation::chunk_bytes(const TaskRun& run, size_t chunk) const {
   return std::min(run.chunk_elements, run.elements - first) * element_size_;
 }
 
-bool Operation::sending() const {
-  for (const TaskRun& run : runs_) {
-    for (const Slot& slot : run.slots) {
-      if (slot.state == ChunkState::Sending) return true;
-    }
-  }
-  return false;
+uint64_t Operation::receive_tag(const TaskRun& run, size_t chunk) const {
+  return tag::make(sequence_, run.task->receive_index, chunk);
 }
 
-uint64_t Operation::chunk_tag(const TaskRun& run, size_t chunk) const {
-  return tag::make(sequence_, step_, run.task->op_index, chunk);
+uint64_t Operation::send_tag(const TaskRun& run, size_t chunk) const {
+  return tag::make(sequence_, run.task->next_receive_index, chunk);
 }
 
 void Operation::set_error(const std::string& message) {
@@ -84,24 +80,29 @@ void Operation::set_error(const std::string& message) {
 
 void Operation::start_step() {
   const uint64_t units = schedule_.units;
-  for (; step_ < program_.steps.size() && args_.count > 0; ++step_) {
+  // A zero-count operation runs the one-element operation's tasks with empty messages, so that
+  // it too completes only once every rank has issued it (tag.hpp: the sequence argument).
+  const uint64_t mapped_count = std::max<uint64_t>(args_.count, 1);
+  for (; step_ < program_.steps.size(); ++step_) {
     runs_.clear();
     copy_input(program_.steps[step_].copy_in);
     for (const codegen::Task& task : program_.steps[step_].tasks) {
-      const uint64_t begin = ir::unit_to_element(task.unit_begin, units, args_.count);
-      const uint64_t end = ir::unit_to_element(task.unit_end, units, args_.count);
+      const uint64_t begin = ir::unit_to_element(task.unit_begin, units, mapped_count);
+      const uint64_t end = ir::unit_to_element(task.unit_end, units, mapped_count);
       if (begin == end) continue;  // fewer elements than units: every rank skips it alike
       TaskRun run;
       run.task = &task;
       run.first_element = begin;
-      run.elements = end - begin;
-      // Long ranges get longer chunks: at most max_chunks_per_range of them (and never more
-      // than the tag's chunk field holds).
-      const size_t preferred = std::max<size_t>(1, context_.chunk_bytes / element_size_);
-      const size_t most = std::min<size_t>(context_.max_chunks_per_range, tag::kMaxChunks);
-      const size_t least = (run.elements + most - 1) / most;
-      run.chunk_elements = std::max(preferred, least);
-      run.chunks = (run.elements + run.chunk_elements - 1) / run.chunk_elements;
+      run.elements = args_.count == 0 ? 0 : end - begin;
+      if (run.elements == 0) {  // one empty message
+        run.chunk_elements = 0;
+        run.chunks = 1;
+      } else {
+        // The one chunking rule, which the cost model prices too.
+        const auto chunking = codegen::chunk_range(run.elements, element_size_, context_.chunk_bytes);
+        run.chunk_elements = chunking.chunk_elements;
+        run.chunks = chunking.chunks;
+      }
       run.own = (task.own_from_send ? input_ : buffer_) + begin * element_size_;
       if (task.stage_writes) {
         run.stage = context_.pool->acquire(run.elements * element_size_);
@@ -112,11 +113,25 @@ void Operation::start_step() {
       run.slots.resize(std::min<size_t>(context_.window, run.chunks));
       runs_.push_back(std::move(run));
     }
-    if (!runs_.empty()) return;
+    if (runs_.empty()) continue;
+    incomplete_runs_ = runs_.size();
+    for (uint32_t r = 0; r < runs_.size(); ++r) {
+      for (Slot& slot : runs_[r].slots) {
+        slot.owner = this;
+        slot.run = r;
+        slot.notify = &Operation::on_completion;
+      }
+    }
+    // Sends that complete at once may finish runs, even the step: advance() moves on then.
+    for (TaskRun& run : runs_) {
+      if (failed()) return;
+      slide_window(run);
+    }
+    return;
   }
   // All steps done: ranges no step wrote hold this rank's input (one rank alone), and avg
   // is the sum over the world.
-  if (args_.count > 0) copy_input(program_.copy_at_end);
+  copy_input(program_.copy_at_end);
   if (args_.op == ReduceOp::Avg && args_.count > 0) {
     kernels::divide(buffer_, args_.count, args_.type, static_cast<uint64_t>(context_.plan->world_size));
   }
@@ -126,8 +141,10 @@ void Operation::start_step() {
 void Operation::finish_step() {
   for (TaskRun& run : runs_) {
     if (run.stage) {
-      std::memcpy(buffer_ + run.first_element * element_size_, run.stage.get(),
-                  run.elements * element_size_);
+      if (run.elements > 0) {
+        std::memcpy(buffer_ + run.first_element * element_size_, run.stage.get(),
+                    run.elements * element_size_);
+      }
       context_.pool->release(std::move(run.stage));
     }
   }
@@ -140,44 +157,78 @@ bool Operation::advance() {
   if (done_ || failed()) return false;
   bool moved = false;
   while (true) {
-    bool all_complete = true;
-    for (TaskRun& run : runs_) {
-      moved |= advance_task(run);
-      if (failed()) {
-        release_requests();
-        return true;
-      }
-      all_complete = all_complete && run.complete();
+    // Handling a completion can queue more (a receive whose message was already there).
+    for (size_t i = 0; i < ready_.size() && !failed(); ++i) {
+      handle_completion(*ready_[i]);
+      moved = true;
     }
-    if (!all_complete) return moved;
+    ready_.clear();
+    if (failed()) {
+      release_requests();
+      return true;
+    }
+    if (incomplete_runs_ > 0) return moved;
     finish_step();  // and go straight on with the next step's transfers
     moved = true;
-    if (done_) return true;
+    if (done_ || failed()) {
+      if (failed()) release_requests();
+      return true;
+    }
   }
 }
 
 // --- chunks ----------------------------------------------------------------------------------
 
-bool Operation::advance_task(TaskRun& run) {
-  bool moved = false;
+void Operation::on_completion(UcxTransport::Completion* completion, ucs_status_t status, size_t length) {
+  auto* slot = static_cast<Slot*>(completion);
+  slot->status = status;
+  slot->length = length;
+  slot->owner->ready_.push_back(slot);
+}
+
+void Operation::handle_completion(Slot& slot) {
+  if (slot.request == nullptr) return;  // released meanwhile (a failure)
+  TaskRun& run = runs_[slot.run];
+  ucp_request_free(slot.request);
+  slot.request = nullptr;
+  if (slot.state == ChunkState::Sending) {
+    --sends_in_flight_;
+    if (on_host(run.task->next)) --sends_on_host_in_flight_;
+    if (slot.status != UCS_OK) {
+      set_error(fmt::format("{}: {}: sending chunk {} to {} failed: {}", describe(), where(run),
+                            slot.chunk, peer(run.task->next), ucs_status_string(slot.status)));
+      return;
+    }
+    context_.pool->release(std::move(slot.scratch));
+    slot.state = ChunkState::Done;
+  } else {
+    complete_receive(run, slot.chunk, slot, slot.status, slot.length);
+  }
+  if (!failed()) slide_window(run);
+}
+
+void Operation::slide_window(TaskRun& run) {
   const size_t window = run.slots.size();
-  for (size_t chunk = run.lo; chunk < run.hi && !failed(); ++chunk) {
-    moved |= poll(run, chunk, run.slots[chunk % window]);
+  const bool was_complete = run.complete();
+  bool slid = true;
+  while (slid && !failed()) {
+    slid = false;
+    while (run.lo < run.hi && run.slots[run.lo % window].state == ChunkState::Done) {
+      run.slots[run.lo % window].state = ChunkState::Idle;
+      ++run.lo;
+      slid = true;
+    }
+    while (!failed() && run.hi < run.chunks && run.hi - run.lo < window) {
+      start_chunk(run, run.hi++);
+      slid = true;
+    }
   }
-  while (run.lo < run.hi && run.slots[run.lo % window].state == ChunkState::Done) {
-    run.slots[run.lo % window].state = ChunkState::Idle;
-    ++run.lo;
-    moved = true;
-  }
-  while (!failed() && run.hi < run.chunks && run.hi - run.lo < window) {
-    start_chunk(run, run.hi++);
-    moved = true;
-  }
-  return moved;
+  if (!was_complete && run.complete()) --incomplete_runs_;
 }
 
 void Operation::start_chunk(TaskRun& run, size_t chunk) {
   Slot& slot = run.slots[chunk % run.slots.size()];
+  slot.chunk = chunk;
   const size_t offset = chunk * run.chunk_elements * element_size_;
   if (!run.task->receives()) {
     post_send(run, chunk, slot, run.own + offset);
@@ -188,19 +239,19 @@ void Operation::start_chunk(TaskRun& run, size_t chunk) {
     slot.scratch = context_.pool->acquire(run.chunk_elements * element_size_);
     target = slot.scratch.get();
   }
-  const ucs_status_ptr_t request =
-      context_.transport->recv(target, chunk_bytes(run, chunk), chunk_tag(run, chunk));
   slot.state = ChunkState::Receiving;
+  const ucs_status_ptr_t request =
+      context_.transport->recv(target, chunk_bytes(run, chunk), receive_tag(run, chunk), &slot);
   if (UCS_PTR_IS_ERR(request)) {
-    complete_receive(run, chunk, slot, UCS_PTR_STATUS(request), ucp_tag_recv_info_t{});
+    complete_receive(run, chunk, slot, UCS_PTR_STATUS(request), 0);
     return;
   }
-  slot.request = request;
+  slot.request = request;  // its completion may already be queued on ready_
 }
 
 void Operation::post_send(TaskRun& run, size_t chunk, Slot& slot, const std::byte* data) {
   const ucs_status_ptr_t request = context_.transport->send(
-      run.task->next, data, chunk_bytes(run, chunk), chunk_tag(run, chunk));
+      run.task->next, data, chunk_bytes(run, chunk), send_tag(run, chunk), &slot);
   if (UCS_PTR_IS_ERR(request)) {
     set_error(fmt::format("{}: {}: sending chunk {} to {} failed: {}", describe(), where(run), chunk,
                           peer(run.task->next), ucs_status_string(UCS_PTR_STATUS(request))));
@@ -213,34 +264,16 @@ void Operation::post_send(TaskRun& run, size_t chunk, Slot& slot, const std::byt
   }
   slot.request = request;
   slot.state = ChunkState::Sending;
+  ++sends_in_flight_;
+  if (on_host(run.task->next)) ++sends_on_host_in_flight_;
 }
 
-bool Operation::poll(TaskRun& run, size_t chunk, Slot& slot) {
-  if (slot.state != ChunkState::Receiving && slot.state != ChunkState::Sending) return false;
-  if (ucp_request_check_status(slot.request) == UCS_INPROGRESS) return false;
-  if (slot.state == ChunkState::Sending) {
-    const ucs_status_t status = ucp_request_check_status(slot.request);
-    ucp_request_free(slot.request);
-    slot.request = nullptr;
-    if (status != UCS_OK) {
-      set_error(fmt::format("{}: {}: sending chunk {} to {} failed: {}", describe(), where(run),
-                            chunk, peer(run.task->next), ucs_status_string(status)));
-      return true;
-    }
-    context_.pool->release(std::move(slot.scratch));
-    slot.state = ChunkState::Done;
-    return true;
-  }
-  ucp_tag_recv_info_t info{};
-  const ucs_status_t status = ucp_tag_recv_request_test(slot.request, &info);
-  ucp_request_free(slot.request);
-  slot.request = nullptr;
-  complete_receive(run, chunk, slot, status, info);
-  return true;
+bool Operation::on_host(int32_t rank) const {
+  return (*context_.same_host)[static_cast<size_t>(rank)];
 }
 
 void Operation::complete_receive(TaskRun& run, size_t chunk, Slot& slot, ucs_status_t status,
-                                 const ucp_tag_recv_info_t& info) {
+                                 size_t length) {
   const size_t expected = chunk_bytes(run, chunk);
   if (status != UCS_OK) {
     set_error(fmt::format("{}: {}: receiving chunk {} ({} bytes) from {} failed: {}{}", describe(),
@@ -252,10 +285,10 @@ void Operation::complete_receive(TaskRun& run, size_t chunk, Slot& slot, ucs_sta
                               : ""));
     return;
   }
-  if (info.length != expected) {
+  if (length != expected) {
     set_error(fmt::format("{}: {}: chunk {} from {} has {} bytes, expected {} (do all ranks pass "
                           "the same count and type?)",
-                          describe(), where(run), chunk, peer(run.task->prev), info.length, expected));
+                          describe(), where(run), chunk, peer(run.task->prev), length, expected));
     return;
   }
   on_received(run, chunk, slot);
@@ -275,14 +308,16 @@ void Operation::on_received(TaskRun& run, size_t chunk, Slot& slot) {
   }
   std::byte* partial = slot.scratch.get();
   if (task.sends()) {
-    if (task.add_own) {
+    if (task.add_own && elements > 0) {
       kernels::combine(partial, partial, run.own + offset, elements, args_.type, args_.op);
     }
     post_send(run, chunk, slot, partial);
     return;
   }
   // The chain's end: the root writes the total.
-  if (task.add_own) {
+  if (elements == 0) {
+    // an empty message of a zero-count operation
+  } else if (task.add_own) {
     kernels::combine(run.dest + offset, partial, run.own + offset, elements, args_.type, args_.op);
   } else {
     std::memcpy(run.dest + offset, partial, elements * element_size_);
@@ -300,12 +335,12 @@ std::string Operation::waiting_for() const {
       if (slot.state == ChunkState::Receiving) {
         return fmt::format("{}: waiting to receive chunk {} of {} ({} bytes, tag {:#018x}) from {}",
                            where(run), chunk, run.chunks, chunk_bytes(run, chunk),
-                           chunk_tag(run, chunk), peer(run.task->prev));
+                           receive_tag(run, chunk), peer(run.task->prev));
       }
       if (slot.state == ChunkState::Sending) {
         return fmt::format("{}: waiting for {} to take chunk {} of {} ({} bytes, tag {:#018x})",
                            where(run), peer(run.task->next), chunk, run.chunks,
-                           chunk_bytes(run, chunk), chunk_tag(run, chunk));
+                           chunk_bytes(run, chunk), send_tag(run, chunk));
       }
     }
   }
@@ -322,6 +357,8 @@ void Operation::release_requests() {
   for (TaskRun& run : runs_) {
     for (Slot& slot : run.slots) {
       if (slot.request != nullptr) {
+        // Cancelling tells the completion (queued on ready_, dropped below); freeing stops
+        // any later notification.
         if (slot.state == ChunkState::Receiving) context_.transport->cancel(slot.request);
         ucp_request_free(slot.request);
         slot.request = nullptr;
@@ -333,6 +370,10 @@ void Operation::release_requests() {
     if (run.stage) context_.quarantine->push_back(std::move(run.stage));
   }
   runs_.clear();
+  ready_.clear();
+  sends_in_flight_ = 0;
+  sends_on_host_in_flight_ = 0;
+  incomplete_runs_ = 0;
 }
 
 }  // namespace flexplan

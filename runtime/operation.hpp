@@ -27,8 +27,9 @@ struct ExecContext {
   const ir::Plan* plan;
   int32_t rank;
   size_t chunk_bytes;
-  size_t max_chunks_per_range;
   unsigned window;
+  // By plan rank: whether the peer runs on this host (its messages go through shared memory).
+  const std::vector<bool>* same_host;
   // Scratch that UCX may still read after an abort; freed only after the transport closes.
   std::vector<ScratchPool::Buffer>* quarantine;
 };
@@ -53,10 +54,12 @@ class Operation {
   // (failed() then holds the message); it never throws.
   bool advance();
   bool done() const { return done_; }
+  uint64_t sequence() const { return sequence_; }
   bool failed() const { return !error_.empty(); }
   const std::string& error() const { return error_; }
-  // Whether a send of this operation is still in flight.
-  bool sending() const;
+  // Whether a send of this operation is still in flight; to a peer on this host.
+  bool sending() const { return sends_in_flight_ > 0; }
+  bool sending_on_host() const { return sends_on_host_in_flight_ > 0; }
 
   // Fails the operation with `why` (the caller's diagnosis: a timeout, a dead peer), prefixed
   // with what the operation was waiting for; cancels its receives and releases its requests.
@@ -66,10 +69,18 @@ class Operation {
 
  private:
   enum class ChunkState : uint8_t { Idle, Receiving, Sending, Done };
-  struct Slot {
+  // One chunk in flight. UCX tells its completion through the Completion base (from inside
+  // the worker's progress), which queues the slot on ready_: a pass handles what completed
+  // rather than polling every request, so its cost does not grow with the tasks of a step.
+  struct Slot : UcxTransport::Completion {
+    Operation* owner = nullptr;
+    uint32_t run = 0;   // index in runs_
+    size_t chunk = 0;   // the chunk it holds
     ChunkState state = ChunkState::Idle;
     void* request = nullptr;
     ScratchPool::Buffer scratch;  // reduce receivers: the received chunk, then the partial sum
+    ucs_status_t status = UCS_OK;  // as told on completion
+    size_t length = 0;
   };
   struct TaskRun {
     const codegen::Task* task = nullptr;
@@ -83,23 +94,28 @@ class Operation {
     bool complete() const { return lo == chunks; }
   };
 
+  // Sets up the tasks of the next step that has any (from step_ on) and starts their windows;
+  // with none left, finishes the operation.
   void start_step();
   // Out of place: copies the input's unit ranges from the send to the receive buffer.
   void copy_input(const std::vector<codegen::UnitRange>& ranges);
   void finish_step();
-  bool advance_task(TaskRun& run);
+  static void on_completion(UcxTransport::Completion* completion, ucs_status_t status, size_t length);
+  void handle_completion(Slot& slot);
+  // Retires finished chunks at the window's low end and starts chunks at its high end.
+  void slide_window(TaskRun& run);
   void start_chunk(TaskRun& run, size_t chunk);
   void on_received(TaskRun& run, size_t chunk, Slot& slot);
   void post_send(TaskRun& run, size_t chunk, Slot& slot, const std::byte* data);
-  bool poll(TaskRun& run, size_t chunk, Slot& slot);
-  void complete_receive(TaskRun& run, size_t chunk, Slot& slot, ucs_status_t status,
-                        const ucp_tag_recv_info_t& info);
+  void complete_receive(TaskRun& run, size_t chunk, Slot& slot, ucs_status_t status, size_t length);
   void release_requests();
 
   size_t chunk_bytes(const TaskRun& run, size_t chunk) const;
-  uint64_t chunk_tag(const TaskRun& run, size_t chunk) const;
+  uint64_t receive_tag(const TaskRun& run, size_t chunk) const;
+  uint64_t send_tag(const TaskRun& run, size_t chunk) const;
   std::string where(const TaskRun& run) const;  // step, op and range
   std::string peer(int32_t rank) const;         // "rank 3 (switch/m1/gpu0)"
+  bool on_host(int32_t rank) const;
   std::string waiting_for() const;
   void set_error(const std::string& message);
 
@@ -113,6 +129,10 @@ class Operation {
   std::byte* buffer_;       // the receive buffer, where the result forms
   size_t step_ = 0;
   std::vector<TaskRun> runs_;
+  size_t incomplete_runs_ = 0;  // of the current step
+  std::vector<Slot*> ready_;    // completed, not yet handled
+  size_t sends_in_flight_ = 0;
+  size_t sends_on_host_in_flight_ = 0;
   bool done_ = false;
   std::string error_;
 };

@@ -20,7 +20,7 @@ uint64_t parse_positive(const char* name, std::string_view text) {
   uint64_t value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || end != text.data() + text.size() || value == 0) {
-    throw RuntimeError(fmt::format("{}='{}': expected a positive integer", name, text));
+    throw InputError(fmt::format("{}='{}': expected a positive integer", name, text));
   }
   return value;
 }
@@ -28,7 +28,7 @@ uint64_t parse_positive(const char* name, std::string_view text) {
 bool parse_flag(const char* name, std::string_view text) {
   if (text == "1" || text == "true" || text == "yes" || text == "on") return true;
   if (text == "0" || text == "false" || text == "no" || text == "off") return false;
-  throw RuntimeError(fmt::format("{}='{}': expected 0 or 1", name, text));
+  throw InputError(fmt::format("{}='{}': expected 0 or 1", name, text));
 }
 
 }  // namespace
@@ -47,12 +47,9 @@ Options Options::from_env() {
   if (const char* v = env("FLEXPLAN_CHUNK_BYTES")) {
     options.chunk_bytes = parse_positive("FLEXPLAN_CHUNK_BYTES", v);
   }
-  if (const char* v = env("FLEXPLAN_MAX_CHUNKS")) {
-    options.max_chunks_per_range = parse_positive("FLEXPLAN_MAX_CHUNKS", v);
-  }
   if (const char* v = env("FLEXPLAN_WINDOW")) {
     const uint64_t window = parse_positive("FLEXPLAN_WINDOW", v);
-    if (window > 1024) throw RuntimeError(fmt::format("FLEXPLAN_WINDOW={}: at most 1024", window));
+    if (window > 1024) throw InputError(fmt::format("FLEXPLAN_WINDOW={}: at most 1024", window));
     options.window = static_cast<unsigned>(window);
   }
   if (const char* v = env("FLEXPLAN_RANK_MAPPING")) {
@@ -62,7 +59,7 @@ Options Options::from_env() {
     } else if (text == "name") {
       options.rank_mapping = RankMapping::Name;
     } else {
-      throw RuntimeError(fmt::format("FLEXPLAN_RANK_MAPPING='{}': expected 'mpi' or 'name'", text));
+      throw InputError(fmt::format("FLEXPLAN_RANK_MAPPING='{}': expected 'mpi' or 'name'", text));
     }
   }
   if (const char* v = env("FLEXPLAN_LEARNER_NAME")) options.learner_name = v;
@@ -76,7 +73,7 @@ Options Options::from_env() {
     } else if (text == "none") {
       options.peer_failure = PeerFailureDetection::None;
     } else {
-      throw RuntimeError(fmt::format("FLEXPLAN_PEER_FAILURE='{}': expected remote, all or none", text));
+      throw InputError(fmt::format("FLEXPLAN_PEER_FAILURE='{}': expected remote, all or none", text));
     }
   }
   return options;

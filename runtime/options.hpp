@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <string>
 
+#include "codegen/chunking.hpp"
+
 namespace flexplan {
 
 enum class RankMapping {
@@ -25,13 +27,13 @@ struct Options {
   // Blocking mode: how long an idle wait yields its core (sched_yield) before it sleeps; on
   // oversubscribed cores the peer it waits for is likely next in line. FLEXPLAN_YIELD_US.
   std::chrono::microseconds yield_before_sleep{200};
-  // Pipeline chunk along reduce and broadcast chains; must be equal on every rank (checked at
-  // creation). FLEXPLAN_CHUNK_BYTES.
-  size_t chunk_bytes = 1024 * 1024;
-  // At most this many chunks per range: longer ranges get longer chunks, so that a 128 MB
-  // message does not cost 512 rendezvous handshakes per hop while the pipeline stays 16 deep.
-  // Must be equal on every rank (checked at creation). FLEXPLAN_MAX_CHUNKS.
-  size_t max_chunks_per_range = 16;
+  // Pipeline chunk along reduce and broadcast chains: ranges are cut by codegen::chunk_range
+  // (chunks of this size; longer only beyond 2^20 chunks per range). Must be equal on every
+  // rank (checked at creation). FLEXPLAN_CHUNK_BYTES.
+  size_t chunk_bytes = codegen::kDefaultChunkBytes;
+  // No longer used: chunks are chunk_bytes long however long the range (above). Kept so that
+  // code setting it still compiles; FLEXPLAN_MAX_CHUNKS is no longer read.
+  size_t max_chunks_per_range = 0;
   // Chunks in flight per hop (receives posted ahead, sends outstanding). FLEXPLAN_WINDOW.
   unsigned window = 4;
   // FLEXPLAN_RANK_MAPPING=mpi|name.

@@ -2,7 +2,9 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include <fmt/format.h>
@@ -21,10 +23,12 @@ void check(ucs_status_t status, const char* what) {
 
 using Clock = std::chrono::steady_clock;
 
+// An abort notice: the failing rank (int32) and its reason, cut to fit.
+constexpr size_t kAbortNoticeBytes = 4096;
+
 }  // namespace
 
-UcxTransport::UcxTransport(bool blocking, int32_t world_size, const char* transports,
-                           size_t eager_up_to) {
+UcxTransport::UcxTransport(bool blocking, int32_t world_size, const char* transports, bool eager) {
   ucp_config_t* config = nullptr;
   check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read");
   auto modify = [&](const char* name, const std::string& value) {
@@ -38,10 +42,10 @@ UcxTransport::UcxTransport(bool blocking, int32_t world_size, const char* transp
   if (transports != nullptr) modify("TLS", transports);
   // Rendezvous over TCP stalls a chunk pipeline whose data flows both ways (each handshake
   // waits behind the bulk data queued on the socket); eager chunks keep it streaming. The
-  // user's UCX_RNDV_THRESH wins.
-  if (eager_up_to > 0 && std::getenv("UCX_RNDV_THRESH") == nullptr) {
-    modify("RNDV_THRESH", std::to_string(eager_up_to + 1));
-  }
+  // chunking rule bounds every message, so no threshold is needed below it. The user's
+  // UCX_RNDV_THRESH wins.
+  if (eager && std::getenv("UCX_RNDV_THRESH") == nullptr) modify("RNDV_THRESH", "inf");
+
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
   params.features = UCP_FEATURE_TAG | (blocking ? UCP_FEATURE_WAKEUP : 0);
@@ -72,6 +76,7 @@ UcxTransport::UcxTransport(bool blocking, int32_t world_size, const char* transp
 }
 
 UcxTransport::~UcxTransport() {
+  cancel_abort_receive();
   // Endpoints still open here belong to a failed shutdown: drop them without a goodbye.
   close_endpoints(/*force=*/true, std::chrono::milliseconds(1000));
   if (worker_) ucp_worker_destroy(worker_);
@@ -102,6 +107,61 @@ void UcxTransport::connect(const std::vector<std::vector<uint8_t>>& addresses, i
                                      ucs_status_string(status)));
     }
   }
+  abort_inbox_.assign(kAbortNoticeBytes, '\0');
+  const ucs_status_ptr_t request = recv(abort_inbox_.data(), abort_inbox_.size(), tag::abort_tag());
+  if (UCS_PTR_IS_ERR(request)) {
+    throw RuntimeError(fmt::format("UCX receive for abort notices failed: {}",
+                                   ucs_status_string(UCS_PTR_STATUS(request))));
+  }
+  abort_receive_ = request;
+}
+
+void UcxTransport::send_abort(int32_t self, const std::string& reason, std::chrono::milliseconds limit) {
+  if (!abort_outbox_.empty()) return;  // once
+  const std::string text = reason.substr(0, kAbortNoticeBytes - sizeof(int32_t));
+  abort_outbox_.resize(sizeof(int32_t) + text.size());
+  std::memcpy(abort_outbox_.data(), &self, sizeof(int32_t));
+  std::memcpy(abort_outbox_.data() + sizeof(int32_t), text.data(), text.size());
+  std::vector<ucs_status_ptr_t> sends;
+  for (size_t peer = 0; peer < endpoints_.size(); ++peer) {
+    if (!endpoints_[peer]) continue;
+    const ucs_status_ptr_t request =
+        send(static_cast<int32_t>(peer), abort_outbox_.data(), abort_outbox_.size(), tag::abort_tag());
+    if (request != nullptr && !UCS_PTR_IS_ERR(request)) sends.push_back(request);
+  }
+  const auto deadline = Clock::now() + limit;
+  while (Clock::now() < deadline &&
+         std::any_of(sends.begin(), sends.end(),
+                     [](void* r) { return ucp_request_check_status(r) == UCS_INPROGRESS; })) {
+    if (!progress()) wait_for_event(std::chrono::milliseconds(1));
+  }
+  // One still in flight (to a dead peer) is released when it completes or its endpoint closes.
+  for (void* request : sends) ucp_request_free(request);
+}
+
+std::optional<UcxTransport::AbortNotice> UcxTransport::abort_notice() {
+  if (abort_notice_ || abort_receive_ == nullptr) return abort_notice_;
+  if (ucp_request_check_status(abort_receive_) == UCS_INPROGRESS) return std::nullopt;
+  ucp_tag_recv_info_t info{};
+  const ucs_status_t status = ucp_tag_recv_request_test(abort_receive_, &info);
+  ucp_request_free(abort_receive_);
+  abort_receive_ = nullptr;
+  AbortNotice notice{-1, ""};
+  if (status == UCS_OK && info.length >= sizeof(int32_t)) {
+    std::memcpy(&notice.rank, abort_inbox_.data(), sizeof(int32_t));
+    notice.reason.assign(abort_inbox_.data() + sizeof(int32_t), info.length - sizeof(int32_t));
+  } else {
+    notice.reason = fmt::format("(an abort notice that could not be read: {})", ucs_status_string(status));
+  }
+  abort_notice_ = notice;
+  return abort_notice_;
+}
+
+void UcxTransport::cancel_abort_receive() {
+  if (abort_receive_ == nullptr) return;
+  cancel(abort_receive_);
+  ucp_request_free(abort_receive_);
+  abort_receive_ = nullptr;
 }
 
 void UcxTransport::on_endpoint_error(void* arg, ucp_ep_h, ucs_status_t status) {
@@ -109,16 +169,33 @@ void UcxTransport::on_endpoint_error(void* arg, ucp_ep_h, ucs_status_t status) {
   if (!context->transport->failure_) context->transport->failure_ = PeerFailure{context->rank, status};
 }
 
-ucs_status_ptr_t UcxTransport::send(int32_t peer, const void* buffer, size_t bytes, uint64_t tag) {
+ucs_status_ptr_t UcxTransport::send(int32_t peer, const void* buffer, size_t bytes, uint64_t tag,
+                                    Completion* completion) {
   ucp_request_param_t param{};
+  if (completion != nullptr) {
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    param.cb.send = [](void*, ucs_status_t status, void* user_data) {
+      auto* c = static_cast<Completion*>(user_data);
+      c->notify(c, status, 0);
+    };
+    param.user_data = completion;
+  }
   return ucp_tag_send_nbx(endpoints_[static_cast<size_t>(peer)], buffer, bytes, tag, &param);
 }
 
-ucs_status_ptr_t UcxTransport::recv(void* buffer, size_t bytes, uint64_t tag) {
+ucs_status_ptr_t UcxTransport::recv(void* buffer, size_t bytes, uint64_t tag, Completion* completion) {
   ucp_request_param_t param{};
   // UCX 1.13 leaves the receive info unset when a receive completes at once, and the length is
   // what tells a count mismatch: always take a request.
   param.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  if (completion != nullptr) {
+    param.op_attr_mask |= UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    param.cb.recv = [](void*, ucs_status_t status, const ucp_tag_recv_info_t* info, void* user_data) {
+      auto* c = static_cast<Completion*>(user_data);
+      c->notify(c, status, status == UCS_OK && info != nullptr ? info->length : 0);
+    };
+    param.user_data = completion;
+  }
   return ucp_tag_recv_nbx(worker_, buffer, bytes, tag, tag::kFullMask, &param);
 }
 

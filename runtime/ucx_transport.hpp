@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <ucp/api/ucp.h>
@@ -21,11 +22,10 @@ class UcxTransport {
 
   // Context and worker. `blocking` adds UCP_FEATURE_WAKEUP for wait_for_event. UCX's own
   // configuration (UCX_TLS, UCX_NET_DEVICES, ...) comes from the environment as usual;
-  // `transports`, if given, replaces UCX_TLS. `eager_up_to`, if nonzero and UCX_RNDV_THRESH is
-  // not set, sends messages of up to that many bytes eagerly (RNDV_THRESH just above it; see
-  // docs/runtime.md, Eager chunks). Throws RuntimeError.
-  UcxTransport(bool blocking, int32_t world_size, const char* transports = nullptr,
-               size_t eager_up_to = 0);
+  // `transports`, if given, replaces UCX_TLS. `eager`, unless UCX_RNDV_THRESH is set, sends
+  // every message eagerly (RNDV_THRESH=inf; docs/runtime.md, Eager chunks). Throws
+  // RuntimeError.
+  UcxTransport(bool blocking, int32_t world_size, const char* transports = nullptr, bool eager = false);
   ~UcxTransport();
   UcxTransport(const UcxTransport&) = delete;
   UcxTransport& operator=(const UcxTransport&) = delete;
@@ -39,12 +39,21 @@ class UcxTransport {
   void connect(const std::vector<std::vector<uint8_t>>& addresses, int32_t self,
                const std::vector<bool>& detect_failure);
 
-  // Non-blocking tagged transfers. A send returns nullptr when complete at once,
-  // UCS_PTR_IS_ERR on failure, else a request to poll with ucp_request_check_status and free.
-  // A receive always returns a request (or an error): ucp_tag_recv_request_test then gives
-  // the received length, which tells a count mismatch.
-  ucs_status_ptr_t send(int32_t peer, const void* buffer, size_t bytes, uint64_t tag);
-  ucs_status_ptr_t recv(void* buffer, size_t bytes, uint64_t tag);
+  // Told when a transfer's request completes, from inside progress() (or inside recv() when the
+  // message is already there): its status and, for a receive, the received length.
+  struct Completion {
+    void (*notify)(Completion* self, ucs_status_t status, size_t length) = nullptr;
+  };
+
+  // Non-blocking tagged transfers. A send returns nullptr when complete at once (nothing is
+  // told then), UCS_PTR_IS_ERR on failure, else a request to free once complete. A receive
+  // always returns a request (or an error): the received length tells a count mismatch. With
+  // `completion`, the request's completion is told to it (so that nobody has to poll every
+  // request); without, poll with ucp_request_check_status / ucp_tag_recv_request_test. Freeing a
+  // request that is still in progress stops its notification.
+  ucs_status_ptr_t send(int32_t peer, const void* buffer, size_t bytes, uint64_t tag,
+                        Completion* completion = nullptr);
+  ucs_status_ptr_t recv(void* buffer, size_t bytes, uint64_t tag, Completion* completion = nullptr);
   void cancel(void* request) { ucp_request_cancel(worker_, request); }
 
   // Drives UCX until it has nothing more to do now; true if anything happened.
@@ -55,6 +64,18 @@ class UcxTransport {
   bool blocking() const { return event_fd_ >= 0; }
 
   const std::optional<PeerFailure>& failure() const { return failure_; }
+
+  // Abort notices: one short message to every peer under the reserved tag (tag::abort_tag),
+  // saying which rank failed and why. connect() posts the receive for the first one to arrive.
+  struct AbortNotice {
+    int32_t rank;
+    std::string reason;
+  };
+  // Sends `reason` (cut to a few KB) from rank `self` to every peer, progressing until the
+  // sends are out or `limit` passed (a dead peer's may never be).
+  void send_abort(int32_t self, const std::string& reason, std::chrono::milliseconds limit);
+  // The first notice received, if any (call after progress()).
+  std::optional<AbortNotice> abort_notice();
 
   // Shutdown, best effort within `limit`: flush every endpoint (all sent data delivered).
   // Returns false on timeout or error.
@@ -72,6 +93,8 @@ class UcxTransport {
   // Progresses until `request` completes or `limit` passes; frees it. False on timeout/error.
   bool wait_request(ucs_status_ptr_t request, std::chrono::milliseconds limit);
 
+  void cancel_abort_receive();
+
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   int event_fd_ = -1;
@@ -79,6 +102,10 @@ class UcxTransport {
   std::vector<ucp_ep_h> endpoints_;
   std::vector<ErrorContext> error_contexts_;
   std::optional<PeerFailure> failure_;
+  std::vector<char> abort_inbox_;    // the notice received: origin rank (int32), then the reason
+  void* abort_receive_ = nullptr;    // its receive request, until it completes
+  std::optional<AbortNotice> abort_notice_;
+  std::vector<char> abort_outbox_;   // the notice sent; UCX may read it until the endpoints close
 };
 
 }  // namespace flexplan

@@ -16,6 +16,13 @@
 #include "runtime/communicator.hpp"
 
 namespace flexplan::bench {
+
+// Exit status (docs/flexbench.md), as flexplan's where they overlap.
+constexpr int kExitSuccess = 0;
+constexpr int kExitWrongResults = 1;  // some result element differed from the expected one
+constexpr int kExitBadInput = 2;      // arguments, plan, FLEXPLAN_* variables
+constexpr int kExitRuntimeFailed = 3; // UCX could not start, or an operation failed
+
 namespace {
 
 std::optional<MPI_Datatype> mpi_type(DataType type) {
@@ -69,16 +76,22 @@ std::string algorithm_for(const Communicator& comm, const BenchArgs& args, uint6
 }
 
 int run(const BenchArgs& args, int rank, int world) {
-  Options options = Options::from_env();
-  if (args.blocking) options.blocking = true;
+  // Creation errors, and -a naming no schedule of the plan, are the same on every rank: print
+  // them once.
   std::optional<Communicator> comm;
   try {
+    Options options = Options::from_env();
+    if (args.blocking) options.blocking = true;
     comm.emplace(args.plan_path, MPI_COMM_WORLD, options);
+  } catch (const RuntimeError& e) {
+    if (rank == 0) fmt::print(stderr, "flexbench: {}\n", e.what());
+    return dynamic_cast<const InputError*>(&e) != nullptr ? kExitBadInput : kExitRuntimeFailed;
+  }
+  try {
     if (!args.algorithm.empty()) comm->force_algorithm(args.algorithm);
   } catch (const RuntimeError& e) {
-    // Creation errors are the same on every rank: print once.
-    if (rank == 0) fmt::print(stderr, "flexbench: {}\n", e.what());
-    return 1;
+    if (rank == 0) fmt::print(stderr, "flexbench: -a {}: {}\n", args.algorithm, e.what());
+    return kExitBadInput;
   }
   const size_t element = size_of(args.type);
   const size_t max_count = std::max<uint64_t>(1, args.max_bytes / element);
@@ -116,7 +129,7 @@ int run(const BenchArgs& args, int rank, int world) {
   }
   uint64_t wrong = 0;
   for (const Row& row : rows) wrong += row.wrong;
-  return wrong == 0 ? 0 : 1;
+  return wrong == 0 ? kExitSuccess : kExitWrongResults;
 }
 
 }  // namespace
@@ -136,7 +149,7 @@ int main(int argc, char** argv) {
       // An operation failed (its peers may be stuck in it): report and take the job down.
       fmt::print(stderr, "flexbench: rank {}: {}\n", rank, e.what());
       std::fflush(stderr);
-      MPI_Abort(MPI_COMM_WORLD, 1);
+      MPI_Abort(MPI_COMM_WORLD, flexplan::bench::kExitRuntimeFailed);
     }
   }
   MPI_Finalize();

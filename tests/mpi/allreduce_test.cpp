@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <functional>
 #include <memory>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -171,24 +173,119 @@ void several_outstanding() {
   }
 }
 
-// Sequence numbers wrap after 2^16 operations; zero-count operations take a number each
-// without moving data, so the wrap comes cheaply, and real operations straddle it.
-void sequence_wraps_around() {
-  Communicator comm(random_flexreduce_plan(world_size()), MPI_COMM_WORLD);
+// Two schedules of units 2 in which rank 0 receives its step-1 data from rank 1 under the
+// same tag fields (same step, same place among rank 0's receives, chunk 0). In "held", rank 1
+// sends it only after a chain through ranks 2, 3, ... has reached it; in "quick", at once.
+// The rest differs, and both compute the all-reduce.
+ir::Plan held_and_quick_plan(int world) {
+  ir::Plan plan;
+  plan.world_size = world;
+  plan.topology_name = "held-and-quick";
+  std::vector<int32_t> rest;  // ranks 2, 3, ...
+  for (int r = 2; r < world; ++r) rest.push_back(r);
+  auto with = [](std::vector<int32_t> front, const std::vector<int32_t>& middle, std::vector<int32_t> back) {
+    front.insert(front.end(), middle.begin(), middle.end());
+    front.insert(front.end(), back.begin(), back.end());
+    return front;
+  };
+  const auto reduce = ir::OpKind::Reduce;
+  const auto broadcast = ir::OpKind::Broadcast;
+  ir::Schedule held;
+  held.algorithm = "held";
+  held.units = 2;
+  held.max_bytes = uint64_t{1} << 40;
+  held.steps.resize(2);
+  held.steps[0].ops.push_back({reduce, 0, 2, 1, with({0}, rest, {1})});  // 0 -> 2 -> ... -> 1
+  held.steps[1].ops.push_back({broadcast, 0, 1, 1, with({0}, rest, {})});  // 1 -> 0 -> 2 -> ...
+  held.steps[1].ops.push_back({broadcast, 1, 2, 1, with({0}, rest, {})});
+  ir::Schedule quick;
+  quick.algorithm = "quick";
+  quick.units = 2;
+  quick.min_bytes = uint64_t{1} << 40;
+  quick.steps.resize(4);
+  quick.steps[0].ops.push_back({reduce, 0, 1, 1, {0, 1}});  // 0 -> 1
+  quick.steps[0].ops.push_back({reduce, 1, 2, 1, {0, 1}});
+  quick.steps[1].ops.push_back({broadcast, 0, 1, 1, {0}});  // 1 -> 0: rank 0 holds 0 + 1
+  quick.steps[1].ops.push_back({broadcast, 1, 2, 1, {0}});
+  quick.steps[2].ops.push_back({reduce, 0, 2, 0, with({}, rest, {0})});  // 2 -> ... -> 0
+  quick.steps[3].ops.push_back({broadcast, 0, 2, 0, with({1}, rest, {})});
+  plan.schedules = {held, quick};
+  return plan;
+}
+
+// Operation A stays open on ranks 0 and 1 while rank 2 is away; meanwhile every rank issues a
+// full turn of the tag's sequence numbers, so operation B gets A's sequence number modulo the
+// wrap. B's step-1 data then reaches rank 0 first, where A's receive with B's tag would take it
+// unless the runtime keeps sequence numbers of operations in flight apart.
+void sequence_wraps_with_an_operation_held_open() {
+  Communicator comm(held_and_quick_plan(world_size()), MPI_COMM_WORLD);
+  const size_t count = 1000;
+  std::vector<int32_t> a_data(count), b_data(count);
+  fill_input(a_data.data(), count, DataType::Int32, ReduceOp::Sum, comm.rank(), 990);
+  fill_input(b_data.data(), count, DataType::Int32, ReduceOp::Sum, comm.rank(), 991);
+  if (comm.rank() == 2) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  comm.force_algorithm("held");
+  Request a = comm.iallreduce(a_data.data(), a_data.data(), count, DataType::Int32, ReduceOp::Sum);
+  comm.force_algorithm("quick");
+  std::vector<Request> between;
+  for (uint64_t i = 1; i < (uint64_t{1} << tag::kSequenceBits); ++i) {
+    between.push_back(comm.iallreduce(nullptr, nullptr, 0, DataType::Int32, ReduceOp::Sum));
+  }
+  Request b = comm.iallreduce(b_data.data(), b_data.data(), count, DataType::Int32, ReduceOp::Sum);
+  b.wait();
+  a.wait();
+  for (Request& request : between) request.wait();
   std::string detail;
-  EXPECT_EQ(allreduce_and_check(comm, 1009, DataType::Int32, ReduceOp::Sum, true, 900, &detail), 0u) << detail;
-  const uint64_t skip = (uint64_t{1} << tag::kSequenceBits) - 3;
-  for (uint64_t i = 0; i < skip; ++i) comm.allreduce(nullptr, nullptr, 0, DataType::Int32, ReduceOp::Sum);
-  for (uint64_t salt = 901; salt < 907; ++salt) {
-    EXPECT_EQ(allreduce_and_check(comm, 4099, DataType::Int32, ReduceOp::Sum, salt % 2 == 0, salt, &detail), 0u)
-        << "after the wrap, salt " << salt << ": " << detail;
+  EXPECT_EQ(verify_everywhere(a_data.data(), count, DataType::Int32, ReduceOp::Sum, 990, &detail), 0u)
+      << "operation A: " << detail;
+  EXPECT_EQ(verify_everywhere(b_data.data(), count, DataType::Int32, ReduceOp::Sum, 991, &detail), 0u)
+      << "operation B: " << detail;
+}
+
+// More ops in one step (70,000) and more steps (4,102 and more) than the runtime's tags once
+// numbered: rank 1 sends every unit to rank 0 as an op of its own, the other ranks add theirs
+// in one chain, rank 0 broadcasts the total, then broadcasts unit 0 to rank 1 again and again.
+// A verified plan must run whatever its size.
+ir::Plan wide_and_deep_plan(int world) {
+  constexpr uint64_t kUnits = 70000;
+  constexpr int kRepeats = 4100;
+  ir::Plan plan;
+  plan.world_size = world;
+  plan.topology_name = "wide-and-deep";
+  ir::Schedule schedule;
+  schedule.algorithm = "wide-and-deep";
+  schedule.units = kUnits;
+  ir::Step wide;
+  for (uint64_t u = 0; u < kUnits; ++u) wide.ops.push_back({ir::OpKind::Reduce, u, u + 1, 0, {1, 0}});
+  schedule.steps.push_back(wide);
+  std::vector<int32_t> rest;  // ranks 2, 3, ... then 0
+  for (int r = 2; r < world; ++r) rest.push_back(r);
+  if (!rest.empty()) {
+    rest.push_back(0);
+    schedule.steps.push_back({ir::Phase::Reduce, 0, {{ir::OpKind::Reduce, 0, kUnits, 0, rest}}});
+  }
+  std::vector<int32_t> all_but_root;
+  for (int r = 1; r < world; ++r) all_but_root.push_back(r);
+  schedule.steps.push_back({ir::Phase::Broadcast, 0, {{ir::OpKind::Broadcast, 0, kUnits, 0, all_but_root}}});
+  for (int i = 0; i < kRepeats; ++i) {
+    schedule.steps.push_back({ir::Phase::Broadcast, 0, {{ir::OpKind::Broadcast, 0, 1, 0, {1}}}});
+  }
+  plan.schedules.push_back(schedule);
+  return plan;
+}
+
+void plans_beyond_the_old_tag_fields_run() {
+  Communicator comm(wide_and_deep_plan(world_size()), MPI_COMM_WORLD);
+  std::string detail;
+  for (const size_t count : {size_t{70000}, size_t{1009}}) {
+    EXPECT_EQ(allreduce_and_check(comm, count, DataType::Int32, ReduceOp::Sum, false, 940 + count, &detail), 0u)
+        << "count " << count << ": " << detail;
   }
 }
 
 void small_chunks_small_window() {
   Options options = Options::from_env();
   options.chunk_bytes = 256;  // 64 int32 per chunk: a 10007-element range spans many chunks
-  options.max_chunks_per_range = 1 << 20;
   options.window = 2;
   Communicator comm(random_flexreduce_plan(world_size()), MPI_COMM_WORLD, options);
   std::string detail;
@@ -197,12 +294,12 @@ void small_chunks_small_window() {
   options.chunk_bytes = 1;  // degenerate: one element per chunk
   Communicator tiny(random_flexreduce_plan(world_size()), MPI_COMM_WORLD, options);
   EXPECT_EQ(allreduce_and_check(tiny, 301, DataType::Int64, ReduceOp::Sum, true, 952, &detail), 0u) << detail;
-  // The default cap on chunks per range: a long range gets longer chunks, still pipelined.
+  // Chunks keep their size however long the range (hundreds of 1 KiB chunks per range here),
+  // with the default window.
   options = Options::from_env();
   options.chunk_bytes = 1024;
-  options.max_chunks_per_range = 3;
-  Communicator capped(random_flexreduce_plan(world_size()), MPI_COMM_WORLD, options);
-  EXPECT_EQ(allreduce_and_check(capped, 100003, DataType::Float32, ReduceOp::Max, false, 953, &detail), 0u) << detail;
+  Communicator many(random_flexreduce_plan(world_size()), MPI_COMM_WORLD, options);
+  EXPECT_EQ(allreduce_and_check(many, 100003, DataType::Float32, ReduceOp::Max, false, 953, &detail), 0u) << detail;
 }
 
 void staged_writes() {
@@ -287,8 +384,11 @@ void register_tests() {
   }
   add_test("Types", "AllTypesAllOps", all_types_all_ops);
   add_test("Nonblocking", "SeveralOutstanding", several_outstanding);
-  add_test("Nonblocking", "SequenceWrapsAround", sequence_wraps_around);
+  if (world_size() >= 3) {
+    add_test("Nonblocking", "SequenceWrapsWithAnOperationHeldOpen", sequence_wraps_with_an_operation_held_open);
+  }
   add_test("Pipelining", "SmallChunksSmallWindow", small_chunks_small_window);
+  add_test("Limits", "PlansBeyondTheOldTagFieldsRun", plans_beyond_the_old_tag_fields_run);
   add_test("Steps", "StagedWritesKeepStepStartSemantics", staged_writes);
   add_test("RankMapping", "ByLearnerName", mapping_by_learner_name);
   add_test("RankMapping", "ByHostAndLocalRank", mapping_by_host);

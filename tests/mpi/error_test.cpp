@@ -9,6 +9,7 @@
 #include <cctype>
 #include <fstream>
 #include <string_view>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -220,6 +221,29 @@ TEST(Timeouts, PeerThatNeverJoinsFailsTheOthersWithinTheTimeout) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+// Blocking mode with a timeout shorter than its sleeps: the last rank joins 2 s late, and the
+// others must time out after about 150 ms all the same (the idle sleeps count as time spent
+// driving the runtime, not as time the caller spent elsewhere).
+TEST(Timeouts, BlockingModeHonoursAShortTimeout) {
+  const int world = world_size();
+  const bool late = world_rank() == world - 1;
+  Options options = Options::from_env();
+  options.blocking = true;
+  options.timeout = std::chrono::milliseconds(150);
+  Communicator comm(good_plan(world), MPI_COMM_WORLD, options);
+  std::vector<int32_t> data(100000, 1);
+  if (late) std::this_thread::sleep_for(std::chrono::seconds(2));
+  const auto start = Clock::now();
+  const std::string message = error_of([&] {
+    comm.allreduce(data.data(), data.data(), data.size(), DataType::Int32, ReduceOp::Sum);
+  });
+  if (!late) {
+    EXPECT_NE(message.find("no progress for 150 ms"), std::string::npos) << message;
+    EXPECT_LT(seconds_since(start), 1.5) << message;
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 // Rank 0 passes one element more than the others: the runtime must not hang and must not
 // report success everywhere (message lengths are checked, or the timeout fires).
 TEST(Timeouts, MismatchedCountFailsWithoutHanging) {
@@ -241,6 +265,114 @@ TEST(Timeouts, MismatchedCountFailsWithoutHanging) {
   }
   EXPECT_LT(seconds_since(start), 3 * 1.5 + 1);
   EXPECT_GE(sum_over_ranks(failed), 1u);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// --- one rank's failure reaches the others (abort notices) -----------------------------------
+
+constexpr auto kLongTimeout = std::chrono::milliseconds(20000);
+
+Options long_timeout() {
+  Options options = Options::from_env();
+  options.timeout = kLongTimeout;
+  return options;
+}
+
+// Rank 0 passes one element more than the others. The ranks that receive its chunks see the
+// wrong length at once; every other rank must learn it from them well within the (20 s)
+// timeout, with the cause.
+TEST(Abort, WrongCountOnOneRankFailsEveryRankFast) {
+  Communicator comm(good_plan(world_size()), MPI_COMM_WORLD, long_timeout());
+  const size_t count = 100003 + (world_rank() == 0 ? 1 : 0);
+  std::vector<int32_t> data(count, 1);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto start = Clock::now();
+  const std::string message = error_of([&] {
+    comm.allreduce(data.data(), data.data(), count, DataType::Int32, ReduceOp::Sum);
+  });
+  EXPECT_LT(seconds_since(start), 2.0) << message;
+  EXPECT_NE(message.find("do all ranks pass the same count"), std::string::npos) << message;
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// The last rank gives up on purpose (Communicator::abort) while the others wait in an
+// all-reduce: they fail at once, naming it and its reason.
+TEST(Abort, AbortOnOneRankFailsTheOthersFastNamingIt) {
+  const int world = world_size();
+  const bool quitter = world_rank() == world - 1;
+  Communicator comm(good_plan(world), MPI_COMM_WORLD, long_timeout());
+  std::vector<int32_t> data(100000, 1);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto start = Clock::now();
+  if (quitter) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    comm.abort("injected failure");
+    EXPECT_NE(error_of([&] {
+                comm.allreduce(data.data(), data.data(), data.size(), DataType::Int32, ReduceOp::Sum);
+              }).find("injected failure"),
+              std::string::npos);
+  } else {
+    const std::string message = error_of([&] {
+      comm.allreduce(data.data(), data.data(), data.size(), DataType::Int32, ReduceOp::Sum);
+    });
+    EXPECT_LT(seconds_since(start), 2.0) << message;
+    EXPECT_TRUE(contains_pattern(message, fmt::format("rank {} (switch/m#/gpu#) failed: ", world - 1)))
+        << message;
+    EXPECT_NE(message.find("injected failure"), std::string::npos) << message;
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// An exception leaves the last rank's scope while the others wait in an all-reduce: the
+// communicator's destructor tells them.
+TEST(Abort, ExceptionOnOneRankFailsTheOthersFast) {
+  const int world = world_size();
+  const bool thrower = world_rank() == world - 1;
+  std::vector<int32_t> data(100000, 1);
+  std::string message;
+  double elapsed = 0;
+  try {
+    Communicator comm(good_plan(world), MPI_COMM_WORLD, long_timeout());
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto start = Clock::now();
+    if (thrower) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      throw std::runtime_error("the application failed");
+    }
+    message = error_of([&] {
+      comm.allreduce(data.data(), data.data(), data.size(), DataType::Int32, ReduceOp::Sum);
+    });
+    elapsed = seconds_since(start);
+  } catch (const std::runtime_error& e) {
+    EXPECT_TRUE(thrower) << e.what();
+  }
+  if (!thrower) {
+    EXPECT_LT(elapsed, 2.0) << message;
+    EXPECT_TRUE(contains_pattern(message, fmt::format("rank {} (switch/m#/gpu#) failed: ", world - 1)))
+        << message;
+    EXPECT_NE(message.find("exception"), std::string::npos) << message;
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// The last rank is away (outside the runtime) for longer than the timeout: the others time
+// out, and when it comes back its all-reduce fails at once with their diagnosis, instead of
+// waiting out a timeout of its own.
+TEST(Abort, LateRankLearnsOfTheTimeoutAtOnce) {
+  const int world = world_size();
+  const bool late = world_rank() == world - 1;
+  Communicator comm(good_plan(world), MPI_COMM_WORLD, short_timeout());
+  std::vector<int32_t> data(100000, 1);
+  if (late) std::this_thread::sleep_for(2 * kShortTimeout + std::chrono::milliseconds(500));
+  const auto start = Clock::now();
+  const std::string message = error_of([&] {
+    comm.allreduce(data.data(), data.data(), data.size(), DataType::Int32, ReduceOp::Sum);
+  });
+  EXPECT_NE(message.find("no progress for 1500 ms"), std::string::npos) << message;
+  if (late) {
+    EXPECT_LT(seconds_since(start), 0.5) << message;
+    EXPECT_TRUE(contains_pattern(message, "rank # (switch/m#/gpu#) failed: ")) << message;
+  }
   MPI_Barrier(MPI_COMM_WORLD);
 }
 

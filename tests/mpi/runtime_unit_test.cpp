@@ -3,9 +3,15 @@
 // programs the runtime executes are codegen's, tested in tests/unit/codegen_*.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <map>
+#include <random>
+#include <tuple>
 #include <vector>
 
 #include "runtime/errors.hpp"
@@ -13,6 +19,7 @@
 #include "runtime/options.hpp"
 #include "runtime/reduce_kernels.hpp"
 #include "runtime/tag.hpp"
+#include "runtime/ucx_transport.hpp"
 
 namespace flexplan {
 namespace {
@@ -88,13 +95,59 @@ TEST(Kernels, Float16SumRoundsOncePerCombine) {
 }
 
 TEST(Tags, FieldsDoNotOverlapAndSequenceWraps) {
-  const uint64_t t = tag::make(5, tag::kMaxSteps - 1, tag::kMaxOps - 1, tag::kMaxChunks - 1);
-  EXPECT_EQ(t >> 48, 5u);
-  EXPECT_EQ((t >> 36) & 0xfff, tag::kMaxSteps - 1);
-  EXPECT_EQ((t >> 20) & 0xffff, tag::kMaxOps - 1);
-  EXPECT_EQ(t & 0xfffff, tag::kMaxChunks - 1);
-  EXPECT_EQ(tag::make(5 + (uint64_t{1} << tag::kSequenceBits), 1, 2, 3), tag::make(5, 1, 2, 3));
-  EXPECT_NE(tag::make(5, 1, 2, 3), tag::make(5, 1, 3, 2));
+  const uint64_t t = tag::make(5, tag::kMaxReceives - 1, codegen::kMaxChunksPerRange - 1);
+  EXPECT_EQ(t >> 52, 5u);
+  EXPECT_EQ((t >> 20) & 0xffffffff, tag::kMaxReceives - 1);
+  EXPECT_EQ(t & 0xfffff, codegen::kMaxChunksPerRange - 1);
+  EXPECT_EQ(tag::make(5 + (uint64_t{1} << tag::kSequenceBits), 1, 2), tag::make(5, 1, 2));
+  EXPECT_NE(tag::make(5, 1, 2), tag::make(5, 2, 1));
+  // No data tag is the abort tag, whatever its sequence number and chunk.
+  EXPECT_NE(tag::make(0, tag::kMaxReceives - 1, codegen::kMaxChunksPerRange - 1), tag::abort_tag());
+  EXPECT_EQ(tag::abort_tag() >> 20, tag::kMaxReceives);
+  // Two operations in flight are less than 2^12 apart, so their tags differ.
+  EXPECT_LE(2 * tag::kMaxAhead, uint64_t{1} << tag::kSequenceBits);
+}
+
+// The runtime's transport sends every message eagerly, however long (docs/runtime.md, Eager
+// chunks): a send completes once the receiving worker has progressed, before any receive
+// is posted for it. Under rendezvous it would wait for that receive. Two workers of this
+// process, over shared memory, as the communicator sets them up on one host.
+TEST(Transport, LongChunksGoEager) {
+  if (std::getenv("UCX_RNDV_THRESH") != nullptr) GTEST_SKIP() << "UCX_RNDV_THRESH is set";
+  UcxTransport sender(false, 2, "posix,sysv,self", true);
+  UcxTransport receiver(false, 2, "posix,sysv,self", true);
+  const std::vector<std::vector<uint8_t>> addresses{sender.address(), receiver.address()};
+  sender.connect(addresses, 0, {false, false});
+  receiver.connect(addresses, 1, {false, false});
+  // The chunk of a range too long for 2^20 chunks of the default size, and a 16 MB one.
+  const uint64_t range_bytes = uint64_t{1} << 41;  // 2 TiB of float32
+  const auto chunking = codegen::chunk_range(range_bytes / 4, 4, codegen::kDefaultChunkBytes);
+  for (const size_t bytes : {size_t{chunking.chunk_elements * 4}, size_t{16} << 20}) {
+    std::vector<uint8_t> data(bytes), landed(bytes);
+    for (size_t i = 0; i < bytes; ++i) data[i] = static_cast<uint8_t>(i * 7 + 1);
+    const uint64_t message_tag = tag::make(1, 0, 0);
+    void* send = sender.send(1, data.data(), bytes, message_tag);
+    ASSERT_FALSE(UCS_PTR_IS_ERR(send));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (send != nullptr && ucp_request_check_status(send) == UCS_INPROGRESS &&
+           std::chrono::steady_clock::now() < deadline) {
+      sender.progress();
+      receiver.progress();
+    }
+    const bool sent_before_receive = send == nullptr || ucp_request_check_status(send) != UCS_INPROGRESS;
+    EXPECT_TRUE(sent_before_receive) << bytes << " bytes: the send waited for its receive (rendezvous)";
+    void* recv = receiver.recv(landed.data(), bytes, message_tag);
+    ASSERT_FALSE(UCS_PTR_IS_ERR(recv));
+    while (ucp_request_check_status(recv) == UCS_INPROGRESS ||
+           (send != nullptr && ucp_request_check_status(send) == UCS_INPROGRESS)) {
+      sender.progress();
+      receiver.progress();
+    }
+    EXPECT_EQ(ucp_request_check_status(recv), UCS_OK);
+    EXPECT_TRUE(landed == data) << bytes << " bytes";
+    ucp_request_free(recv);
+    if (send != nullptr) ucp_request_free(send);
+  }
 }
 
 TEST(Options, EnvironmentOverridesDefaults) {

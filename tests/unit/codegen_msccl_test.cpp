@@ -145,7 +145,9 @@ TEST(Msccl, EveryAlgorithmOnEveryBundledTopology) {
   for (const auto& entry : std::filesystem::directory_iterator(std::string(FLEXPLAN_SOURCE_DIR) + "/topologies")) {
     const Topology topo = load_topology(entry.path().string());
     for (const std::string& algorithm : algorithms_for(topo)) {
-      if (!schedule_fits_limits(find_algorithm(algorithm).estimate(topo))) continue;
+      // Algorithms without a size estimate are built; keep them to trees that build fast.
+      const auto estimate = find_algorithm(algorithm).estimate(topo);
+      if (estimate ? !schedule_fits_limits(*estimate) : topo.num_learners() > 2000) continue;
       const ir::Plan plan = single(topo, algorithm);
       for (const bool rccl : {false, true}) {
         const std::string result = round_trip(plan, rccl);

@@ -299,4 +299,38 @@ TEST(RankProgram, EveryoneReducesTheSameRangeNeedsStaging) {
 }
 
 }  // namespace
+// The linear sweep that marks staged writes agrees with its quadratic definition.
+TEST(RankProgram, StagingMatchesItsDefinitionOnRandomSteps) {
+  std::mt19937 random(12345);
+  for (int trial = 0; trial < 300; ++trial) {
+    ir::Schedule schedule;
+    schedule.units = 12;
+    ir::Step step;
+    const int ops = 1 + static_cast<int>(random() % 8);
+    for (int o = 0; o < ops; ++o) {
+      const uint64_t begin = random() % 11;
+      const uint64_t end = begin + 1 + random() % (12 - begin);
+      const auto kind = random() % 2 ? ir::OpKind::Reduce : ir::OpKind::Broadcast;
+      const auto root = static_cast<int32_t>(random() % 3);
+      std::vector<int32_t> group{0, 1, 2};
+      std::shuffle(group.begin(), group.end(), random);
+      group.resize(1 + random() % 3);
+      step.ops.push_back(op(kind, begin, end, root, group));
+    }
+    schedule.steps = {step};
+    for (int32_t rank = 0; rank < 3; ++rank) {
+      const RankProgram program = lower_rank_program(schedule, rank);
+      const auto& tasks = program.steps[0].tasks;
+      for (size_t i = 0; i < tasks.size(); ++i) {
+        bool expected = false;
+        for (size_t j = 0; j < tasks.size(); ++j) {
+          const bool overlap = tasks[i].unit_begin < tasks[j].unit_end && tasks[j].unit_begin < tasks[i].unit_end;
+          expected |= j != i && tasks[i].writes() && (tasks[j].reads_own() || tasks[j].writes()) && overlap;
+        }
+        EXPECT_EQ(tasks[i].stage_writes, expected) << "trial " << trial << " rank " << rank << " task " << i;
+      }
+    }
+  }
+}
+
 }  // namespace flexplan::codegen

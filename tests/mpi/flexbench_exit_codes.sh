@@ -1,0 +1,42 @@
+#!/bin/bash
+# flexbench's exit status (docs/flexbench.md): 0 success, 1 wrong results, 2 bad input (its
+# arguments, a missing, corrupt or unverifiable plan, a plan for another world size, a malformed
+# FLEXPLAN_* variable), 3 the runtime failed. Runs 2-rank jobs on this host.
+#   flexbench_exit_codes.sh MPIEXEC FLEXPLAN FLEXBENCH SOURCE_DIR
+set -u
+mpiexec=$1 flexplan=$2 flexbench=$3 source_dir=$4
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+"$flexplan" "$source_dir/topologies/paper-2m-5.json" -o "$work/plan-5.bin" > /dev/null || exit 1
+"$flexplan" "$source_dir/bench/flexbench/loopback-2.json" -o "$work/plan-2.bin" > /dev/null || exit 1
+printf 'not a plan at all' > "$work/corrupt.bin"
+head -c 100 "$work/plan-2.bin" > "$work/truncated.bin"
+
+status=0
+expect() {  # expect CODE DESCRIPTION [VAR=VALUE ...] -- FLEXBENCH-ARGS...
+  local code=$1 what=$2; shift 2
+  local vars=()
+  while [ "$1" != -- ]; do vars+=("$1"); shift; done
+  shift
+  local output
+  output=$(env "${vars[@]}" timeout 120 "$mpiexec" -np 2 --oversubscribe --mca mpi_yield_when_idle 1 \
+           "$flexbench" "$@" 2>&1)
+  local got=$?
+  if [ "$got" -ne "$code" ]; then
+    echo "FAIL: $what: exit $got, expected $code"
+    echo "$output" | grep -v "^\s*$" | head -20
+    status=1
+  else
+    echo "ok: $what: exit $got"
+  fi
+}
+expect 0 "a good plan" -- "$work/plan-2.bin" -b 8 -e 64 -n 1 -w 0 --blocking
+expect 2 "a missing plan" -- "$work/no-such-plan.bin" -b 8 -e 64 -n 1 --blocking
+expect 2 "a corrupt plan" -- "$work/corrupt.bin" -b 8 -e 64 -n 1 --blocking
+expect 2 "a truncated plan" -- "$work/truncated.bin" -b 8 -e 64 -n 1 --blocking
+expect 2 "a plan for 5 ranks" -- "$work/plan-5.bin" -b 8 -e 64 -n 1 --blocking
+expect 2 "a malformed FLEXPLAN_TIMEOUT_MS" FLEXPLAN_TIMEOUT_MS=soon -- "$work/plan-2.bin" -b 8 -e 64 -n 1 --blocking
+expect 2 "a bad size argument" -- "$work/plan-2.bin" -b 8X -e 64 -n 1 --blocking
+expect 2 "an algorithm the plan lacks" -- "$work/plan-2.bin" -a no-such-algorithm -b 8 -e 64 -n 1 --blocking
+[ $status -eq 0 ] && echo "PASS: every exit status as documented"
+exit $status
