@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ir/errors.hpp"
+#include "ir/utf8.hpp"
 
 namespace flexplan::ir::detail {
 
@@ -108,6 +109,18 @@ class ByteReader {
     auto view = bytes(size, what);
     return std::string(view.begin(), view.end());
   }
+  // A string that must be UTF-8; an error names the offset where its bytes start.
+  std::string utf8_string(const std::string& what) {
+    const size_t size = count(1, what.c_str());
+    const size_t start = offset();
+    auto view = bytes(size, what.c_str());
+    std::string text(view.begin(), view.end());
+    if (const auto bad = invalid_utf8_at(text)) {
+      fail_at(start, what + " is not valid UTF-8 (byte " + hex_byte(text[*bad]) + " at offset " +
+                         std::to_string(*bad) + ")");
+    }
+    return text;
+  }
 
  private:
   void need(size_t size, const char* what) const {
@@ -122,6 +135,12 @@ class ByteReader {
     for (int i = 0; i < width; ++i) value |= static_cast<uint64_t>(bytes_[pos_ + i]) << (8 * i);
     pos_ += static_cast<size_t>(width);
     return value;
+  }
+
+  static std::string hex_byte(char c) {
+    constexpr char kDigits[] = "0123456789abcdef";
+    const auto u = static_cast<uint8_t>(c);
+    return std::string("0x") + kDigits[u >> 4] + kDigits[u & 15];
   }
 
   std::span<const uint8_t> bytes_;

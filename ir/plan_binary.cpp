@@ -85,7 +85,7 @@ Op decode_op(detail::ByteReader& in) {
 
 Schedule decode_schedule(detail::ByteReader& in) {
   Schedule schedule;
-  schedule.algorithm = in.string("algorithm name");
+  schedule.algorithm = in.utf8_string("algorithm name");
   schedule.collective = static_cast<Collective>(
       in.varint_at_most(static_cast<uint64_t>(Collective::Broadcast), "collective"));
   schedule.min_bytes = in.varint("min bytes");
@@ -228,14 +228,15 @@ Plan decode_plan_unverified(std::span<const uint8_t> bytes, const std::string& s
   if (flags & kFlagTopologyHash) plan.topology_hash = fmt::format("{:016x}", topology_hash);
 
   detail::ByteReader in(payload, source, kHeaderSize);
-  plan.topology_name = in.string("topology name");
+  plan.topology_name = in.utf8_string("topology name");
   const size_t names_at = in.offset();
   plan.rank_names.resize(in.count(1, "rank name count"));
   if (!plan.rank_names.empty() && plan.rank_names.size() != world_size) {
     in.fail_at(names_at, fmt::format("{} rank names for a world size of {}", plan.rank_names.size(),
                                      world_size));
   }
-  for (std::string& name : plan.rank_names) name = in.string("rank name");
+  for (size_t rank = 0; rank < plan.rank_names.size(); ++rank)
+    plan.rank_names[rank] = in.utf8_string(fmt::format("rank name {}", rank));
   plan.schedules.resize(in.count(6, "schedule count"));
   for (Schedule& schedule : plan.schedules) schedule = decode_schedule(in);
   if (in.remaining() != 0)

@@ -10,6 +10,7 @@
 #include "ir/exact_replay.hpp"
 #include "ir/op_text.hpp"
 #include "ir/summary_execution.hpp"
+#include "ir/utf8.hpp"
 
 namespace flexplan::ir {
 
@@ -138,19 +139,10 @@ std::optional<int32_t> first_unwritten_rank(const Schedule& schedule, int32_t wo
   return expected;
 }
 
-void verify_schedule_labeled(const Schedule& schedule, int32_t world_size,
-                             const std::string& label) {
-  check_structure_labeled(schedule, world_size, label);
-  if (schedule.collective != Collective::AllReduce) {
-    fail(label, fmt::format("verifying {} schedules is not supported yet (only allreduce)",
-                            to_string(schedule.collective)));
-  }
-  if (const auto rank = first_unwritten_rank(schedule, world_size)) {
-    fail(label, fmt::format("rank {} is never written by any op, so it cannot end with the other "
-                            "ranks' contributions",
-                            *rank));
-  }
-  const auto fault = detail::execute_summaries(schedule, world_size);
+// Runs the schedule on units [low, high) and throws the exact explanation of the first fault.
+void execute_and_explain(const Schedule& schedule, int32_t world_size, uint64_t low,
+                         uint64_t high, const std::string& label) {
+  const auto fault = detail::execute_summaries(schedule, world_size, low, high);
   if (!fault) return;
   if (fault->kind == detail::SummaryFault::Kind::WriteConflict) fail(label, fault->message);
   const auto exact =
@@ -158,6 +150,60 @@ void verify_schedule_labeled(const Schedule& schedule, int32_t world_size,
                           fmt::format("[{},{})", fault->range_begin, fault->range_end));
   // The exact replay always explains a summary fault; the summary's own words are a fallback.
   fail(label, exact ? *exact : fault->message);
+}
+
+void check_supported(const Schedule& schedule, const std::string& label) {
+  if (schedule.collective != Collective::AllReduce) {
+    fail(label, fmt::format("verifying {} schedules is not supported yet (only allreduce)",
+                            to_string(schedule.collective)));
+  }
+}
+
+void verify_schedule_labeled(const Schedule& schedule, int32_t world_size,
+                             const std::string& label) {
+  check_structure_labeled(schedule, world_size, label);
+  check_supported(schedule, label);
+  if (const auto rank = first_unwritten_rank(schedule, world_size)) {
+    fail(label, fmt::format("rank {} is never written by any op, so it cannot end with the other "
+                            "ranks' contributions",
+                            *rank));
+  }
+  execute_and_explain(schedule, world_size, 0, schedule.units, label);
+}
+
+// Every all-reduce message size, 0 bytes and up, has a schedule: the runtime picks one for any
+// size it is given. `order` sorts the schedules by collective, then min_bytes (and they do not
+// overlap).
+void check_every_size_served(const Plan& plan, const std::vector<size_t>& order) {
+  uint64_t served_to = 0;           // sizes below this are served
+  std::optional<size_t> previous;   // the schedule that serves up to served_to
+  auto gap = [&](uint64_t begin, std::optional<uint64_t> end, const std::string& why) {
+    fail("plan", fmt::format("no allreduce schedule serves messages of [{},{}) bytes: {}", begin,
+                             end ? std::to_string(*end) : "inf", why));
+  };
+  auto name = [&](size_t i) { return ir::schedule_label(plan, i); };
+  for (size_t i : order) {
+    const Schedule& schedule = plan.schedules[i];
+    if (schedule.collective != Collective::AllReduce) continue;
+    if (schedule.min_bytes > served_to) {
+      gap(served_to, schedule.min_bytes,
+          previous ? fmt::format("{} ends at {} and {} starts at {}", name(*previous), served_to,
+                                 name(i), schedule.min_bytes)
+                   : fmt::format("{} starts at {}", name(i), schedule.min_bytes));
+    }
+    if (!schedule.max_bytes) return;  // unbounded: every larger size is served
+    served_to = *schedule.max_bytes;
+    previous = i;
+  }
+  if (!previous) gap(0, std::nullopt, "the plan has no allreduce schedule");
+  gap(served_to, std::nullopt, fmt::format("{} ends at {}", name(*previous), served_to));
+}
+
+// Strings must be UTF-8, so that every printed form (text, JSON) can hold them.
+void check_utf8(const std::string& text, const std::string& what) {
+  if (const auto at = detail::invalid_utf8_at(text))
+    fail("plan", fmt::format("{} is not valid UTF-8 (byte {:#04x} at offset {})", what,
+                             static_cast<uint8_t>(text[*at]), *at));
 }
 
 bool is_hash_hex(const std::string& text) {
@@ -191,6 +237,11 @@ void check_plan_fields(const Plan& plan) {
     fail("plan", fmt::format("{} rank names for a world size of {} (give none or one per rank)",
                              plan.rank_names.size(), plan.world_size));
   }
+  check_utf8(plan.topology_name, "the topology name");
+  for (size_t rank = 0; rank < plan.rank_names.size(); ++rank)
+    check_utf8(plan.rank_names[rank], fmt::format("rank name {}", rank));
+  for (size_t i = 0; i < plan.schedules.size(); ++i)
+    check_utf8(plan.schedules[i].algorithm, fmt::format("the algorithm name of schedule {}", i));
   if (!plan.topology_hash.empty() && !is_hash_hex(plan.topology_hash)) {
     fail("plan",
          fmt::format("topology hash '{}' is not 16 lowercase hex digits", plan.topology_hash));
@@ -213,6 +264,7 @@ void check_plan_fields(const Plan& plan) {
                        byte_range(next), to_string(next.collective), next.min_bytes));
     }
   }
+  check_every_size_served(plan, order);
 }
 
 void verify_plan(const Plan& plan) {

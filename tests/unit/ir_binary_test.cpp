@@ -65,7 +65,10 @@ TEST(IrBinary, RoundTripsHugeValues) {
   schedule.min_bytes = UINT64_MAX - 1;
   schedule.steps = {Step{Phase::ReduceScatter, 0, {Op{OpKind::Reduce, 0, UINT64_MAX, 1, {0, 1}}}},
                     Step{Phase::AllGather, 0, {Op{OpKind::Broadcast, 0, UINT64_MAX, 1, {1, 0}}}}};
-  plan.schedules = {schedule};
+  Schedule below = schedule;  // every plan serves every size: this takes the rest
+  below.min_bytes = 0;
+  below.max_bytes = UINT64_MAX - 1;
+  plan.schedules = {schedule, below};
   EXPECT_EQ(decode_plan(encode_plan(plan), "mem"), plan);
 }
 
@@ -179,6 +182,36 @@ TEST(IrBinary, HostileLengthsAreCheckedBeforeUse) {
   EXPECT_NE(format_error(hostile).find("byte 65: min bytes does not fit in 64 bits"),
             std::string::npos)
       << format_error(hostile);
+}
+
+// Strings are UTF-8 (docs/ir.md): a name that is not is refused where it is decoded, so that
+// every printed form (text, JSON) of a loaded plan can hold it.
+TEST(IrBinary, StringsMustBeUtf8) {
+  const Plan good = testing::two_range_plan(3);
+  // Offsets within the payload: topology name "test-cluster" (1 + 12 bytes), rank name count,
+  // then the first rank name's length and bytes.
+  for (const std::string& bad : {std::string("gpu\xff"), std::string("\xc0\x80"),
+                                 std::string("\xed\xa0\x80"), std::string("\xf4\x90\x80\x80"),
+                                 std::string("gpu\xe2\x82")}) {
+    Plan plan = good;
+    plan.rank_names[0] = bad;
+    const std::string message = format_error(encode_plan(plan));
+    EXPECT_NE(message.find("plan.bin: byte 75: rank name 0 is not valid UTF-8"), std::string::npos)
+        << message;
+  }
+  Plan plan = good;
+  plan.schedules[1].algorithm = "tr\xff" "ee";
+  EXPECT_NE(format_error(encode_plan(plan)).find("algorithm name is not valid UTF-8"),
+            std::string::npos)
+      << format_error(encode_plan(plan));
+  plan = good;
+  plan.topology_name = "\x80";
+  EXPECT_NE(format_error(encode_plan(plan)).find("byte 61: topology name is not valid UTF-8"),
+            std::string::npos)
+      << format_error(encode_plan(plan));
+  plan = good;
+  plan.rank_names[2] = "caf\xc3\xa9 \xf0\x9f\x9a\x80";  // valid: two- and four-byte forms
+  EXPECT_EQ(decode_plan(encode_plan(plan), "mem"), plan);
 }
 
 TEST(IrBinary, LoadingVerifiesThePlan) {
