@@ -3,7 +3,9 @@
 // name the source and the byte offset.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string>
 #include <vector>
@@ -18,15 +20,17 @@ class ByteWriter {
   void fixed32(uint32_t value) { fixed(value, 4); }
   void fixed64(uint64_t value) { fixed(value, 8); }
   void bytes(const void* data, size_t size) {
-    const auto* p = static_cast<const uint8_t*>(data);
-    out_.insert(out_.end(), p, p + size);
+    std::memcpy(room(size), data, size);
+    size_ += size;
   }
   void varint(uint64_t value) {
+    uint8_t* p = room(10);
     while (value >= 0x80) {
-      out_.push_back(static_cast<uint8_t>(value | 0x80));
+      *p++ = static_cast<uint8_t>(value | 0x80);
       value >>= 7;
     }
-    out_.push_back(static_cast<uint8_t>(value));
+    *p++ = static_cast<uint8_t>(value);
+    size_ = static_cast<size_t>(p - out_.data());
   }
   // Zigzag, so that small negative numbers stay short.
   void signed_varint(int64_t value) {
@@ -36,13 +40,26 @@ class ByteWriter {
     varint(text.size());
     bytes(text.data(), text.size());
   }
-  std::vector<uint8_t>& buffer() { return out_; }
+  // What has been written.
+  std::vector<uint8_t>& buffer() {
+    out_.resize(size_);
+    return out_;
+  }
 
  private:
+  // At least `size` writable bytes at the end of what has been written. The vector runs ahead
+  // of size_ so that small writes go through a pointer, not one push_back per byte.
+  uint8_t* room(size_t size) {
+    if (out_.size() - size_ < size) out_.resize(std::max(2 * out_.size(), size_ + size + 4096));
+    return out_.data() + size_;
+  }
   void fixed(uint64_t value, int width) {
-    for (int i = 0; i < width; ++i) out_.push_back(static_cast<uint8_t>(value >> (8 * i)));
+    uint8_t* p = room(8);
+    for (int i = 0; i < width; ++i) p[i] = static_cast<uint8_t>(value >> (8 * i));
+    size_ += static_cast<size_t>(width);
   }
   std::vector<uint8_t> out_;
+  size_t size_ = 0;
 };
 
 class ByteReader {
@@ -69,6 +86,22 @@ class ByteReader {
   }
 
   uint64_t varint(const char* what) {
+    if (remaining() >= 10) {
+      // Fast path: no end of input within the longest varint.
+      const uint8_t* p = bytes_.data() + pos_;
+      uint64_t value = 0;
+      for (int shift = 0; shift < 63; shift += 7) {
+        const uint8_t byte = *p++;
+        value |= static_cast<uint64_t>(byte & 0x7f) << shift;
+        if (!(byte & 0x80)) {
+          pos_ = static_cast<size_t>(p - bytes_.data());
+          return value;
+        }
+      }
+      if (*p > 1) fail(std::string(what) + " does not fit in 64 bits");
+      pos_ = static_cast<size_t>(p + 1 - bytes_.data());
+      return value | static_cast<uint64_t>(*p) << 63;
+    }
     const size_t start = offset();
     uint64_t value = 0;
     for (int shift = 0;; shift += 7) {

@@ -13,7 +13,7 @@
 
 namespace flexplan::ir {
 
-inline constexpr uint32_t kPlanFormatVersion = 1;
+inline constexpr uint32_t kPlanFormatVersion = 2;
 
 // Serializes the plan as it is; does not verify (write_plan_file does).
 std::vector<uint8_t> encode_plan(const Plan& plan);

@@ -128,7 +128,7 @@ TEST_F(IrCli, NonUtf8NamesAreMalformedInput) {
   Plan plan = testing::two_range_plan(3);
   plan.rank_names[1] = "m0/gpu\xff";
   const std::string file = write_bytes("latin1.bin", encode_plan(plan));
-  for (const std::string command : {"inspect " + file + " --format json", "inspect " + file,
+  for (const std::string& command : {"inspect " + file + " --format json", "inspect " + file,
                                     "verify " + file}) {
     const auto result = run_flexplan(command);
     EXPECT_EQ(result.exit_code, 2) << command << "\n" << result.output;

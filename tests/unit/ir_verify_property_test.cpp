@@ -166,6 +166,19 @@ TEST(IrVerifyProperty, AgreesWithBruteForceOnMutatedSchedules) {
       const auto windowed = detail::execute_summaries(schedule, p, 0, schedule.units, 1);
       ASSERT_EQ(whole.has_value(), windowed.has_value()) << context;
     }
+    // Verified in slices, as the ranks of a job do, some slice fails exactly when the whole
+    // plan fails.
+    const Plan plan = testing::plan_of({schedule}, p);
+    const int32_t slices = std::uniform_int_distribution<int32_t>(1, p + 3)(rng);
+    bool some_slice_failed = false;
+    for (int32_t slice = 0; slice < slices; ++slice) {
+      try {
+        verify_plan_slice(plan, slice, slices);
+      } catch (const VerifyError&) {
+        some_slice_failed = true;
+      }
+    }
+    ASSERT_EQ(some_slice_failed, !expected) << slices << " slices\n" << context;
     if (!expected) {
       ++rejected;
       EXPECT_EQ(message.find("not each rank's once"), std::string::npos) << message << "\n"

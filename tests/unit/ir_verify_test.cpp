@@ -312,6 +312,45 @@ TEST(IrVerify, LargeMutationIsFoundAndNamed) {
       "(9999 in all)", "was never written");
 }
 
+// Verifying in slices (one per rank of a job): each structural fault is found by some slice,
+// whatever the number of slices, with the same message verify_plan gives.
+TEST(IrVerify, SlicesTogetherCheckEveryOp) {
+  std::vector<std::pair<Schedule, std::string>> faults;
+  Schedule ring = ring_schedule(5);
+  ring.steps[2].ops[0].group[1] = 7;
+  faults.emplace_back(ring, "step 2 op 0 (reduce [3,4) root 1 group 0 7): group member 7 is not "
+                            "among the 5 ranks");
+  ring = ring_schedule(5);
+  ring.steps[6].ops[3].group = {3, 3};
+  faults.emplace_back(ring, "step 6 op 3 (broadcast [2,3) root 3 group 3 3): rank 3 appears twice");
+  ring = ring_schedule(5);
+  ring.steps[7].ops[4].end = ring.steps[7].ops[4].begin;
+  faults.emplace_back(ring, "step 7 op 4 (broadcast [2,2) root 4 group 4 0): empty range");
+  for (const auto& [schedule, expected] : faults) {
+    const Plan plan = plan_of({schedule}, 5);
+    std::string whole;
+    try {
+      verify_plan(plan);
+    } catch (const VerifyError& e) {
+      whole = e.what();
+    }
+    EXPECT_NE(whole.find(expected), std::string::npos) << "whole plan: " << whole;
+    for (int32_t slices = 1; slices <= 9; ++slices) {
+      std::string found;
+      for (int32_t slice = 0; slice < slices; ++slice) {
+        try {
+          verify_plan_slice(plan, slice, slices);
+        } catch (const VerifyError& e) {
+          if (std::string(e.what()).find(expected) != std::string::npos) found = e.what();
+        }
+      }
+      EXPECT_FALSE(found.empty()) << slices << " slices: no slice found '" << expected << "'";
+    }
+  }
+  EXPECT_NO_THROW(verify_plan_slice(plan_of({ring_schedule(5)}, 5), 4, 5));
+  EXPECT_THROW(verify_plan_slice(plan_of({ring_schedule(5)}, 5), 5, 5), std::invalid_argument);
+}
+
 // ---- plan-level fields
 
 TEST(IrVerifyPlan, AcceptsAWellFormedPlan) {
