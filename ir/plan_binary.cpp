@@ -65,6 +65,10 @@ bool edit_positions(const std::vector<int32_t>& group, const std::vector<int32_t
 
 void encode_op(detail::ByteWriter& out, const Op& op, OpContext& previous,
                std::vector<size_t>& positions) {
+  if (op.end < op.begin)
+    throw PlanFormatError(fmt::format("plan: an op's range [{},{}) ends before it begins and "
+                                      "cannot be written",
+                                      op.begin, op.end));
   const bool edits = edit_positions(op.group, previous.group, positions);
   out.varint(static_cast<uint64_t>(op.kind) | (edits ? kGroupEdits : kGroupList) << 1);
   out.signed_varint(static_cast<int64_t>(op.begin - previous.end));

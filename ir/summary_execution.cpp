@@ -314,7 +314,7 @@ std::optional<SummaryFault> execute_summaries(const Schedule& schedule, int32_t 
   // Windows still to run, the next one last; an over-budget window is replaced by its parts.
   std::vector<std::pair<uint64_t, uint64_t>> windows{{low, high}};
   while (!windows.empty()) {
-    const auto [begin, end] = windows.back();
+    const uint64_t begin = windows.back().first, end = windows.back().second;
     windows.pop_back();
     std::optional<SummaryFault> fault;
     // A single unit holds one segment per rank: it always fits.

@@ -345,6 +345,21 @@ TEST(IrBinary, HostileOpCodingsAreRejected) {
   EXPECT_NE(message.find("op end overflows 64 bits"), std::string::npos) << message;
 }
 
+// plan.bin codes a range as its begin and length: one that ends before it begins cannot be
+// written (found by fuzzing the text form, which now refuses it as well).
+TEST(IrBinary, RangesEndingBeforeTheyBeginCannotBeWritten) {
+  Plan plan = testing::two_range_plan(3);
+  plan.schedules[0].steps[0].ops[0].begin = 2;
+  plan.schedules[0].steps[0].ops[0].end = 1;
+  try {
+    encode_plan(plan);
+    ADD_FAILURE() << "encoded";
+  } catch (const PlanFormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("[2,1) ends before it begins"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(IrBinary, LoadingVerifiesThePlan) {
   Plan plan = testing::two_range_plan(4);
   plan.schedules[0].steps.pop_back();
