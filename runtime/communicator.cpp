@@ -1,7 +1,6 @@
 #include "runtime/communicator.hpp"
 
-#include "ir/plan_binary.hpp"
-#include "ir/verify.hpp"
+#include "ir/job_plan.hpp"
 #include "runtime/engine.hpp"
 
 namespace flexplan {
@@ -18,14 +17,33 @@ void Request::wait() {
 
 bool Request::test() { return !operation_ || engine_->test(*operation_); }
 
+namespace {
+
+int size_of(MPI_Comm comm) {
+  int size = 0;
+  MPI_Comm_size(comm, &size);
+  return size;
+}
+
+int rank_of(MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  return rank;
+}
+
+}  // namespace
+
+// Each rank verifies its slice of the plan (ir/job_plan.hpp); the engine then fails every rank
+// if any slice failed, and refuses ranks that hold different plans or a plan for another size.
 Communicator::Communicator(const std::string& plan_path, MPI_Comm comm, Options options)
-    : engine_(std::make_unique<Engine>([&] { return ir::read_plan_file(plan_path); }, plan_path, comm,
-                                       std::move(options))) {}
+    : engine_(std::make_unique<Engine>(
+          [&] { return ir::load_job_plan(plan_path, size_of(comm), rank_of(comm)); }, plan_path,
+          comm, std::move(options))) {}
 
 Communicator::Communicator(ir::Plan plan, MPI_Comm comm, Options options)
     : engine_(std::make_unique<Engine>(
           [&] {
-            ir::verify_plan(plan);
+            ir::check_job_plan(plan, size_of(comm), rank_of(comm));
             return std::move(plan);
           },
           "(in memory)", comm, std::move(options))) {}
