@@ -60,6 +60,21 @@ TEST(IrBinary, RoundTripsExactly) {
   EXPECT_EQ(decode_plan(encode_plan(bare), "mem"), bare);
 }
 
+// The shape of every op survives, whether its group is coded as a list or as edits.
+TEST(IrBinary, StarOpsRoundTrip) {
+  Plan plan = testing::two_range_plan(6);
+  size_t stars = 0;
+  for (auto& schedule : plan.schedules)
+    for (auto& step : schedule.steps)
+      for (size_t o = 0; o < step.ops.size(); o += 2) {
+        step.ops[o].shape = OpShape::Star;
+        ++stars;
+      }
+  ASSERT_GT(stars, 0u);
+  const Plan decoded = decode_plan_unverified(encode_plan(plan), "mem");
+  EXPECT_EQ(decoded, plan);
+}
+
 TEST(IrBinary, RoundTripsHugeValues) {
   Plan plan = testing::plan_of({}, 2);
   Schedule schedule;
@@ -332,10 +347,11 @@ TEST(IrBinary, HostileOpCodingsAreRejected) {
   EXPECT_NE(message.find("2 group edits for a group of 1"), std::string::npos) << message;
   // An unknown op head.
   message = decode_error(sealed_plan(4, [&](auto& out) {
-    op(out, 4, 0, 8, 0);
+    op(out, 8, 0, 8, 0);
     out.varint(0);
   }, 1));
-  EXPECT_NE(message.find("op kind and group form 4 exceeds 3"), std::string::npos) << message;
+  EXPECT_NE(message.find("op kind, group form and shape 8 exceeds 7"), std::string::npos)
+      << message;
   // A begin before 0 wraps around and then overflows with its length.
   message = decode_error(sealed_plan(4, [&](auto& out) {
     op(out, 0, -1, 2, 0);
