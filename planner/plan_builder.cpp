@@ -106,6 +106,11 @@ class PlanBuilder {
       candidate.priced = true;
       candidate.priced_by = "closed form";
       candidate.cost = std::move(*closed);
+    } else if (choice.slices > 1 && candidate.size.ops > kMaxPipelinedOps) {
+      candidate.left_out_because = fmt::format(
+          "its pipeline would have ~{} ops (limit for pipelined schedules {})",
+          candidate.size.ops, kMaxPipelinedOps);
+      note(fmt::format("{}: left out: {}", candidate.algorithm, candidate.left_out_because));
     } else if (choice.slices > 1 && schedule_fits_limits(base_size(*choice.row)) &&
                2 * base_size(*choice.row).group_members <= kPipelinePricingBudget) {
       // Priced from the base schedule's windows (pipeline.hpp); built only if it wins.
