@@ -14,7 +14,8 @@ std::string range_text(uint64_t begin, uint64_t end) { return fmt::format("[{},{
 
 std::string links_text(const std::vector<Link>& links) {
   std::string out;
-  for (const Link& link : links) out += fmt::format("{}{} (#{})", out.empty() ? "" : ", ", link.rank, link.receive_index);
+  for (const Link& link : links)
+    out += fmt::format("{}{} (#{})", out.empty() ? "" : ", ", link.rank, link.receive_index);
   return out;
 }
 
@@ -50,7 +51,8 @@ uint64_t number(const std::vector<Link>& links) { return links.empty() ? 0 : lin
 
 std::string initializer(const std::vector<Link>& links) {
   std::string out = "{";
-  for (const Link& link : links) out += fmt::format("{}{{{}, {}}}", out.size() > 1 ? ", " : "", link.rank, link.receive_index);
+  for (const Link& link : links)
+    out += fmt::format("{}{{{}, {}}}", out.size() > 1 ? ", " : "", link.rank, link.receive_index);
   return out + "}";
 }
 
@@ -181,7 +183,8 @@ ProgramCollector::ProgramCollector(size_t steps, uint64_t units) : units_(units)
     task.own_position = t->own_position;
     task.stage_writes = t->stage_writes != 0;
     task.own_from_send = t->own_from_send != 0;
-    for (uint32_t i = 0; i < t->source_count; ++i) task.sources.push_back({t->sources[i].rank, t->sources[i].receive_index});
+    for (uint32_t i = 0; i < t->source_count; ++i)
+      task.sources.push_back({t->sources[i].rank, t->sources[i].receive_index});
     for (uint32_t i = 0; i < t->destination_count; ++i)
       task.destinations.push_back({t->destinations[i].rank, t->destinations[i].receive_index});
     task.unit_begin = t->unit_begin;

@@ -1,8 +1,8 @@
 // The point-to-point lowering, the program the UCX runtime executes: what one rank does in each
 // step of a schedule, i.e. its place in every op's chain or star (from lower_op, the hops the
-// cost model prices), whether its writes must be staged, and where it reads its own data. Independent
-// of the message size, so it is lowered once per (schedule, rank) and reused. Other backends get
-// lowerings of their own (the MSCCL export builds on this one).
+// cost model prices), whether its writes must be staged, and where it reads its own data.
+// Independent of the message size, so it is lowered once per (schedule, rank) and reused. Other
+// backends get lowerings of their own (the MSCCL export builds on this one).
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,7 @@
-// The chained point-to-point lowering (codegen/rank_program.hpp): chain positions, staged writes,
-// where own data is read, and, over random trees and every algorithm, that all ranks' programs
-// fit together hop by hop and, run on numbers with the runtime's rules, compute the all-reduce.
+// The point-to-point lowering (codegen/rank_program.hpp): chain positions, star roots, staged
+// writes, where own data is read, and, over random trees and every algorithm, that all ranks'
+// programs fit together hop by hop and, run on numbers with the runtime's rules, compute the
+// all-reduce.
 #include <gtest/gtest.h>
 
 #include <algorithm>
