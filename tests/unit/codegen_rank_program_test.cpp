@@ -102,22 +102,22 @@ TEST(RankProgram, StarRootsReceiveFromOrSendToEveryMember) {
   EXPECT_EQ(root.own_position, 2u);  // 3, 0, own, 1
   EXPECT_TRUE(root.writes());
   EXPECT_TRUE(root.reads_own());
-  EXPECT_EQ(two.steps[0].tasks[1].destinations, (std::vector<Link>{{3, 0}}));
+  EXPECT_EQ(two.steps[0].tasks[1].destinations, (std::vector<Link>{{3, 2}}));  // after 1 -> 3 twice
   const RankProgram zero = lower_rank_program(schedule, 0);
   ASSERT_EQ(zero.steps[0].tasks.size(), 3u);
   EXPECT_EQ(zero.steps[0].tasks[1].destinations, (std::vector<Link>{{2, 1}}));  // its second receive
   EXPECT_EQ(zero.steps[0].tasks[2].sources, (std::vector<Link>{{1, 1}}));
   EXPECT_TRUE(zero.steps[0].tasks[2].writes());
   const RankProgram one = lower_rank_program(schedule, 1);
-  ASSERT_EQ(one.steps[0].tasks.size(), 3u);
-  const Task& broadcaster = one.steps[0].tasks[1];
+  ASSERT_EQ(one.steps[0].tasks.size(), 4u);
+  const Task& broadcaster = one.steps[0].tasks[2];
   EXPECT_TRUE(broadcaster.sources.empty());
-  EXPECT_EQ(broadcaster.destinations, (std::vector<Link>{{0, 1}, {3, 1}}));
+  EXPECT_EQ(broadcaster.destinations, (std::vector<Link>{{0, 1}, {3, 0}}));
   EXPECT_TRUE(broadcaster.reads_own());
   EXPECT_FALSE(broadcaster.writes());
   const RankProgram three = lower_rank_program(schedule, 3);
   const Task& outside = three.steps[0].tasks[2];
-  EXPECT_EQ(outside.sources, (std::vector<Link>{{1, 2}, {2, 3}}));
+  EXPECT_EQ(outside.sources, (std::vector<Link>{{1, 1}, {2, 2}}));
   EXPECT_FALSE(outside.add_own);
   EXPECT_FALSE(outside.reads_own());
   EXPECT_EQ(check_hops(schedule, 4), "");  // not an all-reduce: run_programs does not apply
