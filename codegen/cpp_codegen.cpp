@@ -1,4 +1,4 @@
-// Generated per-rank C++ (cpp_codegen.hpp): each rank's program as one call per transfer.
+// Generated per-rank C++ (cpp_codegen.hpp): each rank's program as one call per task.
 #include "codegen/cpp_codegen.hpp"
 
 #include <fmt/format.h>
@@ -12,18 +12,24 @@ namespace {
 
 std::string range_text(uint64_t begin, uint64_t end) { return fmt::format("[{},{})", begin, end); }
 
-// "step 2 op 1: reduce [0,6) root 3: receive from 4, add own, write (staged)"
+std::string links_text(const std::vector<Link>& links) {
+  std::string out;
+  for (const Link& link : links)
+    out += fmt::format("{}{} (#{})", out.empty() ? "" : ", ", link.rank, link.receive_index);
+  return out;
+}
+
+// "step 2 op 1: reduce [0,6) root 3: receive #4 from 4, add own, write (staged)"
 std::string describe(const ir::Schedule& schedule, size_t step, const Task& task) {
   const ir::Op& op = schedule.steps[step].ops[task.op_index];
   std::string what;
   if (!task.receives()) {
-    what = fmt::format("send own{} to {} (its receive #{})", task.own_from_send ? " (input)" : "", task.next,
-                       task.next_receive_index);
+    what = fmt::format("send own{} to {}", task.own_from_send ? " (input)" : "", links_text(task.destinations));
   } else {
-    what = fmt::format("receive #{} from {}", task.receive_index, task.prev);
+    what = fmt::format("receive from {}", links_text(task.sources));
     if (task.reduce && task.add_own) what += task.own_from_send ? ", add own (input)" : ", add own";
     if (task.writes()) what += task.stage_writes ? ", write (staged)" : ", write";
-    if (task.sends()) what += fmt::format(", send to {} (its receive #{})", task.next, task.next_receive_index);
+    if (task.sends()) what += fmt::format(", send to {}", links_text(task.destinations));
   }
   return fmt::format("step {} op {}: {} {} root {}: {}", step, task.op_index, ir::to_string(op.kind),
                      range_text(op.begin, op.end), op.root, what);
@@ -40,7 +46,31 @@ std::string flags(const Task& task) {
   return out;
 }
 
-std::string peer(int32_t rank) { return rank < 0 ? "kNone" : std::to_string(rank); }
+std::string peer(const std::vector<Link>& links) { return links.empty() ? "kNone" : std::to_string(links[0].rank); }
+uint64_t number(const std::vector<Link>& links) { return links.empty() ? 0 : links[0].receive_index; }
+
+std::string initializer(const std::vector<Link>& links) {
+  std::string out = "{";
+  for (const Link& link : links)
+    out += fmt::format("{}{{{}, {}}}", out.size() > 1 ? ", " : "", link.rank, link.receive_index);
+  return out + "}";
+}
+
+// One call per task: a chain member's compact form (Emitter::reduce / broadcast), which implies
+// own_position, else the general one of a star root.
+std::string task_call(const Task& task) {
+  const bool chain = task.sources.size() <= 1 && task.destinations.size() <= 1 &&
+                     task.own_position == (task.add_own ? 1u : 0u);
+  if (chain)
+    return fmt::format("e.{}({}, {}, {}, {}, {}, {}, {}, {});", task.reduce ? "reduce" : "broadcast", task.op_index,
+                       task.unit_begin, task.unit_end, peer(task.sources), peer(task.destinations), flags(task),
+                       number(task.sources), number(task.destinations));
+  if (task.reduce)
+    return fmt::format("e.reduce_star({}, {}, {}, {}, {}, {}, {});", task.op_index, task.unit_begin, task.unit_end,
+                       flags(task), task.own_position, initializer(task.sources), initializer(task.destinations));
+  return fmt::format("e.broadcast_star({}, {}, {}, {}, {}, {});", task.op_index, task.unit_begin, task.unit_end,
+                     flags(task), initializer(task.sources), initializer(task.destinations));
+}
 
 std::string schedule_title(const ir::Schedule& schedule, size_t index) {
   return fmt::format("schedule {}: {} {}, bytes [{}, {}), {} units", index, schedule.algorithm,
@@ -65,9 +95,7 @@ std::string rank_file(const ir::Plan& plan, int32_t rank, const std::string& hea
         out += fmt::format("  e.copy_in({}, {});  // step {}: input {} into the result first\n", r.begin, r.end, s,
                            range_text(r.begin, r.end));
       for (const Task& task : step.tasks)
-        out += fmt::format("  e.{}({}, {}, {}, {}, {}, {}, {}, {});  // {}\n", task.reduce ? "reduce" : "broadcast",
-                           task.op_index, task.unit_begin, task.unit_end, peer(task.prev), peer(task.next),
-                           flags(task), task.receive_index, task.next_receive_index, describe(schedule, s, task));
+        out += fmt::format("  {}  // {}\n", task_call(task), describe(schedule, s, task));
     }
     for (const UnitRange& r : program.copy_at_end)
       out += fmt::format("  e.copy_at_end({}, {});  // no step writes {} here: the input is the result\n", r.begin,
@@ -144,19 +172,24 @@ ProgramCollector::ProgramCollector(size_t steps, uint64_t units) : units_(units)
     if (c.current_ < 0 || c.at_end_) return c.fail("a task outside a step");
     if (t->unit_begin >= t->unit_end || t->unit_end > c.units_)
       return c.fail(fmt::format("task range [{},{}) outside [0,{})", t->unit_begin, t->unit_end, c.units_));
+    if ((t->source_count > 0 && t->sources == nullptr) || (t->destination_count > 0 && t->destinations == nullptr))
+      return c.fail("a task's sources or destinations missing");
+    if (t->own_position > t->source_count)
+      return c.fail(fmt::format("own data placed after source {} of {}", t->own_position, t->source_count));
     Task task;
     task.op_index = t->op_index;
     task.reduce = t->reduce != 0;
     task.add_own = t->add_own != 0;
+    task.own_position = t->own_position;
     task.stage_writes = t->stage_writes != 0;
     task.own_from_send = t->own_from_send != 0;
-    task.prev = t->prev;
-    task.next = t->next;
+    for (uint32_t i = 0; i < t->source_count; ++i)
+      task.sources.push_back({t->sources[i].rank, t->sources[i].receive_index});
+    for (uint32_t i = 0; i < t->destination_count; ++i)
+      task.destinations.push_back({t->destinations[i].rank, t->destinations[i].receive_index});
     task.unit_begin = t->unit_begin;
     task.unit_end = t->unit_end;
-    task.receive_index = t->receive_index;
-    task.next_receive_index = t->next_receive_index;
-    c.program_.steps[static_cast<size_t>(c.current_)].tasks.push_back(task);
+    c.program_.steps[static_cast<size_t>(c.current_)].tasks.push_back(std::move(task));
   };
   sink_.copy_in = [](void* self, uint64_t begin, uint64_t end) {
     auto& c = *static_cast<ProgramCollector*>(self);

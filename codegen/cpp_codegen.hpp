@@ -1,5 +1,5 @@
-// Generated per-rank C++: each rank's chained-hop program (lower_rank_program) as straight-line
-// code against the runtime's execution interface (codegen/program_abi.h), one line per transfer,
+// Generated per-rank C++: each rank's point-to-point program (lower_rank_program) as straight-line
+// code against the runtime's execution interface (codegen/program_abi.h), one line per task,
 // to be built into a shared library that the runtime loads instead of lowering the plan itself.
 #pragma once
 

@@ -269,7 +269,7 @@ Attempt build(const ir::Schedule& schedule, const std::vector<RankProgram>& prog
     std::map<std::pair<int32_t, int32_t>, int> relays;
     for (const StepProgram& step : program.steps)
       for (const Task& task : step.tasks)
-        if (task.receives() && task.sends()) ++relays[{task.prev, task.next}];
+        if (task.receives() && task.sends()) ++relays[{task.sources[0].rank, task.destinations[0].rank}];
     gpu.match(relays);
     const bool fuse = !limits.rccl;
     // Splits [begin, end) into pieces of at most max_count chunks.
@@ -298,9 +298,12 @@ Attempt build(const ir::Schedule& schedule, const std::vector<RankProgram>& prog
         if (cb == ce) continue;
         const Buffer own = task.own_from_send ? Buffer::Input : Buffer::Output;
         const int32_t stage = task.stage_writes ? gpu.scratch(ce - cb) : -1;
-        const int in_tb = task.receives() ? gpu.receiving_tb(task.prev, channel_of(task.op_index)) : -1;
-        const int out_tb = task.sends() ? gpu.sending_tb(task.next, channel_of(task.op_index)) : -1;
-        const bool same_tb = task.receives() && task.sends() && gpu.matched(task.prev, task.next);
+        // Chains only (stars are refused): at most one source and one destination.
+        const int32_t prev = task.receives() ? task.sources[0].rank : -1;
+        const int32_t next = task.sends() ? task.destinations[0].rank : -1;
+        const int in_tb = task.receives() ? gpu.receiving_tb(prev, channel_of(task.op_index)) : -1;
+        const int out_tb = task.sends() ? gpu.sending_tb(next, channel_of(task.op_index)) : -1;
+        const bool same_tb = task.receives() && task.sends() && gpu.matched(prev, next);
         if (task.stage_writes) flushes.push_back({in_tb, stage, cb, ce});
         pieces(cb, ce, [&](int32_t b, int32_t e) {
           const int32_t n = e - b;
@@ -423,12 +426,16 @@ Export export_schedule(const ir::Plan& plan, size_t index, const ExportOptions& 
   if (options.protocol != "Simple" && options.protocol != "LL" && options.protocol != "LL128")
     throw ExportError(fmt::format("unknown protocol '{}' (Simple, LL or LL128)", options.protocol));
 
+  // The export writes chains only: a star root would need one threadblock per member and an
+  // ordered reduce across them, which is not built.
+  for (size_t s = 0; s < schedule.steps.size(); ++s)
+    for (size_t o = 0; o < schedule.steps[s].ops.size(); ++o)
+      if (schedule.steps[s].ops[o].shape == ir::OpShape::Star)
+        throw ExportError(fmt::format("{}: step {} op {} is a star op; the MSCCL export writes chain ops only "
+                                      "(plan a chain algorithm, e.g. flexreduce, for MSCCL)",
+                                      label, s, o));
   std::vector<RankProgram> programs;
-  try {
-    for (int32_t r = 0; r < plan.world_size; ++r) programs.push_back(lower_rank_program(schedule, r));
-  } catch (const std::invalid_argument& e) {  // ops the chained lowering has no program for
-    throw ExportError(e.what());
-  }
+  for (int32_t r = 0; r < plan.world_size; ++r) programs.push_back(lower_rank_program(schedule, r));
 
   Export result;
   result.chunking = report_chunking(plan, schedule, chunks);

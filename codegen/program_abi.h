@@ -8,24 +8,31 @@
 
 #include <stdint.h>
 
-#define FLEXPLAN_PROGRAM_ABI 2
+#define FLEXPLAN_PROGRAM_ABI 3
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* One rank's part in one op of a step: the fields of codegen::Task (codegen/rank_program.hpp). */
+/* One end of a message: the peer, and the message's number among the receiver's receives. */
+typedef struct flexplan_link {
+  int32_t rank;
+  uint64_t receive_index;
+} flexplan_link;
+
+/* One rank's part in one op of a step: the fields of codegen::Task (codegen/rank_program.hpp).
+ * A chain member has at most one source and one destination; a star root has several of one. */
 typedef struct flexplan_task {
   uint32_t op_index;
-  uint8_t reduce;         /* 1: a reduce chain, 0: a broadcast chain */
+  uint8_t reduce;         /* 1: a reduce, 0: a broadcast */
   uint8_t add_own;        /* reduce: combine what arrives with this rank's own data */
   uint8_t stage_writes;   /* land the written range in scratch, copy it in when the step ends */
   uint8_t own_from_send;  /* read own data from the send buffer (no earlier step wrote it) */
-  int32_t prev;           /* receive from this rank, or -1 */
-  int32_t next;           /* send to this rank, or -1 */
+  uint32_t own_position;  /* add_own: how many sources' data precede own when combining */
+  uint32_t source_count, destination_count;
+  const flexplan_link* sources;       /* receive each chunk from each, combined in this order */
+  const flexplan_link* destinations;  /* send each chunk to each */
   uint64_t unit_begin, unit_end;
-  uint64_t receive_index;       /* this rank's receives numbered in (step, op) order */
-  uint64_t next_receive_index;  /* this op's number among `next`'s receives */
 } flexplan_task;
 
 /* Where generated code delivers a program. Calls come in program order: step(s), then that
@@ -59,7 +66,9 @@ FLEXPLAN_EXPORT const flexplan_generated_plan* flexplan_generated_plan_v1(void);
 #ifdef __cplusplus
 }  /* extern "C" */
 
-/* What generated code calls: one line per transfer. */
+#include <initializer_list>
+
+/* What generated code calls: one line per task. */
 namespace flexplan_generated {
 
 enum : unsigned { kAddOwn = 1u, kStaged = 2u, kOwnFromSend = 4u };
@@ -70,31 +79,54 @@ struct Emitter {
   void step(uint32_t s) const { sink->step(sink->context, s); }
   void copy_in(uint64_t begin, uint64_t end) const { sink->copy_in(sink->context, begin, end); }
   void copy_at_end(uint64_t begin, uint64_t end) const { sink->copy_at_end(sink->context, begin, end); }
-  /* (op, unit range, receive from, send to, flags, this rank's receive number, the receive number
-     at `to`) */
+  /* A chain member: (op, unit range, receive from, send to, flags, this rank's receive number,
+     the receive number at `to`); kNone where it does not receive or send. */
   void reduce(uint32_t op, uint64_t begin, uint64_t end, int32_t from, int32_t to, unsigned flags,
               uint64_t receive, uint64_t next_receive) const {
-    task(op, 1, begin, end, from, to, flags, receive, next_receive);
+    chain(op, 1, begin, end, from, to, flags, receive, next_receive);
   }
   void broadcast(uint32_t op, uint64_t begin, uint64_t end, int32_t from, int32_t to, unsigned flags,
                  uint64_t receive, uint64_t next_receive) const {
-    task(op, 0, begin, end, from, to, flags, receive, next_receive);
+    chain(op, 0, begin, end, from, to, flags, receive, next_receive);
+  }
+  /* A star root: (op, unit range, flags, own's place among the sources, {rank, receive number}
+     of every source, then of every destination). */
+  void reduce_star(uint32_t op, uint64_t begin, uint64_t end, unsigned flags, uint32_t own_position,
+                   std::initializer_list<flexplan_link> sources,
+                   std::initializer_list<flexplan_link> destinations) const {
+    task(op, 1, begin, end, flags, own_position, sources.begin(), static_cast<uint32_t>(sources.size()),
+         destinations.begin(), static_cast<uint32_t>(destinations.size()));
+  }
+  void broadcast_star(uint32_t op, uint64_t begin, uint64_t end, unsigned flags,
+                      std::initializer_list<flexplan_link> sources,
+                      std::initializer_list<flexplan_link> destinations) const {
+    task(op, 0, begin, end, flags, 0, sources.begin(), static_cast<uint32_t>(sources.size()),
+         destinations.begin(), static_cast<uint32_t>(destinations.size()));
   }
 
  private:
-  void task(uint32_t op, uint8_t reduce, uint64_t begin, uint64_t end, int32_t from, int32_t to,
-            unsigned flags, uint64_t receive, uint64_t next_receive) const {
+  void chain(uint32_t op, uint8_t reduce, uint64_t begin, uint64_t end, int32_t from, int32_t to,
+             unsigned flags, uint64_t receive, uint64_t next_receive) const {
+    const flexplan_link source{from, receive}, destination{to, next_receive};
+    /* A chain member adds its own after the partial sum it receives. */
+    task(op, reduce, begin, end, flags, (flags & kAddOwn) != 0 ? 1u : 0u, &source, from == kNone ? 0u : 1u,
+         &destination, to == kNone ? 0u : 1u);
+  }
+  void task(uint32_t op, uint8_t reduce, uint64_t begin, uint64_t end, unsigned flags, uint32_t own_position,
+            const flexplan_link* sources, uint32_t source_count, const flexplan_link* destinations,
+            uint32_t destination_count) const {
     const flexplan_task t{op,
                           reduce,
                           static_cast<uint8_t>((flags & kAddOwn) != 0),
                           static_cast<uint8_t>((flags & kStaged) != 0),
                           static_cast<uint8_t>((flags & kOwnFromSend) != 0),
-                          from,
-                          to,
+                          own_position,
+                          source_count,
+                          destination_count,
+                          sources,
+                          destinations,
                           begin,
-                          end,
-                          receive,
-                          next_receive};
+                          end};
     sink->task(sink->context, &t);
   }
 };

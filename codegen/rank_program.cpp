@@ -1,12 +1,9 @@
-// The chained point-to-point lowering of a schedule, one rank at a time (rank_program.hpp).
+// The point-to-point lowering of a schedule, one rank at a time (rank_program.hpp).
 #include "codegen/rank_program.hpp"
 
 #include <algorithm>
 #include <iterator>
 #include <map>
-#include <stdexcept>
-
-#include <fmt/core.h>
 
 #include "codegen/lowering.hpp"
 
@@ -96,33 +93,35 @@ RankProgram lower_rank_program(const ir::Schedule& schedule, int32_t rank) {
   for (size_t s = 0; s < schedule.steps.size(); ++s) {
     const auto& ops = schedule.steps[s].ops;
     for (size_t o = 0; o < ops.size(); ++o) {
-      if (ops[o].shape != ir::OpShape::Chain)
-        throw std::invalid_argument(fmt::format(
-            "schedule '{}' step {} op {}: star ops have no chained point-to-point lowering yet",
-            schedule.algorithm, s, o));
+      const ir::Op& op = ops[o];
       Task task;
       task.op_index = static_cast<uint32_t>(o);
-      task.reduce = ops[o].kind == ir::OpKind::Reduce;
-      task.unit_begin = ops[o].begin;
-      task.unit_end = ops[o].end;
-      bool involved = false;
-      for (const auto& hop : lower_op(ops[o])) {
+      task.reduce = op.kind == ir::OpKind::Reduce;
+      task.unit_begin = op.begin;
+      task.unit_end = op.end;
+      // Hops come in chain order or, for a star, in group order: a star root's sources, and so
+      // the order it combines them in, follow the group.
+      for (const auto& hop : lower_op(op)) {
         const auto dst = static_cast<size_t>(hop.dst);
         if (dst >= receives_of.size()) receives_of.resize(dst + 1, 0);
-        if (hop.src == rank) {
-          task.next = hop.dst;
-          task.next_receive_index = receives_of[dst];
-          involved = true;
-        }
+        if (hop.src == rank) task.destinations.push_back({hop.dst, receives_of[dst]});
         if (hop.dst == rank) {
-          task.prev = hop.src;
+          task.sources.push_back({hop.src, receives_of[dst]});
           task.add_own = hop.dst_contributes;
-          task.receive_index = receives_of[dst];
-          involved = true;
         }
         ++receives_of[dst];
       }
-      if (involved) program.steps[s].tasks.push_back(task);
+      if (!task.receives() && !task.sends()) continue;
+      if (task.add_own) {
+        // A chain member adds its own to the partial sum it receives; a star root takes its
+        // own at its place in the group.
+        task.own_position = 1;
+        if (op.shape == ir::OpShape::Star) {
+          const auto at = std::find(op.group.begin(), op.group.end(), op.root);
+          task.own_position = static_cast<uint32_t>(at - op.group.begin());
+        }
+      }
+      program.steps[s].tasks.push_back(std::move(task));
     }
     mark_staged_writes(program.steps[s]);
   }

@@ -1,8 +1,8 @@
-// The chained point-to-point lowering, the program the UCX runtime executes: what one rank does
-// in each step of a schedule, i.e. its place in every op's chain (from lower_op, the hops the cost
-// model prices), whether its writes must be staged, and where it reads its own data. Independent
-// of the message size, so it is lowered once per (schedule, rank) and reused. Other backends get
-// lowerings of their own (the MSCCL export builds on this one).
+// The point-to-point lowering, the program the UCX runtime executes: what one rank does in each
+// step of a schedule, i.e. its place in every op's chain or star (from lower_op, the hops the
+// cost model prices), whether its writes must be staged, and where it reads its own data.
+// Independent of the message size, so it is lowered once per (schedule, rank) and reused. Other
+// backends get lowerings of their own (the MSCCL export builds on this one).
 #pragma once
 
 #include <cstdint>
@@ -12,19 +12,32 @@
 
 namespace flexplan::codegen {
 
-// This rank's part in one op. prev/next are -1 where the chain starts or ends here.
+// One end of a message: the peer, and the message's number among the receiver's receives.
+struct Link {
+  int32_t rank = -1;
+  // The runtime's tags: each rank's receives in the schedule are numbered 0, 1, ... in
+  // (step, op) order, a star root's receives of one op in group order; both ends compute it.
+  uint64_t receive_index = 0;
+  friend bool operator==(const Link&, const Link&) = default;
+};
+
+// This rank's part in one op. A chain member receives from at most one rank and sends to at
+// most one; a star reduce's root receives from every other member, a star broadcast's root
+// sends to every other member, and those members exchange with the root alone.
 struct Task {
   uint32_t op_index = 0;
-  bool reduce = true;    // reduce chain, else broadcast chain
-  int32_t prev = -1;     // receive each chunk from this rank
-  int32_t next = -1;     // send each chunk to this rank
-  bool add_own = false;  // reduce: combine the received chunk with this rank's own data
+  bool reduce = true;    // a reduce, else a broadcast
+  bool add_own = false;  // reduce: combine the received data with this rank's own data
+  // Reduce with add_own: how many sources' data precede this rank's own in the order of
+  // combining (a chain member's own comes after the partial sum it receives; a star root's at
+  // its place in the group). Fixed, so that floating-point results repeat exactly.
+  uint32_t own_position = 0;
   uint64_t unit_begin = 0, unit_end = 0;
-  // Message numbering for the runtime's tags: this rank's receives in the schedule are numbered
-  // 0, 1, ... in (step, op) order; receive_index is this task's number when it receives,
-  // next_receive_index the number this op has among `next`'s receives when it sends.
-  uint64_t receive_index = 0;
-  uint64_t next_receive_index = 0;
+  // Receive each chunk from every source, in this order (a reduce combines them in it).
+  std::vector<Link> sources;
+  // Send each chunk (a reduce: the combined data; a broadcast: what arrived, or this rank's
+  // own at the root) to every destination; receive_index is the message's number there.
+  std::vector<Link> destinations;
   // The range this task writes is read or written by another task of the same step on this
   // rank: land it in scratch and copy it in when the step ends, so that every op reads the
   // buffer as of the step's start (the IR's step semantics).
@@ -33,9 +46,9 @@ struct Task {
   // (out of place, the receive buffer then needs no initial copy of the input).
   bool own_from_send = false;
 
-  bool receives() const { return prev >= 0; }
-  bool sends() const { return next >= 0; }
-  // Writes its range into the buffer: a reduce's last member, every broadcast receiver.
+  bool receives() const { return !sources.empty(); }
+  bool sends() const { return !destinations.empty(); }
+  // Writes its range into the buffer: a reduce's root, every broadcast receiver.
   bool writes() const { return receives() && (!reduce || !sends()); }
   // Reads its own range as of the step's start.
   bool reads_own() const { return reduce ? (!receives() || add_own) : !receives(); }

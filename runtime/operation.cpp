@@ -64,12 +64,8 @@ size_t Operation::chunk_bytes(const TaskRun& run, size_t chunk) const {
   return std::min(run.chunk_elements, run.elements - first) * element_size_;
 }
 
-uint64_t Operation::receive_tag(const TaskRun& run, size_t chunk) const {
-  return tag::make(sequence_, run.task->receive_index, chunk);
-}
-
-uint64_t Operation::send_tag(const TaskRun& run, size_t chunk) const {
-  return tag::make(sequence_, run.task->next_receive_index, chunk);
+uint64_t Operation::tag_of(const codegen::Link& link, size_t chunk) const {
+  return tag::make(sequence_, link.receive_index, chunk);
 }
 
 void Operation::set_error(const std::string& message) {
@@ -116,10 +112,20 @@ void Operation::start_step() {
     if (runs_.empty()) continue;
     incomplete_runs_ = runs_.size();
     for (uint32_t r = 0; r < runs_.size(); ++r) {
-      for (Slot& slot : runs_[r].slots) {
-        slot.owner = this;
-        slot.run = r;
-        slot.notify = &Operation::on_completion;
+      const codegen::Task& task = *runs_[r].task;
+      const size_t transfers = task.sources.size() + task.destinations.size();
+      for (uint32_t s = 0; s < runs_[r].slots.size(); ++s) {
+        Slot& slot = runs_[r].slots[s];
+        slot.transfers.resize(transfers);
+        if (task.reduce) slot.scratch.resize(task.sources.size());
+        for (uint32_t t = 0; t < transfers; ++t) {
+          Transfer& transfer = slot.transfers[t];
+          transfer.owner = this;
+          transfer.run = r;
+          transfer.slot = s;
+          transfer.index = t;
+          transfer.notify = &Operation::on_completion;
+        }
       }
     }
     // Sends that complete at once may finish runs, even the step: advance() moves on then.
@@ -180,29 +186,31 @@ bool Operation::advance() {
 // --- chunks ----------------------------------------------------------------------------------
 
 void Operation::on_completion(UcxTransport::Completion* completion, ucs_status_t status, size_t length) {
-  auto* slot = static_cast<Slot*>(completion);
-  slot->status = status;
-  slot->length = length;
-  slot->owner->ready_.push_back(slot);
+  auto* transfer = static_cast<Transfer*>(completion);
+  transfer->status = status;
+  transfer->length = length;
+  transfer->owner->ready_.push_back(transfer);
 }
 
-void Operation::handle_completion(Slot& slot) {
-  if (slot.request == nullptr) return;  // released meanwhile (a failure)
-  TaskRun& run = runs_[slot.run];
-  ucp_request_free(slot.request);
-  slot.request = nullptr;
-  if (slot.state == ChunkState::Sending) {
+void Operation::handle_completion(Transfer& transfer) {
+  if (transfer.request == nullptr) return;  // released meanwhile (a failure)
+  TaskRun& run = runs_[transfer.run];
+  Slot& slot = run.slots[transfer.slot];
+  ucp_request_free(transfer.request);
+  transfer.request = nullptr;
+  const size_t sources = run.task->sources.size();
+  if (transfer.index >= sources) {
+    const int32_t to = run.task->destinations[transfer.index - sources].rank;
     --sends_in_flight_;
-    if (on_host(run.task->next)) --sends_on_host_in_flight_;
-    if (slot.status != UCS_OK) {
-      set_error(fmt::format("{}: {}: sending chunk {} to {} failed: {}", describe(), where(run),
-                            slot.chunk, peer(run.task->next), ucs_status_string(slot.status)));
+    if (on_host(to)) --sends_on_host_in_flight_;
+    if (transfer.status != UCS_OK) {
+      set_error(fmt::format("{}: {}: sending chunk {} to {} failed: {}", describe(), where(run), slot.chunk,
+                            peer(to), ucs_status_string(transfer.status)));
       return;
     }
-    context_.pool->release(std::move(slot.scratch));
-    slot.state = ChunkState::Done;
+    if (--slot.pending == 0) finish_chunk(slot);
   } else {
-    complete_receive(run, slot.chunk, slot, slot.status, slot.length);
+    complete_receive(run, slot, transfer.index, transfer.status, transfer.length);
   }
   if (!failed()) slide_window(run);
 }
@@ -227,58 +235,77 @@ void Operation::slide_window(TaskRun& run) {
 }
 
 void Operation::start_chunk(TaskRun& run, size_t chunk) {
+  const codegen::Task& task = *run.task;
   Slot& slot = run.slots[chunk % run.slots.size()];
   slot.chunk = chunk;
   const size_t offset = chunk * run.chunk_elements * element_size_;
-  if (!run.task->receives()) {
-    post_send(run, chunk, slot, run.own + offset);
+  if (!task.receives()) {
+    post_sends(run, slot, run.own + offset);
     return;
-  }
-  std::byte* target = run.dest + offset;  // broadcasts land in place
-  if (run.task->reduce) {
-    slot.scratch = context_.pool->acquire(run.chunk_elements * element_size_);
-    target = slot.scratch.get();
   }
   slot.state = ChunkState::Receiving;
-  const ucs_status_ptr_t request =
-      context_.transport->recv(target, chunk_bytes(run, chunk), receive_tag(run, chunk), &slot);
-  if (UCS_PTR_IS_ERR(request)) {
-    complete_receive(run, chunk, slot, UCS_PTR_STATUS(request), 0);
-    return;
+  slot.pending = task.sources.size();
+  const size_t bytes = chunk_bytes(run, chunk);
+  for (uint32_t i = 0; i < task.sources.size() && !failed(); ++i) {
+    std::byte* target = run.dest + offset;  // a broadcast's one source lands in place
+    if (task.reduce) {
+      slot.scratch[i] = context_.pool->acquire(run.chunk_elements * element_size_);
+      target = slot.scratch[i].get();
+    }
+    Transfer& transfer = slot.transfers[i];
+    const ucs_status_ptr_t request =
+        context_.transport->recv(target, bytes, tag_of(task.sources[i], chunk), &transfer);
+    if (UCS_PTR_IS_ERR(request)) {
+      complete_receive(run, slot, i, UCS_PTR_STATUS(request), 0);
+      continue;
+    }
+    transfer.request = request;  // its completion may already be queued on ready_
   }
-  slot.request = request;  // its completion may already be queued on ready_
 }
 
-void Operation::post_send(TaskRun& run, size_t chunk, Slot& slot, const std::byte* data) {
-  const ucs_status_ptr_t request = context_.transport->send(
-      run.task->next, data, chunk_bytes(run, chunk), send_tag(run, chunk), &slot);
-  if (UCS_PTR_IS_ERR(request)) {
-    set_error(fmt::format("{}: {}: sending chunk {} to {} failed: {}", describe(), where(run), chunk,
-                          peer(run.task->next), ucs_status_string(UCS_PTR_STATUS(request))));
-    return;
-  }
-  if (request == nullptr) {  // completed at once
-    context_.pool->release(std::move(slot.scratch));
-    slot.state = ChunkState::Done;
-    return;
-  }
-  slot.request = request;
+void Operation::post_sends(TaskRun& run, Slot& slot, const std::byte* data) {
+  const codegen::Task& task = *run.task;
+  const size_t bytes = chunk_bytes(run, slot.chunk);
   slot.state = ChunkState::Sending;
-  ++sends_in_flight_;
-  if (on_host(run.task->next)) ++sends_on_host_in_flight_;
+  slot.pending = task.destinations.size();
+  for (size_t j = 0; j < task.destinations.size(); ++j) {
+    const codegen::Link& to = task.destinations[j];
+    Transfer& transfer = slot.transfers[task.sources.size() + j];
+    const ucs_status_ptr_t request =
+        context_.transport->send(to.rank, data, bytes, tag_of(to, slot.chunk), &transfer);
+    if (UCS_PTR_IS_ERR(request)) {
+      set_error(fmt::format("{}: {}: sending chunk {} to {} failed: {}", describe(), where(run), slot.chunk,
+                            peer(to.rank), ucs_status_string(UCS_PTR_STATUS(request))));
+      return;
+    }
+    if (request == nullptr) {  // completed at once
+      --slot.pending;
+      continue;
+    }
+    transfer.request = request;
+    ++sends_in_flight_;
+    if (on_host(to.rank)) ++sends_on_host_in_flight_;
+  }
+  if (slot.pending == 0) finish_chunk(slot);
+}
+
+void Operation::finish_chunk(Slot& slot) {
+  for (ScratchPool::Buffer& buffer : slot.scratch)
+    if (buffer) context_.pool->release(std::move(buffer));
+  slot.state = ChunkState::Done;
 }
 
 bool Operation::on_host(int32_t rank) const {
   return (*context_.same_host)[static_cast<size_t>(rank)];
 }
 
-void Operation::complete_receive(TaskRun& run, size_t chunk, Slot& slot, ucs_status_t status,
+void Operation::complete_receive(TaskRun& run, Slot& slot, uint32_t source, ucs_status_t status,
                                  size_t length) {
-  const size_t expected = chunk_bytes(run, chunk);
+  const size_t expected = chunk_bytes(run, slot.chunk);
+  const int32_t from = run.task->sources[source].rank;
   if (status != UCS_OK) {
     set_error(fmt::format("{}: {}: receiving chunk {} ({} bytes) from {} failed: {}{}", describe(),
-                          where(run), chunk, expected, peer(run.task->prev),
-                          ucs_status_string(status),
+                          where(run), slot.chunk, expected, peer(from), ucs_status_string(status),
                           status == UCS_ERR_MESSAGE_TRUNCATED
                               ? " (the peer sent more: do all ranks pass the same count, type "
                                 "and chunk size?)"
@@ -288,59 +315,79 @@ void Operation::complete_receive(TaskRun& run, size_t chunk, Slot& slot, ucs_sta
   if (length != expected) {
     set_error(fmt::format("{}: {}: chunk {} from {} has {} bytes, expected {} (do all ranks pass "
                           "the same count and type?)",
-                          describe(), where(run), chunk, peer(run.task->prev), length, expected));
+                          describe(), where(run), slot.chunk, peer(from), length, expected));
     return;
   }
-  on_received(run, chunk, slot);
+  if (--slot.pending == 0) on_received(run, slot);
 }
 
-void Operation::on_received(TaskRun& run, size_t chunk, Slot& slot) {
+void Operation::combine_chunk(const TaskRun& run, Slot& slot, std::byte* out) {
   const codegen::Task& task = *run.task;
-  const size_t offset = chunk * run.chunk_elements * element_size_;
-  const size_t elements = chunk_bytes(run, chunk) / element_size_;
+  const size_t offset = slot.chunk * run.chunk_elements * element_size_;
+  const size_t elements = chunk_bytes(run, slot.chunk) / element_size_;
+  // The contributions in order: the sources', with own at its place when added.
+  const size_t count = task.sources.size() + (task.add_own ? 1 : 0);
+  const auto part = [&](size_t k) -> const std::byte* {
+    if (task.add_own && k == task.own_position) return run.own + offset;
+    return slot.scratch[task.add_own && k > task.own_position ? k - 1 : k].get();
+  };
+  std::byte* partial = slot.scratch[0].get();
+  if (elements == 0) return;  // an empty message of a zero-count operation
+  if (count == 1) {
+    if (out != part(0)) std::memcpy(out, part(0), elements * element_size_);
+    return;
+  }
+  // Left to right; the running result stays in the first source's slot, whose own data is
+  // always consumed by then (own is the only thing that may precede it), and only the last
+  // combine writes `out`, which may be the buffer own is read from.
+  const std::byte* sum = part(0);
+  for (size_t k = 1; k < count; ++k) {
+    std::byte* target = k + 1 == count ? out : partial;
+    kernels::combine(target, sum, part(k), elements, args_.type, args_.op);
+    sum = target;
+  }
+}
+
+void Operation::on_received(TaskRun& run, Slot& slot) {
+  const codegen::Task& task = *run.task;
+  const size_t offset = slot.chunk * run.chunk_elements * element_size_;
   if (!task.reduce) {
     if (task.sends()) {
-      post_send(run, chunk, slot, run.dest + offset);
+      post_sends(run, slot, run.dest + offset);
     } else {
-      slot.state = ChunkState::Done;
+      finish_chunk(slot);
     }
     return;
   }
-  std::byte* partial = slot.scratch.get();
   if (task.sends()) {
-    if (task.add_own && elements > 0) {
-      kernels::combine(partial, partial, run.own + offset, elements, args_.type, args_.op);
-    }
-    post_send(run, chunk, slot, partial);
+    combine_chunk(run, slot, slot.scratch[0].get());
+    post_sends(run, slot, slot.scratch[0].get());
     return;
   }
-  // The chain's end: the root writes the total.
-  if (elements == 0) {
-    // an empty message of a zero-count operation
-  } else if (task.add_own) {
-    kernels::combine(run.dest + offset, partial, run.own + offset, elements, args_.type, args_.op);
-  } else {
-    std::memcpy(run.dest + offset, partial, elements * element_size_);
-  }
-  context_.pool->release(std::move(slot.scratch));
-  slot.state = ChunkState::Done;
+  // The root writes the total.
+  combine_chunk(run, slot, run.dest + offset);
+  finish_chunk(slot);
 }
 
 // --- failure ---------------------------------------------------------------------------------
 
 std::string Operation::waiting_for() const {
   for (const TaskRun& run : runs_) {
+    const codegen::Task& task = *run.task;
     for (size_t chunk = run.lo; chunk < run.hi; ++chunk) {
       const Slot& slot = run.slots[chunk % run.slots.size()];
-      if (slot.state == ChunkState::Receiving) {
-        return fmt::format("{}: waiting to receive chunk {} of {} ({} bytes, tag {:#018x}) from {}",
-                           where(run), chunk, run.chunks, chunk_bytes(run, chunk),
-                           receive_tag(run, chunk), peer(run.task->prev));
-      }
-      if (slot.state == ChunkState::Sending) {
+      if (slot.state != ChunkState::Receiving && slot.state != ChunkState::Sending) continue;
+      for (size_t t = 0; t < slot.transfers.size(); ++t) {
+        if (slot.transfers[t].request == nullptr) continue;
+        if (t < task.sources.size()) {
+          return fmt::format("{}: waiting to receive chunk {} of {} ({} bytes, tag {:#018x}) from {}",
+                             where(run), chunk, run.chunks, chunk_bytes(run, chunk),
+                             tag_of(task.sources[t], chunk), peer(task.sources[t].rank));
+        }
+        const codegen::Link& to = task.destinations[t - task.sources.size()];
         return fmt::format("{}: waiting for {} to take chunk {} of {} ({} bytes, tag {:#018x})",
-                           where(run), peer(run.task->next), chunk, run.chunks,
-                           chunk_bytes(run, chunk), send_tag(run, chunk));
+                           where(run), peer(to.rank), chunk, run.chunks, chunk_bytes(run, chunk),
+                           tag_of(to, chunk));
       }
     }
   }
@@ -356,15 +403,21 @@ void Operation::fail(const std::string& why) {
 void Operation::release_requests() {
   for (TaskRun& run : runs_) {
     for (Slot& slot : run.slots) {
-      if (slot.request != nullptr) {
+      bool in_flight = false;
+      for (size_t t = 0; t < slot.transfers.size(); ++t) {
+        Transfer& transfer = slot.transfers[t];
+        if (transfer.request == nullptr) continue;
         // Cancelling tells the completion (queued on ready_, dropped below); freeing stops
         // any later notification.
-        if (slot.state == ChunkState::Receiving) context_.transport->cancel(slot.request);
-        ucp_request_free(slot.request);
-        slot.request = nullptr;
-        // A send may still read its scratch until the transport closes.
-        if (slot.scratch) context_.quarantine->push_back(std::move(slot.scratch));
+        if (t < run.task->sources.size()) context_.transport->cancel(transfer.request);
+        ucp_request_free(transfer.request);
+        transfer.request = nullptr;
+        in_flight = true;
       }
+      // A transfer may still touch the slot's scratch until the transport closes.
+      if (in_flight)
+        for (ScratchPool::Buffer& buffer : slot.scratch)
+          if (buffer) context_.quarantine->push_back(std::move(buffer));
       slot.state = ChunkState::Idle;
     }
     if (run.stage) context_.quarantine->push_back(std::move(run.stage));

@@ -1,11 +1,13 @@
 // One all-reduce in flight: replays a schedule's steps for this rank, every op of the current
-// step moving at once, each hop pipelined in chunks with a bounded window.
+// step moving at once, each task's range pipelined in chunks with a bounded window.
 //
-// Per chunk of a task: a chain start sends its own data; a receiver posts the receive (into a
-// scratch slot for reduces, straight into its buffer for broadcasts), then a reduce member
-// combines the slot with its own data and sends it on (or, at the root, writes the result),
-// and a broadcast member forwards what landed. A rank enters step s+1 only once all its
-// step-s tasks finished, sends included; tags carry the step, so no barrier is needed.
+// Per chunk of a task: a task that receives nothing (a chain's start, a star member sending to
+// its root, a star broadcast's root) sends its own data to every destination; a receiver posts
+// one receive per source (into scratch slots for reduces, straight into its buffer for a
+// broadcast's one source), and once all arrived a reduce combines them with its own data in the
+// task's fixed order and sends the result on (or, at the root, writes it), and a broadcast
+// member forwards what landed. A rank enters step s+1 only once all its step-s tasks finished,
+// sends included; tags carry the step, so no barrier is needed.
 #pragma once
 
 #include <cstdint>
@@ -69,18 +71,28 @@ class Operation {
 
  private:
   enum class ChunkState : uint8_t { Idle, Receiving, Sending, Done };
-  // One chunk in flight. UCX tells its completion through the Completion base (from inside
-  // the worker's progress), which queues the slot on ready_: a pass handles what completed
-  // rather than polling every request, so its cost does not grow with the tasks of a step.
-  struct Slot : UcxTransport::Completion {
+  // One message in flight: a chunk's receive from one source or send to one destination. UCX
+  // tells its completion through the Completion base (from inside the worker's progress), which
+  // queues it on ready_: a pass handles what completed rather than polling every request, so
+  // its cost does not grow with the tasks of a step.
+  struct Transfer : UcxTransport::Completion {
     Operation* owner = nullptr;
-    uint32_t run = 0;   // index in runs_
-    size_t chunk = 0;   // the chunk it holds
-    ChunkState state = ChunkState::Idle;
+    uint32_t run = 0;    // index in runs_
+    uint32_t slot = 0;   // index in the run's slots
+    uint32_t index = 0;  // a source's index, or sources + a destination's index
     void* request = nullptr;
-    ScratchPool::Buffer scratch;  // reduce receivers: the received chunk, then the partial sum
     ucs_status_t status = UCS_OK;  // as told on completion
     size_t length = 0;
+  };
+  // One chunk in flight: its receives from every source, then its sends to every destination.
+  struct Slot {
+    size_t chunk = 0;  // the chunk it holds
+    ChunkState state = ChunkState::Idle;
+    size_t pending = 0;               // transfers of the current state not complete yet
+    std::vector<Transfer> transfers;  // one per source, then one per destination
+    // Reduce receivers: the chunk received from each source; the first then holds the
+    // combined data that is sent on.
+    std::vector<ScratchPool::Buffer> scratch;
   };
   struct TaskRun {
     const codegen::Task* task = nullptr;
@@ -101,18 +113,21 @@ class Operation {
   void copy_input(const std::vector<codegen::UnitRange>& ranges);
   void finish_step();
   static void on_completion(UcxTransport::Completion* completion, ucs_status_t status, size_t length);
-  void handle_completion(Slot& slot);
+  void handle_completion(Transfer& transfer);
   // Retires finished chunks at the window's low end and starts chunks at its high end.
   void slide_window(TaskRun& run);
   void start_chunk(TaskRun& run, size_t chunk);
-  void on_received(TaskRun& run, size_t chunk, Slot& slot);
-  void post_send(TaskRun& run, size_t chunk, Slot& slot, const std::byte* data);
-  void complete_receive(TaskRun& run, size_t chunk, Slot& slot, ucs_status_t status, size_t length);
+  void complete_receive(TaskRun& run, Slot& slot, uint32_t source, ucs_status_t status, size_t length);
+  // All of a chunk's receives arrived.
+  void on_received(TaskRun& run, Slot& slot);
+  // Reduce: folds the chunk's received data and own data, in the task's order, into `out`.
+  void combine_chunk(const TaskRun& run, Slot& slot, std::byte* out);
+  void post_sends(TaskRun& run, Slot& slot, const std::byte* data);
+  void finish_chunk(Slot& slot);
   void release_requests();
 
   size_t chunk_bytes(const TaskRun& run, size_t chunk) const;
-  uint64_t receive_tag(const TaskRun& run, size_t chunk) const;
-  uint64_t send_tag(const TaskRun& run, size_t chunk) const;
+  uint64_t tag_of(const codegen::Link& link, size_t chunk) const;
   std::string where(const TaskRun& run) const;  // step, op and range
   std::string peer(int32_t rank) const;         // "rank 3 (switch/m1/gpu0)"
   bool on_host(int32_t rank) const;
@@ -130,7 +145,7 @@ class Operation {
   size_t step_ = 0;
   std::vector<TaskRun> runs_;
   size_t incomplete_runs_ = 0;  // of the current step
-  std::vector<Slot*> ready_;    // completed, not yet handled
+  std::vector<Transfer*> ready_;  // completed, not yet handled
   size_t sends_in_flight_ = 0;
   size_t sends_on_host_in_flight_ = 0;
   bool done_ = false;

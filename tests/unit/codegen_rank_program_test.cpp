@@ -1,6 +1,7 @@
-// The chained point-to-point lowering (codegen/rank_program.hpp): chain positions, staged writes,
-// where own data is read, and, over random trees and every algorithm, that all ranks' programs
-// fit together hop by hop and, run on numbers with the runtime's rules, compute the all-reduce.
+// The point-to-point lowering (codegen/rank_program.hpp): chain positions, star roots, staged
+// writes, where own data is read, and, over random trees and every algorithm, that all ranks'
+// programs fit together hop by hop and, run on numbers with the runtime's rules, compute the
+// all-reduce.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,19 +21,28 @@
 namespace flexplan::codegen {
 namespace {
 
-// Every algorithm that applies to the tree, and a pipelined variant of those that pipeline.
+// Every algorithm that applies to the tree, and two pipelined variants of those that pipeline.
 std::vector<std::string> algorithms_for(const Topology& topo) {
   std::vector<std::string> names;
   for (const AlgorithmRow& row : algorithm_table()) {
     if (row.unsuitable && !row.unsuitable(topo).empty()) continue;
     names.emplace_back(row.name);
-    if (row.pipelines) names.push_back(std::string(row.name) + "@2");
+    if (row.pipelines) {
+      names.push_back(std::string(row.name) + "@2");
+      names.push_back(std::string(row.name) + "@4");
+    }
   }
   return names;
 }
 
 ir::Op op(ir::OpKind kind, uint64_t begin, uint64_t end, int32_t root, std::vector<int32_t> group) {
   return {kind, begin, end, root, std::move(group)};
+}
+
+std::string check_hops(const ir::Schedule& schedule, int world);
+
+ir::Op star(ir::OpKind kind, uint64_t begin, uint64_t end, int32_t root, std::vector<int32_t> group) {
+  return {kind, begin, end, root, std::move(group), ir::OpShape::Star};
 }
 
 TEST(RankProgram, ChainPositionsFollowTheLowering) {
@@ -44,14 +54,15 @@ TEST(RankProgram, ChainPositionsFollowTheLowering) {
   schedule.steps.push_back(step);
   const RankProgram zero = lower_rank_program(schedule, 0);
   ASSERT_EQ(zero.steps[0].tasks.size(), 2u);
-  EXPECT_EQ(zero.steps[0].tasks[0].prev, 2);
-  EXPECT_EQ(zero.steps[0].tasks[0].next, 1);
+  EXPECT_EQ(zero.steps[0].tasks[0].sources, (std::vector<Link>{{2, 0}}));
+  EXPECT_EQ(zero.steps[0].tasks[0].destinations, (std::vector<Link>{{1, 0}}));
+  EXPECT_EQ(zero.steps[0].tasks[0].own_position, 1u);  // after the partial sum it receives
   EXPECT_TRUE(zero.steps[0].tasks[0].add_own);
-  EXPECT_EQ(zero.steps[0].tasks[1].prev, 3);
-  EXPECT_EQ(zero.steps[0].tasks[1].next, 1);
+  EXPECT_EQ(zero.steps[0].tasks[1].sources, (std::vector<Link>{{3, 1}}));
+  EXPECT_EQ(zero.steps[0].tasks[1].destinations, (std::vector<Link>{{1, 1}}));
   const RankProgram one = lower_rank_program(schedule, 1);
-  EXPECT_EQ(one.steps[0].tasks[0].prev, 0);
-  EXPECT_EQ(one.steps[0].tasks[0].next, -1);
+  EXPECT_EQ(one.steps[0].tasks[0].sources, (std::vector<Link>{{0, 0}}));
+  EXPECT_FALSE(one.steps[0].tasks[0].sends());
   EXPECT_TRUE(one.steps[0].tasks[0].writes());
   EXPECT_TRUE(lower_rank_program(schedule, 4).steps[0].tasks.empty());  // not involved
 }
@@ -62,12 +73,54 @@ TEST(RankProgram, RootOutsideTheGroupOnlyReceives) {
   schedule.steps.push_back({ir::Phase::Reduce, 0, {op(ir::OpKind::Reduce, 0, 2, 3, {0, 1})}});
   const RankProgram root = lower_rank_program(schedule, 3);
   ASSERT_EQ(root.steps[0].tasks.size(), 1u);
-  EXPECT_EQ(root.steps[0].tasks[0].prev, 1);
+  EXPECT_EQ(root.steps[0].tasks[0].sources, (std::vector<Link>{{1, 0}}));
   EXPECT_FALSE(root.steps[0].tasks[0].add_own);
   EXPECT_FALSE(root.steps[0].tasks[0].reads_own());
   const RankProgram first = lower_rank_program(schedule, 0);
-  EXPECT_EQ(first.steps[0].tasks[0].next, 1);
+  EXPECT_EQ(first.steps[0].tasks[0].destinations, (std::vector<Link>{{1, 0}}));
   EXPECT_FALSE(first.steps[0].tasks[0].receives());
+}
+
+// A star reduce's root receives from every other member in group order, numbering those
+// receives consecutively, and places its own data at its place in the group; the members only
+// send. A star broadcast's root sends to every other member.
+TEST(RankProgram, StarRootsReceiveFromOrSendToEveryMember) {
+  ir::Schedule schedule;
+  schedule.units = 4;
+  ir::Step step;
+  step.ops.push_back(op(ir::OpKind::Reduce, 0, 1, 0, {1, 0}));           // chain 1 -> 0: receive #0
+  step.ops.push_back(star(ir::OpKind::Reduce, 0, 2, 2, {3, 0, 2, 1}));   // 3, 0, 1 -> 2
+  step.ops.push_back(star(ir::OpKind::Broadcast, 2, 4, 1, {0, 1, 3}));   // 1 -> 0, 3
+  step.ops.push_back(star(ir::OpKind::Reduce, 2, 4, 3, {1, 2}));         // root outside: 1, 2 -> 3
+  schedule.steps.push_back(step);
+  const RankProgram two = lower_rank_program(schedule, 2);
+  ASSERT_EQ(two.steps[0].tasks.size(), 2u);
+  const Task& root = two.steps[0].tasks[0];
+  EXPECT_EQ(root.sources, (std::vector<Link>{{3, 0}, {0, 1}, {1, 2}}));
+  EXPECT_TRUE(root.destinations.empty());
+  EXPECT_TRUE(root.add_own);
+  EXPECT_EQ(root.own_position, 2u);  // 3, 0, own, 1
+  EXPECT_TRUE(root.writes());
+  EXPECT_TRUE(root.reads_own());
+  EXPECT_EQ(two.steps[0].tasks[1].destinations, (std::vector<Link>{{3, 2}}));  // after 1 -> 3 twice
+  const RankProgram zero = lower_rank_program(schedule, 0);
+  ASSERT_EQ(zero.steps[0].tasks.size(), 3u);
+  EXPECT_EQ(zero.steps[0].tasks[1].destinations, (std::vector<Link>{{2, 1}}));  // its second receive
+  EXPECT_EQ(zero.steps[0].tasks[2].sources, (std::vector<Link>{{1, 1}}));
+  EXPECT_TRUE(zero.steps[0].tasks[2].writes());
+  const RankProgram one = lower_rank_program(schedule, 1);
+  ASSERT_EQ(one.steps[0].tasks.size(), 4u);
+  const Task& broadcaster = one.steps[0].tasks[2];
+  EXPECT_TRUE(broadcaster.sources.empty());
+  EXPECT_EQ(broadcaster.destinations, (std::vector<Link>{{0, 1}, {3, 0}}));
+  EXPECT_TRUE(broadcaster.reads_own());
+  EXPECT_FALSE(broadcaster.writes());
+  const RankProgram three = lower_rank_program(schedule, 3);
+  const Task& outside = three.steps[0].tasks[2];
+  EXPECT_EQ(outside.sources, (std::vector<Link>{{1, 1}, {2, 2}}));
+  EXPECT_FALSE(outside.add_own);
+  EXPECT_FALSE(outside.reads_own());
+  EXPECT_EQ(check_hops(schedule, 4), "");  // not an all-reduce: run_programs does not apply
 }
 
 TEST(RankProgram, WritesOverlappingAnotherOpsReadsAreStaged) {
@@ -116,7 +169,8 @@ struct Value {
 };
 
 // Runs every rank's program out of place on `count` elements the way the runtime does: a step's
-// copy-ins, then its ops one chain at a time (in op order, or reversed), a task reading its own
+// copy-ins, then its ops one at a time (in op order, or reversed), each member once all its
+// sources sent (a chain link by link, a star's members before their root), a task reading its own
 // data from the send buffer when own_from_send, writing into its stage when stage_writes (copied
 // in when the step ends) and into the receive buffer otherwise; then the copies at the end.
 // Returns "" or what is wrong.
@@ -160,45 +214,61 @@ std::string run_programs(const ir::Schedule& schedule, int world, uint64_t count
     for (const size_t o : order) {
       const ir::Op& the_op = schedule.steps[s].ops[o];
       const auto [b, e] = elements(the_op.begin, the_op.end);
-      // The chain starts at the member that receives nothing.
-      int at = -1;
-      for (int r = 0; r < world; ++r) {
-        const auto it = task_of.find({static_cast<uint32_t>(o), r});
-        if (it != task_of.end() && !it->second->receives()) {
-          if (at >= 0) return "step " + std::to_string(s) + " op " + std::to_string(o) + ": two chain starts";
-          at = r;
-        }
-      }
-      if (at < 0) return "step " + std::to_string(s) + " op " + std::to_string(o) + ": no chain start";
+      const std::string where = "step " + std::to_string(s) + " op " + std::to_string(o) + ": ";
       const auto own = [&](int r, const Task& task) {
         const auto& buffer = task.own_from_send ? send[r] : recv[r];
         return std::vector<Value>(buffer.begin() + b, buffer.begin() + e);
       };
-      std::vector<Value> moving = own(at, *task_of[{static_cast<uint32_t>(o), at}]);
-      for (int hops = 0;; ++hops) {
-        const Task& task = *task_of[{static_cast<uint32_t>(o), at}];
-        if (task.receives()) {
-          if (task.reduce && task.add_own) {
-            const auto mine = own(at, task);
-            for (size_t i = 0; i < moving.size(); ++i) {
-              moving[i].sum += mine[i].sum;
-              moving[i].count += mine[i].count;
-            }
+      std::map<int, const Task*> members;
+      for (int r = 0; r < world; ++r) {
+        const auto it = task_of.find({static_cast<uint32_t>(o), r});
+        if (it != task_of.end()) members[r] = it->second;
+      }
+      // Each member runs once all its sources sent: what each sent, by rank.
+      std::map<int, std::vector<Value>> sent;
+      std::map<int, bool> ran;
+      for (size_t rounds = 0; ran.size() < members.size(); ++rounds) {
+        if (rounds > members.size()) return where + "members wait on each other or on a non-member";
+        for (const auto& [r, task] : members) {
+          if (ran.count(r)) continue;
+          bool ready = true;
+          for (const Link& source : task->sources) ready &= sent.count(source.rank) > 0;
+          if (!ready) continue;
+          for (const Link& source : task->sources) {
+            const auto& theirs = members.at(source.rank)->destinations;
+            if (std::find_if(theirs.begin(), theirs.end(), [&](const Link& l) { return l.rank == r; }) == theirs.end())
+              return where + "rank " + std::to_string(r) + " receives from rank " + std::to_string(source.rank) +
+                     ", which does not send to it";
           }
-          if (task.writes()) {
-            if (task.stage_writes) {
-              staged.push_back({at, b, moving});
+          std::vector<Value> value;
+          if (!task->receives()) {
+            value = own(r, *task);
+          } else if (!task->reduce) {
+            if (task->sources.size() != 1) return where + "a broadcast member with several sources";
+            value = sent[task->sources[0].rank];
+          } else {
+            value.assign(e - b, Value{0, 0});
+            const auto add = [&](const std::vector<Value>& part) {
+              for (size_t i = 0; i < value.size(); ++i) {
+                value[i].sum += part[i].sum;
+                value[i].count += part[i].count;
+              }
+            };
+            for (const Link& source : task->sources) add(sent[source.rank]);
+            if (task->add_own) add(own(r, *task));
+          }
+          if (task->writes()) {
+            if (task->stage_writes) {
+              staged.push_back({r, b, value});
             } else {
-              std::copy(moving.begin(), moving.end(), recv[at].begin() + b);
+              std::copy(value.begin(), value.end(), recv[r].begin() + b);
             }
           }
+          for (const Link& destination : task->destinations)
+            if (!members.count(destination.rank)) return where + "sends to a non-member";
+          sent[r] = std::move(value);
+          ran[r] = true;
         }
-        if (!task.sends()) break;
-        const auto next = task_of.find({static_cast<uint32_t>(o), task.next});
-        if (next == task_of.end() || next->second->prev != at || hops > world)
-          return "step " + std::to_string(s) + " op " + std::to_string(o) + ": rank " +
-                 std::to_string(task.next) + " does not receive from rank " + std::to_string(at);
-        at = task.next;
       }
     }
     for (const Staged& stage : staged)
@@ -216,44 +286,60 @@ std::string run_programs(const ir::Schedule& schedule, int world, uint64_t count
   return "";
 }
 
-// Every hop that lower_op gives appears once at its sender (as next) and once at its receiver
-// (as prev), in the same step and op, and nowhere else; both number it alike among the
-// receiver's receives.
+// Every hop that lower_op gives appears once at its sender (as a destination) and once at its
+// receiver (as a source), in the same step and op, and nowhere else; both number it alike among
+// the receiver's receives, and a star root lists its sources in group order.
 std::string check_hops(const ir::Schedule& schedule, int world) {
   std::map<std::tuple<size_t, uint32_t, int>, const Task*> task_of;
   std::vector<RankProgram> programs;
   for (int r = 0; r < world; ++r) programs.push_back(lower_rank_program(schedule, r));
-  size_t tasks = 0;
+  size_t tasks = 0, links = 0;
   for (int r = 0; r < world; ++r)
     for (size_t s = 0; s < schedule.steps.size(); ++s)
       for (const Task& task : programs[r].steps[s].tasks) {
         task_of[{s, task.op_index, r}] = &task;
         ++tasks;
+        links += task.sources.size() + task.destinations.size();
       }
-  size_t members = 0;
+  const auto find = [](const std::vector<Link>& list, int32_t rank) {
+    return std::find_if(list.begin(), list.end(), [&](const Link& l) { return l.rank == rank; });
+  };
+  size_t members = 0, hops_total = 0;
   for (size_t s = 0; s < schedule.steps.size(); ++s)
     for (uint32_t o = 0; o < schedule.steps[s].ops.size(); ++o) {
       const auto hops = lower_op(schedule.steps[s].ops[o]);
-      if (!hops.empty()) members += hops.size() + 1;
+      std::vector<int32_t> ranks;
+      for (const Hop& hop : hops) ranks.insert(ranks.end(), {hop.src, hop.dst});
+      std::sort(ranks.begin(), ranks.end());
+      members += static_cast<size_t>(std::unique(ranks.begin(), ranks.end()) - ranks.begin());
+      hops_total += hops.size();
+      std::map<int32_t, size_t> received;  // by receiver: its sources so far, in hop order
       for (const Hop& hop : hops) {
+        const std::string what = "step " + std::to_string(s) + " op " + std::to_string(o) + ": hop " +
+                                 std::to_string(hop.src) + " -> " + std::to_string(hop.dst);
         const auto from = task_of.find({s, o, hop.src});
         const auto to = task_of.find({s, o, hop.dst});
-        if (from == task_of.end() || from->second->next != hop.dst || to == task_of.end() ||
-            to->second->prev != hop.src || to->second->add_own != hop.dst_contributes ||
-            from->second->next_receive_index != to->second->receive_index)
-          return "step " + std::to_string(s) + " op " + std::to_string(o) + ": hop " +
-                 std::to_string(hop.src) + " -> " + std::to_string(hop.dst) + " not lowered";
+        if (from == task_of.end() || to == task_of.end()) return what + " has no task";
+        const auto out = find(from->second->destinations, hop.dst);
+        const auto in = find(to->second->sources, hop.src);
+        if (out == from->second->destinations.end() || in == to->second->sources.end() ||
+            to->second->add_own != hop.dst_contributes || out->receive_index != in->receive_index)
+          return what + " not lowered";
+        if (static_cast<size_t>(in - to->second->sources.begin()) != received[hop.dst]++)
+          return what + ": sources out of hop order";
       }
     }
-  if (tasks != members) return std::to_string(tasks) + " tasks for " + std::to_string(members) + " chain members";
+  if (tasks != members) return std::to_string(tasks) + " tasks for " + std::to_string(members) + " op members";
+  if (links != 2 * hops_total) return std::to_string(links) + " links for " + std::to_string(hops_total) + " hops";
   // Each rank's receives are numbered 0, 1, ... in (step, op) order (the runtime's tags).
   for (int r = 0; r < world; ++r) {
     uint64_t expected = 0;
     for (const StepProgram& step : programs[r].steps)
       for (const Task& task : step.tasks)
-        if (task.receives() && task.receive_index != expected++)
-          return "rank " + std::to_string(r) + ": receive numbered " + std::to_string(task.receive_index) +
-                 ", expected " + std::to_string(expected - 1);
+        for (const Link& source : task.sources)
+          if (source.receive_index != expected++)
+            return "rank " + std::to_string(r) + ": receive numbered " + std::to_string(source.receive_index) +
+                   ", expected " + std::to_string(expected - 1);
   }
   return "";
 }
@@ -296,6 +382,16 @@ TEST(RankProgram, EveryoneReducesTheSameRangeNeedsStaging) {
   }
   EXPECT_EQ(run_programs(schedule, world, 3, false), "");
   EXPECT_EQ(run_programs(schedule, world, 10, true), "");
+  // The same as stars: each root writes what it sends to the other roots.
+  for (ir::Op& each : schedule.steps[0].ops) each.shape = ir::OpShape::Star;
+  for (int r = 0; r < world; ++r) {
+    const RankProgram program = lower_rank_program(schedule, r);
+    for (const Task& task : program.steps[0].tasks)
+      EXPECT_EQ(task.stage_writes, task.writes()) << "star: rank " << r << " op " << task.op_index;
+  }
+  EXPECT_EQ(check_hops(schedule, world), "");
+  EXPECT_EQ(run_programs(schedule, world, 3, false), "");
+  EXPECT_EQ(run_programs(schedule, world, 10, true), "");
 }
 
 }  // namespace
@@ -316,6 +412,7 @@ TEST(RankProgram, StagingMatchesItsDefinitionOnRandomSteps) {
       std::shuffle(group.begin(), group.end(), random);
       group.resize(1 + random() % 3);
       step.ops.push_back(op(kind, begin, end, root, group));
+      if (random() % 2) step.ops.back().shape = ir::OpShape::Star;
     }
     schedule.steps = {step};
     for (int32_t rank = 0; rank < 3; ++rank) {
