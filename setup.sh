@@ -15,6 +15,8 @@ packages=(cmake g++ ninja-build pkg-config make
           libucx-dev ucx-utils libopenmpi-dev openmpi-bin coinor-libclp-dev
           # `flexplan codegen --target dot` output is checked with Graphviz, docs render with it
           graphviz
+          # `flexplan whatif --report` pages are rendered in headless Chromium by a test
+          chromium
           # the emulated cluster (bench/cluster, tests/cluster): namespaces, shaping, delay
           iproute2 iptables kmod procps util-linux python3 iperf3 gcc libc6-dev
           libnetfilter-queue-dev)

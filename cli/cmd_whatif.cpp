@@ -6,6 +6,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/core.h>
@@ -32,6 +33,7 @@ struct WhatifCommand {
   std::string report_dir;
   std::string hop_overhead = "0 s";
   bool no_advice = false;
+  unsigned jobs = 0;  // 0: one per core
   bool quiet = false;
 };
 
@@ -89,11 +91,13 @@ void run(const WhatifCommand& command) {
   options.advise = !command.no_advice;
 
   const auto topo = load_topology(command.topology_path);
-  whatif::Pricer pricer(command.algorithms, cost);
+  whatif::SweepOptions sweep_options{command.algorithms, cost, command.jobs};
+  if (sweep_options.jobs == 0) sweep_options.jobs = std::max(1u, std::thread::hardware_concurrency());
   Progress progress;
   whatif::Sweep sweep;
   try {
-    sweep = whatif::run_sweep(topo, command.topology_path, std::move(variations), options, pricer,
+    sweep = whatif::run_sweep(topo, command.topology_path, std::move(variations), options,
+                              sweep_options,
                               command.quiet ? std::function<void(size_t, size_t)>() : std::ref(progress));
   } catch (const whatif::VariationError& e) {
     throw CLI::ValidationError(e.what());
@@ -139,6 +143,7 @@ void setup(CLI::App& app) {
                      "software cost of one hop (\"2 us\")")
       ->capture_default_str();
   whatif->add_flag("--no-advice", command->no_advice, "skip the upgrade advice (faster)");
+  whatif->add_option("-j,--jobs", command->jobs, "worker threads (default: one per core)");
   whatif->add_flag("-q,--quiet", command->quiet, "no progress on stderr");
   whatif->callback([command] { run(*command); });
 }

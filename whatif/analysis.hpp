@@ -63,7 +63,7 @@ struct AnalysisOptions {
   const Workload* workload = nullptr;
   size_t bottleneck_count = 3;
   bool advise = true;               // price the upgrade candidates
-  size_t single_link_candidates = 5;  // busiest links tried one by one
+  size_t single_link_candidates = 3;  // busiest links tried one by one
 };
 
 PointResult analyse_point(const Topology&, Pricer&, const AnalysisOptions&);

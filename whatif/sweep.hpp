@@ -22,13 +22,22 @@ struct Sweep {
   std::vector<Variation> variations;
   AnalysisOptions options;
   std::vector<std::string> left_out;  // algorithms too big to build somewhere in the sweep
+  size_t schedules_built = 0;         // over all workers: the reuse shows here
   std::vector<SweepPoint> points;
 };
 
-// progress(done, total) after every point. Throws VariationError for a value that does not fit
-// the tree, TopologyError where a varied tree is not a valid topology (naming the point).
+struct SweepOptions {
+  std::vector<std::string> algorithms;  // for the Pricer: empty is every unpipelined one
+  CostParams cost;
+  unsigned jobs = 1;  // worker threads, each with its own Pricer (and schedule cache)
+};
+
+// Points are shared among the workers; progress(done, total) is called from the calling thread
+// about ten times a second and once at the end. Throws VariationError for a value that does not
+// fit the tree, TopologyError where a varied tree is not a valid topology (naming the point):
+// the error of the lowest failing point.
 Sweep run_sweep(const Topology& base, const std::string& file, std::vector<Variation> variations,
-                const AnalysisOptions& options, Pricer& pricer,
+                const AnalysisOptions& options, const SweepOptions& sweep_options,
                 const std::function<void(size_t done, size_t total)>& progress = {});
 
 }  // namespace flexplan::whatif
