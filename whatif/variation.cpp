@@ -220,7 +220,10 @@ Variation parse_variation(const std::string& text) {
   const size_t eq = text.find('=');
   if (eq == std::string::npos || eq == 0)
     throw VariationError(text, "expected TARGET=VALUE,VALUE,... (as machines.bandwidth=25Gbit/s,100Gbit/s)");
-  const bool scale = text[eq - 1] == '*';
+  // Shape targets never scale: a '*' before their '=' ends a glob ("gpus:*=4").
+  const bool shape_target = text.starts_with("count:") || text.starts_with("gpus:") ||
+                            text.starts_with("replace:");
+  const bool scale = !shape_target && text[eq - 1] == '*';
   v.axis = text.substr(0, scale ? eq - 1 : eq);
   v.labels = split_values(text.substr(eq + 1));
   for (const auto& label : v.labels)
@@ -228,7 +231,6 @@ Variation parse_variation(const std::string& text) {
 
   if (take_prefix(v.axis, "count:", v.node) || take_prefix(v.axis, "gpus:", v.node) ||
       take_prefix(v.axis, "replace:", v.node)) {
-    if (scale) throw VariationError(text, "'*=' scales link figures only; use '='");
     if (v.node.empty()) throw VariationError(text, "a node name is needed after the colon");
     if (v.axis.starts_with("count:")) {
       v.kind = VariationKind::Count;

