@@ -2,6 +2,7 @@
 #include "whatif/analysis.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <limits>
 
@@ -66,7 +67,7 @@ struct Candidate {
 };
 
 // The single busiest links, then the classes a designer buys as one: every machine uplink,
-// every learner uplink, and everything below each top-level group.
+// every learner uplink, and per top-level group its uplink and everything below it.
 std::vector<Candidate> upgrade_candidates(const Topology& topo, const std::vector<NodeId>& busiest) {
   std::vector<Candidate> candidates;
   for (NodeId n : busiest) candidates.push_back({"link:" + topo.full_name(n), {n}});
@@ -80,6 +81,7 @@ std::vector<Candidate> upgrade_candidates(const Topology& topo, const std::vecto
   size_t groups = 0;
   for (NodeId c : topo.children(topo.root())) {
     if (topo.is_learner(c) || is_machine(topo, c) || ++groups > 16) continue;
+    candidates.push_back({"link:" + topo.full_name(c), {c}});  // the group's own uplink
     Candidate under{"under:" + topo.full_name(c), {}};
     collect_below(topo, c, under.nodes);
     candidates.push_back(std::move(under));
@@ -144,13 +146,15 @@ PointResult analyse_point(const Topology& topo, Pricer& pricer, const AnalysisOp
   if (result.learners > 1 && at_reference.time > 0) {
     const LinkTraffic traffic = pricer.traffic(topo, result.reference_algorithm);
     for (NodeId n = 1; n < topo.num_nodes(); ++n) {
+      // One entry per link, for its busier direction: both directions carry the same bytes in
+      // most all-reduces, and listing the link twice would hide the next one.
       const double bandwidth = topo.uplink(n).bandwidth;
-      for (int up = 1; up >= 0; --up) {
-        const double bytes = (up ? traffic.up[n] : traffic.down[n]) * reference;
-        if (bytes <= 0) continue;
-        loads.push_back({topo.full_name(n), up ? "up" : "down", bandwidth, bytes,
-                         bytes / bandwidth / at_reference.time});
-      }
+      const double up = traffic.up[n] * reference, down = traffic.down[n] * reference;
+      const double bytes = std::max(up, down);
+      if (bytes <= 0) continue;
+      const char* direction = std::abs(up - down) <= 1e-9 * bytes ? "both" : up > down ? "up" : "down";
+      loads.push_back({topo.full_name(n), direction, bandwidth, bytes,
+                       bytes / bandwidth / at_reference.time});
     }
   }
   std::stable_sort(loads.begin(), loads.end(),

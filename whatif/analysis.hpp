@@ -32,7 +32,7 @@ struct SizeResult {
 
 struct LinkLoad {
   std::string link;       // full name of the node whose uplink it is
-  std::string direction;  // "up" (toward the root) or "down"
+  std::string direction;  // the busier: "up" (toward the root), "down", or "both"
   double bandwidth = 0;   // bytes/s
   double bytes = 0;       // carried during one all-reduce at the reference size
   double utilization = 0; // busy time / the all-reduce's time

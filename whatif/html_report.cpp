@@ -107,7 +107,7 @@ std::string points_table(const Sweep& sweep) {
     for (const auto& value : sweep.points[i].values) out += "<td>" + escape_html(value) + "</td>";
     out += fmt::format("<td>{}</td>", r.learners);
     if (s)
-      out += fmt::format("<td>{}</td><td>{}</td><td>{}</td><td>{} GB/s</td><td>{}</td><td>{:.1f}%</td><td>{}</td>",
+      out += fmt::format("<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1f}%</td><td>{}</td>",
                          format_bytes(double(s->bytes)), escape_html(s->algorithm),
                          format_seconds(s->time), format_gbps(s->busbw), format_seconds(s->ring_time),
                          100 * s->saving, s->floor_ratio > 0 ? fmt::format("{:.2f}", s->floor_ratio) : "-");

@@ -224,18 +224,20 @@ Variation parse_variation(const std::string& text) {
   const bool shape_target = text.starts_with("count:") || text.starts_with("gpus:") ||
                             text.starts_with("replace:");
   const bool scale = !shape_target && text[eq - 1] == '*';
-  v.axis = text.substr(0, scale ? eq - 1 : eq);
+  // The axis keeps the '*' of a scaling, so "axis=value" reads back as written.
+  v.axis = text.substr(0, eq);
+  const std::string target = text.substr(0, scale ? eq - 1 : eq);
   v.labels = split_values(text.substr(eq + 1));
   for (const auto& label : v.labels)
     if (label.empty()) throw VariationError(text, "an empty value (two commas, or a trailing one)");
 
-  if (take_prefix(v.axis, "count:", v.node) || take_prefix(v.axis, "gpus:", v.node) ||
-      take_prefix(v.axis, "replace:", v.node)) {
+  if (take_prefix(target, "count:", v.node) || take_prefix(target, "gpus:", v.node) ||
+      take_prefix(target, "replace:", v.node)) {
     if (v.node.empty()) throw VariationError(text, "a node name is needed after the colon");
-    if (v.axis.starts_with("count:")) {
+    if (target.starts_with("count:")) {
       v.kind = VariationKind::Count;
       for (const auto& label : v.labels) v.values.push_back(parse_count(text, label, 0));
-    } else if (v.axis.starts_with("gpus:")) {
+    } else if (target.starts_with("gpus:")) {
       v.kind = VariationKind::Gpus;
       for (const auto& label : v.labels) v.values.push_back(parse_count(text, label, 1));
     } else {
@@ -252,12 +254,12 @@ Variation parse_variation(const std::string& text) {
     return v;
   }
 
-  const size_t dot = v.axis.rfind('.');
+  const size_t dot = target.rfind('.');
   if (dot == std::string::npos)
     throw VariationError(text, fmt::format("unknown target '{}' (CLASS.bandwidth, CLASS.latency, "
-                                           "count:NODE, gpus:GLOB, replace:NODE)", v.axis));
-  const std::string property = v.axis.substr(dot + 1);
-  parse_link_class(text, v.axis.substr(0, dot), v);
+                                           "count:NODE, gpus:GLOB, replace:NODE)", target));
+  const std::string property = target.substr(dot + 1);
+  parse_link_class(text, target.substr(0, dot), v);
   if (property == "bandwidth")
     v.kind = scale ? VariationKind::ScaleBandwidth : VariationKind::SetBandwidth;
   else if (property == "latency")

@@ -37,7 +37,7 @@ enum class LinkClass { Machines, Learners, All, Under, Link, Name };
 
 struct Variation {
   std::string text;  // as written, for messages and output
-  std::string axis;  // the part before '=' ("machines.bandwidth"), the column name
+  std::string axis;  // the part before '=' ("machines.bandwidth", "all.latency*"), the column name
   VariationKind kind = VariationKind::SetBandwidth;
   LinkClass links = LinkClass::All;  // for link variations
   std::string node;                  // NODE or GLOB, where the kind or class has one

@@ -111,6 +111,8 @@ TEST(WhatifVariation, GridVariesTheFirstAxisSlowest) {
   const std::vector<Variation> v{parse_variation("machines.bandwidth=1Gbit/s,2Gbit/s"),
                                  parse_variation("gpus:*=1,2,3")};
   EXPECT_EQ(grid_size(v), 6u);
+  EXPECT_EQ(parse_variation("all.latency*=2").axis, "all.latency*");  // reads back as written
+  EXPECT_EQ(v[1].axis, "gpus:*");
   EXPECT_EQ(grid_point(v, 4).index, (std::vector<size_t>{1, 1}));
   EXPECT_EQ(varied({"machines.bandwidth=1Gbit/s,2Gbit/s", "gpus:*=1,2,3"}, 5).num_learners(), 12);  // 4 machines x 3
 }
