@@ -122,7 +122,10 @@ void setup(CLI::App& app) {
                      "grid axes, each TARGET=V1,V2,...: machines.bandwidth=25Gbit/s,100Gbit/s; "
                      "under:NODE.latency*=1,2; name:GLOB.bandwidth=...; link:NODE.bandwidth=...; "
                      "count:NODE=2,4; gpus:GLOB=2,8; replace:NODE=a.json,b.json");
+  // One word per use (commas inside), so that positional arguments may follow.
   whatif->add_option("--sizes", command->sizes, "all-reduce sizes to report")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->delimiter(',')
       ->capture_default_str();
   whatif->add_option("--at", command->reference,
@@ -134,6 +137,8 @@ void setup(CLI::App& app) {
                      "print a workload (bundled or file) as JSON, to edit its assumptions");
   whatif->add_option("-a,--algorithms", command->algorithms,
                      algorithm_help("algorithms to race (default: every unpipelined one):"))
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->delimiter(',')
       ->check(algorithm_validator());
   whatif->add_option("--format", command->format, "text, json or csv")->capture_default_str();

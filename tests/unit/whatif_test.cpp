@@ -234,6 +234,10 @@ TEST_F(WhatifCli, BadVariationExitsTwoNamingIt) {
   auto run = run_flexplan("whatif " + topo + " 'machines.bandwidth=fast'");
   EXPECT_EQ(run.exit_code, 2) << run.output;
   EXPECT_NE(run.output.find("variation 'machines.bandwidth=fast'"), std::string::npos) << run.output;
+  // Options before the positional arguments take one word each.
+  run = run_flexplan("whatif --sizes 1M,2M -a ring " + topo + " 'gpus:*=2,3' -q --format csv");
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1 + 2 * 2) << run.output;
   run = run_flexplan("whatif " + topo + " 'count:switch/m7=2'");
   EXPECT_EQ(run.exit_code, 2) << run.output;
   EXPECT_NE(run.output.find("no node named 'switch/m7'"), std::string::npos) << run.output;
