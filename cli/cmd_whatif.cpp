@@ -12,6 +12,7 @@
 #include <fmt/core.h>
 
 #include "cli/algorithm_option.hpp"
+#include "planner/algorithm_table.hpp"
 #include "cli/command.hpp"
 #include "planner/size_format.hpp"
 #include "whatif/html_report.hpp"
@@ -24,11 +25,11 @@ namespace {
 struct WhatifCommand {
   std::string topology_path;
   std::vector<std::string> variations;
-  std::vector<std::string> sizes{"64K", "1M", "16M", "256M"};
+  std::string sizes = "64K,1M,16M,256M";
   std::string reference;
   std::string workload;
   std::string print_workload;
-  std::vector<std::string> algorithms;
+  std::string algorithms;  // comma-separated
   std::string format = "text";
   std::string report_dir;
   std::string hop_overhead = "0 s";
@@ -38,6 +39,16 @@ struct WhatifCommand {
 };
 
 using Clock = std::chrono::steady_clock;
+
+std::vector<std::string> comma_list(const std::string& text) {
+  std::vector<std::string> words;
+  for (size_t start = 0; start <= text.size();) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    if (comma > start) words.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return words;
+}
 
 // Progress on stderr, at most twice a second, once the sweep has run for half a second.
 struct Progress {
@@ -75,10 +86,12 @@ void run(const WhatifCommand& command) {
   std::vector<whatif::Variation> variations;
   std::optional<whatif::Workload> workload;
   try {
-    for (const auto& size : command.sizes) {
+    for (const auto& size : comma_list(command.sizes)) {
       options.sizes.push_back(parse_size(size));
       if (options.sizes.back() == 0) throw std::invalid_argument("--sizes: a size of 0 bytes");
     }
+    if (options.sizes.empty()) throw std::invalid_argument("--sizes: no size given");
+    for (const auto& name : comma_list(command.algorithms)) find_algorithm(name);
     if (!command.reference.empty()) options.reference_bytes = parse_size(command.reference);
     cost.hop_overhead = parse_latency(command.hop_overhead);
     for (const auto& text : command.variations) variations.push_back(whatif::parse_variation(text));
@@ -91,7 +104,7 @@ void run(const WhatifCommand& command) {
   options.advise = !command.no_advice;
 
   const auto topo = load_topology(command.topology_path);
-  whatif::SweepOptions sweep_options{command.algorithms, cost, command.jobs};
+  whatif::SweepOptions sweep_options{comma_list(command.algorithms), cost, command.jobs};
   if (sweep_options.jobs == 0) sweep_options.jobs = std::max(1u, std::thread::hardware_concurrency());
   Progress progress;
   whatif::Sweep sweep;
@@ -122,11 +135,8 @@ void setup(CLI::App& app) {
                      "grid axes, each TARGET=V1,V2,...: machines.bandwidth=25Gbit/s,100Gbit/s; "
                      "under:NODE.latency*=1,2; name:GLOB.bandwidth=...; link:NODE.bandwidth=...; "
                      "count:NODE=2,4; gpus:GLOB=2,8; replace:NODE=a.json,b.json");
-  // One word per use (commas inside), so that positional arguments may follow.
-  whatif->add_option("--sizes", command->sizes, "all-reduce sizes to report")
-      ->expected(1)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
-      ->delimiter(',')
+  // Single words with commas inside, so that positional arguments may follow them.
+  whatif->add_option("--sizes", command->sizes, "all-reduce sizes to report, comma-separated")
       ->capture_default_str();
   whatif->add_option("--at", command->reference,
                      "size at which bottlenecks and upgrades are judged (default: the largest "
@@ -136,11 +146,8 @@ void setup(CLI::App& app) {
   whatif->add_option("--print-workload", command->print_workload,
                      "print a workload (bundled or file) as JSON, to edit its assumptions");
   whatif->add_option("-a,--algorithms", command->algorithms,
-                     algorithm_help("algorithms to race (default: every unpipelined one):"))
-      ->expected(1)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
-      ->delimiter(',')
-      ->check(algorithm_validator());
+                     algorithm_help("algorithms to race, comma-separated (default: every "
+                                    "unpipelined one):"));
   whatif->add_option("--format", command->format, "text, json or csv")->capture_default_str();
   whatif->add_option("--report", command->report_dir,
                      "also write an HTML report with SVG plots into this directory");
