@@ -179,13 +179,13 @@ PointResult analyse_point(const Topology& topo, Pricer& pricer, const AnalysisOp
     }
     std::stable_sort(result.upgrades.begin(), result.upgrades.end(),
                      [](const Upgrade& a, const Upgrade& b) { return a.after < b.after; });
-    // Advice names the cheapest purchase among those within 1% of the best: one link rather
-    // than a class holding it, when the class buys no more.
-    if (!result.upgrades.empty()) {
+    // Advice names the smallest purchase among those buying at least 99% of the best saving:
+    // one link rather than a class holding it, when the class buys no more.
+    if (!result.upgrades.empty() && result.upgrades.front().after < before) {
       const double best = result.upgrades.front().after;
       auto pick = result.upgrades.begin();
       for (auto it = result.upgrades.begin();
-           it != result.upgrades.end() && it->after <= best * 1.01; ++it)
+           it != result.upgrades.end() && it->after <= best + 0.01 * (before - best); ++it)
         if (it->links < pick->links) pick = it;
       std::rotate(result.upgrades.begin(), pick, pick + 1);
     }

@@ -190,7 +190,10 @@ std::string sweep_text(const Sweep& sweep) {
         out += fmt::format("  {:<40} {:<4} {:>10}  busy {} of the time\n", b.link, b.direction,
                            format_bandwidth(b.bandwidth), percent(b.utilization));
     }
-    if (!r.upgrades.empty()) {
+    if (!r.upgrades.empty() && !(r.upgrades.front().gain() > 0)) {
+      out += "upgrade: no single doubling shortens the " +
+             std::string(r.step ? "step" : "all-reduce") + "\n";
+    } else if (!r.upgrades.empty()) {
       const auto& best = r.upgrades.front();
       const std::string what = r.step ? "step time" : "all-reduce time";
       out += fmt::format("upgrade: double {} ({} link{}): {} {} -> {} ({} faster)\n", best.target,
