@@ -22,6 +22,8 @@ packages=(cmake g++ ninja-build pkg-config make
           # clang builds: asan mode and the libFuzzer harnesses (libclang-rt-14-dev has the
           # sanitizer and fuzzer runtimes, llvm-14 the symbolizer for readable reports)
           clang-14 libclang-rt-14-dev llvm-14
+          # `flexplan whatif --report` pages are rendered in headless Chromium by a test
+          chromium
           # the emulated cluster (bench/cluster, tests/cluster): namespaces, shaping, delay
           iproute2 iptables kmod procps util-linux python3 iperf3 gcc libc6-dev
           libnetfilter-queue-dev)

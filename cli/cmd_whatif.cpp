@@ -1,0 +1,166 @@
+// `flexplan whatif TOPOLOGY.json [VARIATION...] [--workload W] [--sizes ...]`: what-if analysis
+// for cluster designers (docs/whatif.md): a grid of topology variations, each point planned and
+// priced, with bottleneck links, upgrade advice and the training step of a workload.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "cli/algorithm_option.hpp"
+#include "planner/algorithm_table.hpp"
+#include "cli/command.hpp"
+#include "planner/size_format.hpp"
+#include "whatif/html_report.hpp"
+#include "whatif/records.hpp"
+#include "whatif/sweep.hpp"
+
+namespace flexplan::cli {
+namespace {
+
+struct WhatifCommand {
+  std::string topology_path;
+  std::vector<std::string> variations;
+  std::string sizes = "64K,1M,16M,256M";
+  std::string reference;
+  std::string workload;
+  std::string print_workload;
+  std::string algorithms;  // comma-separated
+  std::string format = "text";
+  std::string report_dir;
+  std::string hop_overhead = "0 s";
+  bool no_advice = false;
+  unsigned jobs = 0;  // 0: one per core
+  bool quiet = false;
+};
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<std::string> comma_list(const std::string& text) {
+  std::vector<std::string> words;
+  for (size_t start = 0; start <= text.size();) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    if (comma > start) words.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return words;
+}
+
+// Progress on stderr, at most twice a second, once the sweep has run for half a second.
+struct Progress {
+  Clock::time_point start = Clock::now(), last = start;
+  bool shown = false;
+  void operator()(size_t done, size_t total) {
+    const auto now = Clock::now();
+    const bool end = done == total;
+    if (!end && now - last < std::chrono::milliseconds(500)) return;
+    if (end && !shown) return;  // quick sweeps stay quiet
+    last = now;
+    shown = true;
+    fmt::print(stderr, "whatif: {}/{} points, {:.1f} s{}", done, total,
+               std::chrono::duration<double>(now - start).count(), end ? "\n" : "\r");
+    std::fflush(stderr);
+  }
+};
+
+void run(const WhatifCommand& command) {
+  if (!command.print_workload.empty()) {
+    try {
+      fmt::print("{}", whatif::workload_to_json(whatif::load_workload(command.print_workload)));
+    } catch (const std::invalid_argument& e) {
+      throw CLI::ValidationError(e.what());
+    }
+    return;
+  }
+  if (command.topology_path.empty()) throw CLI::ValidationError("TOPOLOGY is required");
+  if (command.format != "text" && command.format != "json" && command.format != "csv")
+    throw CLI::ValidationError(
+        fmt::format("--format '{}': expected text, json or csv", command.format));
+
+  whatif::AnalysisOptions options;
+  CostParams cost;
+  std::vector<whatif::Variation> variations;
+  std::optional<whatif::Workload> workload;
+  try {
+    for (const auto& size : comma_list(command.sizes)) {
+      options.sizes.push_back(parse_size(size));
+      if (options.sizes.back() == 0) throw std::invalid_argument("--sizes: a size of 0 bytes");
+    }
+    if (options.sizes.empty()) throw std::invalid_argument("--sizes: no size given");
+    for (const auto& name : comma_list(command.algorithms)) find_algorithm(name);
+    if (!command.reference.empty()) options.reference_bytes = parse_size(command.reference);
+    cost.hop_overhead = parse_latency(command.hop_overhead);
+    for (const auto& text : command.variations) variations.push_back(whatif::parse_variation(text));
+    whatif::grid_size(variations);
+    if (!command.workload.empty()) workload = whatif::load_workload(command.workload);
+  } catch (const std::invalid_argument& e) {
+    throw CLI::ValidationError(e.what());
+  }
+  options.workload = workload ? &*workload : nullptr;
+  options.advise = !command.no_advice;
+
+  const auto topo = load_topology(command.topology_path);
+  whatif::SweepOptions sweep_options{comma_list(command.algorithms), cost, command.jobs};
+  if (sweep_options.jobs == 0) sweep_options.jobs = std::max(1u, std::thread::hardware_concurrency());
+  Progress progress;
+  whatif::Sweep sweep;
+  try {
+    sweep = whatif::run_sweep(topo, command.topology_path, std::move(variations), options,
+                              sweep_options,
+                              command.quiet ? std::function<void(size_t, size_t)>() : std::ref(progress));
+  } catch (const whatif::VariationError& e) {
+    throw CLI::ValidationError(e.what());
+  }
+
+  if (command.format == "json") fmt::print("{}", whatif::sweep_json(sweep));
+  else if (command.format == "csv") fmt::print("{}", whatif::sweep_csv(sweep));
+  else fmt::print("{}", whatif::sweep_text(sweep));
+  if (!command.report_dir.empty()) {
+    const std::string page = whatif::write_html_report(sweep, command.report_dir);
+    if (!command.quiet) fmt::print(stderr, "whatif: report written to {}\n", page);
+  }
+}
+
+void setup(CLI::App& app) {
+  auto command = std::make_shared<WhatifCommand>();
+  CLI::App* whatif = app.add_subcommand(
+      "whatif", "What-if analysis: sweep topology variations; time, bottlenecks, upgrade advice, "
+                "training steps (docs/whatif.md)");
+  whatif->add_option("TOPOLOGY", command->topology_path, "topology JSON file");
+  whatif->add_option("VARIATION", command->variations,
+                     "grid axes, each TARGET=V1,V2,...: machines.bandwidth=25Gbit/s,100Gbit/s; "
+                     "under:NODE.latency*=1,2; name:GLOB.bandwidth=...; link:NODE.bandwidth=...; "
+                     "count:NODE=2,4; gpus:GLOB=2,8; replace:NODE=a.json,b.json");
+  // Single words with commas inside, so that positional arguments may follow them.
+  whatif->add_option("--sizes", command->sizes, "all-reduce sizes to report, comma-separated")
+      ->capture_default_str();
+  whatif->add_option("--at", command->reference,
+                     "size at which bottlenecks and upgrades are judged (default: the largest "
+                     "of --sizes; with a workload, upgrades are judged by the step time)");
+  whatif->add_option("--workload", command->workload,
+                     "workload JSON file, or a bundled one: resnet50, bert-large, gpt2-xl");
+  whatif->add_option("--print-workload", command->print_workload,
+                     "print a workload (bundled or file) as JSON, to edit its assumptions");
+  whatif->add_option("-a,--algorithms", command->algorithms,
+                     algorithm_help("algorithms to race, comma-separated (default: every "
+                                    "unpipelined one):"));
+  whatif->add_option("--format", command->format, "text, json or csv")->capture_default_str();
+  whatif->add_option("--report", command->report_dir,
+                     "also write an HTML report with SVG plots into this directory");
+  whatif->add_option("--hop-overhead", command->hop_overhead,
+                     "software cost of one hop (\"2 us\")")
+      ->capture_default_str();
+  whatif->add_flag("--no-advice", command->no_advice, "skip the upgrade advice (faster)");
+  whatif->add_option("-j,--jobs", command->jobs, "worker threads (default: one per core)");
+  whatif->add_flag("-q,--quiet", command->quiet, "no progress on stderr");
+  whatif->callback([command] { run(*command); });
+}
+
+const Registration registration("whatif", setup);
+
+}  // namespace
+}  // namespace flexplan::cli

@@ -1,0 +1,71 @@
+// One point of a what-if sweep, analysed: the chosen algorithm per size range, predicted time
+// and bus bandwidth against the ring and the floor, the bottleneck links with their
+// utilization, the upgrade advice, and the training step when a workload is given.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "topology/topology.hpp"
+#include "whatif/pricer.hpp"
+#include "whatif/workload.hpp"
+
+namespace flexplan::whatif {
+
+struct SizeRange {
+  std::string algorithm;
+  uint64_t min_bytes = 0;
+  std::optional<uint64_t> max_bytes;  // none: unbounded
+};
+
+struct SizeResult {
+  uint64_t bytes = 0;
+  std::string algorithm;  // the cheapest
+  double time = 0, busbw = 0;
+  double ring_time = 0, ring_busbw = 0;
+  double saving = 0;       // 1 - time / ring_time
+  double floor_ratio = 0;  // time / floor (0 when there is no floor: one learner)
+  std::vector<std::pair<std::string, double>> by_algorithm;  // every priced algorithm's time
+};
+
+struct LinkLoad {
+  std::string link;       // full name of the node whose uplink it is
+  std::string direction;  // the busier: "up" (toward the root), "down", or "both"
+  double bandwidth = 0;   // bytes/s
+  double bytes = 0;       // carried during one all-reduce at the reference size
+  double utilization = 0; // busy time / the all-reduce's time
+};
+
+struct Upgrade {
+  std::string target;  // "link:core/rack1", "machines", "learners", "under:core/rack0"
+  size_t links = 0;    // how many links it doubles
+  double before = 0, after = 0;  // the objective (all-reduce or step time), seconds
+  double gain() const { return before > 0 ? 1 - after / before : 0; }
+};
+
+struct PointResult {
+  int learners = 0;
+  std::string topology_hash;
+  std::vector<SizeRange> ranges;
+  std::vector<SizeResult> sizes;
+  uint64_t reference_bytes = 0;  // bottlenecks and upgrades are judged at this size
+  std::string reference_algorithm;
+  std::vector<LinkLoad> bottlenecks;  // busiest first
+  std::vector<Upgrade> upgrades;      // most helpful first; front() is the advice
+  std::optional<StepPrediction> step;
+};
+
+struct AnalysisOptions {
+  std::vector<uint64_t> sizes;      // all-reduce sizes to report
+  uint64_t reference_bytes = 0;     // 0: the largest size
+  const Workload* workload = nullptr;
+  size_t bottleneck_count = 3;
+  bool advise = true;               // price the upgrade candidates
+  size_t single_link_candidates = 3;  // busiest links tried one by one
+};
+
+PointResult analyse_point(const Topology&, Pricer&, const AnalysisOptions&);
+
+}  // namespace flexplan::whatif

@@ -1,0 +1,38 @@
+// Per-link traffic of a schedule (link_traffic.hpp).
+#include "whatif/link_traffic.hpp"
+
+#include "codegen/lowering.hpp"
+
+namespace flexplan::whatif {
+namespace {
+
+void add_route(const Topology& topo, int from, int to, double bytes, LinkTraffic& traffic) {
+  const auto route = topo.route(from, to);
+  for (NodeId n : route.up) traffic.up[n] += bytes;
+  for (NodeId n : route.down) traffic.down[n] += bytes;
+}
+
+}  // namespace
+
+LinkTraffic schedule_traffic(const Topology& topo, const ir::Schedule& schedule) {
+  LinkTraffic traffic{std::vector<double>(topo.num_nodes()), std::vector<double>(topo.num_nodes())};
+  const double units = static_cast<double>(schedule.units);
+  for (const auto& step : schedule.steps)
+    for (const auto& op : step.ops) {
+      const double share = static_cast<double>(op.end - op.begin) / units;
+      for (const auto& hop : codegen::lower_op(op)) add_route(topo, hop.src, hop.dst, share, traffic);
+    }
+  return traffic;
+}
+
+LinkTraffic ring_traffic(const Topology& topo) {
+  LinkTraffic traffic{std::vector<double>(topo.num_nodes()), std::vector<double>(topo.num_nodes())};
+  const auto order = topo.learners_under(topo.root());
+  const size_t p = order.size();
+  if (p < 2) return traffic;
+  const double per_pass = 2.0 * static_cast<double>(p - 1) / static_cast<double>(p);
+  for (size_t i = 0; i < p; ++i) add_route(topo, order[i], order[(i + 1) % p], per_pass, traffic);
+  return traffic;
+}
+
+}  // namespace flexplan::whatif

@@ -1,0 +1,18 @@
+// A sweep's results as text (a readable table per point), JSON and CSV (the same records,
+// documented in docs/whatif.md, "Output formats"; the JSON's "version" changes when a field's
+// meaning does).
+#pragma once
+
+#include <string>
+
+#include "whatif/sweep.hpp"
+
+namespace flexplan::whatif {
+
+inline constexpr int kJsonVersion = 1;
+
+std::string sweep_text(const Sweep&);
+std::string sweep_json(const Sweep&);
+std::string sweep_csv(const Sweep&);
+
+}  // namespace flexplan::whatif

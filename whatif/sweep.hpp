@@ -1,0 +1,43 @@
+// Runs a what-if sweep: every point of the variation grid built from the base topology and
+// analysed, with progress told along the way.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "whatif/analysis.hpp"
+#include "whatif/variation.hpp"
+
+namespace flexplan::whatif {
+
+struct SweepPoint {
+  std::vector<std::string> values;  // one label per variation
+  PointResult result;
+};
+
+struct Sweep {
+  std::string topology_name;
+  std::string topology_file;
+  std::vector<Variation> variations;
+  AnalysisOptions options;
+  std::vector<std::string> left_out;  // algorithms too big to build somewhere in the sweep
+  size_t schedules_built = 0;         // over all workers: the reuse shows here
+  std::vector<SweepPoint> points;
+};
+
+struct SweepOptions {
+  std::vector<std::string> algorithms;  // for the Pricer: empty is every unpipelined one
+  CostParams cost;
+  unsigned jobs = 1;  // worker threads, each with its own Pricer (and schedule cache)
+};
+
+// Points are shared among the workers; progress(done, total) is called from the calling thread
+// about ten times a second and once at the end. Throws VariationError for a value that does not
+// fit the tree, TopologyError where a varied tree is not a valid topology (naming the point):
+// the error of the lowest failing point.
+Sweep run_sweep(const Topology& base, const std::string& file, std::vector<Variation> variations,
+                const AnalysisOptions& options, const SweepOptions& sweep_options,
+                const std::function<void(size_t done, size_t total)>& progress = {});
+
+}  // namespace flexplan::whatif
