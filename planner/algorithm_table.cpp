@@ -2,6 +2,8 @@
 // closed-form wrappers the rows point to.
 #include "planner/algorithm_table.hpp"
 
+#include "planner/bandwidth_shares.hpp"
+
 #include <charconv>
 #include <stdexcept>
 
@@ -154,6 +156,14 @@ ScheduleSize rd_leader_size(const Topology& topo) {
   return size;
 }
 
+std::string flexreduce_bw_unsuitable(const Topology& topo) {
+  const uint64_t columns = share_lp_columns(topo);
+  if (columns <= kMaxShareLpColumns) return {};
+  return fmt::format("its share LP would have {} columns (limit {}: identical machines and racks "
+                     "share columns, this tree has too few alike)",
+                     columns, kMaxShareLpColumns);
+}
+
 ScheduleSize torus_2d_size(const Topology& topo) {
   const auto machines = machines_of(topo);
   const uint64_t k = machines.front().learners.size(), m = machines.size();
@@ -173,6 +183,7 @@ const AlgorithmRow kTable[] = {
      .summary = "FlexReduce with shares by link bandwidth (an LP), star reduces level by level",
      .build = plan_flexreduce_bw,
      .estimate = nullptr,  // its size follows from the LP: built once, sliced for the variants
+     .unsuitable = flexreduce_bw_unsuitable,
      .pipelines = true},
     {.name = "chain-bw",
      .summary = "shares by link bandwidth, one tree-walking chain per range, all levels at once",

@@ -66,6 +66,18 @@ Orbits orbits_of(const Topology& topo) {
 constexpr size_t kMaxSingles = 48;
 constexpr double kPromising = 1.5;
 
+// The LP columns one virtual tree adds: its weight, and one per orbit representative and
+// virtual ancestor.
+uint64_t tree_columns(const Topology& topo, const Orbits& orbits, const std::vector<char>& transparent) {
+  const VirtualTree vt(topo, transparent);
+  uint64_t columns = 1;
+  for (NodeId u : vt.bottom_up())
+    if (orbits.representative[orbits.of[u]] == u) columns += vt.ancestors(u).size();
+  return columns;
+}
+
+// The tree itself and the flat tree always (when they fit kMaxShareLpColumns together), then
+// the single-orbit trees in order of promise while the LP stays within the limit.
 std::vector<std::vector<char>> candidate_trees(const Topology& topo, const Orbits& orbits) {
   const size_t nodes = static_cast<size_t>(topo.num_nodes());
   std::vector<std::vector<char>> trees{std::vector<char>(nodes, 0)};
@@ -88,13 +100,18 @@ std::vector<std::vector<char>> candidate_trees(const Topology& topo, const Orbit
     return a.first != b.first ? a.first > b.first : a.second < b.second;
   });
   if (singles.size() > kMaxSingles) singles.resize(kMaxSingles);
+  if (any_switch) trees.push_back(std::move(flat));
+  uint64_t columns = 1;  // the objective
+  for (const auto& tree : trees) columns += tree_columns(topo, orbits, tree);
   for (const auto& [ratio, orbit] : singles) {
     std::vector<char> tree(nodes, 0);
     for (NodeId n = 0; n < topo.num_nodes(); ++n)
       if (orbits.of[n] == orbit) tree[static_cast<size_t>(n)] = 1;
+    const uint64_t more = tree_columns(topo, orbits, tree);
+    if (columns + more > kMaxShareLpColumns) continue;
+    columns += more;
     trees.push_back(std::move(tree));
   }
-  if (any_switch) trees.push_back(std::move(flat));
   std::sort(trees.begin(), trees.end());
   trees.erase(std::unique(trees.begin(), trees.end()), trees.end());
   return trees;
@@ -154,6 +171,14 @@ class LinearProgram {
 };
 
 }  // namespace
+
+uint64_t share_lp_columns(const Topology& topo) {
+  if (topo.num_learners() < 2) return 0;
+  const Orbits orbits = orbits_of(topo);
+  uint64_t columns = 1;
+  for (const auto& tree : candidate_trees(topo, orbits)) columns += tree_columns(topo, orbits, tree);
+  return columns;
+}
 
 BandwidthShares bandwidth_shares(const Topology& topo) {
   BandwidthShares shares;

@@ -20,6 +20,7 @@
 // random trees of bench/planning the optimum meets the floor of floor.hpp.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "topology/topology.hpp"
@@ -43,5 +44,12 @@ struct BandwidthShares {
 };
 
 BandwidthShares bandwidth_shares(const Topology&);
+
+// The LP's column count (one per orbit, virtual tree and ancestor, plus one per tree). Its
+// solving time grows faster than linearly with it: virtual trees beyond the tree itself and the
+// flat tree are offered only while the LP stays within kMaxShareLpColumns, and the planner
+// leaves flexreduce-bw out when even those two exceed it (algorithm_table.cpp).
+uint64_t share_lp_columns(const Topology&);
+inline constexpr uint64_t kMaxShareLpColumns = 20'000;
 
 }  // namespace flexplan
