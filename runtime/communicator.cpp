@@ -19,16 +19,23 @@ void Request::wait() {
 bool Request::test() { return !operation_ || engine_->test(*operation_); }
 
 Communicator::Communicator(const std::string& plan_path, MPI_Comm comm, Options options)
-    : engine_(std::make_unique<Engine>([&] { return ir::read_plan_file(plan_path); }, plan_path, comm,
-                                       std::move(options))) {}
+    : Communicator(plan_path, std::make_unique<bootstrap::MpiGroup>(comm), std::move(options)) {}
 
 Communicator::Communicator(ir::Plan plan, MPI_Comm comm, Options options)
+    : Communicator(std::move(plan), std::make_unique<bootstrap::MpiGroup>(comm), std::move(options)) {}
+
+Communicator::Communicator(const std::string& plan_path, std::unique_ptr<bootstrap::Group> group,
+                           Options options)
+    : engine_(std::make_unique<Engine>([&] { return ir::read_plan_file(plan_path); }, plan_path,
+                                       std::move(group), std::move(options))) {}
+
+Communicator::Communicator(ir::Plan plan, std::unique_ptr<bootstrap::Group> group, Options options)
     : engine_(std::make_unique<Engine>(
           [&] {
             ir::verify_plan(plan);
             return std::move(plan);
           },
-          "(in memory)", comm, std::move(options))) {}
+          "(in memory)", std::move(group), std::move(options))) {}
 
 Communicator::~Communicator() = default;
 
