@@ -34,6 +34,20 @@ std::vector<std::string> StoreGroup::allgather(const std::string& mine) {
           rank_, timeout_.count(), r, round, e.what()));
     }
   }
+  // Everyone has read everything before anyone goes on: a rank that then fails and exits may
+  // take the store with it (rank 0 hosts it under init_process_group's env://), and a peer
+  // still reading would get a broken connection instead of the same error. This rank has its
+  // data already, so a store that fails now changes nothing here (the last to arrive may see the
+  // store's host leave as it arrives).
+  try {
+    const auto done = fmt::format("flexplan/exchange/{}/done", round);
+    if (store_->add(done + "/count", 1) == size_) {
+      store_->set(done, std::vector<uint8_t>{1});
+    } else {
+      store_->wait({done}, timeout_);
+    }
+  } catch (const std::exception&) {
+  }
   return out;
 }
 
