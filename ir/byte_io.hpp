@@ -3,12 +3,15 @@
 // name the source and the byte offset.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "ir/errors.hpp"
+#include "ir/utf8.hpp"
 
 namespace flexplan::ir::detail {
 
@@ -17,15 +20,17 @@ class ByteWriter {
   void fixed32(uint32_t value) { fixed(value, 4); }
   void fixed64(uint64_t value) { fixed(value, 8); }
   void bytes(const void* data, size_t size) {
-    const auto* p = static_cast<const uint8_t*>(data);
-    out_.insert(out_.end(), p, p + size);
+    std::memcpy(room(size), data, size);
+    size_ += size;
   }
   void varint(uint64_t value) {
+    uint8_t* p = room(10);
     while (value >= 0x80) {
-      out_.push_back(static_cast<uint8_t>(value | 0x80));
+      *p++ = static_cast<uint8_t>(value | 0x80);
       value >>= 7;
     }
-    out_.push_back(static_cast<uint8_t>(value));
+    *p++ = static_cast<uint8_t>(value);
+    size_ = static_cast<size_t>(p - out_.data());
   }
   // Zigzag, so that small negative numbers stay short.
   void signed_varint(int64_t value) {
@@ -35,13 +40,26 @@ class ByteWriter {
     varint(text.size());
     bytes(text.data(), text.size());
   }
-  std::vector<uint8_t>& buffer() { return out_; }
+  // What has been written.
+  std::vector<uint8_t>& buffer() {
+    out_.resize(size_);
+    return out_;
+  }
 
  private:
+  // At least `size` writable bytes at the end of what has been written. The vector runs ahead
+  // of size_ so that small writes go through a pointer, not one push_back per byte.
+  uint8_t* room(size_t size) {
+    if (out_.size() - size_ < size) out_.resize(std::max(2 * out_.size(), size_ + size + 4096));
+    return out_.data() + size_;
+  }
   void fixed(uint64_t value, int width) {
-    for (int i = 0; i < width; ++i) out_.push_back(static_cast<uint8_t>(value >> (8 * i)));
+    uint8_t* p = room(8);
+    for (int i = 0; i < width; ++i) p[i] = static_cast<uint8_t>(value >> (8 * i));
+    size_ += static_cast<size_t>(width);
   }
   std::vector<uint8_t> out_;
+  size_t size_ = 0;
 };
 
 class ByteReader {
@@ -68,6 +86,22 @@ class ByteReader {
   }
 
   uint64_t varint(const char* what) {
+    if (remaining() >= 10) {
+      // Fast path: no end of input within the longest varint.
+      const uint8_t* p = bytes_.data() + pos_;
+      uint64_t value = 0;
+      for (int shift = 0; shift < 63; shift += 7) {
+        const uint8_t byte = *p++;
+        value |= static_cast<uint64_t>(byte & 0x7f) << shift;
+        if (!(byte & 0x80)) {
+          pos_ = static_cast<size_t>(p - bytes_.data());
+          return value;
+        }
+      }
+      if (*p > 1) fail(std::string(what) + " does not fit in 64 bits");
+      pos_ = static_cast<size_t>(p + 1 - bytes_.data());
+      return value | static_cast<uint64_t>(*p) << 63;
+    }
     const size_t start = offset();
     uint64_t value = 0;
     for (int shift = 0;; shift += 7) {
@@ -108,6 +142,18 @@ class ByteReader {
     auto view = bytes(size, what);
     return std::string(view.begin(), view.end());
   }
+  // A string that must be UTF-8; an error names the offset where its bytes start.
+  std::string utf8_string(const std::string& what) {
+    const size_t size = count(1, what.c_str());
+    const size_t start = offset();
+    auto view = bytes(size, what.c_str());
+    std::string text(view.begin(), view.end());
+    if (const auto bad = invalid_utf8_at(text)) {
+      fail_at(start, what + " is not valid UTF-8 (byte " + hex_byte(text[*bad]) + " at offset " +
+                         std::to_string(*bad) + ")");
+    }
+    return text;
+  }
 
  private:
   void need(size_t size, const char* what) const {
@@ -122,6 +168,12 @@ class ByteReader {
     for (int i = 0; i < width; ++i) value |= static_cast<uint64_t>(bytes_[pos_ + i]) << (8 * i);
     pos_ += static_cast<size_t>(width);
     return value;
+  }
+
+  static std::string hex_byte(char c) {
+    constexpr char kDigits[] = "0123456789abcdef";
+    const auto u = static_cast<uint8_t>(c);
+    return std::string("0x") + kDigits[u >> 4] + kDigits[u & 15];
   }
 
   std::span<const uint8_t> bytes_;

@@ -4,6 +4,11 @@
 // independent pseudo-random 64-bit hashes of its members. Summing summaries is taking the
 // multiset union, so a reduce is a sum. Two different multisets of the same size get the same
 // summary only if both hash sums collide.
+//
+// A multiset of more than P contributions holds some contribution twice and can never become
+// part of a right result (a reduce only adds), so it is kept as one "over-count" summary,
+// {P + 1, 0, 0}, whatever it holds. This keeps every count exact and every multiplicity at
+// most P, which the collision bound relies on.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +25,17 @@ struct Summary {
     hash1 += other.hash1;
     hash2 += other.hash2;
     return *this;
+  }
+  Summary& operator-=(const Summary& other) {
+    count -= other.count;
+    hash1 -= other.hash1;
+    hash2 -= other.hash2;
+    return *this;
+  }
+  // The canonical over-count summary when this holds more than world_size contributions.
+  Summary capped(int32_t world_size) const {
+    const uint64_t p = static_cast<uint64_t>(world_size);
+    return count > p ? Summary{p + 1, 0, 0} : *this;
   }
   friend bool operator==(const Summary&, const Summary&) = default;
 };

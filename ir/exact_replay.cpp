@@ -1,17 +1,13 @@
-// Two passes over the ops that touch the unit. The first tracks exact contribution sets as
-// P-bit bitsets, immutable and shared, so a broadcast copies a pointer and a rank never
-// written needs no bitset; it finds double counting where it happens, and the ranks that end
-// incomplete. The second follows one missing contribution alone, one bit per rank, to the
-// write that discarded its last copy. Time is O(P/64) words per reduce member and O(1) per
-// broadcast member, so even failing plans of 100k+ ranks are explained quickly.
+// Replays the ops that touch one unit as a graph: node r < P is rank r's own contribution, each
+// reduce adds a node whose children are its members' values at step start, a broadcast copies
+// a node id. How many times a value holds contribution c is the number of paths from its node to
+// node c; counting them (saturated at 2) is one sweep over the nodes, since children are always
+// older than their parents. Nothing is sized by P x P.
 #include "ir/exact_replay.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <bit>
-#include <memory>
-#include <utility>
 #include <vector>
 
 #include "ir/op_text.hpp"
@@ -22,16 +18,7 @@ namespace {
 
 constexpr size_t kMembersInMessages = 16;
 
-using Bits = std::vector<uint64_t>;
-
-// A fault and where it happened, to report the earliest of several.
-struct Fault {
-  size_t step, op;
-  std::string message;
-  bool before(const Fault& other) const {
-    return std::pair(step, op) < std::pair(other.step, other.op);
-  }
-};
+using NodeId = uint64_t;
 
 // The last write to a rank on the unit, if any.
 struct Provenance {
@@ -39,46 +26,67 @@ struct Provenance {
   size_t step = 0, op = 0;
 };
 
+// A cause of a wrong result and the op where it happened, to report the earliest of several.
+struct Cause {
+  size_t step, op;
+  std::string message;
+  bool before(const Cause& other) const {
+    return std::pair(step, op) < std::pair(other.step, other.op);
+  }
+};
+
+struct ReduceNode {
+  size_t step, op;
+  size_t first_child;  // children are children_[first_child, next node's first_child)
+};
+
 class ExactReplay {
  public:
   ExactReplay(const Schedule& schedule, int32_t world_size, uint64_t unit)
       : schedule_(schedule),
         world_size_(world_size),
-        unit_(unit),
-        words_((static_cast<size_t>(world_size) + 63) / 64) {}
+        p_(static_cast<size_t>(world_size)),
+        unit_(unit) {}
 
-  std::optional<std::string> run(int32_t focus_rank, const std::string& focus_range) {
-    held_.assign(static_cast<size_t>(world_size_), nullptr);
-    provenance_.assign(static_cast<size_t>(world_size_), Provenance{});
-    for (size_t s = 0; s < schedule_.steps.size(); ++s) run_step(s);
-    // The earliest of a double count and the loss of a contribution no rank ends with; else a
-    // rank that ends without some contributions that others hold.
-    std::optional<Fault> lost;
-    if (const auto absent = contributions_held_nowhere(); !absent.empty())
-      lost = trace_loss(absent.front());
-    if (double_count_ && (!lost || double_count_->before(*lost))) return double_count_->message;
-    if (lost) return lost->message;
-    if (auto fault = incomplete(focus_rank, focus_range)) return fault;
-    for (int32_t rank = 0; rank < world_size_; ++rank) {
-      if (auto fault = incomplete(rank, fmt::format("[{},{})", unit_, unit_ + 1))) return fault;
+  std::optional<std::string> explain(int32_t focus_rank, const std::string& focus_range) {
+    if (focus_rank < 0 || focus_rank >= world_size_) return std::nullopt;
+    build();
+    // Multiplicity of every contribution in the focus rank's final value.
+    const std::vector<uint8_t> paths = paths_from({current_[focus_rank]});
+    std::vector<int32_t> missing;
+    int32_t doubled = -1;
+    for (size_t c = 0; c < p_; ++c) {
+      if (paths[c] == 0) missing.push_back(static_cast<int32_t>(c));
+      if (paths[c] >= 2 && doubled < 0) doubled = static_cast<int32_t>(c);
     }
-    return std::nullopt;
+    if (doubled < 0 && missing.empty()) return std::nullopt;
+    // The earliest cause: where a contribution it holds twice was first counted twice, or
+    // where the last copy of a contribution it lacks, and no rank ends with, was discarded.
+    std::optional<Cause> twice, lost;
+    if (doubled >= 0) twice = counted_twice(focus_rank, focus_range, doubled);
+    const std::vector<uint8_t> anywhere = paths_from(current_);
+    for (int32_t c : missing) {
+      if (anywhere[static_cast<size_t>(c)] == 0) {
+        lost = trace_loss(c);
+        break;
+      }
+    }
+    if (twice && (!lost || twice->before(*lost))) return twice->message;
+    if (lost) return lost->message;
+    return fmt::format(
+        "after the last step rank {} holds {} of {} contributions on units {}: it lacks the "
+        "contribution of {} (checked exactly on unit {}); its value there {}",
+        focus_rank, world_size_ - static_cast<int32_t>(missing.size()), world_size_, focus_range,
+        format_ranks(missing), unit_, last_write_text(focus_rank));
   }
 
  private:
   bool touches(const Op& op) const { return op.begin <= unit_ && unit_ < op.end; }
-
-  bool contains(int32_t owner, int32_t contributor) const {
-    const auto& bits = held_[owner];
-    if (!bits) return contributor == owner;
-    return ((*bits)[contributor / 64] >> (contributor % 64)) & 1;
-  }
-
-  std::shared_ptr<const Bits> bits_of(int32_t owner) const {
-    if (held_[owner]) return held_[owner];
-    auto bits = std::make_shared<Bits>(words_, 0);
-    (*bits)[owner / 64] |= uint64_t{1} << (owner % 64);
-    return bits;
+  bool is_leaf(NodeId node) const { return node < p_; }
+  const ReduceNode& reduce_node(NodeId node) const { return nodes_[node - p_]; }
+  size_t children_end(NodeId node) const {
+    const size_t index = node - p_ + 1;
+    return index < nodes_.size() ? nodes_[index].first_child : children_.size();
   }
 
   // Calls write(rank) for every rank the op writes.
@@ -90,93 +98,153 @@ class ExactReplay {
     }
   }
 
-  // ---- first pass: exact sets (a contribution counted twice is noted, then kept once)
-  void run_step(size_t step_index) {
-    const Step& step = schedule_.steps[step_index];
-    std::vector<std::pair<size_t, std::shared_ptr<const Bits>>> results;
-    for (size_t o = 0; o < step.ops.size(); ++o) {
-      const Op& op = step.ops[o];
-      if (!touches(op)) continue;
-      if (op.kind == OpKind::Broadcast) {
-        results.emplace_back(o, bits_of(op.root));
-        continue;
-      }
-      auto sum = std::make_shared<Bits>(words_, 0);
-      auto add_word = [&](size_t w, uint64_t word) {
-        const uint64_t twice = (*sum)[w] & word;
-        if (twice && !double_count_) {
-          double_count_ =
-              double_count(step_index, o, static_cast<int32_t>(w * 64 + std::countr_zero(twice)));
+  // Runs the ops touching the unit (building the graph when asked); calls on_write(step, op,
+  // rank, old node, new node) for every write and on_step_end(step) after each step. Node ids
+  // are handed out in the same order on every run.
+  template <typename OnWrite, typename OnStepEnd>
+  void run(std::vector<NodeId>& current, bool build_nodes, OnWrite&& on_write,
+           OnStepEnd&& on_step_end) {
+    current.resize(p_);
+    for (size_t r = 0; r < p_; ++r) current[r] = r;
+    NodeId next_node = p_;
+    std::vector<std::pair<size_t, NodeId>> results;
+    for (size_t s = 0; s < schedule_.steps.size(); ++s) {
+      const Step& step = schedule_.steps[s];
+      results.clear();
+      for (size_t o = 0; o < step.ops.size(); ++o) {
+        const Op& op = step.ops[o];
+        if (!touches(op)) continue;
+        if (op.kind == OpKind::Broadcast) {
+          results.emplace_back(o, current[op.root]);
+          continue;
         }
-        (*sum)[w] |= word;
-      };
-      for (int32_t member : op.group) {
-        if (const auto& add = held_[member]) {
-          for (size_t w = 0; w < words_; ++w) add_word(w, (*add)[w]);
-        } else {
-          add_word(member / 64, uint64_t{1} << (member % 64));  // its own contribution only
+        if (build_nodes) {
+          nodes_.push_back({s, o, children_.size()});
+          for (int32_t member : op.group) children_.push_back(current[member]);
         }
+        results.emplace_back(o, next_node++);
       }
-      results.emplace_back(o, std::move(sum));
-    }
-    for (const auto& [op_index, bits] : results) {
-      for_each_written(step.ops[op_index], [&](int32_t rank) {
-        held_[rank] = bits;
-        provenance_[rank] = Provenance{true, step_index, op_index};
-      });
+      for (const auto& [o, node] : results) {
+        for_each_written(step.ops[o], [&, o = o, node = node](int32_t rank) {
+          on_write(s, o, rank, current[rank], node);
+          current[rank] = node;
+        });
+      }
+      on_step_end(s);
     }
   }
 
-  Fault double_count(size_t step_index, size_t op_index, int32_t contributor) const {
-    const Op& op = schedule_.steps[step_index].ops[op_index];
+  void build() {
+    provenance_.assign(p_, Provenance{});
+    run(
+        current_, true,
+        [&](size_t s, size_t o, int32_t rank, NodeId, NodeId) {
+          provenance_[rank] = Provenance{true, s, o};
+        },
+        [](size_t) {});
+  }
+
+  // Paths from the `roots` to every node, saturated at 2 (a parent's id is always above its
+  // children's, so one sweep downwards suffices).
+  std::vector<uint8_t> paths_from(const std::vector<NodeId>& roots) const {
+    std::vector<uint8_t> paths(p_ + nodes_.size(), 0);
+    for (NodeId root : roots) paths[root] = static_cast<uint8_t>(std::min(2, paths[root] + 1));
+    for (NodeId node = paths.size(); node-- > p_;) {
+      if (paths[node] == 0) continue;
+      for (size_t i = reduce_node(node).first_child; i < children_end(node); ++i) {
+        uint8_t& child = paths[children_[i]];
+        child = static_cast<uint8_t>(std::min(2, child + paths[node]));
+      }
+    }
+    return paths;
+  }
+
+  // Paths from every node to leaf `contributor`, saturated at 2: how often each value holds
+  // that contribution.
+  std::vector<uint8_t> paths_to(int32_t contributor) const {
+    std::vector<uint8_t> paths(p_ + nodes_.size(), 0);
+    paths[static_cast<size_t>(contributor)] = 1;
+    for (NodeId node = p_; node < paths.size(); ++node) {
+      int sum = 0;
+      for (size_t i = reduce_node(node).first_child; i < children_end(node) && sum < 2; ++i)
+        sum += paths[children_[i]];
+      paths[node] = static_cast<uint8_t>(std::min(2, sum));
+    }
+    return paths;
+  }
+
+  // The focus rank's value holds `contributor` more than once: find the reduce that first
+  // added it twice, following the value down through children that already hold it twice.
+  Cause counted_twice(int32_t rank, const std::string& range, int32_t contributor) const {
+    const std::vector<uint8_t> holds = paths_to(contributor);
+    NodeId node = current_[rank];
+    for (bool deeper = true; deeper;) {
+      deeper = false;
+      for (size_t i = reduce_node(node).first_child; i < children_end(node); ++i) {
+        if (holds[children_[i]] >= 2) {
+          node = children_[i];
+          deeper = true;
+          break;
+        }
+      }
+    }
+    const ReduceNode& origin = reduce_node(node);
+    const Op& op = schedule_.steps[origin.step].ops[origin.op];
     std::vector<int32_t> bringers;
-    for (int32_t member : op.group) {
-      if (contains(member, contributor)) bringers.push_back(member);
+    for (size_t i = origin.first_child; i < children_end(node); ++i) {
+      if (holds[children_[i]] == 1) bringers.push_back(op.group[i - origin.first_child]);
     }
-    return Fault{
-        step_index, op_index,
-        fmt::format("step {} op {} ({}): rank {} would hold the contribution of rank {} twice on "
-                    "unit {}, brought by group members {}",
-                    step_index, op_index, format_op(op, kMembersInMessages), op.root, contributor,
-                    unit_, format_ranks(bringers))};
+    return Cause{
+        origin.step, origin.op,
+        fmt::format("after the last step rank {} holds the contribution of rank {} more than once "
+                    "on units {} (checked exactly on unit {}); it was first counted twice at step "
+                    "{} op {} ({}), where group members {} both brought it to rank {}; its value "
+                    "there {}",
+                    rank, contributor, range, unit_, origin.step, origin.op,
+                    format_op(op, kMembersInMessages), format_ranks(bringers), op.root,
+                    last_write_text(rank))};
   }
 
-  // Contributors in no rank's final value: the union of the distinct values, complemented.
-  std::vector<int32_t> contributions_held_nowhere() const {
-    Bits everywhere(words_, 0);
-    std::vector<const Bits*> values;  // distinct: a broadcast shares one value among many ranks
-    for (int32_t rank = 0; rank < world_size_; ++rank) {
-      if (held_[rank])
-        values.push_back(held_[rank].get());
-      else
-        everywhere[rank / 64] |= uint64_t{1} << (rank % 64);
-    }
-    std::sort(values.begin(), values.end());
-    values.erase(std::unique(values.begin(), values.end()), values.end());
-    for (const Bits* bits : values) {
-      for (size_t w = 0; w < words_; ++w) everywhere[w] |= (*bits)[w];
-    }
-    std::vector<int32_t> absent;
-    for (int32_t c = 0; c < world_size_; ++c) {
-      if (!((everywhere[c / 64] >> (c % 64)) & 1)) absent.push_back(c);
-    }
-    return absent;
+  // No rank ends holding `contributor`: the write after which none holds it any more (the
+  // last, in op order, of the step after which no rank holds it).
+  std::optional<Cause> trace_loss(int32_t contributor) {
+    const std::vector<uint8_t> holds = paths_to(contributor);
+    struct Discard {
+      size_t step, op;
+      int32_t rank;
+      Provenance previous;
+    };
+    std::vector<NodeId> current;
+    std::vector<Provenance> provenance(p_);
+    int64_t holders = 1;  // ranks whose value holds the contribution: at first its own rank
+    std::optional<Discard> last_discard;
+    std::optional<Cause> found;
+    run(
+        current, false,
+        [&](size_t s, size_t o, int32_t rank, NodeId before, NodeId after) {
+          const bool had = holds[before] > 0, has = holds[after] > 0;
+          if (had && !has) last_discard = Discard{s, o, rank, provenance[rank]};
+          holders += static_cast<int64_t>(has) - static_cast<int64_t>(had);
+          provenance[rank] = Provenance{true, s, o};
+        },
+        [&](size_t) {
+          if (found || holders > 0 || !last_discard) return;
+          const Discard& d = *last_discard;
+          found = Cause{
+              d.step, d.op,
+              fmt::format("step {} op {} ({}): writing rank {} on unit {} discards the last copy "
+                          "of the contribution of rank {}, held there {}, so no rank can end "
+                          "with it",
+                          d.step, d.op,
+                          format_op(schedule_.steps[d.step].ops[d.op], kMembersInMessages),
+                          d.rank, unit_, contributor, since(d.previous))};
+        });
+    return found;
   }
 
-  std::optional<std::string> incomplete(int32_t rank, const std::string& range) const {
-    if (rank < 0 || rank >= world_size_) return std::nullopt;
-    std::vector<int32_t> missing;
-    for (int32_t c = 0; c < world_size_; ++c) {
-      if (!contains(rank, c)) missing.push_back(c);
-    }
-    if (missing.empty()) return std::nullopt;
+  std::string last_write_text(int32_t rank) const {
     const Provenance& last = provenance_[rank];
-    return fmt::format(
-        "after the last step rank {} holds {} of {} contributions on units {}: it lacks the "
-        "contribution of {} (checked exactly on unit {}); its value there {}",
-        rank, world_size_ - static_cast<int32_t>(missing.size()), world_size_, range,
-        format_ranks(missing), unit_,
-        last.written ? "has not changed " + since(last) : "was never written");
+    return last.written ? "has not changed " + since(last) : "was never written";
   }
 
   // "since the start" or "since step 2 op 1 (reduce ...)".
@@ -186,67 +254,21 @@ class ExactReplay {
                        format_op(schedule_.steps[write.step].ops[write.op], kMembersInMessages));
   }
 
-  // ---- second pass: one contribution, one bit per rank
-  // The write after which no rank holds `contributor` on the unit any more, if there is one.
-  std::optional<Fault> trace_loss(int32_t contributor) const {
-    std::vector<char> holds(static_cast<size_t>(world_size_), 0);
-    std::vector<Provenance> provenance(static_cast<size_t>(world_size_));
-    holds[contributor] = 1;
-    int64_t holders = 1;
-    for (size_t s = 0; s < schedule_.steps.size(); ++s) {
-      const Step& step = schedule_.steps[s];
-      std::vector<std::pair<size_t, char>> results;
-      for (size_t o = 0; o < step.ops.size(); ++o) {
-        const Op& op = step.ops[o];
-        if (!touches(op)) continue;
-        char result = 0;
-        if (op.kind == OpKind::Broadcast)
-          result = holds[op.root];
-        else
-          for (int32_t member : op.group) result |= holds[member];
-        results.emplace_back(o, result);
-      }
-      struct Discard {
-        size_t op;
-        int32_t rank;
-        Provenance previous;
-      };
-      std::optional<Discard> last_discard;
-      for (const auto& [o, result] : results) {
-        for_each_written(step.ops[o], [&, o = o, result = result](int32_t rank) {
-          if (holds[rank] && !result) last_discard = Discard{o, rank, provenance[rank]};
-          holders += result - holds[rank];
-          holds[rank] = result;
-          provenance[rank] = Provenance{true, s, o};
-        });
-      }
-      if (holders == 0) {
-        const Discard& d = *last_discard;
-        return Fault{
-            s, d.op,
-            fmt::format("step {} op {} ({}): writing rank {} on unit {} discards the last copy of "
-                        "the contribution of rank {}, held there {}, so no rank can end with it",
-                        s, d.op, format_op(step.ops[d.op], kMembersInMessages), d.rank, unit_,
-                        contributor, since(d.previous))};
-      }
-    }
-    return std::nullopt;
-  }
-
   const Schedule& schedule_;
   const int32_t world_size_;
+  const size_t p_;
   const uint64_t unit_;
-  const size_t words_;
-  std::vector<std::shared_ptr<const Bits>> held_;  // null: only the rank's own contribution
+  std::vector<ReduceNode> nodes_;  // node p_ + i is nodes_[i]
+  std::vector<NodeId> children_;
+  std::vector<NodeId> current_;  // per rank: its value's node after the last step
   std::vector<Provenance> provenance_;
-  std::optional<Fault> double_count_;  // the first
 };
 
 }  // namespace
 
 std::optional<std::string> replay_unit(const Schedule& schedule, int32_t world_size, uint64_t unit,
                                        int32_t focus_rank, const std::string& focus_range) {
-  return ExactReplay(schedule, world_size, unit).run(focus_rank, focus_range);
+  return ExactReplay(schedule, world_size, unit).explain(focus_rank, focus_range);
 }
 
 }  // namespace flexplan::ir::detail

@@ -1,7 +1,7 @@
-// Exact replay of an allreduce schedule on a single unit with real contribution sets (internal
-// to the IR library). The summary execution finds that something is wrong and where; this
-// names the precise step, op and rank where a contribution was counted twice or lost, and
-// whose contributions.
+// Exact replay of an allreduce schedule on a single unit (internal to the IR library). The
+// summary execution finds that a rank ends wrong on some unit; this names the precise cause:
+// the op where a contribution was first counted twice, or the write that discarded the last
+// copy of one, or the rank's own state.
 #pragma once
 
 #include <cstdint>
@@ -12,11 +12,13 @@
 
 namespace flexplan::ir::detail {
 
-// Why `unit` is computed wrongly: the first reduce that would hold a contribution twice; else,
-// for the first rank lacking contributions after the last step (focus_rank checked first), the
-// write that discarded the last copy of the first contribution it lacks, or, when no write did,
-// the rank's own state. `focus_range` names the range the caller saw wrong at focus_rank
-// ("[4,8)"). Nullopt if the unit is computed correctly.
+// Why `focus_rank` ends with something other than every contribution once on `unit`, which the
+// caller saw wrong over `focus_range` ("[4,8)"). Nullopt if it ends right there after all.
+//
+// Memory and time are linear in the schedule's size and the world size, which the caller has
+// already bounded by the schedule's size: values are not held as sets but as a graph whose
+// nodes are the reduces touching the unit, with an edge to each member's value; how often a
+// value holds a contribution is the number of paths from its node to that contribution.
 std::optional<std::string> replay_unit(const Schedule& schedule, int32_t world_size, uint64_t unit,
                                        int32_t focus_rank, const std::string& focus_range);
 

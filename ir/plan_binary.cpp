@@ -2,7 +2,7 @@
 //
 //   offset size field
 //        0    8 magic "FLXPLAN\0"
-//        8    4 format version (1)
+//        8    4 format version (kPlanFormatVersion)
 //       12    4 flags: bit 0 set when the plan names a topology hash; other bits zero
 //       16   16 flexplan version that wrote the file, ASCII, NUL-padded
 //       32    8 topology hash (0 without one)
@@ -30,6 +30,7 @@ namespace {
 
 constexpr char kMagic[8] = {'F', 'L', 'X', 'P', 'L', 'A', 'N', '\0'};
 constexpr size_t kVersionField = 16;
+constexpr size_t kPayloadLengthOffset = 44;
 constexpr size_t kChecksumOffset = 52;
 constexpr size_t kHeaderSize = 60;
 constexpr uint32_t kFlagTopologyHash = 1;
@@ -37,11 +38,69 @@ constexpr uint64_t kMaxRank = std::numeric_limits<int32_t>::max();
 static_assert(std::string_view(kVersion).size() < kVersionField,
               "version string must fit its field");
 
+// Ops are coded relative to the op before them in the same step (the first to an empty op at
+// 0): a step's ops usually follow each other through the units, from neighbouring roots, and
+// neighbouring ops of a tree level share most of their group (docs/ir.md, "plan.bin").
+struct OpContext {
+  uint64_t end = 0;
+  int32_t root = 0;
+  const std::vector<int32_t>* group = nullptr;
+};
+
+constexpr uint64_t kGroupList = 0, kGroupEdits = 1;
+
+// The positions where `group` differs from `previous`, when the edit form is the shorter.
+bool edit_positions(const std::vector<int32_t>& group, const std::vector<int32_t>* previous,
+                    std::vector<size_t>& positions) {
+  if (!previous || previous->size() != group.size()) return false;
+  positions.clear();
+  for (size_t i = 0; i < group.size(); ++i) {
+    if (group[i] != (*previous)[i]) {
+      if (2 * (positions.size() + 1) > group.size()) return false;
+      positions.push_back(i);
+    }
+  }
+  return true;
+}
+
+void encode_op(detail::ByteWriter& out, const Op& op, OpContext& previous,
+               std::vector<size_t>& positions) {
+  if (op.end < op.begin)
+    throw PlanFormatError(fmt::format("plan: an op's range [{},{}) ends before it begins and "
+                                      "cannot be written",
+                                      op.begin, op.end));
+  const bool edits = edit_positions(op.group, previous.group, positions);
+  // One varint heads the op: kind | group form << 1 | shape << 2.
+  out.varint(static_cast<uint64_t>(op.kind) | (edits ? kGroupEdits : kGroupList) << 1 |
+             static_cast<uint64_t>(op.shape) << 2);
+  out.signed_varint(static_cast<int64_t>(op.begin - previous.end));
+  out.varint(op.end - op.begin);
+  out.signed_varint(int64_t{op.root} - previous.root);
+  if (edits) {
+    out.varint(positions.size());
+    size_t next = 0;  // the first position not yet passed
+    for (size_t at : positions) {
+      out.varint(at - next);
+      out.signed_varint(int64_t{op.group[at]} - (*previous.group)[at]);
+      next = at + 1;
+    }
+  } else {
+    out.varint(op.group.size());
+    int32_t before = op.root;
+    for (int32_t member : op.group) {
+      out.signed_varint(int64_t{member} - before);
+      before = member;
+    }
+  }
+  previous = OpContext{op.end, op.root, &op.group};
+}
+
 void encode_payload(detail::ByteWriter& out, const Plan& plan) {
   out.string(plan.topology_name);
   out.varint(plan.rank_names.size());
   for (const std::string& name : plan.rank_names) out.string(name);
   out.varint(plan.schedules.size());
+  std::vector<size_t> positions;
   for (const Schedule& schedule : plan.schedules) {
     out.string(schedule.algorithm);
     out.varint(static_cast<uint64_t>(schedule.collective));
@@ -54,40 +113,67 @@ void encode_payload(detail::ByteWriter& out, const Plan& plan) {
       out.varint(static_cast<uint64_t>(step.phase));
       out.signed_varint(step.level);
       out.varint(step.ops.size());
-      for (const Op& op : step.ops) {
-        // The kind and the shape share one varint: kind | shape << 1.
-        out.varint(static_cast<uint64_t>(op.kind) | static_cast<uint64_t>(op.shape) << 1);
-        out.varint(op.begin);
-        out.varint(op.end - op.begin);
-        out.varint(static_cast<uint32_t>(op.root));
-        out.varint(op.group.size());
-        for (int32_t member : op.group) out.varint(static_cast<uint32_t>(member));
-      }
+      OpContext previous;
+      for (const Op& op : step.ops) encode_op(out, op, previous, positions);
     }
   }
 }
 
-Op decode_op(detail::ByteReader& in) {
+// A rank coded as a difference from `base`: it must land in [0, 2^31).
+int32_t decode_rank(detail::ByteReader& in, int64_t base, const char* what) {
+  const size_t at = in.offset();
+  const int64_t delta = in.signed_varint(what);
+  // base is in [0, 2^31), so base + delta overflows only if the result is out of range anyway.
+  if (delta < -base || delta > static_cast<int64_t>(kMaxRank) - base)
+    in.fail_at(at, fmt::format("{} {} {:+} is not a rank (0 to {})", what, base, delta, kMaxRank));
+  return static_cast<int32_t>(base + delta);
+}
+
+Op decode_op(detail::ByteReader& in, const Op* previous) {
   Op op;
-  const uint64_t kind_and_shape = in.varint_at_most(3, "op kind and shape");
-  op.kind = static_cast<OpKind>(kind_and_shape & 1);
-  op.shape = static_cast<OpShape>(kind_and_shape >> 1);
-  op.begin = in.varint("op begin");
+  const size_t head_at = in.offset();
+  const uint64_t head = in.varint_at_most(7, "op kind, group form and shape");
+  op.kind = static_cast<OpKind>(head & 1);
+  op.shape = static_cast<OpShape>(head >> 2);
+  const uint64_t previous_end = previous ? previous->end : 0;
+  op.begin = previous_end + static_cast<uint64_t>(in.signed_varint("op begin"));
   const size_t length_at = in.offset();
   const uint64_t length = in.varint("op length");
   if (length > std::numeric_limits<uint64_t>::max() - op.begin)
     in.fail_at(length_at, "op end overflows 64 bits");
   op.end = op.begin + length;
-  op.root = static_cast<int32_t>(in.varint_at_most(kMaxRank, "op root"));
-  op.group.resize(in.count(1, "group size"));
-  for (int32_t& member : op.group)
-    member = static_cast<int32_t>(in.varint_at_most(kMaxRank, "group member"));
+  op.root = decode_rank(in, previous ? previous->root : 0, "op root");
+  if (((head >> 1) & 1) == kGroupEdits) {
+    if (!previous)
+      in.fail_at(head_at, "the first op of a step cannot edit the group of an op before it");
+    op.group = previous->group;
+    const size_t edits = in.count(2, "group edit count");
+    if (edits > op.group.size())
+      in.fail_at(in.offset(), fmt::format("{} group edits for a group of {}", edits,
+                                          op.group.size()));
+    size_t next = 0;
+    for (size_t e = 0; e < edits; ++e) {
+      const size_t skip_at = in.offset();
+      const uint64_t skip = in.varint("group edit position");
+      if (skip >= op.group.size() - next)
+        in.fail_at(skip_at, fmt::format("group edit position skips past the end of the group "
+                                        "of {}",
+                                        op.group.size()));
+      const size_t at = next + skip;
+      op.group[at] = decode_rank(in, op.group[at], "group member");
+      next = at + 1;
+    }
+  } else {
+    op.group.resize(in.count(1, "group size"));
+    int64_t before = op.root;
+    for (int32_t& member : op.group) before = member = decode_rank(in, before, "group member");
+  }
   return op;
 }
 
 Schedule decode_schedule(detail::ByteReader& in) {
   Schedule schedule;
-  schedule.algorithm = in.string("algorithm name");
+  schedule.algorithm = in.utf8_string("algorithm name");
   schedule.collective = static_cast<Collective>(
       in.varint_at_most(static_cast<uint64_t>(Collective::Broadcast), "collective"));
   schedule.min_bytes = in.varint("min bytes");
@@ -104,8 +190,9 @@ Schedule decode_schedule(detail::ByteReader& in) {
       in.fail_at(level_at, fmt::format("level {} does not fit in 32 bits", level));
     }
     step.level = static_cast<int32_t>(level);
-    step.ops.resize(in.count(6, "op count"));
-    for (Op& op : step.ops) op = decode_op(in);
+    step.ops.resize(in.count(5, "op count"));
+    for (size_t o = 0; o < step.ops.size(); ++o)
+      step.ops[o] = decode_op(in, o > 0 ? &step.ops[o - 1] : nullptr);
   }
   return schedule;
 }
@@ -142,9 +229,6 @@ bool has_plan_magic(std::span<const uint8_t> bytes) {
 }
 
 std::vector<uint8_t> encode_plan(const Plan& plan) {
-  detail::ByteWriter payload;
-  encode_payload(payload, plan);
-
   const bool has_hash = !plan.topology_hash.empty();
   uint64_t hash = 0;
   if (has_hash && !parse_hash_hex(plan.topology_hash, hash)) {
@@ -154,6 +238,8 @@ std::vector<uint8_t> encode_plan(const Plan& plan) {
   if (plan.world_size < 1)
     throw PlanFormatError(fmt::format("plan: world size {} must be at least 1", plan.world_size));
 
+  // The header with the payload length and checksum left at 0, the payload after it, then
+  // those two fields filled in.
   detail::ByteWriter out;
   out.bytes(kMagic, sizeof kMagic);
   out.fixed32(kPlanFormatVersion);
@@ -163,11 +249,18 @@ std::vector<uint8_t> encode_plan(const Plan& plan) {
   out.bytes(version, sizeof version);
   out.fixed64(hash);
   out.fixed32(static_cast<uint32_t>(plan.world_size));
-  out.fixed64(payload.buffer().size());
-  const uint64_t checksum = detail::fnv1a64(payload.buffer(), detail::fnv1a64(out.buffer()));
-  out.fixed64(checksum);
-  out.bytes(payload.buffer().data(), payload.buffer().size());
-  return std::move(out.buffer());
+  out.fixed64(0);  // payload length
+  out.fixed64(0);  // checksum
+  encode_payload(out, plan);
+  std::vector<uint8_t>& bytes = out.buffer();
+  auto put = [&](size_t at, uint64_t value) {
+    for (int i = 0; i < 8; ++i) bytes[at + i] = static_cast<uint8_t>(value >> (8 * i));
+  };
+  put(kPayloadLengthOffset, bytes.size() - kHeaderSize);
+  const std::span<const uint8_t> all(bytes);
+  put(kChecksumOffset,
+      detail::fnv1a64(all.subspan(kHeaderSize), detail::fnv1a64(all.first(kChecksumOffset))));
+  return std::move(bytes);
 }
 
 Plan decode_plan_unverified(std::span<const uint8_t> bytes, const std::string& source) {
@@ -230,14 +323,15 @@ Plan decode_plan_unverified(std::span<const uint8_t> bytes, const std::string& s
   if (flags & kFlagTopologyHash) plan.topology_hash = fmt::format("{:016x}", topology_hash);
 
   detail::ByteReader in(payload, source, kHeaderSize);
-  plan.topology_name = in.string("topology name");
+  plan.topology_name = in.utf8_string("topology name");
   const size_t names_at = in.offset();
   plan.rank_names.resize(in.count(1, "rank name count"));
   if (!plan.rank_names.empty() && plan.rank_names.size() != world_size) {
     in.fail_at(names_at, fmt::format("{} rank names for a world size of {}", plan.rank_names.size(),
                                      world_size));
   }
-  for (std::string& name : plan.rank_names) name = in.string("rank name");
+  for (size_t rank = 0; rank < plan.rank_names.size(); ++rank)
+    plan.rank_names[rank] = in.utf8_string(fmt::format("rank name {}", rank));
   plan.schedules.resize(in.count(6, "schedule count"));
   for (Schedule& schedule : plan.schedules) schedule = decode_schedule(in);
   if (in.remaining() != 0)

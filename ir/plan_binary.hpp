@@ -13,7 +13,7 @@
 
 namespace flexplan::ir {
 
-inline constexpr uint32_t kPlanFormatVersion = 2;  // 2: ops carry their shape
+inline constexpr uint32_t kPlanFormatVersion = 3;  // 2: ops relative to the op before; 3: ops carry their shape
 
 // Serializes the plan as it is; does not verify (write_plan_file does).
 std::vector<uint8_t> encode_plan(const Plan& plan);

@@ -102,6 +102,10 @@ Op op_from_json(const Node& node) {
   op.kind = node.field("op").name(op_kind_from_string);
   op.begin = node.field("begin").unsigned_at_most(std::numeric_limits<uint64_t>::max());
   op.end = node.field("end").unsigned_at_most(std::numeric_limits<uint64_t>::max());
+  // As in every form (plan.bin codes a begin and a length): an empty range is the verifier's
+  // to refuse, one that ends before it begins is not a range.
+  if (op.end < op.begin)
+    node.field("end").fail(fmt::format("the range ends at {}, before its begin {}", op.end, op.begin));
   op.root = static_cast<int32_t>(node.field("root").unsigned_at_most(kMaxInt32));
   for (const Node& member : node.field("group").elements()) {
     op.group.push_back(static_cast<int32_t>(member.unsigned_at_most(kMaxInt32)));

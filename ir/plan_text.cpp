@@ -175,7 +175,7 @@ class TextParser {
     word("bytes");
     parse_byte_range(next("the message size range MIN..MAX"), schedule);
     word("units");
-    schedule.units = number<uint64_t>("units", 1);
+    schedule.units = number<uint64_t>("units");
     end_line();
     while (at_keyword("step")) schedule.steps.push_back(parse_step());
     return schedule;
@@ -219,8 +219,9 @@ class TextParser {
       op.shape = OpShape::Star;
     else if (shape.text != "group")
       fail(shape, fmt::format("expected 'group' (a chain) or 'star', found '{}'", shape.text));
+    // An empty group, or units = 0 above, parses: the text form holds whatever the other forms
+    // hold, and the verifier says what is wrong with it.
     while (has_more()) op.group.push_back(number<int32_t>("a group member", 0));
-    if (op.group.empty()) fail(lines_[line_].tokens.back(), "the group needs at least one member");
     end_line();
     return op;
   }
@@ -233,6 +234,10 @@ class TextParser {
         !parse_int(text.substr(comma + 1, text.size() - comma - 2), op.end)) {
       fail(token, fmt::format("expected a unit range [BEGIN,END), found '{}'", text));
     }
+    // Every form codes a range as its begin and length (plan.bin), so none holds one that ends
+    // before it begins; an empty one is the verifier's to refuse.
+    if (op.end < op.begin)
+      fail(token, fmt::format("the unit range {} ends before it begins", text));
   }
 
   std::vector<TokenLine> lines_;

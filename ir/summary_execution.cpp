@@ -1,252 +1,240 @@
-// Per rank, an interval map over [0, units): sorted segments, each holding the summary of the
-// contributions on its units and the (step, op) that last wrote it. Segments are split before
-// the run at the boundaries of every range written to the rank, so the writes of a typical
-// plan overwrite segments in place instead of inserting into the middle of a vector.
+// Runs a schedule on a window of units: per rank, an interval map (RankSegments) of summaries.
+// Each step computes every op's result from the state at step start, checks that no two ops
+// write one unit of one rank, then writes. A window whose state outgrows the budget is run
+// again as smaller windows.
 #include "ir/summary_execution.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <span>
 #include <vector>
 
 #include "ir/contribution.hpp"
 #include "ir/op_text.hpp"
+#include "ir/rank_segments.hpp"
 
 namespace flexplan::ir::detail {
 
 namespace {
 
 constexpr size_t kMembersInMessages = 16;
-constexpr uint32_t kInitialStamp = 0;  // step stamps are step index + 1
+constexpr size_t kMinimumBudget = size_t{1} << 20;
+constexpr uint64_t kWindowSplit = 8;  // an over-budget window is run again as this many
+// Past this many writes to one rank in one step, they are checked for overlaps by sorting at
+// the end of the step rather than each against all the others.
+constexpr size_t kLinearWriteChecks = 32;
 
-struct Segment {
-  uint64_t begin;
-  Summary summary;
-  uint32_t step_stamp;  // step index + 1 of the last write; kInitialStamp before any
-  uint32_t op;          // that write's op index within its step
+using Segments = RankSegments<Summary>;
+using Segment = Segments::Segment;
+
+// The writes of the current step to one rank, to find two that overlap.
+struct WriteMark {
+  uint64_t max_end = 0;   // the end of the write that ends last
+  uint32_t stamp = 0;     // step index + 1 of the step these writes belong to
+  uint32_t count = 0;     // writes to the rank in this step
+  int64_t last = -1;      // index of the latest write in extra_; each links to the one before
+  bool deferred = false;  // its writes go to deferred_, to be sorted at the end of the step
+};
+struct ExtraWrite {
+  uint64_t begin, end;
+  uint32_t op;
+  int64_t next;
+};
+struct DeferredWrite {
+  int32_t rank;
+  uint64_t begin, end;
+  uint32_t op;
+  auto key() const { return std::tuple(rank, begin, op); }
 };
 
-struct Piece {
-  uint64_t begin;  // ends where the next piece of its op begins, or at the op's end
-  Summary summary;
-};
-
-// Reads one rank's segments from a unit onwards.
 struct Cursor {
-  const Segment* segment;
-  const Segment* last;
-  uint64_t units;
-  uint64_t end() const { return segment == last ? units : (segment + 1)->begin; }
+  int32_t rank;
+  size_t index;
+  uint64_t end;
+  Summary value;
 };
 
-// The index of the segment holding `unit`, searched outwards from `hint` (the rank's last
-// accessed segment): schedules walk each rank's buffer in small strides, so this usually
-// touches one or two cache lines where a binary search over thousands of segments would miss.
-size_t segment_at(const std::vector<Segment>& segments, uint64_t unit, size_t hint) {
-  const auto holds = [&](size_t j) {
-    return segments[j].begin <= unit && (j + 1 == segments.size() || unit < segments[j + 1].begin);
-  };
-  if (holds(hint)) return hint;
-  // Gallop towards the unit to bracket it, then binary search inside the bracket.
-  size_t low = 0, high = segments.size();  // the answer is in [low, high)
-  if (segments[hint].begin <= unit) {
-    for (size_t step = 1;; step *= 2) {
-      low = hint;
-      if (hint + step >= segments.size() || segments[hint + step].begin > unit) {
-        high = std::min(segments.size(), hint + step);
-        break;
-      }
-      hint += step;
-    }
-  } else {
-    for (size_t step = 1;; step *= 2) {
-      high = hint;
-      if (step > hint || segments[hint - step].begin <= unit) {
-        low = step > hint ? 0 : hint - step;
-        break;
-      }
-      hint -= step;
-    }
-  }
-  auto after = std::upper_bound(segments.begin() + static_cast<std::ptrdiff_t>(low),
-                                segments.begin() + static_cast<std::ptrdiff_t>(high), unit,
-                                [](uint64_t u, const Segment& s) { return u < s.begin; });
-  return static_cast<size_t>(after - segments.begin()) - 1;
-}
+enum class Outcome { Done, Fault, OverBudget };
 
-std::vector<std::vector<uint64_t>> written_boundaries(const Schedule& schedule,
-                                                      int32_t world_size) {
-  std::vector<std::vector<uint64_t>> cuts(static_cast<size_t>(world_size));
-  // Consecutive writes to a rank usually share a boundary; skipping a repeat of the last two
-  // cuts halves what is sorted below.
-  auto push = [](std::vector<uint64_t>& list, uint64_t cut) {
-    const size_t n = list.size();
-    if ((n > 0 && list[n - 1] == cut) || (n > 1 && list[n - 2] == cut)) return;
-    list.push_back(cut);
-  };
-  auto add = [&](int32_t rank, const Op& op) {
-    push(cuts[rank], op.end);
-    push(cuts[rank], op.begin);
-  };
-  for (const Step& step : schedule.steps) {
-    for (const Op& op : step.ops) {
-      if (op.kind == OpKind::Reduce) {
-        add(op.root, op);
-      } else {
-        for (int32_t member : op.group) {
-          if (member != op.root) add(member, op);
-        }
-      }
-    }
-  }
-  return cuts;
-}
-
-class SummaryExecution {
+class WindowExecution {
  public:
-  SummaryExecution(const Schedule& schedule, int32_t world_size)
-      : schedule_(schedule), world_size_(world_size), units_(schedule.units) {
-    auto cuts = written_boundaries(schedule, world_size);
-    ranks_.resize(static_cast<size_t>(world_size));
-    hints_.assign(static_cast<size_t>(world_size), 0);
-    for (int32_t rank = 0; rank < world_size; ++rank) {
-      auto& rank_cuts = cuts[rank];
-      rank_cuts.push_back(0);
-      std::sort(rank_cuts.begin(), rank_cuts.end());
-      rank_cuts.erase(std::unique(rank_cuts.begin(), rank_cuts.end()), rank_cuts.end());
-      auto& segments = ranks_[rank];
-      segments.reserve(rank_cuts.size());
-      for (uint64_t cut : rank_cuts) {
-        if (cut < units_) segments.push_back({cut, contribution_of(rank), kInitialStamp, 0});
-      }
-      std::vector<uint64_t>().swap(rank_cuts);
-    }
-  }
+  WindowExecution(const Schedule& schedule, int32_t world_size, size_t budget)
+      : schedule_(schedule),
+        world_size_(world_size),
+        budget_(budget),
+        total_(all_contributions(world_size)),
+        ranks_(static_cast<size_t>(world_size)),
+        hints_(static_cast<size_t>(world_size), 0),
+        marks_(static_cast<size_t>(world_size)) {}
 
-  std::optional<SummaryFault> run() {
-    for (size_t s = 0; s < schedule_.steps.size(); ++s) {
-      if (auto fault = run_step(s)) return fault;
+  Outcome run(uint64_t low, uint64_t high, bool unlimited, std::optional<SummaryFault>& fault) {
+    low_ = low;
+    high_ = high;
+    limit_ = unlimited ? ~size_t{0} : budget_;
+    for (int32_t rank = 0; rank < world_size_; ++rank) {
+      ranks_[rank].reset(low, contribution_of(rank));
+      hints_[rank] = 0;
+      marks_[rank].stamp = 0;
     }
-    return check_final_state();
+    segments_ = static_cast<size_t>(world_size_);
+    for (size_t s = 0; s < schedule_.steps.size(); ++s) {
+      const Outcome outcome = run_step(s, fault);
+      if (outcome != Outcome::Done) return outcome;
+    }
+    fault = check_final_state();
+    return fault ? Outcome::Fault : Outcome::Done;
   }
 
  private:
-  std::optional<SummaryFault> run_step(size_t step_index) {
+  bool clip(const Op& op, uint64_t& begin, uint64_t& end) const {
+    begin = std::max(op.begin, low_);
+    end = std::min(op.end, high_);
+    return begin < end;
+  }
+
+  Outcome run_step(size_t step_index, std::optional<SummaryFault>& fault) {
     const Step& step = schedule_.steps[step_index];
-    over_count_.reset();
     pieces_.clear();
-    piece_offsets_.assign(1, 0);
-    // Every result from the state at step start, then every write.
+    active_.clear();
+    // Every result from the state at step start.
     for (size_t o = 0; o < step.ops.size(); ++o) {
       const Op& op = step.ops[o];
+      uint64_t begin, end;
+      if (!clip(op, begin, end)) continue;
+      active_.push_back({o, pieces_.size(), begin, end});
       if (op.kind == OpKind::Reduce)
-        compute_reduce(op, step_index, o);
+        compute_reduce(op, begin, end);
       else
-        compute_broadcast(op);
-      piece_offsets_.push_back(pieces_.size());
+        compute_broadcast(op, begin, end);
+      if (pieces_.size() > limit_) return Outcome::OverBudget;
     }
+    active_.push_back({step.ops.size(), pieces_.size(), 0, 0});
+    // Then every write, each checked against the step's other writes to the same rank.
     const uint32_t stamp = static_cast<uint32_t>(step_index + 1);
-    for (size_t o = 0; o < step.ops.size(); ++o) {
-      const Op& op = step.ops[o];
+    deferred_.clear();
+    extra_.clear();
+    for (size_t a = 0; a + 1 < active_.size(); ++a) {
+      const Active& act = active_[a];
+      const Op& op = step.ops[act.op];
+      const std::span<const Segment> pieces(pieces_.data() + act.first_piece,
+                                            active_[a + 1].first_piece - act.first_piece);
+      auto write = [&](int32_t rank) {
+        if (auto conflict = note_write(rank, act, stamp, step_index)) {
+          fault = std::move(conflict);
+          return Outcome::Fault;
+        }
+        segments_ += ranks_[rank].assign(act.begin, act.end, high_, pieces, scratch_, hints_[rank]);
+        return segments_ > limit_ ? Outcome::OverBudget : Outcome::Done;
+      };
       if (op.kind == OpKind::Reduce) {
-        if (auto fault = write(op.root, step_index, o, stamp)) return fault;
+        if (const Outcome outcome = write(op.root); outcome != Outcome::Done) return outcome;
       } else {
         for (int32_t member : op.group) {
           if (member == op.root) continue;
-          if (auto fault = write(member, step_index, o, stamp)) return fault;
+          if (const Outcome outcome = write(member); outcome != Outcome::Done) return outcome;
         }
       }
     }
-    return over_count_;
+    if (auto conflict = check_deferred_writes(step_index)) {
+      fault = std::move(conflict);
+      return Outcome::Fault;
+    }
+    return Outcome::Done;
   }
 
-  void compute_reduce(const Op& op, size_t step_index, size_t op_index) {
+  struct Active {
+    size_t op;
+    size_t first_piece;
+    uint64_t begin, end;  // the op's range within the window
+  };
+
+  void compute_reduce(const Op& op, uint64_t begin, uint64_t end) {
     cursors_.clear();
-    for (int32_t member : op.group) cursors_.push_back(cursor_at(member, op.begin));
+    Summary sum;
+    for (int32_t member : op.group) {
+      const Segments& segments = ranks_[member];
+      const size_t index = hints_[member] = segments.find(begin, hints_[member]);
+      const Summary& value = segments.at(index).value;
+      cursors_.push_back({member, index, segments.end_of(index, high_), value});
+      sum += value;
+    }
     const size_t first_piece = pieces_.size();
-    for (uint64_t at = op.begin; at < op.end;) {
-      uint64_t next = op.end;
-      Summary sum;
-      for (const Cursor& cursor : cursors_) {
-        sum += cursor.segment->summary;
-        next = std::min(next, cursor.end());
-      }
-      if (sum.count > static_cast<uint64_t>(world_size_) && !over_count_) {
-        over_count_ = SummaryFault{
-            SummaryFault::Kind::OverCount,
-            fmt::format("step {} op {} ({}): rank {} would hold {} contributions on unit {}, more "
-                        "than the {} ranks: some are counted twice",
-                        step_index, op_index, format_op(op, kMembersInMessages), op.root, sum.count,
-                        at, world_size_),
-            at};
-      }
-      emit(first_piece, at, sum);
-      if (next < op.end) {
-        for (Cursor& cursor : cursors_) {
-          if (cursor.end() == next) ++cursor.segment;
-        }
+    for (uint64_t at = begin;;) {
+      uint64_t next = end;
+      for (const Cursor& cursor : cursors_) next = std::min(next, cursor.end);
+      emit(first_piece, at, sum.capped(world_size_));
+      if (next >= end) return;
+      for (Cursor& cursor : cursors_) {
+        if (cursor.end != next) continue;
+        const Segments& segments = ranks_[cursor.rank];
+        sum -= cursor.value;
+        ++cursor.index;
+        cursor.value = segments.at(cursor.index).value;
+        cursor.end = segments.end_of(cursor.index, high_);
+        sum += cursor.value;
       }
       at = next;
     }
   }
 
-  void compute_broadcast(const Op& op) {
-    const size_t first_piece = pieces_.size();
-    for (Cursor cursor = cursor_at(op.root, op.begin);; ++cursor.segment) {
-      emit(first_piece, std::max(cursor.segment->begin, op.begin), cursor.segment->summary);
-      if (cursor.end() >= op.end) break;
+  void compute_broadcast(const Op& op, uint64_t begin, uint64_t end) {
+    const Segments& segments = ranks_[op.root];
+    size_t index = hints_[op.root] = segments.find(begin, hints_[op.root]);
+    for (;; ++index) {
+      pieces_.push_back({std::max(segments.at(index).begin, begin), segments.at(index).value});
+      if (segments.end_of(index, high_) >= end) return;
     }
   }
 
-  size_t find(int32_t rank, uint64_t unit) {
-    return hints_[rank] = segment_at(ranks_[rank], unit, hints_[rank]);
+  // Appends a piece to the op whose pieces start at first_piece, merging equal neighbours.
+  void emit(size_t first_piece, uint64_t begin, const Summary& value) {
+    if (pieces_.size() > first_piece && pieces_.back().value == value) return;
+    pieces_.push_back({begin, value});
   }
 
-  Cursor cursor_at(int32_t rank, uint64_t unit) {
-    const auto& segments = ranks_[rank];
-    return Cursor{segments.data() + find(rank, unit), &segments.back(), units_};
-  }
-
-  // Appends a piece to the op whose pieces start at first_piece, merging equal neighbours so
-  // that completed ranges collapse into one piece.
-  void emit(size_t first_piece, uint64_t begin, const Summary& summary) {
-    if (pieces_.size() > first_piece && pieces_.back().summary == summary) return;
-    pieces_.push_back({begin, summary});
-  }
-
-  // Writes op `op_index`'s pieces into `rank`'s segments, splitting a segment only where a new
-  // boundary appears.
-  std::optional<SummaryFault> write(int32_t rank, size_t step_index, size_t op_index,
-                                    uint32_t stamp) {
-    const Op& op = schedule_.steps[step_index].ops[op_index];
-    auto& segments = ranks_[rank];
-    size_t j = find(rank, op.begin);
-    if (segments[j].begin < op.begin) split(segments, j++, op.begin);
-    const size_t first = piece_offsets_[op_index], last = piece_offsets_[op_index + 1];
-    for (size_t p = first; p < last; ++p) {
-      const uint64_t piece_end = p + 1 < last ? pieces_[p + 1].begin : op.end;
-      for (;;) {
-        uint64_t segment_end = j + 1 < segments.size() ? segments[j + 1].begin : units_;
-        if (segment_end > piece_end) {
-          split(segments, j, piece_end);
-          segment_end = piece_end;
+  // Records that op act.op writes `rank` on its range in this step; the conflict if another op
+  // of the step wrote an overlapping range of that rank. Writes that come in unit order (as
+  // they do in the schedules the planner writes) are checked in O(1) against the latest end.
+  std::optional<SummaryFault> note_write(int32_t rank, const Active& act, uint32_t stamp,
+                                         size_t step_index) {
+    WriteMark& mark = marks_[rank];
+    const uint32_t op = static_cast<uint32_t>(act.op);
+    if (mark.stamp != stamp) mark = WriteMark{0, stamp, 0, -1, false};
+    if (mark.deferred) {
+      deferred_.push_back({rank, act.begin, act.end, op});
+    } else if (mark.count > 0 && act.begin < mark.max_end) {
+      // Out of order: compare with each earlier write, or, past a few, sort them all later.
+      if (mark.count >= kLinearWriteChecks) {
+        mark.deferred = true;
+        deferred_.push_back({rank, act.begin, act.end, op});
+        for (int64_t i = mark.last; i >= 0; i = extra_[i].next)
+          deferred_.push_back({rank, extra_[i].begin, extra_[i].end, extra_[i].op});
+      } else {
+        for (int64_t i = mark.last; i >= 0; i = extra_[i].next) {
+          if (act.begin < extra_[i].end && extra_[i].begin < act.end)
+            return conflict(rank, step_index, extra_[i].op, op);
         }
-        Segment& segment = segments[j];
-        if (segment.step_stamp == stamp) return conflict(rank, step_index, segment.op, op_index);
-        segment.summary = pieces_[p].summary;
-        segment.step_stamp = stamp;
-        segment.op = static_cast<uint32_t>(op_index);
-        ++j;
-        if (segment_end == piece_end) break;
       }
     }
+    if (!mark.deferred) {
+      extra_.push_back({act.begin, act.end, op, mark.last});
+      mark.last = static_cast<int64_t>(extra_.size()) - 1;
+    }
+    mark.max_end = std::max(mark.max_end, act.end);
+    ++mark.count;
     return std::nullopt;
   }
 
-  static void split(std::vector<Segment>& segments, size_t j, uint64_t at) {
-    Segment right = segments[j];
-    right.begin = at;
-    segments.insert(segments.begin() + static_cast<std::ptrdiff_t>(j) + 1, right);
+  std::optional<SummaryFault> check_deferred_writes(size_t step_index) {
+    std::sort(deferred_.begin(), deferred_.end(),
+              [](const DeferredWrite& a, const DeferredWrite& b) { return a.key() < b.key(); });
+    for (size_t i = 1; i < deferred_.size(); ++i) {
+      const DeferredWrite &a = deferred_[i - 1], &b = deferred_[i];
+      if (a.rank == b.rank && b.begin < a.end)
+        return conflict(a.rank, step_index, std::min(a.op, b.op), std::max(a.op, b.op));
+    }
+    return std::nullopt;
   }
 
   SummaryFault conflict(int32_t rank, size_t step_index, size_t first_op, size_t second_op) const {
@@ -258,31 +246,31 @@ class SummaryExecution {
         fmt::format("step {}: op {} ({}) and op {} ({}) both write rank {} on units [{},{})",
                     step_index, first_op, format_op(a, kMembersInMessages), second_op,
                     format_op(b, kMembersInMessages), rank, begin, end),
-        begin,
+        std::max(begin, low_),
         rank,
         begin,
         end};
   }
 
   std::optional<SummaryFault> check_final_state() const {
-    const Summary total = all_contributions(world_size_);
     for (int32_t rank = 0; rank < world_size_; ++rank) {
-      const auto& segments = ranks_[rank];
+      const Segments& segments = ranks_[rank];
       for (size_t j = 0; j < segments.size(); ++j) {
-        if (segments[j].summary == total) continue;
-        size_t last = j;
-        while (last + 1 < segments.size() && segments[last + 1].summary == segments[j].summary)
-          ++last;
-        const uint64_t end = last + 1 < segments.size() ? segments[last + 1].begin : units_;
-        const Summary& held = segments[j].summary;
+        const Summary& held = segments.at(j).value;
+        if (held == total_) continue;
+        const uint64_t begin = segments.at(j).begin, end = segments.end_of(j, high_);
         return SummaryFault{
             SummaryFault::Kind::Incomplete,
             fmt::format("after the last step rank {} holds {} contributions on units [{},{}) "
                         "that are not each rank's once",
-                        rank, held.count, segments[j].begin, end),
-            segments[j].begin,
+                        rank,
+                        held.count > static_cast<uint64_t>(world_size_)
+                            ? fmt::format("more than {}", world_size_)
+                            : std::to_string(held.count),
+                        begin, end),
+            begin,
             rank,
-            segments[j].begin,
+            begin,
             end};
       }
     }
@@ -291,20 +279,57 @@ class SummaryExecution {
 
   const Schedule& schedule_;
   const int32_t world_size_;
-  const uint64_t units_;
-  std::vector<std::vector<Segment>> ranks_;
+  const size_t budget_;
+  const Summary total_;
+  uint64_t low_ = 0, high_ = 0;
+  size_t limit_ = 0;
+  size_t segments_ = 0;  // held by all ranks together
+  std::vector<Segments> ranks_;
   std::vector<size_t> hints_;  // per rank: the segment last looked up
-  // Per step: every op's result pieces, op o's in [piece_offsets_[o], piece_offsets_[o+1]).
-  std::vector<Piece> pieces_;
-  std::vector<size_t> piece_offsets_;
+  std::vector<WriteMark> marks_;
+  std::vector<ExtraWrite> extra_;
+  std::vector<DeferredWrite> deferred_;
+  // Per step: the ops touching the window and their result pieces.
+  std::vector<Active> active_;
+  std::vector<Segment> pieces_;
+  std::vector<Segment> scratch_;
   std::vector<Cursor> cursors_;
-  std::optional<SummaryFault> over_count_;
 };
+
+size_t default_budget(const Schedule& schedule, int32_t world_size) {
+  size_t size = static_cast<size_t>(world_size);
+  for (const Step& step : schedule.steps) {
+    for (const Op& op : step.ops) size += 1 + op.group.size();
+  }
+  return std::max(kMinimumBudget, 4 * size);
+}
 
 }  // namespace
 
-std::optional<SummaryFault> execute_summaries(const Schedule& schedule, int32_t world_size) {
-  return SummaryExecution(schedule, world_size).run();
+std::optional<SummaryFault> execute_summaries(const Schedule& schedule, int32_t world_size,
+                                              uint64_t low, uint64_t high, size_t segment_budget) {
+  if (low >= high) return std::nullopt;
+  WindowExecution execution(schedule, world_size,
+                            segment_budget ? segment_budget : default_budget(schedule, world_size));
+  // Windows still to run, the next one last; an over-budget window is replaced by its parts.
+  std::vector<std::pair<uint64_t, uint64_t>> windows{{low, high}};
+  while (!windows.empty()) {
+    const uint64_t begin = windows.back().first, end = windows.back().second;
+    windows.pop_back();
+    std::optional<SummaryFault> fault;
+    // A single unit holds one segment per rank: it always fits.
+    const Outcome outcome = execution.run(begin, end, end - begin == 1, fault);
+    if (outcome == Outcome::Fault) return fault;
+    if (outcome == Outcome::Done) continue;
+    const uint64_t width = end - begin, parts = std::min(width, kWindowSplit);
+    for (uint64_t part = parts; part-- > 0;) {
+      const auto cut = [&](uint64_t k) {
+        return begin + static_cast<uint64_t>(static_cast<unsigned __int128>(width) * k / parts);
+      };
+      windows.emplace_back(cut(part), cut(part + 1));
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace flexplan::ir::detail

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "ir/errors.hpp"
+#include "ir/utf8.hpp"
 
 namespace flexplan::ir::detail {
 
@@ -40,11 +41,11 @@ class Lexer {
       } else if (c == '#') {
         while (pos_ < text_.size() && text_[pos_] != '\n') ++pos_;
       } else if (c == '"') {
-        current.tokens.push_back(quoted());
+        current.tokens.push_back(checked(quoted()));
       } else if (is_plain(c)) {
         Token token{"", false, line_, column()};
         while (pos_ < text_.size() && is_plain(text_[pos_])) token.text.push_back(text_[pos_++]);
-        current.tokens.push_back(std::move(token));
+        current.tokens.push_back(checked(std::move(token)));
       } else {
         fail(column(),
              fmt::format("unexpected character (byte {:#04x})", static_cast<unsigned char>(c)));
@@ -59,6 +60,16 @@ class Lexer {
 
   [[noreturn]] void fail(size_t column, const std::string& what) const {
     throw PlanFormatError(fmt::format("{}:{}:{}: {}", source_, line_, column, what));
+  }
+
+  // Strings, and so names, are UTF-8 in every form of a plan.
+  Token checked(Token token) const {
+    if (const auto bad = invalid_utf8_at(token.text)) {
+      fail(token.column, fmt::format("the {} is not valid UTF-8 (byte {:#04x} at offset {})",
+                                     token.quoted ? "string" : "word",
+                                     static_cast<unsigned char>(token.text[*bad]), *bad));
+    }
+    return token;
   }
 
   Token quoted() {

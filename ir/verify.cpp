@@ -4,12 +4,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <vector>
 
 #include "ir/exact_replay.hpp"
 #include "ir/op_text.hpp"
 #include "ir/summary_execution.hpp"
+#include "ir/utf8.hpp"
 
 namespace flexplan::ir {
 
@@ -21,24 +23,51 @@ constexpr size_t kMembersInMessages = 16;
   throw VerifyError(label + ": " + what);
 }
 
-// A rank listed twice in `group`, if any; `scratch` is reused storage.
-std::optional<int32_t> repeated_member(const std::vector<int32_t>& group,
-                                       std::vector<int32_t>& scratch) {
-  constexpr size_t kPairwiseLimit = 16;
-  if (group.size() <= kPairwiseLimit) {
-    for (size_t i = 1; i < group.size(); ++i) {
-      for (size_t j = 0; j < i; ++j) {
-        if (group[i] == group[j]) return group[i];
-      }
-    }
-    return std::nullopt;
+// Finds a rank listed twice in a group. With a world no larger than a few times the schedule,
+// one mark per rank (the index of the last group that held it) makes this O(group); otherwise
+// small groups are compared pairwise and large ones sorted, without memory sized by the world.
+class RepeatFinder {
+ public:
+  RepeatFinder(int32_t world_size, size_t schedule_size) {
+    if (static_cast<size_t>(world_size) <= 4 * schedule_size + 4096)
+      marks_.assign(static_cast<size_t>(world_size), 0);
   }
-  scratch.assign(group.begin(), group.end());
-  std::sort(scratch.begin(), scratch.end());
-  const auto twice = std::adjacent_find(scratch.begin(), scratch.end());
-  if (twice == scratch.end()) return std::nullopt;
-  return *twice;
-}
+
+  // `group`'s members must already be in [0, world_size).
+  std::optional<int32_t> find(const std::vector<int32_t>& group) {
+    if (!marks_.empty()) {
+      if (++stamp_ == 0) {  // wrapped around: forget every mark
+        std::fill(marks_.begin(), marks_.end(), 0);
+        stamp_ = 1;
+      }
+      for (int32_t member : group) {
+        uint32_t& mark = marks_[static_cast<size_t>(member)];
+        if (mark == stamp_) return member;
+        mark = stamp_;
+      }
+      return std::nullopt;
+    }
+    constexpr size_t kPairwiseLimit = 16;
+    if (group.size() <= kPairwiseLimit) {
+      for (size_t i = 1; i < group.size(); ++i) {
+        for (size_t j = 0; j < i; ++j) {
+          if (group[i] == group[j]) return group[i];
+        }
+      }
+      return std::nullopt;
+    }
+    sorted_.assign(group.begin(), group.end());
+    std::sort(sorted_.begin(), sorted_.end());
+    const auto twice = std::adjacent_find(sorted_.begin(), sorted_.end());
+    if (twice == sorted_.end()) return std::nullopt;
+    return *twice;
+  }
+
+ private:
+  std::vector<uint32_t> marks_;
+  uint32_t stamp_ = 0;
+  std::vector<int32_t> sorted_;
+};
 
 std::string schedule_label(const Schedule& schedule) {
   return fmt::format("schedule {}", schedule.algorithm.empty() ? "(unnamed)" : schedule.algorithm);
@@ -49,8 +78,11 @@ std::string byte_range(const Schedule& schedule) {
                             : fmt::format("[{},inf)", schedule.min_bytes);
 }
 
+// Checks the schedule's fields and the ops whose index, counting through all steps in order,
+// is in [first_op, last_op).
 void check_structure_labeled(const Schedule& schedule, int32_t world_size,
-                             const std::string& label) {
+                             const std::string& label, size_t first_op = 0,
+                             size_t last_op = SIZE_MAX) {
   if (world_size < 1) fail(label, fmt::format("world size {} must be at least 1", world_size));
   if (schedule.units == 0) fail(label, "units must be at least 1");
   if (schedule.max_bytes && *schedule.max_bytes <= schedule.min_bytes) {
@@ -59,13 +91,22 @@ void check_structure_labeled(const Schedule& schedule, int32_t world_size,
   if (static_cast<size_t>(schedule.collective) > static_cast<size_t>(Collective::Broadcast)) {
     fail(label, "invalid collective");
   }
-  std::vector<int32_t> sorted_group;  // reused for duplicate checks of large groups
+  size_t size = 0;
+  for (const Step& step : schedule.steps)
+    for (const Op& op : step.ops) size += 1 + op.group.size();
+  RepeatFinder repeats(world_size, size);
+  size_t index = 0;  // of the op, through all steps
   for (size_t s = 0; s < schedule.steps.size(); ++s) {
     const Step& step = schedule.steps[s];
     if (static_cast<size_t>(step.phase) > static_cast<size_t>(Phase::Broadcast)) {
       fail(label, fmt::format("step {}: invalid phase", s));
     }
-    for (size_t o = 0; o < step.ops.size(); ++o) {
+    if (index + step.ops.size() <= first_op || index >= last_op) {
+      index += step.ops.size();
+      continue;
+    }
+    for (size_t o = 0; o < step.ops.size(); ++o, ++index) {
+      if (index < first_op || index >= last_op) continue;
       const Op& op = step.ops[o];
       auto where = [&] {
         return fmt::format("step {} op {} ({})", s, o, format_op(op, kMembersInMessages));
@@ -89,7 +130,7 @@ void check_structure_labeled(const Schedule& schedule, int32_t world_size,
                                   world_size));
         }
       }
-      if (const auto twice = repeated_member(op.group, sorted_group)) {
+      if (const auto twice = repeats.find(op.group)) {
         fail(label, fmt::format("{}: rank {} appears twice in the group", where(), *twice));
       }
     }
@@ -138,19 +179,10 @@ std::optional<int32_t> first_unwritten_rank(const Schedule& schedule, int32_t wo
   return expected;
 }
 
-void verify_schedule_labeled(const Schedule& schedule, int32_t world_size,
-                             const std::string& label) {
-  check_structure_labeled(schedule, world_size, label);
-  if (schedule.collective != Collective::AllReduce) {
-    fail(label, fmt::format("verifying {} schedules is not supported yet (only allreduce)",
-                            to_string(schedule.collective)));
-  }
-  if (const auto rank = first_unwritten_rank(schedule, world_size)) {
-    fail(label, fmt::format("rank {} is never written by any op, so it cannot end with the other "
-                            "ranks' contributions",
-                            *rank));
-  }
-  const auto fault = detail::execute_summaries(schedule, world_size);
+// Runs the schedule on units [low, high) and throws the exact explanation of the first fault.
+void execute_and_explain(const Schedule& schedule, int32_t world_size, uint64_t low,
+                         uint64_t high, const std::string& label) {
+  const auto fault = detail::execute_summaries(schedule, world_size, low, high);
   if (!fault) return;
   if (fault->kind == detail::SummaryFault::Kind::WriteConflict) fail(label, fault->message);
   const auto exact =
@@ -158,6 +190,60 @@ void verify_schedule_labeled(const Schedule& schedule, int32_t world_size,
                           fmt::format("[{},{})", fault->range_begin, fault->range_end));
   // The exact replay always explains a summary fault; the summary's own words are a fallback.
   fail(label, exact ? *exact : fault->message);
+}
+
+void check_supported(const Schedule& schedule, const std::string& label) {
+  if (schedule.collective != Collective::AllReduce) {
+    fail(label, fmt::format("verifying {} schedules is not supported yet (only allreduce)",
+                            to_string(schedule.collective)));
+  }
+}
+
+void verify_schedule_labeled(const Schedule& schedule, int32_t world_size,
+                             const std::string& label) {
+  check_structure_labeled(schedule, world_size, label);
+  check_supported(schedule, label);
+  if (const auto rank = first_unwritten_rank(schedule, world_size)) {
+    fail(label, fmt::format("rank {} is never written by any op, so it cannot end with the other "
+                            "ranks' contributions",
+                            *rank));
+  }
+  execute_and_explain(schedule, world_size, 0, schedule.units, label);
+}
+
+// Every all-reduce message size, 0 bytes and up, has a schedule: the runtime picks one for any
+// size it is given. `order` sorts the schedules by collective, then min_bytes (and they do not
+// overlap).
+void check_every_size_served(const Plan& plan, const std::vector<size_t>& order) {
+  uint64_t served_to = 0;           // sizes below this are served
+  std::optional<size_t> previous;   // the schedule that serves up to served_to
+  auto gap = [&](uint64_t begin, std::optional<uint64_t> end, const std::string& why) {
+    fail("plan", fmt::format("no allreduce schedule serves messages of [{},{}) bytes: {}", begin,
+                             end ? std::to_string(*end) : "inf", why));
+  };
+  auto name = [&](size_t i) { return ir::schedule_label(plan, i); };
+  for (size_t i : order) {
+    const Schedule& schedule = plan.schedules[i];
+    if (schedule.collective != Collective::AllReduce) continue;
+    if (schedule.min_bytes > served_to) {
+      gap(served_to, schedule.min_bytes,
+          previous ? fmt::format("{} ends at {} and {} starts at {}", name(*previous), served_to,
+                                 name(i), schedule.min_bytes)
+                   : fmt::format("{} starts at {}", name(i), schedule.min_bytes));
+    }
+    if (!schedule.max_bytes) return;  // unbounded: every larger size is served
+    served_to = *schedule.max_bytes;
+    previous = i;
+  }
+  if (!previous) gap(0, std::nullopt, "the plan has no allreduce schedule");
+  gap(served_to, std::nullopt, fmt::format("{} ends at {}", name(*previous), served_to));
+}
+
+// Strings must be UTF-8, so that every printed form (text, JSON) can hold them.
+void check_utf8(const std::string& text, const std::string& what) {
+  if (const auto at = detail::invalid_utf8_at(text))
+    fail("plan", fmt::format("{} is not valid UTF-8 (byte {:#04x} at offset {})", what,
+                             static_cast<uint8_t>(text[*at]), *at));
 }
 
 bool is_hash_hex(const std::string& text) {
@@ -191,6 +277,11 @@ void check_plan_fields(const Plan& plan) {
     fail("plan", fmt::format("{} rank names for a world size of {} (give none or one per rank)",
                              plan.rank_names.size(), plan.world_size));
   }
+  check_utf8(plan.topology_name, "the topology name");
+  for (size_t rank = 0; rank < plan.rank_names.size(); ++rank)
+    check_utf8(plan.rank_names[rank], fmt::format("rank name {}", rank));
+  for (size_t i = 0; i < plan.schedules.size(); ++i)
+    check_utf8(plan.schedules[i].algorithm, fmt::format("the algorithm name of schedule {}", i));
   if (!plan.topology_hash.empty() && !is_hash_hex(plan.topology_hash)) {
     fail("plan",
          fmt::format("topology hash '{}' is not 16 lowercase hex digits", plan.topology_hash));
@@ -213,12 +304,67 @@ void check_plan_fields(const Plan& plan) {
                        byte_range(next), to_string(next.collective), next.min_bytes));
     }
   }
+  check_every_size_served(plan, order);
 }
 
 void verify_plan(const Plan& plan) {
   check_plan_fields(plan);
   for (size_t i = 0; i < plan.schedules.size(); ++i) {
     verify_schedule_labeled(plan.schedules[i], plan.world_size, schedule_label(plan, i));
+  }
+}
+
+namespace {
+
+// The slice's share of the structure checks is its slice of the ops; the ops whose range meets
+// its units, which its execution reads, it checks for ranks beyond the world here (the rest of
+// their structure cannot make the execution misbehave, and some other slice checks it).
+void check_ranks_touching(const Schedule& schedule, int32_t world_size, UnitRange units,
+                          const std::string& label) {
+  for (size_t s = 0; s < schedule.steps.size(); ++s) {
+    const Step& step = schedule.steps[s];
+    for (size_t o = 0; o < step.ops.size(); ++o) {
+      const Op& op = step.ops[o];
+      if (op.end <= units.begin || op.begin >= units.end) continue;
+      bool outside = op.root < 0 || op.root >= world_size;
+      for (int32_t member : op.group) outside = outside || member < 0 || member >= world_size;
+      if (!outside) continue;
+      size_t first = 0;
+      for (size_t k = 0; k < s; ++k) first += schedule.steps[k].ops.size();
+      check_structure_labeled(schedule, world_size, label, first + o, first + o + 1);
+    }
+  }
+}
+
+size_t op_count(const Schedule& schedule) {
+  size_t ops = 0;
+  for (const Step& step : schedule.steps) ops += step.ops.size();
+  return ops;
+}
+
+}  // namespace
+
+UnitRange unit_slice(uint64_t units, int32_t slice, int32_t slices) {
+  auto cut = [&](int32_t k) {
+    return static_cast<uint64_t>(static_cast<unsigned __int128>(units) * static_cast<uint32_t>(k) /
+                                 static_cast<uint32_t>(slices));
+  };
+  return {cut(slice), cut(slice + 1)};
+}
+
+void verify_plan_slice(const Plan& plan, int32_t slice, int32_t slices) {
+  if (slices < 1 || slice < 0 || slice >= slices)
+    throw std::invalid_argument(fmt::format("slice {} of {} does not exist", slice, slices));
+  check_plan_fields(plan);
+  for (size_t i = 0; i < plan.schedules.size(); ++i) {
+    const Schedule& schedule = plan.schedules[i];
+    const std::string label = schedule_label(plan, i);
+    const UnitRange ops = unit_slice(op_count(schedule), slice, slices);
+    check_structure_labeled(schedule, plan.world_size, label, ops.begin, ops.end);
+    check_supported(schedule, label);
+    const UnitRange range = unit_slice(schedule.units, slice, slices);
+    check_ranks_touching(schedule, plan.world_size, range, label);
+    execute_and_explain(schedule, plan.world_size, range.begin, range.end, label);
   }
 }
 

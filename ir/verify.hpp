@@ -38,4 +38,20 @@ void check_plan_fields(const Plan& plan);
 void verify_plan(const Plan& plan);
 std::string schedule_label(const Plan& plan, size_t index);  // "schedule 1 (ring)"
 
+// Slice `slice` of `slices` of a schedule's units: [floor(slice * U / slices),
+// floor((slice + 1) * U / slices)). The slices of 0 .. slices-1 tile [0, U).
+struct UnitRange {
+  uint64_t begin, end;
+};
+UnitRange unit_slice(uint64_t units, int32_t slice, int32_t slices);
+
+// One slice of verify_plan, for verifying a plan in parts (each rank of a job one part):
+// check_plan_fields; check_structure of the slice's share of each schedule's ops (its
+// unit_slice of the op count, counting through the steps in order); then the symbolic
+// execution of each schedule's unit_slice of the units, after checking that the ops it reads
+// name only ranks of the world. Units are independent, so the slices 0 .. slices-1 together
+// check exactly what verify_plan checks (a rank that no op writes is then reported by its final
+// state rather than named up front).
+void verify_plan_slice(const Plan& plan, int32_t slice, int32_t slices);
+
 }  // namespace flexplan::ir

@@ -62,4 +62,9 @@ inline constexpr uint64_t kMaxScheduleOps = 8'000'000;
 inline constexpr uint64_t kMaxScheduleGroupMembers = 64'000'000;
 bool schedule_fits_limits(const ScheduleSize&);
 
+// Pipelined variants are priced from their base schedule's windows (pipeline.hpp); the group
+// members that go through the evaluator for one algorithm's variants stay under this (about a
+// second of pricing). Variants beyond it are left out with a note.
+inline constexpr uint64_t kPipelinePricingBudget = 16'000'000;
+
 }  // namespace flexplan

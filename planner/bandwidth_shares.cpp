@@ -2,6 +2,8 @@
 #include "planner/bandwidth_shares.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <map>
 #include <stdexcept>
 #include <utility>
 
@@ -15,36 +17,81 @@
 namespace flexplan {
 namespace {
 
-// The virtual trees worth offering: the tree itself, the flat tree, and each switch alone made
-// transparent where its uplink could carry its children's data uncombined (it is at least
-// 1.5 times as fast as its slowest child's link), the most promising first, at most kMaxSingles.
+// Nodes that any automorphism of the tree maps onto each other share an orbit: identical
+// sibling subtrees (same uplink bandwidths and shapes all the way down) are interchangeable, and
+// the LP is convex, so averaging an optimum over those swaps gives an optimum in which such
+// nodes hold the same shares. The LP then needs one set of columns and rows per orbit, which is
+// what keeps it small on large regular clusters (thousands of identical machines).
+struct Orbits {
+  std::vector<int> of;             // by node
+  std::vector<NodeId> representative;  // by orbit: its first node in node order
+};
+
+Orbits orbits_of(const Topology& topo) {
+  const auto nodes = static_cast<size_t>(topo.num_nodes());
+  // Shape of each subtree, bottom up (children have larger depth).
+  std::vector<NodeId> by_depth(nodes);
+  for (size_t n = 0; n < nodes; ++n) by_depth[n] = static_cast<NodeId>(n);
+  std::stable_sort(by_depth.begin(), by_depth.end(),
+                   [&](NodeId a, NodeId b) { return topo.depth(a) > topo.depth(b); });
+  std::map<std::vector<uint64_t>, int> shape_ids;
+  std::vector<int> shape(nodes, 0);
+  for (NodeId n : by_depth) {
+    std::vector<uint64_t> key;
+    if (n != topo.root()) key.push_back(std::bit_cast<uint64_t>(topo.uplink(n).bandwidth));
+    std::vector<uint64_t> kids;
+    for (NodeId c : topo.children(n)) kids.push_back(static_cast<uint64_t>(shape[c]));
+    std::sort(kids.begin(), kids.end());
+    key.push_back(kids.size());
+    key.insert(key.end(), kids.begin(), kids.end());
+    shape[n] = shape_ids.try_emplace(std::move(key), static_cast<int>(shape_ids.size())).first->second;
+  }
+  Orbits orbits;
+  orbits.of.assign(nodes, 0);
+  std::map<std::pair<int, int>, int> orbit_ids;
+  for (auto n_it = by_depth.rbegin(); n_it != by_depth.rend(); ++n_it) {  // parents first
+    const NodeId n = *n_it;
+    const std::pair<int, int> key{n == topo.root() ? -1 : orbits.of[topo.parent(n)], shape[n]};
+    const auto [it, fresh] = orbit_ids.try_emplace(key, static_cast<int>(orbit_ids.size()));
+    orbits.of[n] = it->second;
+    if (fresh) orbits.representative.push_back(n);
+  }
+  return orbits;
+}
+
+// The virtual trees worth offering: the tree itself, the flat tree, and each orbit of switches
+// made transparent where their uplinks could carry their children's data uncombined (at least
+// 1.5 times as fast as the slowest child's link), the most promising first, at most
+// kMaxSingles. Transparency is given to whole orbits so that the symmetry argument holds.
 constexpr size_t kMaxSingles = 48;
 constexpr double kPromising = 1.5;
 
-std::vector<std::vector<char>> candidate_trees(const Topology& topo) {
+std::vector<std::vector<char>> candidate_trees(const Topology& topo, const Orbits& orbits) {
   const size_t nodes = static_cast<size_t>(topo.num_nodes());
   std::vector<std::vector<char>> trees{std::vector<char>(nodes, 0)};
-  std::vector<std::pair<double, NodeId>> singles;
+  std::vector<std::pair<double, int>> singles;  // (ratio, orbit)
   std::vector<char> flat(nodes, 0);
   bool any_switch = false;
   for (NodeId n = 0; n < topo.num_nodes(); ++n) {
     if (n == topo.root() || topo.is_learner(n)) continue;
     flat[static_cast<size_t>(n)] = 1;
     any_switch = true;
-    if (topo.degree(n) < 2) continue;
+    const int orbit = orbits.of[n];
+    if (topo.degree(n) < 2 || orbits.representative[orbit] != n) continue;
     double slowest_child = topo.uplink(topo.children(n).front()).bandwidth;
     for (NodeId child : topo.children(n))
       slowest_child = std::min(slowest_child, topo.uplink(child).bandwidth);
     const double ratio = topo.uplink(n).bandwidth / slowest_child;
-    if (ratio >= kPromising) singles.emplace_back(ratio, n);
+    if (ratio >= kPromising) singles.emplace_back(ratio, orbit);
   }
   std::sort(singles.begin(), singles.end(), [](const auto& a, const auto& b) {
     return a.first != b.first ? a.first > b.first : a.second < b.second;
   });
   if (singles.size() > kMaxSingles) singles.resize(kMaxSingles);
-  for (const auto& [ratio, n] : singles) {
+  for (const auto& [ratio, orbit] : singles) {
     std::vector<char> tree(nodes, 0);
-    tree[static_cast<size_t>(n)] = 1;
+    for (NodeId n = 0; n < topo.num_nodes(); ++n)
+      if (orbits.of[n] == orbit) tree[static_cast<size_t>(n)] = 1;
     trees.push_back(std::move(tree));
   }
   if (any_switch) trees.push_back(std::move(flat));
@@ -63,7 +110,17 @@ class LinearProgram {
     return static_cast<int>(lower_.size()) - 1;
   }
   // lower <= sum of coefficient x column <= upper
-  void row(const std::vector<std::pair<int, double>>& terms, double lower, double upper) {
+  void row(std::vector<std::pair<int, double>> terms, double lower, double upper) {
+    // Columns shared by an orbit appear once per member: add their coefficients up.
+    std::sort(terms.begin(), terms.end());
+    size_t kept = 0;
+    for (size_t i = 0; i < terms.size(); ++i) {
+      if (kept > 0 && terms[kept - 1].first == terms[i].first)
+        terms[kept - 1].second += terms[i].second;
+      else
+        terms[kept++] = terms[i];
+    }
+    terms.resize(kept);
     const int r = static_cast<int>(row_lower_.size());
     for (const auto& [col, coefficient] : terms) {
       rows_.push_back(r);
@@ -107,61 +164,69 @@ BandwidthShares bandwidth_shares(const Topology& topo) {
     if (separates_learners(topo, n))
       slowest = slowest == 0 ? topo.uplink(n).bandwidth : std::min(slowest, topo.uplink(n).bandwidth);
 
+  const Orbits orbits = orbits_of(topo);
+  const auto is_representative = [&](NodeId n) { return orbits.representative[orbits.of[n]] == n; };
   LinearProgram lp;
   const int time = lp.column(0, COIN_DBL_MAX, 1);  // in units of 1 / slowest
   std::vector<std::vector<std::pair<int, double>>> link_load(topo.num_nodes());
   std::vector<std::pair<int, double>> weights_sum;
-  const auto trees = candidate_trees(topo);
+  const auto trees = candidate_trees(topo, orbits);
   struct Columns {
     int weight;
-    std::vector<std::vector<int>> held;  // by node, by ancestor index
+    std::vector<std::vector<int>> held;  // by orbit, by ancestor index
   };
   std::vector<Columns> columns(trees.size());
-  std::vector<VirtualTree> virtual_trees;
-  virtual_trees.reserve(trees.size());
   for (size_t t = 0; t < trees.size(); ++t) {
-    const VirtualTree& vt = virtual_trees.emplace_back(topo, trees[t]);
+    const VirtualTree vt(topo, trees[t]);
     Columns& cols = columns[t];
     cols.weight = lp.column();
     weights_sum.emplace_back(cols.weight, 1.0);
-    cols.held.resize(topo.num_nodes());
+    cols.held.resize(orbits.representative.size());
+    const auto held = [&](NodeId n) -> const std::vector<int>& { return cols.held[orbits.of[n]]; };
     for (NodeId u : vt.bottom_up())
-      for (size_t j = 0; j < vt.ancestors(u).size(); ++j) cols.held[u].push_back(lp.column());
+      if (is_representative(u))
+        for (size_t j = 0; j < vt.ancestors(u).size(); ++j) cols.held[orbits.of[u]].push_back(lp.column());
     for (NodeId u : vt.bottom_up()) {
       const auto& ancestors = vt.ancestors(u);
-      if (!vt.children(u).empty()) {
-        // After u's own step its children hold the class's whole range between them, and
-        // after each later step what u's subtree holds.
-        std::vector<std::pair<int, double>> own{{cols.weight, -1.0}};
-        for (NodeId c : vt.children(u)) own.emplace_back(cols.held[c][0], 1.0);
-        lp.row(own, 0, 0);
-        for (size_t j = 0; j < ancestors.size(); ++j) {
-          std::vector<std::pair<int, double>> later{{cols.held[u][j], -1.0}};
-          for (NodeId c : vt.children(u)) later.emplace_back(cols.held[c][j + 1], 1.0);
-          lp.row(later, 0, 0);
+      if (is_representative(u)) {
+        if (!vt.children(u).empty()) {
+          // After u's own step its children hold the class's whole range between them, and
+          // after each later step what u's subtree holds.
+          std::vector<std::pair<int, double>> own{{cols.weight, -1.0}};
+          for (NodeId c : vt.children(u)) own.emplace_back(held(c)[0], 1.0);
+          lp.row(std::move(own), 0, 0);
+          for (size_t j = 0; j < ancestors.size(); ++j) {
+            std::vector<std::pair<int, double>> later{{held(u)[j], -1.0}};
+            for (NodeId c : vt.children(u)) later.emplace_back(held(c)[j + 1], 1.0);
+            lp.row(std::move(later), 0, 0);
+          }
+        }
+        if (!ancestors.empty()) {
+          // Nested: what u holds only shrinks going up.
+          lp.row({{held(u)[0], 1.0}, {cols.weight, -1.0}}, -COIN_DBL_MAX, 0);
+          for (size_t j = 1; j < ancestors.size(); ++j)
+            lp.row({{held(u)[j], 1.0}, {held(u)[j - 1], -1.0}}, -COIN_DBL_MAX, 0);
         }
       }
       if (ancestors.empty()) continue;  // the root
-      // Nested: what u holds only shrinks going up.
-      lp.row({{cols.held[u][0], 1.0}, {cols.weight, -1.0}}, -COIN_DBL_MAX, 0);
-      for (size_t j = 1; j < ancestors.size(); ++j)
-        lp.row({{cols.held[u][j], 1.0}, {cols.held[u][j - 1], -1.0}}, -COIN_DBL_MAX, 0);
-      // L_u, added to every physical link on u's way up to its virtual parent.
-      std::vector<std::pair<int, double>> load{{cols.weight, 1.0}, {cols.held[u].back(), -1.0}};
+      // L_u, added to every physical link on u's way up to its virtual parent (one row per
+      // orbit of links: every member of an orbit carries the same load).
+      std::vector<std::pair<int, double>> load{{cols.weight, 1.0}, {held(u).back(), -1.0}};
       for (size_t j = 0; j < ancestors.size(); ++j) {
         const double fan_in = static_cast<double>(vt.children(ancestors[j]).size()) - 1;
-        if (fan_in > 0) load.emplace_back(cols.held[u][j], fan_in);
+        if (fan_in > 0) load.emplace_back(held(u)[j], fan_in);
       }
       for (NodeId link : vt.uplink_path(topo, u))
-        link_load[link].insert(link_load[link].end(), load.begin(), load.end());
+        if (is_representative(link))
+          link_load[link].insert(link_load[link].end(), load.begin(), load.end());
     }
   }
   lp.row(weights_sum, 1, 1);
   for (NodeId n = 0; n < topo.num_nodes(); ++n) {
-    if (!separates_learners(topo, n)) continue;
-    auto terms = link_load[n];
+    if (!separates_learners(topo, n) || !is_representative(n)) continue;
+    auto terms = std::move(link_load[n]);
     terms.emplace_back(time, -topo.uplink(n).bandwidth / slowest);
-    lp.row(terms, -COIN_DBL_MAX, 0);
+    lp.row(std::move(terms), -COIN_DBL_MAX, 0);
   }
 
   const auto solution = lp.minimise();
@@ -174,7 +239,7 @@ BandwidthShares bandwidth_shares(const Topology& topo) {
     share.weight = weight;
     share.held.resize(topo.num_nodes());
     for (NodeId u = 0; u < topo.num_nodes(); ++u)
-      for (int col : columns[t].held[u])
+      for (int col : columns[t].held[orbits.of[u]])
         share.held[u].push_back(std::clamp(solution[col] / weight, 0.0, 1.0));
   }
   // Renormalise the weights the solver left at noise level out.

@@ -6,11 +6,13 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <stdexcept>
 
 #include <fmt/core.h>
 #include <fmt/format.h>
 
+#include "planner/pipeline.hpp"
 #include "planner/size_format.hpp"
 
 namespace flexplan {
@@ -62,9 +64,11 @@ class PlanBuilder {
         }
         if (row.on_request_only) continue;
         choices.push_back({&row, 1});
+        // Most slices first: they share their windows (pipeline.hpp), so the pricing budget
+        // goes to the deep pipelines before the shallow ones.
         if (row.pipelines)
-          for (uint32_t slices : kPipelineSlices)
-            if (slices <= row.max_slices) choices.push_back({&row, slices});
+          for (auto it = std::rbegin(kPipelineSlices); it != std::rend(kPipelineSlices); ++it)
+            if (*it <= row.max_slices) choices.push_back({&row, *it});
       }
       return choices;
     }
@@ -102,6 +106,25 @@ class PlanBuilder {
       candidate.priced = true;
       candidate.priced_by = "closed form";
       candidate.cost = std::move(*closed);
+    } else if (choice.slices > 1 && schedule_fits_limits(base_size(*choice.row)) &&
+               2 * base_size(*choice.row).group_members <= kPipelinePricingBudget) {
+      // Priced from the base schedule's windows (pipeline.hpp); built only if it wins.
+      auto& spent = pricing_spent_[choice.row];
+      const uint64_t work = pricer(*choice.row).work(choice.slices);
+      if (spent + work > kPipelinePricingBudget) {
+        candidate.left_out_because = fmt::format(
+            "pricing it would take {} more group members through the evaluator (budget {} per "
+            "algorithm)", work, kPipelinePricingBudget);
+        note(fmt::format("{}: left out: {}", candidate.algorithm, candidate.left_out_because));
+        return;
+      }
+      spent += work;
+      const auto start = Clock::now();
+      candidate.cost = pricer(*choice.row).cost(choice.slices);
+      candidate.priced = true;
+      candidate.priced_by = "pipeline windows";
+      note(fmt::format("{}: priced from the base schedule in {:.3f} s", candidate.algorithm,
+                       seconds_since(start)));
     } else if (schedule_fits_limits(candidate.size)) {
       build(index);
     } else {
@@ -120,12 +143,19 @@ class PlanBuilder {
   void build(size_t index) {
     auto& candidate = report_.candidates[index];
     auto start = Clock::now();
-    auto schedule = candidate.choice.row->estimate == nullptr
-                        ? candidate.choice.from_base(base_schedule(*candidate.choice.row))
+    const AlgorithmRow& row = *candidate.choice.row;
+    auto schedule = row.estimate == nullptr || row.pipelines
+                        ? candidate.choice.from_base(base_schedule(row))
                         : candidate.choice.build(topo_);
     candidate.size = measured_size(schedule);
     note(fmt::format("{}: {} steps, {} ops built in {:.3f} s", candidate.algorithm,
                      schedule.steps.size(), candidate.size.ops, seconds_since(start)));
+    if (candidate.priced_by == "pipeline windows") {
+      // Its windows priced exactly these steps (tests/unit/planner_pipeline_test.cpp).
+      candidate.built = true;
+      schedules_[index] = std::move(schedule);
+      return;
+    }
     start = Clock::now();
     auto cost = evaluate_schedule(topo_, schedule, options_.cost);
     note(fmt::format("{}: priced in {:.3f} s", candidate.algorithm, seconds_since(start)));
@@ -215,11 +245,25 @@ class PlanBuilder {
     return *base;
   }
 
+  // The size of a pipelining row's unpipelined schedule (an estimate, or the built base).
+  ScheduleSize base_size(const AlgorithmRow& row) {
+    if (row.estimate != nullptr) return row.estimate(topo_);
+    return measured_size(base_schedule(row));
+  }
+
+  PipelinePricer& pricer(const AlgorithmRow& row) {
+    auto& pricer = pricers_[&row];
+    if (!pricer) pricer = std::make_unique<PipelinePricer>(topo_, base_schedule(row), options_.cost);
+    return *pricer;
+  }
+
   const Topology& topo_;
   const PlanOptions& options_;
   PlanReport report_;
   std::map<const AlgorithmRow*, std::optional<ir::Schedule>> bases_;
   std::vector<std::optional<ir::Schedule>> schedules_;  // by candidate index, once built
+  std::map<const AlgorithmRow*, std::unique_ptr<PipelinePricer>> pricers_;  // over bases_
+  std::map<const AlgorithmRow*, uint64_t> pricing_spent_;
 };
 
 constexpr double kRelativeTie = 1e-9;

@@ -1,7 +1,6 @@
 #include "runtime/communicator.hpp"
 
-#include "ir/plan_binary.hpp"
-#include "ir/verify.hpp"
+#include "ir/job_plan.hpp"
 #include "runtime/engine.hpp"
 
 namespace flexplan {
@@ -18,6 +17,33 @@ void Request::wait() {
 
 bool Request::test() { return !operation_ || engine_->test(*operation_); }
 
+namespace {
+
+// Each rank verifies its slice of the plan (ir/job_plan.hpp), as the group's member of its
+// size; the engine then fails every rank if any slice failed, and refuses ranks that hold
+// different plans or a plan for another size.
+std::unique_ptr<Engine> engine_for(const std::string& plan_path, std::unique_ptr<bootstrap::Group> group,
+                                   Options options) {
+  const int size = group->size();
+  const int rank = group->rank();
+  return std::make_unique<Engine>([&] { return ir::load_job_plan(plan_path, size, rank); },
+                                  plan_path, std::move(group), std::move(options));
+}
+
+std::unique_ptr<Engine> engine_for(ir::Plan& plan, std::unique_ptr<bootstrap::Group> group,
+                                   Options options) {
+  const int size = group->size();
+  const int rank = group->rank();
+  return std::make_unique<Engine>(
+      [&] {
+        ir::check_job_plan(plan, size, rank);
+        return std::move(plan);
+      },
+      "(in memory)", std::move(group), std::move(options));
+}
+
+}  // namespace
+
 Communicator::Communicator(const std::string& plan_path, MPI_Comm comm, Options options)
     : Communicator(plan_path, std::make_unique<bootstrap::MpiGroup>(comm), std::move(options)) {}
 
@@ -26,16 +52,10 @@ Communicator::Communicator(ir::Plan plan, MPI_Comm comm, Options options)
 
 Communicator::Communicator(const std::string& plan_path, std::unique_ptr<bootstrap::Group> group,
                            Options options)
-    : engine_(std::make_unique<Engine>([&] { return ir::read_plan_file(plan_path); }, plan_path,
-                                       std::move(group), std::move(options))) {}
+    : engine_(engine_for(plan_path, std::move(group), std::move(options))) {}
 
 Communicator::Communicator(ir::Plan plan, std::unique_ptr<bootstrap::Group> group, Options options)
-    : engine_(std::make_unique<Engine>(
-          [&] {
-            ir::verify_plan(plan);
-            return std::move(plan);
-          },
-          "(in memory)", std::move(group), std::move(options))) {}
+    : engine_(engine_for(plan, std::move(group), std::move(options))) {}
 
 Communicator::~Communicator() = default;
 

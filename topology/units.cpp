@@ -22,6 +22,13 @@
 namespace flexplan {
 namespace {
 
+// The figures any link has, with room to spare; outside them a figure is a typo or an attack,
+// and predictions would stop being finite, readable numbers (docs/topology.md, "Units").
+constexpr double kMinBandwidth = 125;     // bytes/s: 1 kbit/s
+constexpr double kMaxBandwidth = 1.25e14;  // bytes/s: 1000 Tbit/s
+constexpr double kMinLatency = 1e-9;       // seconds, when not 0
+constexpr double kMaxLatency = 100;        // seconds
+
 // value = number * 10^decimal_exponent * 2^binary_exponent
 struct UnitScale {
   int decimal_exponent;
@@ -242,6 +249,12 @@ double parse_bandwidth(const std::string& text) {
   if (value < 0) throw std::invalid_argument(fmt::format("{} is negative", quoted(text)));
   if (value == 0)
     throw std::invalid_argument(fmt::format("{} is zero: a link must carry data", quoted(text)));
+  if (value < kMinBandwidth)
+    throw std::invalid_argument(fmt::format(
+        "{} is below 1 kbit/s, the smallest bandwidth flexplan accepts", quoted(text)));
+  if (value > kMaxBandwidth)
+    throw std::invalid_argument(fmt::format(
+        "{} is above 1000 Tbit/s, the largest bandwidth flexplan accepts", quoted(text)));
   return value;
 }
 
@@ -258,6 +271,13 @@ double parse_latency(const std::string& text) {
         "{}: unknown latency unit {}; units are ns, us, ms, s", quoted(text), quoted(split.unit)));
   const double value = scaled(split, unit->second, text);
   if (value < 0) throw std::invalid_argument(fmt::format("{} is negative", quoted(text)));
+  if (value > kMaxLatency)
+    throw std::invalid_argument(
+        fmt::format("{} is above 100 s, the largest latency flexplan accepts", quoted(text)));
+  if (value > 0 && value < kMinLatency)
+    throw std::invalid_argument(fmt::format(
+        "{} is below 1 ns, the smallest nonzero latency flexplan accepts (write 0 for none)",
+        quoted(text)));
   return value;
 }
 

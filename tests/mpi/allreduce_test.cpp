@@ -77,7 +77,9 @@ std::vector<PlanCase> plan_cases(int world) {
     for (size_t t = 0; t < topologies.size(); ++t) {
       const auto& [name, make_topology] = topologies[t];
       cases.push_back({fmt::format("{}_{}", algorithm, name),
-                       [make_topology, algorithm] { return plan_for(make_topology(), algorithm); },
+                       [make_topology = make_topology, algorithm] {
+                         return plan_for(make_topology(), algorithm);
+                       },
                        t == 0});
     }
   }

@@ -1,12 +1,15 @@
 // plan.bin: round trips, and every kind of corruption rejected with a clear PlanFormatError.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <string>
 
+#include "ir/byte_io.hpp"
 #include "ir/plan_binary.hpp"
 #include "ir/verify.hpp"
 #include "tests/unit/ir_test_plans.hpp"
@@ -57,6 +60,21 @@ TEST(IrBinary, RoundTripsExactly) {
   EXPECT_EQ(decode_plan(encode_plan(bare), "mem"), bare);
 }
 
+// The shape of every op survives, whether its group is coded as a list or as edits.
+TEST(IrBinary, StarOpsRoundTrip) {
+  Plan plan = testing::two_range_plan(6);
+  size_t stars = 0;
+  for (auto& schedule : plan.schedules)
+    for (auto& step : schedule.steps)
+      for (size_t o = 0; o < step.ops.size(); o += 2) {
+        step.ops[o].shape = OpShape::Star;
+        ++stars;
+      }
+  ASSERT_GT(stars, 0u);
+  const Plan decoded = decode_plan_unverified(encode_plan(plan), "mem");
+  EXPECT_EQ(decoded, plan);
+}
+
 TEST(IrBinary, RoundTripsHugeValues) {
   Plan plan = testing::plan_of({}, 2);
   Schedule schedule;
@@ -65,7 +83,10 @@ TEST(IrBinary, RoundTripsHugeValues) {
   schedule.min_bytes = UINT64_MAX - 1;
   schedule.steps = {Step{Phase::ReduceScatter, 0, {Op{OpKind::Reduce, 0, UINT64_MAX, 1, {0, 1}}}},
                     Step{Phase::AllGather, 0, {Op{OpKind::Broadcast, 0, UINT64_MAX, 1, {1, 0}}}}};
-  plan.schedules = {schedule};
+  Schedule below = schedule;  // every plan serves every size: this takes the rest
+  below.min_bytes = 0;
+  below.max_bytes = UINT64_MAX - 1;
+  plan.schedules = {schedule, below};
   EXPECT_EQ(decode_plan(encode_plan(plan), "mem"), plan);
 }
 
@@ -93,7 +114,11 @@ TEST(IrBinary, EveryHeaderFieldIsChecked) {
   };
   EXPECT_NE(corrupt(0, 'G').find("plan.bin: byte 0: not a flexplan plan.bin (bad magic)"),
             std::string::npos);
-  EXPECT_NE(corrupt(kVersionAt, 9).find("byte 8: plan.bin format version 9 is not supported"),
+  EXPECT_NE(corrupt(kVersionAt, kPlanFormatVersion + 1)
+                .find(fmt::format("byte 8: plan.bin format version {} is not supported",
+                                  kPlanFormatVersion + 1)),
+            std::string::npos);
+  EXPECT_NE(corrupt(kVersionAt, 2).find("byte 8: plan.bin format version 2 is not supported"),
             std::string::npos);
   EXPECT_NE(corrupt(kFlagsAt, 3).find("checksum mismatch"), std::string::npos);
   EXPECT_NE(corrupt(kWriterAt, 'x').find("checksum mismatch"), std::string::npos);
@@ -179,6 +204,176 @@ TEST(IrBinary, HostileLengthsAreCheckedBeforeUse) {
   EXPECT_NE(format_error(hostile).find("byte 65: min bytes does not fit in 64 bits"),
             std::string::npos)
       << format_error(hostile);
+}
+
+// Strings are UTF-8 (docs/ir.md): a name that is not is refused where it is decoded, so that
+// every printed form (text, JSON) of a loaded plan can hold it.
+TEST(IrBinary, StringsMustBeUtf8) {
+  const Plan good = testing::two_range_plan(3);
+  // Offsets within the payload: topology name "test-cluster" (1 + 12 bytes), rank name count,
+  // then the first rank name's length and bytes.
+  for (const std::string& bad : {std::string("gpu\xff"), std::string("\xc0\x80"),
+                                 std::string("\xed\xa0\x80"), std::string("\xf4\x90\x80\x80"),
+                                 std::string("gpu\xe2\x82")}) {
+    Plan plan = good;
+    plan.rank_names[0] = bad;
+    const std::string message = format_error(encode_plan(plan));
+    EXPECT_NE(message.find("plan.bin: byte 75: rank name 0 is not valid UTF-8"), std::string::npos)
+        << message;
+  }
+  Plan plan = good;
+  plan.schedules[1].algorithm = "tr\xff" "ee";
+  EXPECT_NE(format_error(encode_plan(plan)).find("algorithm name is not valid UTF-8"),
+            std::string::npos)
+      << format_error(encode_plan(plan));
+  plan = good;
+  plan.topology_name = "\x80";
+  EXPECT_NE(format_error(encode_plan(plan)).find("byte 61: topology name is not valid UTF-8"),
+            std::string::npos)
+      << format_error(encode_plan(plan));
+  plan = good;
+  plan.rank_names[2] = "caf\xc3\xa9 \xf0\x9f\x9a\x80";  // valid: two- and four-byte forms
+  EXPECT_EQ(decode_plan(encode_plan(plan), "mem"), plan);
+}
+
+// Ops are coded relative to the op before them: a group that differs from the previous op's
+// in a few members costs a few bytes, however large it is.
+TEST(IrBinary, NeighbouringOpsAreCodedCompactly) {
+  const int32_t p = 4096;
+  Schedule schedule;
+  schedule.algorithm = "wide";
+  schedule.units = 1 << 20;
+  Step step{Phase::ReduceScatter, 3, {}};
+  std::vector<int32_t> group;
+  for (int32_t i = 0; i < 64; ++i) group.push_back(i * 64);
+  for (int32_t k = 0; k < 1000; ++k) {
+    group[static_cast<size_t>(k % 64)] += 1;  // one member moves on, as at a tree level's pieces
+    step.ops.push_back(Op{k % 2 ? OpKind::Broadcast : OpKind::Reduce, uint64_t(k) * 1000,
+                          uint64_t(k) * 1000 + 999, group[static_cast<size_t>(k % 64)], group});
+  }
+  schedule.steps = {step, step};
+  schedule.steps[1].ops[500].group.pop_back();  // a size change: coded as a list again
+  schedule.steps[1].ops[501].group[0] = 0;      // an edit back to a smaller rank
+  const Plan plan = testing::plan_of({schedule}, p);
+  const auto bytes = encode_plan(plan);
+  EXPECT_LT(bytes.size() - kHeaderSize, 2 * 1000 * 16 + p * 24) << "64-member groups, 2000 ops";
+  EXPECT_EQ(decode_plan_unverified(bytes, "mem"), plan);
+}
+
+// A sealed payload written field by field, for hostile op codings.
+std::vector<uint8_t> sealed_plan(int32_t world_size, const std::function<void(detail::ByteWriter&)>& ops,
+                                 uint64_t op_count) {
+  detail::ByteWriter payload;
+  payload.string("");      // topology name
+  payload.varint(0);       // no rank names
+  payload.varint(1);       // one schedule
+  payload.string("x");     // algorithm
+  payload.varint(0);       // allreduce
+  payload.varint(0);       // min bytes
+  payload.varint(0);       // no max
+  payload.varint(8);       // units
+  payload.varint(1);       // one step
+  payload.varint(0);       // phase
+  payload.signed_varint(0);
+  payload.varint(op_count);
+  ops(payload);
+  auto bytes = encode_plan(testing::plan_of({}, world_size));
+  bytes.resize(kHeaderSize);
+  bytes.insert(bytes.end(), payload.buffer().begin(), payload.buffer().end());
+  put_le(bytes, kLengthAt, bytes.size() - kHeaderSize, 8);
+  reseal(bytes);
+  return bytes;
+}
+
+TEST(IrBinary, HostileOpCodingsAreRejected) {
+  auto decode_error = [](const std::vector<uint8_t>& bytes) {
+    try {
+      decode_plan_unverified(bytes, "plan.bin");
+    } catch (const PlanFormatError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  auto op = [](detail::ByteWriter& out, uint64_t head, int64_t begin, uint64_t length,
+               int64_t root) {
+    out.varint(head);
+    out.signed_varint(begin);
+    out.varint(length);
+    out.signed_varint(root);
+  };
+  // The first op of a step cannot edit a group before it.
+  std::string message = decode_error(sealed_plan(4, [&](auto& out) {
+    op(out, 2, 0, 8, 0);
+    out.varint(0);
+  }, 1));
+  EXPECT_NE(message.find("the first op of a step cannot edit the group"), std::string::npos)
+      << message;
+  // A root below 0 or a member past 2^31 - 1, reached by differences.
+  message = decode_error(sealed_plan(4, [&](auto& out) {
+    op(out, 0, 0, 8, -1);
+    out.varint(0);
+  }, 1));
+  EXPECT_NE(message.find("op root 0 -1 is not a rank"), std::string::npos) << message;
+  message = decode_error(sealed_plan(4, [&](auto& out) {
+    op(out, 0, 0, 8, 1);
+    out.varint(2);
+    out.signed_varint(0);
+    out.signed_varint(int64_t{1} << 40);
+  }, 1));
+  EXPECT_NE(message.find("group member 1 +1099511627776 is not a rank"), std::string::npos)
+      << message;
+  // Edits past the end of the previous group, and more edits than members.
+  message = decode_error(sealed_plan(4, [&](auto& out) {
+    op(out, 0, 0, 4, 0);
+    out.varint(2);
+    out.signed_varint(0);
+    out.signed_varint(1);
+    op(out, 2, 0, 4, 1);
+    out.varint(1);
+    out.varint(2);  // position 2 of a 2-member group
+    out.signed_varint(1);
+  }, 2));
+  EXPECT_NE(message.find("group edit position skips past the end of the group of 2"),
+            std::string::npos)
+      << message;
+  message = decode_error(sealed_plan(4, [&](auto& out) {
+    op(out, 0, 0, 4, 0);
+    out.varint(1);
+    out.signed_varint(0);
+    op(out, 2, 0, 4, 1);
+    out.varint(2);
+    for (int i = 0; i < 4; ++i) out.varint(0);
+  }, 2));
+  EXPECT_NE(message.find("2 group edits for a group of 1"), std::string::npos) << message;
+  // An unknown op head.
+  message = decode_error(sealed_plan(4, [&](auto& out) {
+    op(out, 8, 0, 8, 0);
+    out.varint(0);
+  }, 1));
+  EXPECT_NE(message.find("op kind, group form and shape 8 exceeds 7"), std::string::npos)
+      << message;
+  // A begin before 0 wraps around and then overflows with its length.
+  message = decode_error(sealed_plan(4, [&](auto& out) {
+    op(out, 0, -1, 2, 0);
+    out.varint(1);
+    out.signed_varint(0);
+  }, 1));
+  EXPECT_NE(message.find("op end overflows 64 bits"), std::string::npos) << message;
+}
+
+// plan.bin codes a range as its begin and length: one that ends before it begins cannot be
+// written (found by fuzzing the text form, which now refuses it as well).
+TEST(IrBinary, RangesEndingBeforeTheyBeginCannotBeWritten) {
+  Plan plan = testing::two_range_plan(3);
+  plan.schedules[0].steps[0].ops[0].begin = 2;
+  plan.schedules[0].steps[0].ops[0].end = 1;
+  try {
+    encode_plan(plan);
+    ADD_FAILURE() << "encoded";
+  } catch (const PlanFormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("[2,1) ends before it begins"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(IrBinary, LoadingVerifiesThePlan) {

@@ -122,6 +122,40 @@ TEST_F(IrCli, MalformedFilesExitTwo) {
       << directory.output;
 }
 
+// A plan holding a name that is not UTF-8 is malformed input: exit 2 with the byte offset, for
+// every command, rather than a JSON library's error half-way through printing.
+TEST_F(IrCli, NonUtf8NamesAreMalformedInput) {
+  Plan plan = testing::two_range_plan(3);
+  plan.rank_names[1] = "m0/gpu\xff";
+  const std::string file = write_bytes("latin1.bin", encode_plan(plan));
+  for (const std::string& command : {"inspect " + file + " --format json", "inspect " + file,
+                                    "verify " + file}) {
+    const auto result = run_flexplan(command);
+    EXPECT_EQ(result.exit_code, 2) << command << "\n" << result.output;
+    EXPECT_NE(result.output.find("flexplan: error: plan: "), std::string::npos) << result.output;
+    EXPECT_NE(result.output.find("rank name 1 is not valid UTF-8"), std::string::npos)
+        << result.output;
+  }
+}
+
+// A plan whose size ranges leave messages without a schedule fails verification (exit 1).
+TEST_F(IrCli, PlansThatCannotServeEverySizeFail) {
+  Plan plan = testing::two_range_plan(3);
+  plan.schedules[0].min_bytes = 1 << 20;
+  plan.schedules[0].max_bytes.reset();
+  plan.schedules.pop_back();
+  const auto result = run_flexplan("verify " + write_bytes("gap.bin", encode_plan(plan)));
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_NE(result.output.find("no allreduce schedule serves messages of [0,1048576) bytes"),
+            std::string::npos)
+      << result.output;
+  plan.schedules.clear();
+  const auto empty = run_flexplan("verify " + write_bytes("none.bin", encode_plan(plan)));
+  EXPECT_EQ(empty.exit_code, 1) << empty.output;
+  EXPECT_NE(empty.output.find("the plan has no allreduce schedule"), std::string::npos)
+      << empty.output;
+}
+
 // A file with neither the plan.bin magic nor the text header is named as no plan at all, not
 // reported as a syntax error at its first odd byte.
 TEST_F(IrCli, FilesThatAreNoPlanAreNamedSo) {

@@ -95,6 +95,11 @@ TEST(IrJson, ErrorsNameTheLocation) {
   EXPECT_NE(json_error(j).find("schedules[0].min_bytes: expected an integer"), std::string::npos)
       << json_error(j);
   EXPECT_EQ(json_error(json::array()), "JSON plan: top level: expected an object, found array");
+  j = good;
+  j["schedules"][0]["steps"][0]["ops"][0]["begin"] = 5;
+  j["schedules"][0]["steps"][0]["ops"][0]["end"] = 3;
+  EXPECT_EQ(json_error(j), "JSON plan: schedules[0].steps[0].ops[0].end: the range ends at 3, "
+                           "before its begin 5");
 }
 
 }  // namespace

@@ -4,7 +4,9 @@
 
 #include <string>
 
+#include "ir/plan_binary.hpp"
 #include "ir/plan_text.hpp"
+#include "ir/verify.hpp"
 #include "tests/unit/ir_test_plans.hpp"
 
 namespace flexplan::ir {
@@ -95,6 +97,23 @@ TEST(IrText, CommentsAndIndentationAreFree) {
   EXPECT_EQ(plan.schedules[0].steps[0].ops[1], (Op{OpKind::Reduce, 1, 2, 0, {1, 0}}));
 }
 
+// The text form holds whatever plan.bin and JSON hold, wrong plans included, so that every
+// form round-trips; the verifier then says what is wrong (found by fuzzing: an empty group).
+TEST(IrText, HoldsWhatTheVerifierRejects) {
+  Plan plan = testing::two_range_plan(3);
+  plan.schedules[0].steps[0].ops[0].group.clear();
+  plan.schedules[1].units = 0;
+  const Plan back = parse_plan_text(print_plan_text(plan), "plan.txt");
+  EXPECT_EQ(back, plan);
+  EXPECT_EQ(decode_plan_unverified(encode_plan(plan), "plan.bin"), back);
+  try {
+    verify_plan(back);
+    ADD_FAILURE() << "verified";
+  } catch (const VerifyError& e) {
+    EXPECT_NE(std::string(e.what()).find("empty group"), std::string::npos) << e.what();
+  }
+}
+
 TEST(IrText, ErrorsNameLineAndColumn) {
   const std::string head = "flexplan-plan 1\nworld_size 2\ntopology \"t\" -\n";
   EXPECT_EQ(parse_error(""),
@@ -116,12 +135,16 @@ TEST(IrText, ErrorsNameLineAndColumn) {
       "plan.txt:6:12: expected a unit range [BEGIN,END), found '[0,3'");
   EXPECT_EQ(
       parse_error(head + "schedule ring allreduce bytes 0..inf units 2\n  step reduce level 0\n"
-                         "    reduce [0,1) root 1 group\n"),
-      "plan.txt:6:25: the group needs at least one member");
+                         "    reduce [0,1) root 1 group x\n"),
+      "plan.txt:6:31: a group member must be an integer of at least 0, found 'x'");
   EXPECT_EQ(
       parse_error(head + "schedule ring allreduce bytes 0..inf units 2\n  step reduce level 0\n"
                          "    reduse [0,1) root 1 group 0\n"),
       "plan.txt:6:5: expected a 'schedule', 'step', 'reduce' or 'broadcast' line, found 'reduse'");
+  EXPECT_EQ(
+      parse_error(head + "schedule ring allreduce bytes 0..inf units 9\n  step reduce level 0\n"
+                         "    reduce [5,3) root 1 group 0\n"),
+      "plan.txt:6:12: the unit range [5,3) ends before it begins");
   EXPECT_EQ(parse_error(head + "schedule ring allreduce bytes 0..inf units 2 extra\n"),
             "plan.txt:4:46: unexpected 'extra' at the end of the line");
   EXPECT_EQ(parse_error(head + "schedule ring allreduce bytes 5 units 2\n"),

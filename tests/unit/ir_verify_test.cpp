@@ -29,7 +29,7 @@ std::string verify_message(const Schedule& schedule, int32_t world_size) {
   do {                                                                    \
     const std::string message = verify_message(schedule, world_size);     \
     ASSERT_FALSE(message.empty()) << "the mutated schedule was accepted"; \
-    for (const char* part : {__VA_ARGS__})                                \
+    for (const std::string& part : std::initializer_list<std::string>{__VA_ARGS__}) \
       EXPECT_NE(message.find(part), std::string::npos)                    \
           << "message lacks '" << part << "': " << message;               \
   } while (0)
@@ -131,12 +131,49 @@ TEST(IrVerify, ChangedRootLosesTheNewRootsContribution) {
 TEST(IrVerify, WidenedGroupCountsTwice) {
   Schedule ring = ring_schedule(5);
   // In reduce-scatter step 1, rank 2 adds chunk 0 from rank 1, which already holds ranks 0+1.
-  // Adding rank 0 again counts rank 0 twice.
+  // Adding rank 0 again counts rank 0 twice, and the ring then hands that sum to every rank.
   ring.steps[1].ops[1].group = {1, 2, 0};
   ASSERT_EQ(ring.steps[1].ops[1].begin, 0u);
-  EXPECT_REJECTED(ring, 5, "step 1 op 1 (reduce [0,1) root 2 group 1 2 0)",
-                  "rank 2 would hold the contribution of rank 0 twice on unit 0",
-                  "brought by group members ranks {1, 0}");
+  EXPECT_REJECTED(ring, 5,
+                  "after the last step rank 0 holds the contribution of rank 0 more than once on "
+                  "units [0,1) (checked exactly on unit 0)",
+                  "it was first counted twice at step 1 op 1 (reduce [0,1) root 2 group 1 2 0), "
+                  "where group members ranks {1, 0} both brought it to rank 2");
+}
+
+// Intermediate values may count a contribution more than once, even hold more than P
+// contributions: such a value can never become part of a right result (a reduce only adds),
+// so only what ranks end with is judged. P = 2: reduce to 0, reduce to 1 over {0, 1} (rank 1
+// then holds rank 1's contribution twice), broadcast from 0 overwrites it.
+TEST(IrVerify, DiscardedOverCountsAreAccepted) {
+  Schedule schedule;
+  schedule.algorithm = "redundant";
+  schedule.units = 3;
+  schedule.steps = {Step{Phase::Reduce, 0, {Op{OpKind::Reduce, 0, 3, 0, {0, 1}}}},
+                    Step{Phase::Reduce, 0, {Op{OpKind::Reduce, 0, 3, 1, {0, 1}}}},
+                    Step{Phase::Broadcast, 0, {Op{OpKind::Broadcast, 0, 3, 0, {0, 1}}}}};
+  EXPECT_NO_THROW(verify_schedule(schedule, 2));
+  // Without the broadcast on [1,3), rank 1 ends there with the over-count, and is told so.
+  schedule.steps[2].ops[0].end = 1;
+  EXPECT_REJECTED(schedule, 2,
+                  "after the last step rank 1 holds the contribution of rank 1 more than once on "
+                  "units [1,3) (checked exactly on unit 1)",
+                  "it was first counted twice at step 1 op 0 (reduce [0,3) root 1 group 0 1), where "
+                  "group members ranks {0, 1} both brought it to rank 1",
+                  "its value there has not changed since step 1 op 0");
+  // Repeated doubling: multiplicities would reach 2^64 and wrap in any fixed-width count.
+  Schedule doubling;
+  doubling.algorithm = "doubling";
+  doubling.units = 1;
+  for (int i = 0; i < 70; ++i) {
+    doubling.steps.push_back(Step{Phase::Reduce, 0, {Op{OpKind::Reduce, 0, 1, 0, {0, 1}}}});
+    doubling.steps.push_back(Step{Phase::Broadcast, 0, {Op{OpKind::Broadcast, 0, 1, 0, {0, 1}}}});
+  }
+  EXPECT_REJECTED(doubling, 2, "after the last step rank 0 holds the contribution of rank 0 more "
+                               "than once");
+  doubling.steps.push_back(Step{Phase::Reduce, 0, {Op{OpKind::Reduce, 0, 1, 0, {1}}}});
+  EXPECT_REJECTED(doubling, 2, "after the last step rank 0 holds the contribution of rank 0 more "
+                               "than once");
 }
 
 TEST(IrVerify, NarrowedGroupLosesAContribution) {
@@ -154,6 +191,28 @@ TEST(IrVerify, TwoWritesInOneStepAreRejectedFirst) {
   ring.steps[0].ops.push_back(extra);
   EXPECT_REJECTED(ring, 4, "step 0: op 0 (reduce [0,1) root 1 group 0 1)",
                   "op 4 (reduce [0,1) root 1 group 3 1)", "both write rank 1 on units [0,1)");
+}
+
+// Many ops of one step writing one rank: in unit order they are checked against the latest
+// end; out of order, against each other, and past a few by sorting them.
+TEST(IrVerify, ManyWritesToOneRankInOneStep) {
+  for (bool reversed : {false, true}) {
+    Schedule schedule;
+    schedule.algorithm = "many";
+    schedule.units = 100;
+    Step gather{Phase::Reduce, 0, {}};
+    for (uint64_t i = 0; i < 100; ++i) {
+      const uint64_t u = reversed ? 99 - i : i;
+      gather.ops.push_back(Op{OpKind::Reduce, u, u + 1, 0, {0, 1}});
+    }
+    schedule.steps = {gather, Step{Phase::Broadcast, 0, {Op{OpKind::Broadcast, 0, 100, 0, {0, 1}}}}};
+    EXPECT_NO_THROW(verify_schedule(schedule, 2)) << reversed;
+    schedule.steps[0].ops.push_back(Op{OpKind::Reduce, 50, 52, 0, {1, 0}});
+    const std::string first = reversed ? "op 49 (reduce [50,51) root 0 group 0 1)"
+                                       : "op 50 (reduce [50,51) root 0 group 0 1)";
+    EXPECT_REJECTED(schedule, 2, "step 0: " + first, "op 100 (reduce [50,52) root 0 group 1 0)",
+                    "both write rank 0 on units [50,51)");
+  }
 }
 
 TEST(IrVerify, BroadcastAndReduceWritingOneRankConflict) {
@@ -251,6 +310,45 @@ TEST(IrVerify, LargeMutationIsFoundAndNamed) {
       schedule, 10'000,
       "after the last step rank 4801 holds 1 of 10000 contributions on units [625,1250)",
       "(9999 in all)", "was never written");
+}
+
+// Verifying in slices (one per rank of a job): each structural fault is found by some slice,
+// whatever the number of slices, with the same message verify_plan gives.
+TEST(IrVerify, SlicesTogetherCheckEveryOp) {
+  std::vector<std::pair<Schedule, std::string>> faults;
+  Schedule ring = ring_schedule(5);
+  ring.steps[2].ops[0].group[1] = 7;
+  faults.emplace_back(ring, "step 2 op 0 (reduce [3,4) root 1 group 0 7): group member 7 is not "
+                            "among the 5 ranks");
+  ring = ring_schedule(5);
+  ring.steps[6].ops[3].group = {3, 3};
+  faults.emplace_back(ring, "step 6 op 3 (broadcast [2,3) root 3 group 3 3): rank 3 appears twice");
+  ring = ring_schedule(5);
+  ring.steps[7].ops[4].end = ring.steps[7].ops[4].begin;
+  faults.emplace_back(ring, "step 7 op 4 (broadcast [2,2) root 4 group 4 0): empty range");
+  for (const auto& [schedule, expected] : faults) {
+    const Plan plan = plan_of({schedule}, 5);
+    std::string whole;
+    try {
+      verify_plan(plan);
+    } catch (const VerifyError& e) {
+      whole = e.what();
+    }
+    EXPECT_NE(whole.find(expected), std::string::npos) << "whole plan: " << whole;
+    for (int32_t slices = 1; slices <= 9; ++slices) {
+      std::string found;
+      for (int32_t slice = 0; slice < slices; ++slice) {
+        try {
+          verify_plan_slice(plan, slice, slices);
+        } catch (const VerifyError& e) {
+          if (std::string(e.what()).find(expected) != std::string::npos) found = e.what();
+        }
+      }
+      EXPECT_FALSE(found.empty()) << slices << " slices: no slice found '" << expected << "'";
+    }
+  }
+  EXPECT_NO_THROW(verify_plan_slice(plan_of({ring_schedule(5)}, 5), 4, 5));
+  EXPECT_THROW(verify_plan_slice(plan_of({ring_schedule(5)}, 5), 5, 5), std::invalid_argument);
 }
 
 // ---- plan-level fields

@@ -132,7 +132,12 @@ TEST(PlannerBuildPlan, ChoosesTheCheapestScheduleForEverySizeRange) {
 
 TEST(PlannerBuildPlan, ForcingOneAlgorithm) {
   const auto topo = machines({2, 3});
-  for (const auto& name : algorithm_names()) {
+  for (const auto& row : algorithm_table()) {
+    if (row.unsuitable && !row.unsuitable(topo).empty()) {
+      EXPECT_THROW(build_plan(topo, PlanOptions{{std::string(row.name)}}), std::invalid_argument);
+      continue;
+    }
+    const std::string name(row.name);
     const auto plan = build_plan(topo, PlanOptions{{name}});
     ASSERT_EQ(plan.schedules.size(), 1u);
     EXPECT_EQ(plan.schedules[0].algorithm, name);
@@ -143,10 +148,19 @@ TEST(PlannerBuildPlan, ForcingOneAlgorithm) {
 
 // Every suitable algorithm races, pipelined variants too; FlexReduce's calls are reported.
 TEST(PlannerBuildPlan, EveryAlgorithmRacesOnFig2AndCallsAreReported) {
-  const auto report = build_plan_report(machines({2, 3}), PlanOptions{});
+  const auto topo = machines({2, 3});
+  const auto report = build_plan_report(topo, PlanOptions{});
   size_t expected = 0;
-  for (const auto& row : algorithm_table())
-    expected += 1 + (row.pipelines ? std::size(kPipelineSlices) : 0);
+  for (const auto& row : algorithm_table()) {
+    if (row.unsuitable && !row.unsuitable(topo).empty()) {
+      ++expected;  // listed as not suited
+      continue;
+    }
+    if (row.on_request_only) continue;
+    ++expected;
+    if (row.pipelines)
+      for (uint32_t slices : kPipelineSlices) expected += slices <= row.max_slices ? 1 : 0;
+  }
   EXPECT_EQ(report.candidates.size() + report.unsuitable.size(), expected);
   ASSERT_TRUE(report.flexreduce_calls);
   EXPECT_EQ(report.flexreduce_calls->eq12_bound, 3);

@@ -97,6 +97,41 @@ TEST(TopologyCli, MissingFileAndJsonErrorsExitWithCode2) {
   EXPECT_TRUE(contains(syntax.output, broken.path() + ":2:12: invalid JSON")) << syntax.output;
 }
 
+// Hostile numbers, bytes and names are malformed input like any other: exit 2, located.
+TEST(TopologyCli, HostileInputExitsWithCode2AndTheLocation) {
+  const std::string two = R"({"name": "a", "link": {"bandwidth": "1 GB/s"}}, {"name": "b", )"
+                          R"("link": {"bandwidth": "1 GB/s"}})";
+  const TempFile huge_count(R"({"name": "t", "root": {"name": "s", "children": [)" + two +
+                            R"(, {"name": "c", "count": 1e400, "link": {"bandwidth": "1 GB/s"}}]}})");
+  CliRun run = run_flexplan("topo show '" + huge_count.path() + "'");
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_TRUE(contains(run.output, "invalid JSON: number overflow parsing '1e400'")) << run.output;
+
+  const TempFile nul(std::string(R"({"name": "t", "root": {"name": "s", "children": [)") + two +
+                     "]}}" + std::string("\0", 1) + "{{{ not json");
+  run = run_flexplan("topo show '" + nul.path() + "'");
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_TRUE(contains(run.output, "a NUL byte")) << run.output;
+
+  const TempFile newline(R"({"name": "t", "root": {"name": "s", "children": [)"
+                         R"({"name": "gpu\n0", "link": {"bandwidth": "1 GB/s"}}, )"
+                         R"({"name": "b", "link": {"bandwidth": "1 GB/s"}}]}})");
+  run = run_flexplan("topo show '" + newline.path() + "'");
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_TRUE(contains(run.output, "root.children[0].name: \"gpu\\n0\" holds the control "
+                                   "character U+000A"))
+      << run.output;
+
+  const TempFile slow(R"({"name": "t", "root": {"name": "s", "children": [)"
+                      R"({"name": "a", "link": {"bandwidth": "1e-320 B/s"}}, )"
+                      R"({"name": "b", "link": {"bandwidth": "1 GB/s", "latency": "1e308 s"}}]}})");
+  run = run_flexplan("topo show '" + slow.path() + "'");
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_TRUE(contains(run.output, "root.children[0].link.bandwidth: \"1e-320 B/s\" is below "
+                                   "1 kbit/s"))
+      << run.output;
+}
+
 TEST(TopologyCli, EverySubcommandHasHelp) {
   const CliRun topo = run_flexplan("topo --help");
   EXPECT_EQ(topo.exit_code, 0) << topo.output;

@@ -231,6 +231,33 @@ std::vector<BadInput> bad_inputs() {
       {"rank on some learners only",
        with_children(learner("a", R"(, "rank": 0)") + "," + learner("b")), "root.children[1]",
        "no \"rank\" but root.children[0] has one"},
+      {"count beyond a double", with_children(learner("a", R"(, "count": 1e400)") + "," + learner("b")),
+       "test.json:1:106", "invalid JSON: number overflow parsing '1e400'"},
+      {"rank of 2^63",
+       with_children(learner("a", R"(, "rank": 9223372036854775808)") + "," + learner("b", R"(, "rank": 0)")),
+       "root.children[0].rank", "rank 9223372036854775808 is outside 0..P-1"},
+      {"rank of 1e300",
+       with_children(learner("a", R"(, "rank": 1e300)") + "," + learner("b", R"(, "rank": 0)")),
+       "root.children[0].rank", "rank 1e+300 is outside 0..P-1"},
+      {"rank past the node limit",
+       with_children(learner("a", R"(, "rank": 10000000)") + "," + learner("b", R"(, "rank": 0)")),
+       "root.children[0].rank", "rank 10000000 is outside 0..P-1: a tree has at most 10,000,000"},
+      {"newline in a name", with_children(learner("gpu\\n0") + "," + learner("b")),
+       "root.children[0].name", "\"gpu\\n0\" holds the control character U+000A; names must be printable"},
+      {"escape character in a name", with_children(learner("a\\u001b[31m") + "," + learner("b")),
+       "root.children[0].name", "holds the control character U+001B"},
+      {"C1 control in a name", with_children(learner("a\\u0085") + "," + learner("b")),
+       "root.children[0].name", "holds the control character U+0085"},
+      {"newline in the topology name",
+       R"({"name": "two\nlines", "root": {"name": "s", "children": [)" + two + "]}}", "name",
+       "holds the control character U+000A"},
+      {"tiny bandwidth",
+       with_children(learner("a") + R"(, {"name": "b", "link": {"bandwidth": "1e-320 B/s"}})"),
+       "root.children[1].link.bandwidth", "is below 1 kbit/s"},
+      {"huge latency",
+       with_children(learner("a") +
+                     R"(, {"name": "b", "link": {"bandwidth": "1 GB/s", "latency": "1e308 s"}})"),
+       "root.children[1].link.latency", "is above 100 s"},
       {"rank copies out of range",
        with_children(learner("a", R"(, "count": 2, "rank": 2)") + "," + learner("b", R"(, "rank": 0)")),
        "root.children[0].rank", "rank 3 (copy 1) is outside 0..2"},
@@ -248,6 +275,27 @@ TEST(TopologyParse, BadInputNamesLocationAndProblem) {
       EXPECT_NE(std::string(e.what()).find(bad.message), std::string::npos) << e.what();
       EXPECT_EQ(std::string(e.what()).rfind(bad.where + ": ", 0), 0u) << e.what();
     }
+  }
+}
+
+// A NUL byte ends the text for the JSON parser; whatever follows it must not be ignored.
+TEST(TopologyParse, NulBytesAreRefusedWithTheirLocation) {
+  const std::string good = with_children(learner("a") + "," + learner("b"));
+  std::string text = good;
+  text += std::string("\0", 1) + "garbage that is not JSON";
+  try {
+    parse_topology(text, "test.json");
+    ADD_FAILURE() << "accepted";
+  } catch (const TopologyError& e) {
+    EXPECT_EQ(e.where(), "test.json:1:" + std::to_string(good.size() + 1)) << e.what();
+    EXPECT_NE(std::string(e.what()).find("a NUL byte"), std::string::npos) << e.what();
+  }
+  text = "{\"name\": \"t\"\n" + std::string("\0", 1) + "}";
+  try {
+    parse_topology(text, "test.json");
+    ADD_FAILURE() << "accepted";
+  } catch (const TopologyError& e) {
+    EXPECT_EQ(e.where(), "test.json:2:1") << e.what();
   }
 }
 

@@ -103,6 +103,42 @@ TEST(TopologyUnits, LatencyErrorsNameTheProblem) {
   EXPECT_NE(error_of(parse_latency, "5 Us").find("unknown latency unit"), std::string::npos);
 }
 
+// Figures outside what any link has are refused, so that every prediction stays a finite,
+// readable number: bandwidth from 1 kbit/s to 1 Pbit/s, latency 0 or from 1 ns to 100 s.
+TEST(TopologyUnits, FiguresMustBeInTheirDocumentedRanges) {
+  EXPECT_EQ(parse_bandwidth("1 kbit/s"), 125);
+  EXPECT_EQ(parse_bandwidth("125 B/s"), 125);
+  EXPECT_EQ(parse_bandwidth("1000 Tbit/s"), 1.25e14);
+  EXPECT_EQ(parse_latency("100 s"), 100);
+  EXPECT_EQ(parse_latency("1 ns"), 1e-9);
+  EXPECT_EQ(parse_latency("0 s"), 0);
+  for (const char* text : {"1e-320 B/s", "124 B/s", "0.9 kbit/s", "1 bit/s"}) {
+    const std::string message = error_of(parse_bandwidth, text);
+    EXPECT_NE(message.find("is below 1 kbit/s, the smallest bandwidth flexplan accepts"),
+              std::string::npos)
+        << message;
+  }
+  for (const char* text : {"1001 Tbit/s", "1e20 GB/s", "126 TB/s"}) {
+    const std::string message = error_of(parse_bandwidth, text);
+    EXPECT_NE(message.find("is above 1000 Tbit/s, the largest bandwidth flexplan accepts"),
+              std::string::npos)
+        << message;
+  }
+  for (const char* text : {"1e308 s", "101 s", "1e12 us"}) {
+    const std::string message = error_of(parse_latency, text);
+    EXPECT_NE(message.find("is above 100 s, the largest latency flexplan accepts"),
+              std::string::npos)
+        << message;
+  }
+  for (const char* text : {"1e-320 s", "0.5 ns"}) {
+    const std::string message = error_of(parse_latency, text);
+    EXPECT_NE(message.find("is below 1 ns, the smallest nonzero latency flexplan accepts (write "
+                           "0 for none)"),
+              std::string::npos)
+        << message;
+  }
+}
+
 TEST(TopologyUnits, FormatPicksTheRounderForm) {
   EXPECT_EQ(format_bandwidth(parse_bandwidth("10 Gbit/s")), "10 Gbit/s");
   EXPECT_EQ(format_bandwidth(parse_bandwidth("25 Gbit/s")), "25 Gbit/s");
@@ -123,7 +159,7 @@ TEST(TopologyUnits, FormatPicksTheRounderForm) {
 }
 
 TEST(TopologyUnits, FormattedFiguresParseBack) {
-  for (const char* text : {"10 Gbit/s", "3.5 GB/s", "100 Gbit/s", "7 B/s", "1 KiB/s", "2 TB/s"}) {
+  for (const char* text : {"10 Gbit/s", "3.5 GB/s", "100 Gbit/s", "7 kB/s", "1 KiB/s", "2 TB/s"}) {
     const double value = parse_bandwidth(text);
     EXPECT_EQ(parse_bandwidth(format_bandwidth(value)), value) << text;
   }

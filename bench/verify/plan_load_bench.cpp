@@ -1,0 +1,85 @@
+// Times what one rank does with a plan.bin at job start (ir::load_job_plan: read, decode,
+// fields and structure, its slice of the symbolic execution) beside the parts of it and beside
+// verifying the whole plan at once, plus encoding and the runtime's plan fingerprint.
+// Usage: plan_load_bench PLAN.bin [RANKS_TO_TIME]   (default 3: the first, middle, last rank)
+#include <fmt/core.h>
+
+#include <chrono>
+#include <ctime>
+#include <string>
+#include <vector>
+
+#include "ir/byte_io.hpp"
+#include "ir/file_bytes.hpp"
+#include "ir/job_plan.hpp"
+#include "ir/plan_binary.hpp"
+#include "ir/verify.hpp"
+
+namespace {
+
+using namespace flexplan::ir;
+using Clock = std::chrono::steady_clock;
+
+struct Timing {
+  double wall_s, cpu_s;  // cpu: this process's processor time, steadier on a shared machine
+};
+
+template <typename Fn>
+Timing measure(Fn&& fn) {
+  const auto start = Clock::now();
+  const std::clock_t cpu_start = std::clock();
+  fn();
+  return {std::chrono::duration<double>(Clock::now() - start).count(),
+          static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC};
+}
+
+void row(const std::string& what, const Timing& t) {
+  fmt::print("  {:<44} {:>8.3f} s wall {:>8.3f} s cpu\n", what, t.wall_s, t.cpu_s);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    fmt::print(stderr, "usage: plan_load_bench PLAN.bin [RANKS_TO_TIME]\n");
+    return 2;
+  }
+  const std::string path = argv[1];
+  const int ranks_to_time = argc > 2 ? std::atoi(argv[2]) : 3;
+  std::vector<uint8_t> bytes;
+  Plan plan;
+  const Timing read = measure([&] { bytes = detail::read_file_bytes(path); });
+  const Timing decode = measure([&] { plan = decode_plan_unverified(bytes, path); });
+  size_t ops = 0, members = 0;
+  for (const Schedule& s : plan.schedules)
+    for (const Step& step : s.steps)
+      for (const Op& op : step.ops) ops += 1, members += op.group.size();
+  fmt::print("{}: {:.1f} MiB, world size {}, {} schedules, {} ops, {} group members\n", path,
+             bytes.size() / 1048576.0, plan.world_size, plan.schedules.size(), ops, members);
+  row("read the file", read);
+  row("decode (checksum, payload)", decode);
+  row("plan fields and structure of every op", measure([&] {
+        check_plan_fields(plan);
+        for (const Schedule& s : plan.schedules) check_structure(s, plan.world_size);
+      }));
+  const int32_t p = plan.world_size;
+  Timing slowest{0, 0};
+  int32_t slowest_rank = 0;
+  for (int i = 0; i < ranks_to_time; ++i) {
+    const int32_t rank = ranks_to_time == 1 ? 0 : static_cast<int32_t>(int64_t{p - 1} * i / (ranks_to_time - 1));
+    const Timing t = measure([&] { verify_plan_slice(plan, rank, p); });
+    if (t.cpu_s >= slowest.cpu_s) slowest = t, slowest_rank = rank;
+  }
+  row(fmt::format("one rank's slice (slowest of {}: rank {})", ranks_to_time, slowest_rank),
+      slowest);
+  row("load_job_plan for rank 0 (all of the above)",
+      measure([&] { (void)load_job_plan(path, p, 0); }));
+  row("verify_plan (the whole plan, one process)", measure([&] { verify_plan(plan); }));
+  std::vector<uint8_t> encoded;
+  row("encode_plan", measure([&] { encoded = encode_plan(plan); }));
+  volatile uint64_t sink = 0;  // keeps the hash from being optimized away
+  row("FNV-1a 64 of the encoding", measure([&] { sink = detail::fnv1a64(encoded); }));
+  fmt::print("  plan.bin {:.1f} MiB when written again\n", encoded.size() / 1048576.0);
+  (void)sink;
+  return 0;
+}

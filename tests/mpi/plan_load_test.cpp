@@ -1,0 +1,119 @@
+// Loading a plan at job start under mpirun: each rank verifies its slice of the units
+// (ir/job_plan.hpp), and a fault that only one rank's slice shows still fails every rank;
+// a plan for another world size is refused on every rank without being verified.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "ir/plan_binary.hpp"
+#include "runtime/communicator.hpp"
+#include "tests/mpi/test_support.hpp"
+
+namespace flexplan::mpitest {
+namespace {
+
+// Runs `body`, which must throw RuntimeError; returns its message ("" and a failure if not).
+template <typename F>
+std::string error_of(F body) {
+  try {
+    body();
+  } catch (const RuntimeError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no RuntimeError";
+  return "";
+}
+
+std::string write_bytes(const std::string& what, const std::vector<uint8_t>& bytes) {
+  const std::string path =
+      fmt::format("/tmp/flexplan-mpi-load-{}-{}-{}.bin", getpid(), world_rank(), what);
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  return path;
+}
+
+// A binary tree over every rank with one unit per rank: reduce to rank 0, broadcast back.
+ir::Plan tree_plan(int world) {
+  ir::Plan plan;
+  plan.world_size = world;
+  plan.topology_name = "tree";
+  ir::Schedule schedule;
+  schedule.algorithm = "tree";
+  schedule.units = static_cast<uint64_t>(world);
+  std::vector<ir::Step> down;
+  for (int distance = 1; distance < world; distance *= 2) {
+    ir::Step up{ir::Phase::Reduce, 0, {}}, back{ir::Phase::Broadcast, 0, {}};
+    for (int root = 0; root + distance < world; root += 2 * distance) {
+      up.ops.push_back({ir::OpKind::Reduce, 0, schedule.units, root, {root, root + distance}});
+      back.ops.push_back({ir::OpKind::Broadcast, 0, schedule.units, root, {root, root + distance}});
+    }
+    schedule.steps.push_back(up);
+    down.insert(down.begin(), back);
+  }
+  for (auto& step : down) schedule.steps.push_back(step);
+  plan.schedules = {schedule};
+  return plan;
+}
+
+TEST(SlicedLoad, GoodPlanLoadsAndRuns) {
+  const std::string path = write_bytes("good", ir::encode_plan(tree_plan(world_size())));
+  Communicator comm(path, MPI_COMM_WORLD);
+  std::vector<int32_t> data(1000, world_rank() + 1);
+  comm.allreduce(data.data(), data.data(), data.size(), DataType::Int32, ReduceOp::Sum);
+  EXPECT_EQ(data[999], world_size() * (world_size() + 1) / 2);
+  std::remove(path.c_str());
+}
+
+// The broadcast to the last rank stops one unit short: only the last rank's slice of the
+// units shows it, and every rank fails naming it.
+TEST(SlicedLoad, FaultInOneSliceFailsEveryRank) {
+  const int world = world_size();
+  ir::Plan plan = tree_plan(world);
+  for (ir::Step& step : plan.schedules[0].steps) {
+    for (ir::Op& op : step.ops) {
+      if (op.kind == ir::OpKind::Broadcast && op.group.back() == world - 1)
+        op.end = static_cast<uint64_t>(world - 1);
+    }
+  }
+  const std::string path = write_bytes("fault", ir::encode_plan(plan));
+  const std::string message = error_of([&] { Communicator comm(path, MPI_COMM_WORLD); });
+  std::remove(path.c_str());
+  EXPECT_NE(message.find("loading the plan failed"), std::string::npos) << message;
+  EXPECT_NE(message.find(fmt::format("MPI rank {}: plan '/tmp/", world - 1)), std::string::npos)
+      << message;
+  EXPECT_NE(message.find(fmt::format("after the last step rank {} holds 1 of {} contributions on "
+                                     "units [{},{})",
+                                     world - 1, world, world - 1, world)),
+            std::string::npos)
+      << message;
+  for (int r = 0; r + 1 < world; ++r)
+    EXPECT_EQ(message.find(fmt::format("MPI rank {}:", r)), std::string::npos) << message;
+}
+
+// A small file claiming 2^31 - 1 ranks is refused by the world-size check, on every rank, at
+// once: nothing sized by its world size is built.
+TEST(SlicedLoad, HostileWorldSizeIsRefusedBeforeVerifying) {
+  ir::Plan plan = tree_plan(world_size());
+  plan.world_size = 2147483647;
+  const std::string path = write_bytes("huge", ir::encode_plan(plan));
+  const auto start = std::chrono::steady_clock::now();
+  const std::string message = error_of([&] { Communicator comm(path, MPI_COMM_WORLD); });
+  std::remove(path.c_str());
+  EXPECT_NE(message.find("world size 2147483647"), std::string::npos) << message;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10.0);
+}
+
+void register_nothing() {}
+
+}  // namespace
+}  // namespace flexplan::mpitest
+
+int main(int argc, char** argv) {
+  return flexplan::mpitest::run_all_tests(argc, argv, flexplan::mpitest::register_nothing);
+}

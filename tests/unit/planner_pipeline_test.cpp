@@ -1,0 +1,61 @@
+// Pipelined variants priced from their base schedule's windows (PipelinePricer) cost what the
+// evaluator says of the built variant (pipeline_slices), on random trees, for every pipelining
+// algorithm and slice counts below, equal to and above the base's step count.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "planner/algorithm_table.hpp"
+#include "planner/algorithms.hpp"
+#include "planner/cost_model.hpp"
+#include "planner/pipeline.hpp"
+#include "planner_test_trees.hpp"
+
+namespace flexplan {
+namespace {
+
+TEST(PipelinePricer, WindowsPriceWhatTheSlicedScheduleCosts) {
+  testing::RandomTrees trees(8675309);
+  int compared = 0;
+  for (int i = 0; i < 40; ++i) {
+    const auto topo = trees.next();
+    for (const auto& row : algorithm_table()) {
+      if (!row.pipelines || (row.unsuitable && !row.unsuitable(topo).empty())) continue;
+      const ir::Schedule base = row.build(topo);
+      PipelinePricer pricer(topo, base, {});
+      const uint32_t m = static_cast<uint32_t>(base.steps.size());
+      for (uint32_t slices : {2u, 3u, m, m + 5}) {
+        if (slices < 2) continue;
+        const auto windows = pricer.cost(slices);
+        const auto built = evaluate_schedule(topo, pipeline_slices(base, slices));
+        EXPECT_EQ(windows.step_count(), built.step_count());
+        for (double n : {8.0, 3e5, 5e7, 4e9}) {
+          const double expected = built.at(n);
+          EXPECT_NEAR(windows.at(n), expected, 1e-9 * expected)
+              << row.name << "@" << slices << " tree " << i << " n " << n;
+        }
+        ++compared;
+      }
+      EXPECT_EQ(pricer.work(m + 5), 0u) << "every window of a deep pipeline is priced once";
+    }
+  }
+  EXPECT_GT(compared, 400);
+}
+
+TEST(PipelinePricer, DeepPipelinesShareTheirWindows) {
+  testing::RandomTrees trees(4242);
+  const auto topo = trees.next();
+  const ir::Schedule base = plan_algorithm(topo, "flexreduce");
+  PipelinePricer pricer(topo, base, {});
+  const uint64_t first = pricer.work(256);
+  EXPECT_GT(first, 0u);
+  pricer.cost(256);
+  for (uint32_t slices : {16u, 32u, 64u, 128u, 256u}) {
+    if (slices < base.steps.size()) continue;
+    EXPECT_EQ(pricer.work(slices), 0u) << slices;
+  }
+}
+
+}  // namespace
+}  // namespace flexplan
