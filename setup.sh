@@ -17,6 +17,8 @@ cd "$(dirname "$0")"
 packages=(cmake g++ ninja-build pkg-config make
           libboost-graph-dev nlohmann-json3-dev libfmt-dev libcli11-dev libgtest-dev
           libucx-dev ucx-utils libopenmpi-dev openmpi-bin coinor-libclp-dev
+          # the PyTorch backend (python/, tests/torch): Debian's CPU torch for /usr/bin/python3
+          python3-torch libtorch-dev pybind11-dev
           # `flexplan codegen --target dot` output is checked with Graphviz, docs render with it
           graphviz
           # clang builds: asan mode and the libFuzzer harnesses (libclang-rt-14-dev has the

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <cstring>
 #include <map>
 
 #include <fmt/format.h>
@@ -15,18 +16,6 @@
 
 namespace flexplan::bootstrap {
 namespace {
-
-int comm_size(MPI_Comm comm) {
-  int size = 0;
-  MPI_Comm_size(comm, &size);
-  return size;
-}
-
-int comm_rank(MPI_Comm comm) {
-  int rank = 0;
-  MPI_Comm_rank(comm, &rank);
-  return rank;
-}
 
 // The machine a learner sits on: the second-to-last component of its full name.
 std::string machine_of(const std::string& full_name) {
@@ -45,12 +34,46 @@ bool names_learner(const std::string& full_name, const std::string& name) {
 
 std::string rank_list(const std::vector<int>& ranks) { return fmt::format("{}", fmt::join(ranks, ", ")); }
 
-// Variable-length allgather of byte strings.
-std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& mine) {
-  const int size = comm_size(comm);
+}  // namespace
+
+std::string this_host() {
+  std::array<char, 256> name{};
+  return gethostname(name.data(), name.size() - 1) == 0 ? std::string(name.data()) : std::string();
+}
+
+HostIdentity Group::host_identity() {
+  HostIdentity identity;
+  identity.host = this_host();
+  const auto hosts = allgather(identity.host);
+  for (int r = 0; r < rank(); ++r) identity.local_rank += hosts[static_cast<size_t>(r)] == identity.host;
+  return identity;
+}
+
+MpiGroup::MpiGroup(MPI_Comm comm) { MPI_Comm_dup(comm, &comm_); }
+
+MpiGroup::~MpiGroup() {
+  // A dead peer can make MPI_Comm_free wait forever in some MPIs: leave the duplicate then.
+  if (!abandoned_) MPI_Comm_free(&comm_);
+}
+
+int MpiGroup::rank() const {
+  int rank = 0;
+  MPI_Comm_rank(comm_, &rank);
+  return rank;
+}
+
+int MpiGroup::size() const {
+  int size = 0;
+  MPI_Comm_size(comm_, &size);
+  return size;
+}
+
+// Variable-length: the lengths first, then the bytes.
+std::vector<std::string> MpiGroup::allgather(const std::string& mine) {
+  const int size = this->size();
   const int length = static_cast<int>(mine.size());
   std::vector<int> lengths(static_cast<size_t>(size));
-  MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm);
+  MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm_);
   std::vector<int> displacements(static_cast<size_t>(size));
   int total = 0;
   for (int r = 0; r < size; ++r) {
@@ -59,7 +82,7 @@ std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& min
   }
   std::string all(static_cast<size_t>(total), '\0');
   MPI_Allgatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), displacements.data(),
-                 MPI_CHAR, comm);
+                 MPI_CHAR, comm_);
   std::vector<std::string> out;
   out.reserve(static_cast<size_t>(size));
   for (int r = 0; r < size; ++r) {
@@ -69,17 +92,22 @@ std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& min
   return out;
 }
 
-}  // namespace
-
-HostIdentity host_identity(MPI_Comm comm) {
+HostIdentity MpiGroup::host_identity() {
   HostIdentity identity;
-  std::array<char, 256> name{};
-  if (gethostname(name.data(), name.size() - 1) == 0) identity.host = name.data();
+  identity.host = this_host();
   MPI_Comm node = MPI_COMM_NULL;
-  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  identity.local_rank = comm_rank(node);
+  MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  MPI_Comm_rank(node, &identity.local_rank);
   MPI_Comm_free(&node);
   return identity;
+}
+
+void MpiGroup::barrier_start() { MPI_Ibarrier(comm_, &barrier_); }
+
+bool MpiGroup::barrier_done() {
+  int finished = 0;
+  MPI_Test(&barrier_, &finished, MPI_STATUS_IGNORE);
+  return finished != 0;
 }
 
 int32_t plan_rank_for(const ir::Plan& plan, const Options& options, int mpi_rank,
@@ -138,30 +166,33 @@ void check_tag_limits(const ir::Plan& plan) {
   }
 }
 
-void raise_if_any_failed(MPI_Comm comm, const std::string& local_error, const std::string& what,
+void raise_if_any_failed(Group& group, const std::string& local_error, const std::string& what,
                          bool bad_input) {
-  int failed = local_error.empty() ? 0 : 1;
-  MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, comm);
-  if (!failed) return;
-  const auto errors = allgather_strings(comm, local_error);
+  const auto errors = group.allgather(local_error);
+  if (std::all_of(errors.begin(), errors.end(), [](const auto& e) { return e.empty(); })) return;
   std::string message = fmt::format("flexplan: {} failed", what);
   for (size_t r = 0; r < errors.size(); ++r) {
-    if (!errors[r].empty()) message += fmt::format("\n  MPI rank {}: {}", r, errors[r]);
+    if (!errors[r].empty()) message += fmt::format("\n  {} {}: {}", group.member_noun(), r, errors[r]);
   }
   if (bad_input) throw InputError(message);
   throw RuntimeError(message);
 }
 
-std::vector<int32_t> agree_on_plan(MPI_Comm comm, const PlanIdentity& mine) {
-  const int size = comm_size(comm);
-  // Fixed-size records; the topology hash travels as text inside the string gather below.
+std::vector<int32_t> agree_on_plan(Group& group, const PlanIdentity& mine) {
+  const int size = group.size();
+  // Fixed-size records (host byte order: every member runs this same build); the topology hash
+  // travels as text in the second gather.
   const std::array<int64_t, 4> record{mine.world_size, static_cast<int64_t>(mine.fingerprint),
                                       static_cast<int64_t>(mine.chunk_bytes), mine.plan_rank};
-  std::vector<int64_t> all(record.size() * static_cast<size_t>(size));
-  MPI_Allgather(record.data(), static_cast<int>(record.size()), MPI_INT64_T, all.data(),
-                static_cast<int>(record.size()), MPI_INT64_T, comm);
-  const auto topology_hashes = allgather_strings(comm, mine.topology_hash);
-  auto field = [&](int rank, size_t i) { return all[static_cast<size_t>(rank) * record.size() + i]; };
+  const auto records = group.allgather(
+      std::string(reinterpret_cast<const char*>(record.data()), sizeof(record)));
+  const auto topology_hashes = group.allgather(mine.topology_hash);
+  auto field = [&](int rank, size_t i) {
+    int64_t value = 0;
+    const auto& bytes = records[static_cast<size_t>(rank)];
+    if (bytes.size() == sizeof(record)) std::memcpy(&value, bytes.data() + i * sizeof(int64_t), sizeof(value));
+    return value;
+  };
 
   // Same plan everywhere?
   std::map<uint64_t, std::vector<int>> holders;
@@ -169,16 +200,18 @@ std::vector<int32_t> agree_on_plan(MPI_Comm comm, const PlanIdentity& mine) {
   if (holders.size() > 1) {
     std::string message = "flexplan: the ranks loaded different plans:";
     for (const auto& [fingerprint, ranks] : holders) {
-      message += fmt::format("\n  plan {:016x} (world size {}, topology hash '{}'): MPI ranks {}",
+      message += fmt::format("\n  plan {:016x} (world size {}, topology hash '{}'): {}s {}",
                              fingerprint, field(ranks[0], 0),
-                             topology_hashes[static_cast<size_t>(ranks[0])], rank_list(ranks));
+                             topology_hashes[static_cast<size_t>(ranks[0])], group.member_noun(),
+                             rank_list(ranks));
     }
     throw InputError(message);
   }
   if (mine.world_size != size) {
     throw InputError(fmt::format("flexplan: the plan is for world size {} but the job has {} "
-                                   "MPI ranks (launch with mpirun -np {})",
-                                   mine.world_size, size, mine.world_size));
+                                   "{}s ({})",
+                                   mine.world_size, size, group.member_noun(),
+                                   group.launch_hint(mine.world_size)));
   }
   // Chunking decides message lengths: it must agree.
   std::map<int64_t, std::vector<int>> chunkings;
@@ -186,7 +219,7 @@ std::vector<int32_t> agree_on_plan(MPI_Comm comm, const PlanIdentity& mine) {
   if (chunkings.size() > 1) {
     std::string message = "flexplan: the ranks use different chunk sizes (FLEXPLAN_CHUNK_BYTES):";
     for (const auto& [chunk_bytes, ranks] : chunkings) {
-      message += fmt::format("\n  {} bytes: MPI ranks {}", chunk_bytes, rank_list(ranks));
+      message += fmt::format("\n  {} bytes: {}s {}", chunk_bytes, group.member_noun(), rank_list(ranks));
     }
     throw InputError(message);
   }
@@ -202,7 +235,8 @@ std::vector<int32_t> agree_on_plan(MPI_Comm comm, const PlanIdentity& mine) {
   for (int p = 0; p < size; ++p) {
     const auto& claimants = claimed_by[static_cast<size_t>(p)];
     if (claimants.size() > 1) {
-      problems += fmt::format("\n  plan rank {} is claimed by MPI ranks {}", p, rank_list(claimants));
+      problems += fmt::format("\n  plan rank {} is claimed by {}s {}", p, group.member_noun(),
+                             rank_list(claimants));
     } else if (claimants.empty()) {
       problems += fmt::format("\n  plan rank {} is claimed by no process", p);
     }
@@ -211,10 +245,10 @@ std::vector<int32_t> agree_on_plan(MPI_Comm comm, const PlanIdentity& mine) {
   return plan_rank_of;
 }
 
-std::vector<std::vector<uint8_t>> exchange_by_plan_rank(MPI_Comm comm,
+std::vector<std::vector<uint8_t>> exchange_by_plan_rank(Group& group,
                                                         const std::vector<uint8_t>& mine,
                                                         const std::vector<int32_t>& plan_rank_of) {
-  const auto gathered = allgather_strings(comm, std::string(mine.begin(), mine.end()));
+  const auto gathered = group.allgather(std::string(mine.begin(), mine.end()));
   std::vector<std::vector<uint8_t>> by_plan_rank(gathered.size());
   for (size_t r = 0; r < gathered.size(); ++r) {
     by_plan_rank[static_cast<size_t>(plan_rank_of[r])].assign(gathered[r].begin(), gathered[r].end());

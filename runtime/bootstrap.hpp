@@ -1,14 +1,18 @@
-// Creation of a communicator, the part done over MPI: which plan rank each process is, and the
-// agreement that every rank loaded the same plan for this world size. Every function here is
-// collective over `comm`, and a failure on any rank throws the same RuntimeError on every rank
-// (never a hang on the ranks that were fine).
+// Creation of a communicator, the part done out of band: which plan rank each process is, and
+// the agreement that every rank loaded the same plan for this world size. The out-of-band
+// channel is a Group: MPI (MpiGroup) or any other (the PyTorch backend's key-value store).
+// Every function here is collective over the group, and a failure on any rank throws the same
+// RuntimeError on every rank (never a hang on the ranks that were fine).
 #pragma once
 
 #include <mpi.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "ir/plan.hpp"
 #include "runtime/options.hpp"
@@ -20,7 +24,51 @@ struct HostIdentity {
   std::string host;
   int local_rank = 0;
 };
-HostIdentity host_identity(MPI_Comm comm);
+
+// The processes of a job and the few collective exchanges creation and shutdown need. Calls
+// are collective (every member, same order) except barrier_done. An implementation that
+// cannot complete an exchange (a peer never comes) throws RuntimeError within its own timeout.
+class Group {
+ public:
+  virtual ~Group() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Every member's bytes, indexed by group rank.
+  virtual std::vector<std::string> allgather(const std::string& mine) = 0;
+  // Default: this host's name, and the local rank counted among members with the same name.
+  virtual HostIdentity host_identity();
+  // A barrier in two halves, so that the caller can keep progressing UCX while it waits.
+  // barrier_done is true once every member has called barrier_start (or the group failed).
+  // Neither throws: they run in the communicator's destructor.
+  virtual void barrier_start() = 0;
+  virtual bool barrier_done() = 0;
+  // The communicator ends with a peer possibly dead: release nothing that could wait on it.
+  virtual void abandon() {}
+  // How errors name a member ("MPI rank" 3) and how to launch a job of n members.
+  virtual std::string member_noun() const { return "rank"; }
+  virtual std::string launch_hint(int n) const { return fmt::format("start {} processes", n); }
+};
+
+// A group over a duplicate of an MPI communicator (freed at destruction unless abandoned).
+class MpiGroup final : public Group {
+ public:
+  explicit MpiGroup(MPI_Comm comm);
+  ~MpiGroup() override;
+  int rank() const override;
+  int size() const override;
+  std::vector<std::string> allgather(const std::string& mine) override;
+  HostIdentity host_identity() override;  // local rank from MPI_COMM_TYPE_SHARED
+  void barrier_start() override;
+  bool barrier_done() override;
+  void abandon() override { abandoned_ = true; }
+  std::string member_noun() const override { return "MPI rank"; }
+  std::string launch_hint(int n) const override { return fmt::format("launch with mpirun -np {}", n); }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Request barrier_ = MPI_REQUEST_NULL;
+  bool abandoned_ = false;
+};
 
 // The plan rank this process plays (local; throws RuntimeError naming the unmatched name).
 int32_t plan_rank_for(const ir::Plan& plan, const Options& options, int mpi_rank,
@@ -33,7 +81,7 @@ void check_tag_limits(const ir::Plan& plan);
 // Throws the same error on every rank if any rank's `local_error` is not empty: an InputError
 // if `bad_input`, else a RuntimeError. The message lists each failing rank's error under `what`
 // ("loading the plan").
-void raise_if_any_failed(MPI_Comm comm, const std::string& local_error, const std::string& what,
+void raise_if_any_failed(Group& group, const std::string& local_error, const std::string& what,
                          bool bad_input = false);
 
 // What each rank loaded; compared across ranks.
@@ -47,10 +95,10 @@ struct PlanIdentity {
 // Checks that all ranks hold the same plan, that its world size is the job's, that the chunk
 // size agrees and that the plan ranks form a permutation (InputError if not). Returns plan_rank
 // by MPI rank.
-std::vector<int32_t> agree_on_plan(MPI_Comm comm, const PlanIdentity& mine);
+std::vector<int32_t> agree_on_plan(Group& group, const PlanIdentity& mine);
 
 // Gathers every rank's bytes (worker addresses), re-indexed by plan rank.
-std::vector<std::vector<uint8_t>> exchange_by_plan_rank(MPI_Comm comm,
+std::vector<std::vector<uint8_t>> exchange_by_plan_rank(Group& group,
                                                         const std::vector<uint8_t>& mine,
                                                         const std::vector<int32_t>& plan_rank_of);
 

@@ -19,34 +19,43 @@ bool Request::test() { return !operation_ || engine_->test(*operation_); }
 
 namespace {
 
-int size_of(MPI_Comm comm) {
-  int size = 0;
-  MPI_Comm_size(comm, &size);
-  return size;
+// Each rank verifies its slice of the plan (ir/job_plan.hpp), as the group's member of its
+// size; the engine then fails every rank if any slice failed, and refuses ranks that hold
+// different plans or a plan for another size.
+std::unique_ptr<Engine> engine_for(const std::string& plan_path, std::unique_ptr<bootstrap::Group> group,
+                                   Options options) {
+  const int size = group->size();
+  const int rank = group->rank();
+  return std::make_unique<Engine>([&] { return ir::load_job_plan(plan_path, size, rank); },
+                                  plan_path, std::move(group), std::move(options));
 }
 
-int rank_of(MPI_Comm comm) {
-  int rank = 0;
-  MPI_Comm_rank(comm, &rank);
-  return rank;
+std::unique_ptr<Engine> engine_for(ir::Plan& plan, std::unique_ptr<bootstrap::Group> group,
+                                   Options options) {
+  const int size = group->size();
+  const int rank = group->rank();
+  return std::make_unique<Engine>(
+      [&] {
+        ir::check_job_plan(plan, size, rank);
+        return std::move(plan);
+      },
+      "(in memory)", std::move(group), std::move(options));
 }
 
 }  // namespace
 
-// Each rank verifies its slice of the plan (ir/job_plan.hpp); the engine then fails every rank
-// if any slice failed, and refuses ranks that hold different plans or a plan for another size.
 Communicator::Communicator(const std::string& plan_path, MPI_Comm comm, Options options)
-    : engine_(std::make_unique<Engine>(
-          [&] { return ir::load_job_plan(plan_path, size_of(comm), rank_of(comm)); }, plan_path,
-          comm, std::move(options))) {}
+    : Communicator(plan_path, std::make_unique<bootstrap::MpiGroup>(comm), std::move(options)) {}
 
 Communicator::Communicator(ir::Plan plan, MPI_Comm comm, Options options)
-    : engine_(std::make_unique<Engine>(
-          [&] {
-            ir::check_job_plan(plan, size_of(comm), rank_of(comm));
-            return std::move(plan);
-          },
-          "(in memory)", comm, std::move(options))) {}
+    : Communicator(std::move(plan), std::make_unique<bootstrap::MpiGroup>(comm), std::move(options)) {}
+
+Communicator::Communicator(const std::string& plan_path, std::unique_ptr<bootstrap::Group> group,
+                           Options options)
+    : engine_(engine_for(plan_path, std::move(group), std::move(options))) {}
+
+Communicator::Communicator(ir::Plan plan, std::unique_ptr<bootstrap::Group> group, Options options)
+    : engine_(engine_for(plan, std::move(group), std::move(options))) {}
 
 Communicator::~Communicator() = default;
 

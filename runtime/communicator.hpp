@@ -1,6 +1,6 @@
 // flexplan::Communicator: all-reduce by replaying a plan over UCX, in a job launched by
-// mpirun. MPI serves only at creation (worker addresses, agreement on the plan); data moves
-// over UCX. docs/runtime.md describes launching, progress, tags, pipelining and errors.
+// mpirun (or by another launcher, given a bootstrap::Group). MPI serves only at creation
+// (worker addresses, agreement on the plan) and shutdown; data moves over UCX. docs/runtime.md describes launching, progress, tags, pipelining and errors.
 //
 //   flexplan::Communicator comm("plan.bin", MPI_COMM_WORLD);
 //   comm.allreduce(grads, grads, n, flexplan::DataType::Float32, flexplan::ReduceOp::Avg);
@@ -17,6 +17,7 @@
 #include <string>
 
 #include "ir/plan.hpp"
+#include "runtime/bootstrap.hpp"
 #include "runtime/datatype.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/options.hpp"
@@ -56,6 +57,10 @@ class Communicator {
   Communicator(const std::string& plan_path, MPI_Comm comm, Options options = Options::from_env());
   // Same from a plan built in process (verified here).
   Communicator(ir::Plan plan, MPI_Comm comm, Options options = Options::from_env());
+  // The same over another out-of-band channel than MPI (the PyTorch backend's store): the
+  // group's ranks take the place of the MPI ranks.
+  Communicator(const std::string& plan_path, std::unique_ptr<bootstrap::Group> group, Options options);
+  Communicator(ir::Plan plan, std::unique_ptr<bootstrap::Group> group, Options options);
   // Collective: completes outstanding operations, then disconnects once every rank is done.
   ~Communicator();
   Communicator(const Communicator&) = delete;

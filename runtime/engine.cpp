@@ -32,19 +32,17 @@ constexpr auto kSendPendingSleep = std::chrono::milliseconds(1);
 constexpr auto kAbortSendLimit = std::chrono::milliseconds(500);
 }  // namespace
 
-Engine::Engine(const std::function<ir::Plan()>& load, const std::string& source, MPI_Comm comm,
-               Options options)
-    : options_(std::move(options)) {
+Engine::Engine(const std::function<ir::Plan()>& load, const std::string& source,
+               std::unique_ptr<bootstrap::Group> group, Options options)
+    : options_(std::move(options)), group_(std::move(group)) {
   options_.window = std::max(options_.window, 1u);
   options_.chunk_bytes = std::max<size_t>(options_.chunk_bytes, 1);
-  MPI_Comm_dup(comm, &comm_);
   try {
-    const auto host = bootstrap::host_identity(comm_);  // collective: before anything can fail
+    const auto host = group_->host_identity();  // collective: before anything can fail
     const auto plan_rank_of = load_and_agree(load, source, host);
     connect(host, plan_rank_of);
   } catch (...) {
     transport_.reset();
-    MPI_Comm_free(&comm_);
     throw;
   }
 }
@@ -52,13 +50,12 @@ Engine::Engine(const std::function<ir::Plan()>& load, const std::string& source,
 std::vector<int32_t> Engine::load_and_agree(const std::function<ir::Plan()>& load,
                                             const std::string& source,
                                             const bootstrap::HostIdentity& host) {
-  int mpi_rank = 0;
-  MPI_Comm_rank(comm_, &mpi_rank);
+  const int member_rank = group_->rank();
   std::string error;
   try {
     plan_ = load();
     bootstrap::check_tag_limits(plan_);
-    rank_ = bootstrap::plan_rank_for(plan_, options_, mpi_rank, host);
+    rank_ = bootstrap::plan_rank_for(plan_, options_, member_rank, host);
     if (!options_.program_library.empty()) {
       // Generated code instead of lowering: loaded and checked here, so that a library made for
       // another plan fails creation on every rank.
@@ -69,9 +66,9 @@ std::vector<int32_t> Engine::load_and_agree(const std::function<ir::Plan()>& loa
   } catch (const std::exception& e) {
     error = fmt::format("plan '{}': {}", source, e.what());
   }
-  bootstrap::raise_if_any_failed(comm_, error, "loading the plan", /*bad_input=*/true);
+  bootstrap::raise_if_any_failed(*group_, error, "loading the plan", /*bad_input=*/true);
   auto plan_rank_of = bootstrap::agree_on_plan(
-      comm_,
+      *group_,
       {plan_.world_size, plan_.topology_hash, plan_fingerprint(plan_), options_.chunk_bytes, rank_});
   if (static_cast<size_t>(rank_) < plan_.rank_names.size()) {
     learner_name_ = plan_.rank_names[static_cast<size_t>(rank_)];
@@ -93,7 +90,7 @@ const char* Engine::default_transports(bool single_host) const {
 
 void Engine::connect(const bootstrap::HostIdentity& host, const std::vector<int32_t>& plan_rank_of) {
   const auto hosts = bootstrap::exchange_by_plan_rank(
-      comm_, std::vector<uint8_t>(host.host.begin(), host.host.end()), plan_rank_of);
+      *group_, std::vector<uint8_t>(host.host.begin(), host.host.end()), plan_rank_of);
   const bool single_host = std::all_of(hosts.begin(), hosts.end(), [&](const auto& h) { return h == hosts[0]; });
   std::string error;
   std::vector<uint8_t> address;
@@ -105,8 +102,8 @@ void Engine::connect(const bootstrap::HostIdentity& host, const std::vector<int3
   } catch (const std::exception& e) {
     error = e.what();
   }
-  bootstrap::raise_if_any_failed(comm_, error, "starting UCX");
-  const auto addresses = bootstrap::exchange_by_plan_rank(comm_, address, plan_rank_of);
+  bootstrap::raise_if_any_failed(*group_, error, "starting UCX");
+  const auto addresses = bootstrap::exchange_by_plan_rank(*group_, address, plan_rank_of);
   same_host_.resize(hosts.size());
   for (size_t peer = 0; peer < hosts.size(); ++peer) {
     same_host_[peer] = hosts[peer] == hosts[static_cast<size_t>(rank_)];
@@ -123,7 +120,7 @@ void Engine::connect(const bootstrap::HostIdentity& host, const std::vector<int3
   } catch (const std::exception& e) {
     error = e.what();
   }
-  bootstrap::raise_if_any_failed(comm_, error, "connecting UCX endpoints");
+  bootstrap::raise_if_any_failed(*group_, error, "connecting UCX endpoints");
 }
 
 Engine::~Engine() { shutdown(); }
@@ -148,14 +145,15 @@ void Engine::shutdown() {
     // cutting the endpoints. UCX keeps progressing meanwhile: a peer's last receives may need
     // this rank's worker.
     transport_->flush(options_.timeout);
-    MPI_Request barrier;
-    MPI_Ibarrier(comm_, &barrier);
+    group_->barrier_start();
     const auto deadline = Clock::now() + options_.timeout;
-    int finished = 0;
     while (true) {
       const bool moved = transport_->progress();
-      MPI_Test(&barrier, &finished, MPI_STATUS_IGNORE);
-      if (finished || Clock::now() > deadline) break;
+      if (group_->barrier_done()) break;
+      if (Clock::now() > deadline) {
+        clean = false;
+        break;
+      }
       // A peer that aborted never reaches the barrier.
       if (transport_->abort_notice()) {
         clean = false;
@@ -166,8 +164,8 @@ void Engine::shutdown() {
   }
   transport_->close_endpoints(/*force=*/true, std::chrono::milliseconds(1000));
   transport_.reset();
-  // A dead peer can make MPI_Comm_free wait forever in some MPIs: leave the duplicate then.
-  if (clean) MPI_Comm_free(&comm_);
+  if (!clean) group_->abandon();
+  group_.reset();
 }
 
 // --- starting operations ----------------------------------------------------------------------

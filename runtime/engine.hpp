@@ -1,9 +1,7 @@
-// The communicator's machinery: creation over MPI, the queue of outstanding operations and
-// the progress loop that drives them (in issue order, from the caller's thread), timeouts
+// The communicator's machinery: creation over a bootstrap group (MPI or another), the queue of
+// outstanding operations and the progress loop that drives them (in issue order, from the caller's thread), timeouts
 // and failure propagation, and the orderly shutdown.
 #pragma once
-
-#include <mpi.h>
 
 #include <chrono>
 #include <deque>
@@ -27,8 +25,8 @@ namespace flexplan {
 class Engine {
  public:
   // `load` produces this rank's verified plan; `source` names it in errors.
-  Engine(const std::function<ir::Plan()>& load, const std::string& source, MPI_Comm comm,
-         Options options);
+  Engine(const std::function<ir::Plan()>& load, const std::string& source,
+         std::unique_ptr<bootstrap::Group> group, Options options);
   ~Engine();
 
   int32_t rank() const { return rank_; }
@@ -49,7 +47,7 @@ class Engine {
   using Clock = std::chrono::steady_clock;
 
   // Creation, collective: the plan and this process's plan rank, agreed by all ranks (returns
-  // the plan rank of each MPI rank), then the UCX endpoints.
+  // the plan rank of each group member), then the UCX endpoints.
   std::vector<int32_t> load_and_agree(const std::function<ir::Plan()>& load,
                                       const std::string& source,
                                       const bootstrap::HostIdentity& host);
@@ -85,7 +83,7 @@ class Engine {
   ir::Plan plan_;
   int32_t rank_ = 0;
   std::string learner_name_;
-  MPI_Comm comm_ = MPI_COMM_NULL;
+  std::unique_ptr<bootstrap::Group> group_;
   std::string forced_algorithm_;
 
   // Scratch outlives the transport, which may read it until its endpoints close.

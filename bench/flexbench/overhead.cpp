@@ -97,7 +97,8 @@ void run(int iterations) {
   UcxTransport transport(comm.options().blocking, world,
                          std::getenv("UCX_TLS") ? nullptr : "posix,sysv,self");
   const std::vector<int32_t> identity{0, 1};
-  transport.connect(bootstrap::exchange_by_plan_rank(MPI_COMM_WORLD, transport.address(), identity),
+  bootstrap::MpiGroup world_group(MPI_COMM_WORLD);
+  transport.connect(bootstrap::exchange_by_plan_rank(world_group, transport.address(), identity),
                     rank, std::vector<bool>(2, false));
   float incoming = 0;
   uint64_t tag = 0;
