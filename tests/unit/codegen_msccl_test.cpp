@@ -4,6 +4,8 @@
 // in place and out of place. Broken files are caught: races, deadlocks, wrong counts, bad syntax.
 #include <gtest/gtest.h>
 
+#include "planner_test_trees.hpp"
+
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -18,16 +20,8 @@
 namespace flexplan::codegen::msccl {
 namespace {
 
-// Every algorithm that applies to the tree, and a pipelined variant of those that pipeline.
-std::vector<std::string> algorithms_for(const Topology& topo) {
-  std::vector<std::string> names;
-  for (const AlgorithmRow& row : algorithm_table()) {
-    if (row.unsuitable && !row.unsuitable(topo).empty()) continue;
-    names.emplace_back(row.name);
-    if (row.pipelines) names.push_back(std::string(row.name) + "@2");
-  }
-  return names;
-}
+// Every algorithm that suits the tree, with pipelined variants of 2 slices.
+std::vector<std::string> algorithms_for(const Topology& topo) { return testing::algorithms_for(topo, {2}); }
 
 ir::Plan single(const Topology& topo, const std::string& algorithm) {
   ir::Plan plan;

@@ -4,6 +4,8 @@
 // all-reduce.
 #include <gtest/gtest.h>
 
+#include "planner_test_trees.hpp"
+
 #include <algorithm>
 #include <map>
 #include <random>
@@ -21,19 +23,8 @@
 namespace flexplan::codegen {
 namespace {
 
-// Every algorithm that applies to the tree, and two pipelined variants of those that pipeline.
-std::vector<std::string> algorithms_for(const Topology& topo) {
-  std::vector<std::string> names;
-  for (const AlgorithmRow& row : algorithm_table()) {
-    if (row.unsuitable && !row.unsuitable(topo).empty()) continue;
-    names.emplace_back(row.name);
-    if (row.pipelines) {
-      names.push_back(std::string(row.name) + "@2");
-      names.push_back(std::string(row.name) + "@4");
-    }
-  }
-  return names;
-}
+// Every algorithm that suits the tree, with pipelined variants of 2, 4 slices.
+std::vector<std::string> algorithms_for(const Topology& topo) { return testing::algorithms_for(topo, {2, 4}); }
 
 ir::Op op(ir::OpKind kind, uint64_t begin, uint64_t end, int32_t root, std::vector<int32_t> group) {
   return {kind, begin, end, root, std::move(group)};

@@ -23,17 +23,8 @@ namespace {
 using testing::RandomTrees;
 using testing::reference_allreduce_error;
 
-// Every algorithm of the table that suits the tree, and a pipelined variant of each that
-// pipelines (3 slices: not a power of two).
-std::vector<std::string> algorithms_for(const Topology& topo) {
-  std::vector<std::string> names;
-  for (const auto& row : algorithm_table()) {
-    if (row.unsuitable && !row.unsuitable(topo).empty()) continue;
-    names.emplace_back(row.name);
-    if (row.pipelines) names.push_back(std::string(row.name) + "@3");
-  }
-  return names;
-}
+// Every algorithm that suits the tree, with pipelined variants of 3 slices.
+std::vector<std::string> algorithms_for(const Topology& topo) { return testing::algorithms_for(topo, {3}); }
 
 constexpr uint64_t kTreesSeed = 20261121;
 constexpr int kTrees = 2000;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <utility>
 #include <numeric>
 #include <random>
@@ -12,9 +13,24 @@
 #include <vector>
 
 #include "ir/plan.hpp"
+#include "planner/algorithm_table.hpp"
 #include "topology/topology.hpp"
 
 namespace flexplan::testing {
+
+// Every algorithm of the table that suits the tree, and for each that pipelines its variants
+// with these slice counts ("flexreduce@3").
+inline std::vector<std::string> algorithms_for(const Topology& topo,
+                                               std::initializer_list<uint32_t> slices) {
+  std::vector<std::string> names;
+  for (const AlgorithmRow& row : algorithm_table()) {
+    if (row.unsuitable && !row.unsuitable(topo).empty()) continue;
+    names.emplace_back(row.name);
+    if (row.pipelines)
+      for (uint32_t s : slices) names.push_back(std::string(row.name) + "@" + std::to_string(s));
+  }
+  return names;
+}
 
 // Adds a vertex, then sets its properties: GCC 12 with the sanitizers warns about Boost's
 // property-taking add_vertex (a false -Wuninitialized inside boost::optional).
