@@ -83,7 +83,8 @@ void run(const PredictCommand& command) {
     header2 += fmt::format("   {:>10} {:>9} {:>9}", "time", "algbw", "busbw");
     header3 += fmt::format("   {:>10} {:>9} {:>9}", "(us)", "(GB/s)", "(GB/s)");
   }
-  fmt::print("{}\n{}   {:<17} {:>6}\n{}\n", header1, header2, "best", "/floor", header3);
+  fmt::print("{}\n{}   {:<17} {:>6} {:>12}\n{}{:>40}\n", header1, header2, "best", "/floor", "floor",
+             header3, "(us)");
 
   for (uint64_t bytes = sweep.min_bytes; bytes <= sweep.max_bytes;) {
     const double n = static_cast<double>(bytes);
@@ -104,8 +105,9 @@ void run(const PredictCommand& command) {
       }
     }
     const double bound = floor.at(n);
-    fmt::print("{}   {:<17} {:>6}\n", row, best ? best->algorithm : "-",
-               best && bound > 0 ? fmt::format("{:.2f}", best_time / bound) : "-");
+    fmt::print("{}   {:<17} {:>6} {:>12}\n", row, best ? best->algorithm : "-",
+               best && bound > 0 ? fmt::format("{:.2f}", best_time / bound) : "-",
+               bound > 0 ? fmt::format("{:.2f}", bound * 1e6) : "-");
     if (bytes > sweep.max_bytes / sweep.factor) break;  // the next size would pass the end
     bytes *= sweep.factor;
   }

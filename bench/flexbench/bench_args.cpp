@@ -38,6 +38,7 @@ std::optional<BenchArgs> parse_args(int argc, char** argv, bool print, int& exit
   BenchArgs args;
   std::string min_text = "8", max_text = "128M", type_text = "float32", op_text = "sum";
   int check = 1;
+  int mpi = 1;
   CLI::App app{"flexbench: all-reduce timing of a flexplan plan against MPI_Allreduce"};
   app.add_option("plan", args.plan_path, "plan.bin written by flexplan")->required();
   app.add_option("-b,--minbytes", min_text, "smallest message size (8, 64K, 1M, ...)");
@@ -50,6 +51,7 @@ std::optional<BenchArgs> parse_args(int argc, char** argv, bool print, int& exit
   app.add_option("-o,--op", op_text, "sum prod min max avg");
   app.add_flag("--blocking", args.blocking, "sleep in ucp_worker_wait instead of busy-polling");
   app.add_option("-c,--check", check, "check results (1) or not (0)")->check(CLI::Range(0, 1));
+  app.add_option("--mpi", mpi, "also time MPI_Allreduce at each size (1) or not (0)")->check(CLI::Range(0, 1));
   app.add_option("--json", args.json_path, "also write one JSON record per size to FILE");
   try {
     app.parse(argc, argv);
@@ -65,6 +67,7 @@ std::optional<BenchArgs> parse_args(int argc, char** argv, bool print, int& exit
     args.type = *type;
     args.op = *op;
     args.check = check == 1;
+    args.mpi = mpi == 1;
   } catch (const CLI::ParseError& e) {
     exit_code = e.get_exit_code() == 0 ? 0 : 2;
     if (print) app.exit(e);

@@ -23,6 +23,7 @@ struct BenchArgs {
   ReduceOp op = ReduceOp::Sum;
   bool blocking = false;
   bool check = true;
+  bool mpi = true;        // time MPI_Allreduce beside each size (0: skip, saves a run on slow links)
   std::string json_path;
 };
 

@@ -114,7 +114,7 @@ int run(const BenchArgs& args, int rank, int world) {
       MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
       row.wrong = wrong;
     }
-    if (type) {
+    if (type && args.mpi) {
       row.mpi = time_iterations(args, [&] {
         MPI_Allreduce(send.data(), recv.data(), static_cast<int>(row.count), *type, mpi_op(args.op),
                       MPI_COMM_WORLD);

@@ -31,6 +31,8 @@ expect() {  # expect CODE DESCRIPTION [VAR=VALUE ...] -- FLEXBENCH-ARGS...
   fi
 }
 expect 0 "a good plan" -- "$work/plan-2.bin" -b 8 -e 64 -n 1 -w 0 --blocking
+expect 0 "a good plan without MPI_Allreduce beside it" -- "$work/plan-2.bin" -b 8 -e 64 -n 1 -w 0 --blocking --mpi 0
+expect 2 "a bad --mpi value" -- "$work/plan-2.bin" -b 8 -e 64 -n 1 --blocking --mpi 2
 expect 2 "a missing plan" -- "$work/no-such-plan.bin" -b 8 -e 64 -n 1 --blocking
 expect 2 "a corrupt plan" -- "$work/corrupt.bin" -b 8 -e 64 -n 1 --blocking
 expect 2 "a truncated plan" -- "$work/truncated.bin" -b 8 -e 64 -n 1 --blocking

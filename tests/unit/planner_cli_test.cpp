@@ -10,6 +10,8 @@
 
 #include "ir/plan_binary.hpp"
 #include "planner/algorithm_table.hpp"
+#include "planner/floor.hpp"
+#include "topology/topology.hpp"
 #include "tests/unit/cli_run.hpp"
 
 namespace flexplan {
@@ -85,15 +87,18 @@ TEST_F(PlannerCli, PredictPrintsOneRowPerSize) {
   first >> size >> count;
   EXPECT_EQ(size, 65536u);
   EXPECT_EQ(count, 65536u / 8);
-  // The row ends with the best algorithm and its time over the floor.
+  // The row ends with the best algorithm, its time over the floor, and the floor in us.
   std::istringstream row(rows[0]);
   std::vector<std::string> words;
   for (std::string word; row >> word;) words.push_back(word);
-  ASSERT_GE(words.size(), 2u);
-  const std::string best = words[words.size() - 2];
-  const double over_floor = std::stod(words.back());
+  ASSERT_GE(words.size(), 3u);
+  const std::string best = words[words.size() - 3];
+  const double over_floor = std::stod(words[words.size() - 2]);
+  const double floor_us = std::stod(words.back());
   EXPECT_NO_THROW(find_algorithm(best)) << rows[0];
   EXPECT_GE(over_floor, 1.0) << rows[0];
+  const auto topo = load_topology(topology("two-machines-2+3"));
+  EXPECT_NEAR(floor_us, cost_floor(topo).at(65536.0) * 1e6, 0.01) << rows[0];
   for (const char* name : {"flexreduce", "ring", "blueconnect", "hierarchical", "busbw", "/floor"})
     EXPECT_NE(run.output.find(name), std::string::npos) << name;
   EXPECT_FALSE(std::filesystem::exists(path("plan.bin"))) << "predict must not run the main job";
