@@ -18,11 +18,13 @@ from results_data import ALGORITHMS, eq12_bound, load_results
 from svgplot import PALETTE, Chart, size_label
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SHORT = {"flexreduce": "FR", "ring": "ring", "blueconnect": "BLC", "hierarchical": "hier",
-         "mpi": "MPI"}
+SHORT = {"default": "plan", "flexreduce": "FR", "ring": "ring", "blueconnect": "BLC",
+         "hierarchical": "hier", "mpi": "MPI"}
 # The paper's measured savings of FlexReduce over NCCL's ring (Sec. V-A)
 PAPER_SAVING = {2: (0.32, 0.42), 3: (0.21, 0.25)}
 RATIO_GOAL = 0.10   # measured within 10% of predicted
+FLOOR_GOAL = 1.2    # the default plan within 1.2x the floor at the large size (links set)
+NOISE = 0.05        # "never slower beyond noise": plans priced alike measured up to ~5-10% apart
 PAIR_SMALL = 512 << 10  # run-experiments.sh's SMALL
 
 
@@ -64,9 +66,18 @@ def sizes_of(c):
     return sorted({s for per in c["measured"].values() for s in per})
 
 
-def saving(c, size, base="ring", measured=True):
+def floor(c, size):
+    return c["floor"].get(size)
+
+
+def over_floor(c, algorithm, size):
+    m, f = median(c, algorithm, size), floor(c, size)
+    return m / f if m and f else None
+
+
+def saving(c, size, base="ring", measured=True, algorithm="flexreduce"):
     get = median if measured else predicted
-    fr, other = get(c, "flexreduce", size), get(c, base, size)
+    fr, other = get(c, algorithm, size), get(c, base, size)
     return None if not fr or not other else 1 - fr / other
 
 
@@ -101,15 +112,21 @@ def links_text(c):
 def table_times(configs, size, title):
     rows = [f"#### {title}", "",
             "| learners | machines | " + " | ".join(SHORT[a] for a in ALGORITHMS + ["mpi"])
-            + " | FR saving vs ring: measured / predicted / paper | FR / BLC | FR saving vs MPI "
+            + " | floor | plan / floor | plan saving vs ring: measured / predicted "
+            "| FR saving vs ring: measured / predicted / paper | FR / BLC | FR saving vs MPI "
             "| fraction of predicted speedup |",
-            "|---" * (2 + len(ALGORITHMS) + 1 + 4) + "|"]
+            "|---" * (2 + len(ALGORITHMS) + 1 + 7) + "|"]
     for c in configs:
         if size not in sizes_of(c):
             continue
         paper = PAPER_SAVING.get(len(c["learners"])) if c["set"] == "paper" else None
         fr, blc = median(c, "flexreduce", size), median(c, "blueconnect", size)
         cells = [str(learners(c)), shape(c)] + [cell(c, a, size) for a in ALGORITHMS + ["mpi"]]
+        ratio = over_floor(c, "default", size)
+        cells.append(ms(floor(c, size)))
+        cells.append(f"{ratio:.2f}" if ratio else "-")
+        cells.append(f"{pct(saving(c, size, algorithm='default'))} / "
+                     f"{pct(saving(c, size, measured=False, algorithm='default'))}")
         cells.append(f"{pct(saving(c, size))} / {pct(saving(c, size, measured=False))} / "
                      + (f"{paper[0] * 100:.0f}–{paper[1] * 100:.0f}%" if paper else "-"))
         cells.append(f"{fr / blc:.2f}" if fr and blc else "-")
@@ -139,11 +156,12 @@ def table_ratios(configs):
 
 def table_sweep(c):
     rows = [f"#### {learners(c)} learners ({shape(c)}): measured (predicted), ms", "",
-            "| size | " + " | ".join(SHORT[a] for a in ALGORITHMS) + " | MPI |",
-            "|---|" + "---|" * (len(ALGORITHMS) + 1)]
+            "| size | " + " | ".join(SHORT[a] for a in ALGORITHMS) + " | MPI | floor | plan runs |",
+            "|---|" + "---|" * (len(ALGORITHMS) + 3)]
     for size in sizes_of(c):
         cells = [f"{ms(median(c, a, size))} ({ms(predicted(c, a, size))})" for a in ALGORITHMS]
-        rows.append(f"| {size_label(size)} | " + " | ".join(cells) + f" | {ms(median(c, 'mpi', size))} |")
+        rows.append(f"| {size_label(size)} | " + " | ".join(cells) + f" | {ms(median(c, 'mpi', size))}"
+                    f" | {ms(floor(c, size))} | {c['chosen'].get(size, '-')} |")
     return rows + [""]
 
 
@@ -229,6 +247,17 @@ def goals(configs):
                      f"{s * 100:.1f}% over ring, {verdict} the paper's "
                      f"{rng[0]*100:.0f}–{rng[1]*100:.0f}%"
                      + (f" (by {gap * 100:.1f} points)" if gap > 0 else ""))
+    lines += links_goals([c for c in configs if c["set"] == "links" and c["measured"]])
+    # the default plan on the paper set: never slower than FlexReduce alone beyond noise
+    behind = []
+    for c in paper:
+        for size in sizes_of(c):
+            d, fr = median(c, "default", size), median(c, "flexreduce", size)
+            if d and fr and d > fr * (1 + NOISE):
+                behind.append(f"{c['id']} {size_label(size)} ({d / fr:.2f}x)")
+    if paper:
+        lines.append(f"- paper set: the default plan never slower than FR beyond {NOISE * 100:.0f}%: "
+                     + ("yes" if not behind else "no, slower at " + ", ".join(behind)))
     # 2. FlexReduce never slower than BlueConnect
     slower = []
     for c in everything:
@@ -289,6 +318,45 @@ def goals(configs):
     return lines + [""]
 
 
+def links_goals(links):
+    """The goals for clusters with asymmetric links, each with its margin."""
+    if not links:
+        return []
+    lines = []
+    ratios = [(over_floor(c, "default", max(sizes_of(c))), c) for c in links]
+    ratios = [(r, c) for r, c in ratios if r]
+    if ratios:
+        worst = max(ratios, key=lambda t: t[0])
+        within = sum(1 for r, _ in ratios if r <= FLOOR_GOAL)
+        lines.append(f"- links set, large size: the default plan within {FLOOR_GOAL}x the floor in "
+                     f"{within} of {len(ratios)} configurations; measured/floor "
+                     + ", ".join(f"{c['id']} {r:.2f}" for r, c in ratios)
+                     + f" (worst {worst[1]['id']}, {worst[0]:.2f})")
+    for base in ("ring", "hierarchical"):
+        slower, ratios = [], []
+        for c in links:
+            for size in sizes_of(c):
+                d, b = median(c, "default", size), median(c, base, size)
+                if d and b:
+                    ratios.append(d / b)
+                    if d > b * (1 + NOISE):
+                        slower.append(f"{c['id']} {size_label(size)} ({d / b:.2f}x)")
+        if ratios:
+            lines.append(f"- links set: the default plan never slower than {SHORT[base]} beyond "
+                         f"{NOISE * 100:.0f}%: " + ("yes" if not slower else "no, slower at "
+                                                     + ", ".join(slower))
+                         + f"; plan/{SHORT[base]} median {statistics.median(ratios):.2f}, "
+                         f"range {min(ratios):.2f}–{max(ratios):.2f}")
+    points = [median(c, a, s) / predicted(c, a, s) for c in links for s in sizes_of(c)
+              for a in ALGORITHMS if median(c, a, s) and predicted(c, a, s)]
+    if points:
+        inside = sum(1 for r in points if abs(r - 1) <= RATIO_GOAL)
+        lines.append(f"- links set: {inside} of {len(points)} points "
+                     f"({inside / len(points) * 100:.0f}%) within 10% of their prediction "
+                     f"(goal: 90%)")
+    return lines
+
+
 # ---- plots
 def plot_learners(configs, size_of, title, path):
     chart = Chart(title, "learners", "all-reduce time (ms)", x_format=lambda v: f"{v:g}",
@@ -321,6 +389,9 @@ def plot_sizes(c, path):
         if a != "mpi":
             chart.add(f"{SHORT[a]} predicted", [(s, predicted(c, a, s)) for s in sizes_of(c)],
                       PALETTE[a], dashed=True)
+    if c["floor"]:
+        chart.add("floor", [(s, floor(c, s)) for s in sizes_of(c) if floor(c, s)], PALETTE["floor"],
+                  dashed=True)
     with open(path, "w") as f:
         f.write(chart.svg())
 
@@ -356,6 +427,29 @@ def plot_links(configs, path):
             pred.append((i, predicted(c, a, s)))
         chart.add(f"{SHORT[a]} measured", pts, PALETTE[a])
         chart.add(f"{SHORT[a]} predicted", pred, PALETTE[a], dashed=True)
+    chart.add("floor", [(i, floor(c, max(sizes_of(c)))) for i, c in enumerate(configs)
+                        if sizes_of(c) and floor(c, max(sizes_of(c)))], PALETTE["floor"], dashed=True)
+    with open(path, "w") as f:
+        f.write(chart.svg())
+
+
+def plot_links_floor(configs, path):
+    """Measured time over the floor per configuration, large size: the 1.2 goal as a line."""
+    chart = Chart(f"Asymmetric links: large size, measured time / floor (goal: plan <= {FLOOR_GOAL})",
+                  "configuration", "time / floor", x_format=lambda v: configs[int(v)]["id"]
+                  if 0 <= int(v) < len(configs) else "", y_format=lambda v: f"{v:g}", width=820)
+    for a in ALGORITHMS + ["mpi"]:
+        pts = []
+        for i, c in enumerate(configs):
+            if sizes_of(c):
+                s = max(sizes_of(c))
+                m, f = median(c, a, s), floor(c, s)
+                if m and f:
+                    pts.append((i, m / f))
+        if pts:
+            chart.add(f"{SHORT[a]}", pts, PALETTE[a])
+    chart.add(f"goal {FLOOR_GOAL}", [(i, FLOOR_GOAL) for i in range(len(configs))], PALETTE["floor"],
+              dashed=True)
     with open(path, "w") as f:
         f.write(chart.svg())
 
@@ -385,13 +479,19 @@ def write_report(configs, result_dir, docs, compare=None):
         plot_calls(paper, os.path.join(figures, "fig4c-calls.svg"))
         plots += ["fig4a-small.svg", "fig4b-large.svg", "fig4c-calls.svg"]
     sweeps = [c for c in paper if len(sizes_of(c)) > 2]
+    link_sweeps = [c for c in links if len(sizes_of(c)) > 2]
     for c in sweeps:
         name = f"fig4-sizes-{learners(c)}.svg"
         plot_sizes(c, os.path.join(figures, name))
         plots.append(name)
     if links:
         plot_links(links, os.path.join(figures, "links.svg"))
-        plots.append("links.svg")
+        plot_links_floor(links, os.path.join(figures, "links-floor.svg"))
+        plots += ["links.svg", "links-floor.svg"]
+    for c in link_sweeps:
+        name = f"links-sizes-{c['id']}.svg"
+        plot_sizes(c, os.path.join(figures, name))
+        plots.append(name)
 
     md = ["# Measured results: FlexReduce on the emulated asymmetric cluster", "",
           "Generated by `bench/cluster/run-experiments.sh` (report: `bench/cluster/report.py`) from "
@@ -401,7 +501,9 @@ def write_report(configs, result_dir, docs, compare=None):
           "with min–max below it; *predicted* is `flexplan predict` on the topology written from "
           "the same run's calibration (link figures only; the runtime's measured cost per hop "
           "is reported beside it). FR = FlexReduce, BLC = BlueConnect, ring = flexplan's ring, "
-          "hier = hierarchical, MPI = Open MPI's `MPI_Allreduce` on the same processes. Every point "
+          "hier = hierarchical, plan = the default plan (no algorithm forced), MPI = Open MPI's "
+          "`MPI_Allreduce` on the same processes (timed once per configuration, in the ring's run), "
+          "floor = the lower bound of docs/cost-model.md. Every point "
           "was checked (`--check 1`).", "",
           f"Learners ran with {settings(configs)} (UCX_*/FLEXPLAN_* variables set for the run).", "",
           "## Goals", ""] + goals(configs)
@@ -425,8 +527,14 @@ def write_report(configs, result_dir, docs, compare=None):
     if links:
         md += ["## Second set: asymmetry in the links", "",
                "Equal or unequal learner counts, but machine links of different rates and added "
-               "one-way latency (each machine's delay applies to packets leaving and entering it).",
-               "", "![links](results/links.svg)", ""]
+               "one-way latency (each machine's delay applies to packets leaving and entering it). "
+               "*plan* is the plan `flexplan TOPOLOGY -o plan.bin` writes (every algorithm racing, "
+               "one schedule per size range); *floor* is the physical lower bound of "
+               "docs/cost-model.md on the calibrated topology.",
+               "", "![links over the floor](results/links-floor.svg)", "",
+               "![links](results/links.svg)", ""]
+        for c in link_sweeps:
+            md += [f"![sizes {c['id']}](results/links-sizes-{c['id']}.svg)", ""] + table_sweep(c)
         for c in links:
             md += table_times([c], max(sizes_of(c)) if sizes_of(c) else 0,
                               f"{c['id']}: {shape(c)} learners, links {links_text(c)}")
@@ -456,6 +564,8 @@ def write_report(configs, result_dir, docs, compare=None):
                        | {"measured": {a: {str(s): p for s, p in v.items()} for a, v in c["measured"].items()},
                           "mpi": {str(s): p for s, p in c["mpi"].items()},
                           "predicted": {a: {str(s): t for s, t in v.items()} for a, v in c["predicted"].items()},
+                          "floor": {str(s): t for s, t in c["floor"].items()},
+                          "chosen": {str(s): t for s, t in c["chosen"].items()},
                           "calibration": c["calibration"]})
     with open(os.path.join(figures, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)

@@ -3,9 +3,11 @@
     configs = load_results(DIR)   # one dict per configuration, in run order
 
 A configuration dict holds: id, set, learners [per machine], rates, delays_us, skipped (a
-reason or None), calibration (calibrate.py's JSON), measured[algorithm][bytes] =
-{median, min, max, wrong} in seconds, mpi[bytes] = {median, min, max}, predicted[algorithm]
-[bytes] = seconds, calls (reduce calls per learner of the FlexReduce plan), load.
+reason or None), calibration (calibrate.py's JSON), algorithms (those measured),
+measured[algorithm][bytes] = {median, min, max, wrong} in seconds, mpi[bytes] = {median, min,
+max}, predicted[algorithm][bytes] = seconds, floor[bytes] = seconds (the physical lower bound),
+chosen[bytes] = the schedule the default plan ran, calls (reduce calls per learner of the
+FlexReduce plan), load. "default" is the plan flexplan writes when no algorithm is forced.
 """
 import json
 import math
@@ -13,7 +15,8 @@ import os
 import statistics
 import sys
 
-ALGORITHMS = ["flexreduce", "ring", "blueconnect", "hierarchical"]
+ALGORITHMS = ["default", "flexreduce", "ring", "blueconnect", "hierarchical"]
+OLD_RUN_ALGORITHMS = ["flexreduce", "ring", "blueconnect", "hierarchical"]  # before "algorithms="
 
 
 def _read_config(path):
@@ -52,7 +55,9 @@ def load_predictions(path):
 
 
 def parse_predictions(text):
-    """`flexplan predict -a A,B,...` table: size, count, then time/algbw/busbw per algorithm."""
+    """`flexplan predict -a A,B,...` table: size, count, then time/algbw/busbw per algorithm,
+    then best, /floor and the floor in us. Returns times[algorithm][bytes]; the floor goes
+    under the key "floor" (absent in files from before predict printed it)."""
     algorithms, times = [], {}
     for line in text.splitlines():
         fields = line.split()
@@ -67,6 +72,8 @@ def parse_predictions(text):
             cell = fields[2 + 3 * k]
             if cell != "-":
                 times.setdefault(algorithm, {})[size] = float(cell) * 1e-6
+        if len(fields) == 2 + 3 * len(algorithms) + 3 and fields[-1] != "-":
+            times.setdefault("floor", {})[size] = float(fields[-1]) * 1e-6
     return times
 
 
@@ -121,7 +128,9 @@ def load_results(directory):
             "learners": [int(x) for x in raw["learners"].split()],
             "rates": raw["rates"].split(), "delays_us": [int(x) for x in raw["delays_us"].split()],
             "iters": int(raw.get("iters", 0)), "skipped": None, "calibration": None,
-            "measured": {}, "mpi": {}, "predicted": {}, "calls": None, "load": None,
+            "algorithms": raw["algorithms"].split() if "algorithms" in raw else OLD_RUN_ALGORITHMS,
+            "measured": {}, "mpi": {}, "predicted": {}, "floor": {}, "chosen": {},
+            "calls": None, "load": None,
             "errors": [], "env": raw.get("env", "").strip(),
         }
         skipped = os.path.join(path, "skipped.txt")
@@ -132,13 +141,18 @@ def load_results(directory):
                 c["calibration"] = json.load(f)
         if os.path.exists(os.path.join(path, "predict.txt")):
             c["predicted"] = load_predictions(os.path.join(path, "predict.txt"))
+            c["floor"] = c["predicted"].pop("floor", {})
+        # the default plan's schedules, predicted by name (predict-default.txt)
+        by_name = os.path.join(path, "predict-default.txt")
+        default_predictions = load_predictions(by_name) if os.path.exists(by_name) else {}
+        default_predictions.pop("floor", None)
         # the same model with the runtime's per-hop cost (calibrate_hops.py) added
         with_hops = os.path.join(path, "predict-hops.txt")
         c["predicted_hops"] = load_predictions(with_hops) if os.path.exists(with_hops) else {}
         hops = os.path.join(path, "hops.json")
         c["hops"] = json.load(open(hops)) if os.path.exists(hops) else None
         mpi_runs = {}
-        for algorithm in ALGORITHMS:
+        for algorithm in c["algorithms"]:
             bench = os.path.join(path, f"bench-{algorithm}.json")
             if not os.path.exists(bench):
                 if not c["skipped"]:
@@ -149,10 +163,17 @@ def load_results(directory):
             except (ValueError, KeyError) as e:
                 c["errors"].append(f"{algorithm}: unreadable flexbench JSON: {e}")
                 continue
-            # a plan forced to one algorithm: its records are that algorithm's, whatever label
+            # a plan forced to one algorithm: its records are that algorithm's, whatever label;
+            # the default plan's labels name the schedule it ran at each size
             merged = {}
-            for per_size in measured.values():
+            for label, per_size in measured.items():
                 merged.update(per_size)
+                if algorithm == "default":
+                    for size in per_size:
+                        c["chosen"][size] = label
+                        t = default_predictions.get(label, {}).get(size)
+                        if t is not None:
+                            c["predicted"].setdefault("default", {})[size] = t
             c["measured"][algorithm] = merged
             for size, runs in mpi.items():
                 mpi_runs.setdefault(size, []).extend(runs)

@@ -10,7 +10,7 @@ from html import escape
 
 PALETTE = {
     "flexreduce": "#1f77b4", "ring": "#d62728", "blueconnect": "#2ca02c",
-    "hierarchical": "#9467bd", "mpi": "#7f7f7f",
+    "hierarchical": "#9467bd", "mpi": "#7f7f7f", "default": "#ff7f0e", "floor": "#000000",
 }
 
 

@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""The experiment scripts' readers of flexplan's output (bench/cluster): predict tables with the
+floor column, and the default plan's schedule per measured size.
+
+    report_scripts_test.py FLEXPLAN SOURCE_DIR
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+FLEXPLAN, SOURCE = sys.argv[1], sys.argv[2]
+sys.path.insert(0, os.path.join(SOURCE, "bench", "cluster"))
+from plan_choice import chosen, sweep  # noqa: E402
+from results_data import parse_predictions  # noqa: E402
+
+TOPOLOGY = os.path.join(SOURCE, "topologies", "two-machines-2+3.json")
+
+
+def flexplan(*args):
+    return subprocess.run([FLEXPLAN, *args], check=True, capture_output=True, text=True).stdout
+
+
+class PredictTable(unittest.TestCase):
+    def test_times_and_floor_per_size(self):
+        text = flexplan("predict", TOPOLOGY, "-b", "64K", "-e", "1M", "-f", "4", "-a", "ring,flexreduce")
+        times = parse_predictions(text)
+        self.assertEqual(sorted(times), ["flexreduce", "floor", "ring"])
+        for name in times:
+            self.assertEqual(sorted(times[name]), [65536, 262144, 1048576])
+        for size, bound in times["floor"].items():
+            self.assertGreater(bound, 0)
+            self.assertGreaterEqual(times["ring"][size], bound * 0.999)  # a floor is a lower bound
+            self.assertGreaterEqual(times["flexreduce"][size], bound * 0.999)
+
+    def test_names_with_slices_are_columns(self):
+        text = flexplan("predict", TOPOLOGY, "-b", "1M", "-e", "1M", "-a", "flexreduce@4")
+        self.assertIn(1048576, parse_predictions(text)["flexreduce@4"])
+
+
+class PlanChoice(unittest.TestCase):
+    def test_every_size_finds_the_schedule_serving_it(self):
+        with tempfile.TemporaryDirectory() as work:
+            plan = os.path.join(work, "plan.bin")
+            flexplan(TOPOLOGY, "-o", plan)
+            data = json.loads(flexplan("inspect", plan, "--format", "json"))
+        sizes = sweep(8, 1 << 30, 2)
+        self.assertEqual(sizes[0], 8)
+        self.assertEqual(sizes[-1], 1 << 30)
+        names = chosen(data, sizes)
+        ranges = {s["algorithm"] for s in data["schedules"]}
+        self.assertTrue(set(names) <= ranges, names)
+        # the largest size is served by the open-ended last schedule
+        self.assertEqual(names[-1], data["schedules"][-1]["algorithm"])
+
+    def test_a_gap_is_an_error(self):
+        plan = {"schedules": [{"algorithm": "ring", "min_bytes": 0, "max_bytes": 100}]}
+        with self.assertRaises(ValueError):
+            chosen(plan, [200])
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv[:1])
