@@ -96,30 +96,36 @@ Workload gpt2_xl() {
   throw std::invalid_argument(fmt::format("workload {}: {}: {}", file, field, what));
 }
 
+// `field` is the key looked up in `j`; errors name it after `where` ("layers[2]"), the
+// position of `j` in the file (empty at the top level).
+std::string field_label(const std::string& where, const std::string& field) {
+  return where.empty() ? field : where + "." + field;
+}
+
 double number_field(const nlohmann::json& j, const std::string& file, const std::string& field,
-                    double fallback, bool required = false) {
+                    double fallback, bool required = false, const std::string& where = "") {
   const auto it = j.find(field);
   if (it == j.end()) {
-    if (required) bad_field(file, field, "missing");
+    if (required) bad_field(file, field_label(where, field), "missing");
     return fallback;
   }
   if (!it->is_number() || !(it->get<double>() >= 0) || !std::isfinite(it->get<double>()))
-    bad_field(file, field, "must be a number >= 0");
+    bad_field(file, field_label(where, field), "must be a number >= 0");
   return it->get<double>();
 }
 
 // A size as a number of bytes or a string ("25M").
 double size_field(const nlohmann::json& j, const std::string& file, const std::string& field,
-                  double fallback, bool required = false) {
+                  double fallback, bool required = false, const std::string& where = "") {
   const auto it = j.find(field);
   if (it != j.end() && it->is_string()) {
     try {
       return static_cast<double>(parse_size(it->get<std::string>()));
     } catch (const std::invalid_argument& e) {
-      bad_field(file, field, e.what());
+      bad_field(file, field_label(where, field), e.what());
     }
   }
-  return number_field(j, file, field, fallback, required);
+  return number_field(j, file, field, fallback, required, where);
 }
 
 Workload parse_workload(const nlohmann::json& j, const std::string& file) {
@@ -142,10 +148,10 @@ Workload parse_workload(const nlohmann::json& j, const std::string& file) {
       Layer layer;
       layer.name = l.value("name", where);
       if (l.contains("parameters"))
-        layer.gradient_bytes = number_field(l, file, where + ".parameters", 0, true) * bytes_per_parameter;
+        layer.gradient_bytes = number_field(l, file, "parameters", 0, true, where) * bytes_per_parameter;
       else
-        layer.gradient_bytes = size_field(l, file, where + ".gradient_bytes", 0, true);
-      layer.backward_seconds = number_field(l, file, where + ".backward_seconds", 0, true);
+        layer.gradient_bytes = size_field(l, file, "gradient_bytes", 0, true, where);
+      layer.backward_seconds = number_field(l, file, "backward_seconds", 0, true, where);
       w.layers.push_back(layer);
     }
     return w;

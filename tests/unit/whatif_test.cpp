@@ -162,6 +162,40 @@ TEST(WhatifStep, BundledWorkloadsHaveTheirPapersParameterCounts) {
   EXPECT_NEAR(params("gpt2-xl"), 1542e6, 20e6);     // the paper: 1542 M
 }
 
+// A workload file with layers: sizes as numbers, strings and parameter counts; and the file
+// --print-workload writes loads back to the same workload.
+TEST(WhatifStep, LoadsLayerTablesFromFiles) {
+  const std::string path = ::testing::TempDir() + "whatif-layers.json";
+  std::ofstream(path) << R"({"name": "file", "forward_seconds": 0.5, "bucket_bytes": "2M",
+    "layers": [{"name": "a", "gradient_bytes": "1M", "backward_seconds": 0.25},
+               {"name": "b", "gradient_bytes": 3000, "backward_seconds": 0.5},
+               {"name": "c", "parameters": 10, "backward_seconds": 0}]})";
+  const Workload w = load_workload(path);
+  ASSERT_EQ(w.layers.size(), 3u);
+  EXPECT_DOUBLE_EQ(w.layers[0].gradient_bytes, 1 << 20);
+  EXPECT_DOUBLE_EQ(w.layers[1].gradient_bytes, 3000);
+  EXPECT_DOUBLE_EQ(w.layers[2].gradient_bytes, 40);  // fp32 by default
+  EXPECT_DOUBLE_EQ(w.layers[1].backward_seconds, 0.5);
+  EXPECT_DOUBLE_EQ(w.bucket_bytes, 2 << 20);
+  EXPECT_DOUBLE_EQ(w.compute_seconds(), 1.25);
+
+  const Workload resnet = builtin_workload("resnet50");
+  std::ofstream(path) << workload_to_json(resnet);
+  const Workload again = load_workload(path);
+  ASSERT_EQ(again.layers.size(), resnet.layers.size());
+  EXPECT_DOUBLE_EQ(again.gradient_bytes(), resnet.gradient_bytes());
+  EXPECT_DOUBLE_EQ(again.compute_seconds(), resnet.compute_seconds());
+
+  std::ofstream(path) << R"({"forward_seconds": 0, "layers": [
+    {"gradient_bytes": 8, "backward_seconds": 1}, {"gradient_bytes": 8}]})";
+  try {
+    load_workload(path);
+    ADD_FAILURE() << "a layer without backward_seconds was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("layers[1].backward_seconds: missing"), std::string::npos) << e.what();
+  }
+}
+
 TEST(WhatifAnalysis, ComparesWithRingAndFloorAndAdvises) {
   auto topo = racks();
   Pricer pricer({}, {});
