@@ -1,6 +1,6 @@
-// Export of an all-reduce schedule as an MSCCL algorithm (msccl.hpp): the chained-hop programs
-// of every rank (rank_program.hpp) become threadblock instructions on chunk ranges, with the
-// dependencies that keep each gpu's accesses in the schedule's order.
+// Export of an all-reduce schedule as an MSCCL algorithm (msccl.hpp): the point-to-point
+// programs of every rank (rank_program.hpp), chains and stars, become threadblock instructions
+// on chunk ranges, with the dependencies that keep each gpu's accesses in the schedule's order.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -131,6 +131,11 @@ class GpuBuilder {
     return static_cast<int>(instructions_.size()) - 1;
   }
 
+  // Threadblocks that only receive share with ones that only send on the same channel, and
+  // local copies join another threadblock: fewer threadblocks, at the price of running in one
+  // program order what could overlap.
+  void pair_one_way_threadblocks();
+
   Gpu finish();
 
  private:
@@ -151,6 +156,40 @@ class GpuBuilder {
   std::vector<Instruction> instructions_;                     // in the schedule's order
   int32_t scratch_chunks_ = 0;
 };
+
+void GpuBuilder::pair_one_way_threadblocks() {
+  using Key = std::tuple<int32_t, int32_t, int32_t>;  // (recv, send, channel)
+  std::map<int32_t, std::vector<int>> receiving, sending;  // by channel: one-way threadblocks
+  std::map<int32_t, int> local, any;                       // by channel: the local one, and some other
+  for (int t = 0; t < static_cast<int>(tbs_.size()); ++t) {
+    const auto& [recv, send, channel] = tbs_[t];
+    if (recv >= 0 && send < 0) receiving[channel].push_back(t);
+    if (recv < 0 && send >= 0) sending[channel].push_back(t);
+    if (recv < 0 && send < 0) local[channel] = t;
+    else any.try_emplace(channel, t);
+  }
+  std::vector<Key> key(tbs_.begin(), tbs_.end());
+  for (const auto& [channel, receivers] : receiving) {
+    const std::vector<int>& senders = sending[channel];
+    for (size_t i = 0; i < std::min(receivers.size(), senders.size()); ++i) {
+      const Key both{std::get<0>(tbs_[receivers[i]]), std::get<1>(tbs_[senders[i]]), channel};
+      key[receivers[i]] = key[senders[i]] = both;
+    }
+  }
+  for (const auto& [channel, t] : local)
+    if (any.count(channel)) key[t] = key[any[channel]];
+  std::map<Key, int> index;
+  std::vector<Key> merged;
+  std::vector<int> new_tb(tbs_.size());
+  for (size_t t = 0; t < tbs_.size(); ++t) {
+    const auto [it, added] = index.try_emplace(key[t], static_cast<int>(merged.size()));
+    if (added) merged.push_back(key[t]);
+    new_tb[t] = it->second;
+  }
+  for (Instruction& in : instructions_) in.tb = new_tb[in.tb];
+  tbs_ = std::move(merged);
+  tb_index_ = std::move(index);
+}
 
 // Program order is the schedule's order; every instruction waits for the latest earlier
 // instruction of each other threadblock that touches a chunk it touches (one of them writing).
@@ -244,9 +283,43 @@ Gpu GpuBuilder::finish() {
   return gpu;
 }
 
+// A star reduce's root, one piece of `count` chunks: every member's piece arrives on the
+// threadblock receiving from that member, and the total lands at (dest, dest_at). The root
+// folds its own data first (when it is in the group), then the members' in group order. Each
+// step after the first reads and writes the total, so the dependencies (add_dependencies)
+// serialize the members' reductions; RCCL mode receives each member's piece into scratch of
+// its own first, so only the `re` steps wait on one another and the receives overlap.
+void emit_star_root_reduce(GpuBuilder& gpu, const Task& task, int32_t channel, Buffer own, int32_t own_at,
+                           int32_t count, Buffer dest, int32_t dest_at, bool fuse) {
+  // Where the fold so far is held: own data until the first member's arrives, then the total.
+  bool started = task.add_own;
+  Buffer held = own;
+  int32_t held_at = own_at;
+  for (const Link& from : task.sources) {
+    const int tb = gpu.receiving_tb(from.rank, channel);
+    if (!started) {
+      gpu.emit(tb, StepType::Recv, Buffer::Input, -1, dest, dest_at, count);
+    } else if (fuse) {
+      gpu.emit(tb, StepType::RecvReduceCopy, held, held_at, dest, dest_at, count);
+    } else {
+      // Own data in the input (or the total staged): place it at the total first. In place,
+      // input and output are one buffer and this copy is a copy onto itself.
+      if (held != dest || held_at != dest_at) gpu.emit(tb, StepType::Copy, held, held_at, dest, dest_at, count);
+      const int32_t partial = gpu.scratch(count);
+      gpu.emit(tb, StepType::Recv, Buffer::Input, -1, Buffer::Scratch, partial, count);
+      gpu.emit(tb, StepType::Reduce, Buffer::Scratch, partial, dest, dest_at, count);
+    }
+    started = true;
+    held = dest;
+    held_at = dest_at;
+  }
+}
+
 struct Attempt {
   std::vector<Gpu> gpus;
-  std::string too_many_steps;  // empty when every threadblock fits
+  // A threadblock with too many steps or a channel with too many peers, which more channels
+  // may cure; empty when everything fits.
+  std::string crowded;
   std::string too_many_tbs;    // more channels cannot help with these
 };
 
@@ -256,7 +329,7 @@ std::string tb_name(const Gpu& gpu, const ThreadBlock& tb) {
 }
 
 Attempt build(const ir::Schedule& schedule, const std::vector<RankProgram>& programs, uint64_t chunks,
-              int32_t channels, const Limits& limits) {
+              int32_t channels, bool pair_one_way, const Limits& limits) {
   const int32_t world = static_cast<int32_t>(programs.size());
   const int32_t max_count = std::max(1, limits.max_count);
   const auto chunk_of = [&](uint64_t u) { return static_cast<int32_t>(to_chunk(u, schedule.units, chunks)); };
@@ -298,7 +371,26 @@ Attempt build(const ir::Schedule& schedule, const std::vector<RankProgram>& prog
         if (cb == ce) continue;
         const Buffer own = task.own_from_send ? Buffer::Input : Buffer::Output;
         const int32_t stage = task.stage_writes ? gpu.scratch(ce - cb) : -1;
-        // Chains only (stars are refused): at most one source and one destination.
+        const int32_t op_channel = channel_of(task.op_index);
+        if (task.sources.size() > 1) {  // a star reduce's root
+          const int last_tb = gpu.receiving_tb(task.sources.back().rank, op_channel);
+          if (task.stage_writes) flushes.push_back({last_tb, stage, cb, ce});
+          pieces(cb, ce, [&](int32_t b, int32_t e) {
+            emit_star_root_reduce(gpu, task, op_channel, own, b, e - b,
+                                  task.stage_writes ? Buffer::Scratch : Buffer::Output,
+                                  task.stage_writes ? stage + (b - cb) : b, fuse);
+          });
+          continue;
+        }
+        if (task.destinations.size() > 1) {  // a star broadcast's root sends its own to each member
+          pieces(cb, ce, [&](int32_t b, int32_t e) {
+            for (const Link& to : task.destinations)
+              gpu.emit(gpu.sending_tb(to.rank, op_channel), StepType::Send, own, b, Buffer::Output, -1, e - b);
+          });
+          continue;
+        }
+        // A chain member, or a star member (which exchanges with its root alone): at most one
+        // source and one destination.
         const int32_t prev = task.receives() ? task.sources[0].rank : -1;
         const int32_t next = task.sends() ? task.destinations[0].rank : -1;
         const int in_tb = task.receives() ? gpu.receiving_tb(prev, channel_of(task.op_index)) : -1;
@@ -367,6 +459,7 @@ Attempt build(const ir::Schedule& schedule, const std::vector<RankProgram>& prog
       pieces(chunk_of(range.begin), chunk_of(range.end), [&](int32_t b, int32_t e) {
         gpu.emit(gpu.local_tb(0), StepType::Copy, Buffer::Input, b, Buffer::Output, b, e - b);
       });
+    if (pair_one_way) gpu.pair_one_way_threadblocks();
     attempt.gpus.push_back(gpu.finish());
     const Gpu& built = attempt.gpus.back();
     if (static_cast<int>(built.threadblocks.size()) > limits.threadblocks_per_gpu && attempt.too_many_tbs.empty())
@@ -375,10 +468,21 @@ Attempt build(const ir::Schedule& schedule, const std::vector<RankProgram>& prog
     size_t steps = 0;
     for (const ThreadBlock& tb : built.threadblocks) {
       steps += tb.steps.size();
-      if (static_cast<int>(tb.steps.size()) > limits.steps_per_threadblock && attempt.too_many_steps.empty())
-        attempt.too_many_steps = fmt::format("{} needs {} steps, the executors hold at most {} per threadblock",
-                                             tb_name(built, tb), tb.steps.size(), limits.steps_per_threadblock);
+      if (static_cast<int>(tb.steps.size()) > limits.steps_per_threadblock && attempt.crowded.empty())
+        attempt.crowded = fmt::format("{} needs {} steps, the executors hold at most {} per threadblock",
+                                      tb_name(built, tb), tb.steps.size(), limits.steps_per_threadblock);
     }
+    std::map<std::pair<int32_t, bool>, int> peers;  // (channel, sending) -> threadblocks
+    for (const ThreadBlock& tb : built.threadblocks) {
+      if (tb.send >= 0) ++peers[{tb.channel, true}];
+      if (tb.recv >= 0) ++peers[{tb.channel, false}];
+    }
+    for (const auto& [where, count] : peers)
+      if (count > limits.peers_per_channel && attempt.crowded.empty())
+        attempt.crowded = fmt::format("gpu {} needs {} {} peers on channel {}, the executors connect at most {} "
+                                      "per channel",
+                                      rank, count, where.second ? "send" : "receive", where.first,
+                                      limits.peers_per_channel);
     const size_t nodes = 1 + static_cast<size_t>(world) + built.threadblocks.size() + steps;
     if (nodes > static_cast<size_t>(limits.max_nodes) && attempt.too_many_tbs.empty())
       attempt.too_many_tbs = fmt::format("gpu {} needs {} XML elements (algo, every gpu, its threadblocks "
@@ -426,30 +530,36 @@ Export export_schedule(const ir::Plan& plan, size_t index, const ExportOptions& 
   if (options.protocol != "Simple" && options.protocol != "LL" && options.protocol != "LL128")
     throw ExportError(fmt::format("unknown protocol '{}' (Simple, LL or LL128)", options.protocol));
 
-  // The export writes chains only: a star root would need one threadblock per member and an
-  // ordered reduce across them, which is not built.
+  // A star's root exchanges with every other member on the star's channel, one threadblock
+  // each; more channels cannot spread one star.
   for (size_t s = 0; s < schedule.steps.size(); ++s)
-    for (size_t o = 0; o < schedule.steps[s].ops.size(); ++o)
-      if (schedule.steps[s].ops[o].shape == ir::OpShape::Star)
-        throw ExportError(fmt::format("{}: step {} op {} is a star op; the MSCCL export writes chain ops only "
-                                      "(plan a chain algorithm, e.g. flexreduce, for MSCCL)",
-                                      label, s, o));
+    for (size_t o = 0; o < schedule.steps[s].ops.size(); ++o) {
+      const ir::Op& op = schedule.steps[s].ops[o];
+      if (op.shape != ir::OpShape::Star) continue;
+      const auto members = static_cast<int64_t>(op.group.size()) - (op.root_in_group() ? 1 : 0);
+      if (members > limits.peers_per_channel)
+        throw ExportError(fmt::format("{}: cannot fit: step {} op {} is a star whose root {} exchanges with {} "
+                                      "members on one channel, the executors connect at most {} peers per channel",
+                                      label, s, o, op.root, members, limits.peers_per_channel));
+    }
   std::vector<RankProgram> programs;
   for (int32_t r = 0; r < plan.world_size; ++r) programs.push_back(lower_rank_program(schedule, r));
 
   Export result;
   result.chunking = report_chunking(plan, schedule, chunks);
-  std::string step_failure;
+  std::string crowding;
   const int32_t max_channels = std::max(1, limits.channels);
   for (int32_t channels = 1; channels <= max_channels; ++channels) {
-    Attempt attempt = build(schedule, programs, chunks, channels, limits);
+    // Threadblocks are paired only where a gpu needs more than the executors run.
+    Attempt attempt = build(schedule, programs, chunks, channels, false, limits);
+    if (!attempt.too_many_tbs.empty()) attempt = build(schedule, programs, chunks, channels, true, limits);
     if (!attempt.too_many_tbs.empty()) {
-      if (step_failure.empty()) throw ExportError(label + ": cannot fit: " + attempt.too_many_tbs);
+      if (crowding.empty()) throw ExportError(label + ": cannot fit: " + attempt.too_many_tbs);
       throw ExportError(fmt::format("{}: cannot fit: over {} channel(s) {}; over {} channels {}", label,
-                                    channels - 1, step_failure, channels, attempt.too_many_tbs));
+                                    channels - 1, crowding, channels, attempt.too_many_tbs));
     }
-    if (!attempt.too_many_steps.empty()) {
-      step_failure = attempt.too_many_steps;
+    if (!attempt.crowded.empty()) {
+      crowding = attempt.crowded;
       continue;
     }
     Algorithm& algorithm = result.algorithm;
@@ -466,7 +576,7 @@ Export export_schedule(const ir::Plan& plan, size_t index, const ExportOptions& 
       for (const ThreadBlock& tb : gpu.threadblocks) algorithm.channels = std::max(algorithm.channels, tb.channel + 1);
     return result;
   }
-  throw ExportError(fmt::format("{}: cannot fit: {} even over {} channels", label, step_failure, max_channels));
+  throw ExportError(fmt::format("{}: cannot fit: {} even over {} channels", label, crowding, max_channels));
 }
 
 }  // namespace flexplan::codegen::msccl
