@@ -83,18 +83,8 @@ export PYTHONPATH=$BUILD/python:$ROOT/python
 MPI_NOTE=$("$PYTHON" -c 'import torch.distributed as d; print("available" if d.is_mpi_available() else "not available: this torch is built without MPI")')
 
 mkdir -p "$OUT"
-log() { echo "[$(date +%T)] $*" | tee -a "$OUT/run.log"; }
+. "$HERE/steps.sh"   # log, checked, calibrated_topology
 echo "$MPI_NOTE" > "$OUT/mpi-backend.txt"
-
-checked() {  # the gate: up to 3 tries 30 s apart
-  local dir=$1 try
-  for try in 1 2 3; do
-    if nice -n -10 "$CLUSTER" check > "$dir/check.txt" 2>&1; then return 0; fi
-    log "  check failed (try $try, load $(cut -d' ' -f1-3 /proc/loadavg)): $(tail -1 "$dir/check.txt")"
-    [ $try -lt 3 ] && sleep 30
-  done
-  return 1
-}
 
 PORT=29500
 train() {  # dir np backend repeat
@@ -129,9 +119,8 @@ run_config() {
   log "$id: learners $learners, rates $rates"
   skip() { log "  $id: SKIPPED, $1"; echo "$1" > "$dir/skipped.txt"; "$CLUSTER" down > /dev/null; }
   EMU_LEARNERS="$learners" EMU_RATES="$rates" "$CLUSTER" up > "$dir/up.txt"
-  if ! checked "$dir"; then skip "the links never passed the check (see $dir/check.txt)"; return 0; fi
-  if ! nice -n -10 "$HERE/calibrate.py" -o "$dir/calibration.json" 2> "$dir/calibrate.err" \
-     || ! "$HERE/make_topology.py" "$dir/calibration.json" -o "$dir/topology.json" 2>> "$dir/calibrate.err"; then
+  if ! checked "$dir" 3 30; then skip "the links never passed the check (see $dir/check.txt)"; return 0; fi
+  if ! calibrated_topology "$dir"; then
     skip "calibration failed: $(tail -1 "$dir/calibrate.err")"; return 0
   fi
   if ! "$FLEXPLAN" "$dir/topology.json" -o "$dir/plan.bin" > "$dir/plan.txt" 2>&1; then

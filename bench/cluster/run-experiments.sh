@@ -102,18 +102,7 @@ CONFIGS=(
 )
 [ $QUICK = 1 ] && CONFIGS=("${CONFIGS[1]}" "${CONFIGS[2]}" "${CONFIGS[16]}")
 
-log() { echo "[$(date +%T)] $*" | tee -a "$OUT/run.log"; }
-
-# The gate: up to 5 tries a minute apart, since other jobs on the host can slow the links.
-checked() {
-  local dir=$1 try
-  for try in 1 2 3 4 5; do
-    if nice -n -10 "$CLUSTER" check > "$dir/check.txt" 2>&1; then return 0; fi
-    log "  check failed (try $try, load $(cut -d' ' -f1-3 /proc/loadavg)): $(tail -1 "$dir/check.txt")"
-    [ $try -lt 5 ] && sleep 60
-  done
-  return 1
-}
+. "$HERE/steps.sh"   # log, checked, calibrated_topology
 
 run_config() {
   local id=$1 set=$2 learners=${3//,/ } rates=${4//,/ } delays=${5//,/ } sizes=$6
@@ -133,11 +122,10 @@ run_config() {
 
   skip() { log "  $id: SKIPPED, $1"; echo "$1" > "$dir/skipped.txt"; "$CLUSTER" down > /dev/null; }
   EMU_LEARNERS="$learners" EMU_RATES="$rates" EMU_DELAYS="$delays" "$CLUSTER" up > "$dir/up.txt"
-  if ! checked "$dir"; then
+  if ! checked "$dir" 5 60; then
     skip "the links never passed the check (see $dir/check.txt)"; return 0
   fi
-  if ! nice -n -10 "$HERE/calibrate.py" -o "$dir/calibration.json" 2> "$dir/calibrate.err" \
-     || ! "$HERE/make_topology.py" "$dir/calibration.json" -o "$dir/topology.json"; then
+  if ! calibrated_topology "$dir"; then
     skip "calibration failed: $(cat "$dir/calibrate.err")"; return 0
   fi
   for algo in "${algorithms[@]}"; do

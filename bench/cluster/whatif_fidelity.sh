@@ -72,19 +72,8 @@ done
 "$FLEXPLAN" whatif --print-workload "$WORKLOAD" > /dev/null || die "--workload: $WORKLOAD is not a workload"
 
 mkdir -p "$OUT"
-log() { echo "[$(date +%T)] $*" | tee -a "$OUT/run.log"; }
+. "$HERE/steps.sh"   # log, checked, calibrated_topology
 fail() { log "  $1: FAILED: $2"; echo "$2" > "$3/failed.txt"; }
-
-# The gate: up to 3 tries 30 s apart (other jobs on the host can hold a link below its rate).
-checked() {
-  local dir=$1 try
-  for try in 1 2 3; do
-    if nice -n -10 "$CLUSTER" check > "$dir/check.txt" 2>&1; then return 0; fi
-    log "  check failed (try $try, load $(cut -d' ' -f1-3 /proc/loadavg)): $(tail -1 "$dir/check.txt")"
-    [ $try -lt 3 ] && sleep 30
-  done
-  return 1
-}
 
 # A link rate as the payload bandwidth calibrate.py gives it (TCP/IP/Ethernet: 1448 of 1514).
 payload_mb_per_s() { awk -v r="$1" 'BEGIN{printf "%.2f MB/s", r * 1e6 / 8 * 1448 / 1514 / 1e6}'; }
@@ -104,9 +93,8 @@ run_point() {
   log "$cluster at $rate Mbit/s"
   printf 'cluster=%s\nrate_mbit=%s\nworkload=%s\nsteps=%s\nwarmup=%s\nenv=%s\n' "$cluster" "$rate" \
     "$WORKLOAD" "$STEPS" "$WARMUP" "$(env | grep -E '^(UCX|FLEXPLAN)_' | sort | tr '\n' ' ')" > "$dir/config.txt"
-  if ! checked "$dir"; then fail "$cluster@$rate" "the links never passed the check (see $dir/check.txt)" "$dir"; return 0; fi
-  if ! nice -n -10 "$HERE/calibrate.py" -o "$dir/calibration.json" 2> "$dir/calibrate.err" \
-     || ! "$HERE/make_topology.py" "$dir/calibration.json" -o "$dir/topology.json" 2>> "$dir/calibrate.err"; then
+  if ! checked "$dir" 3 30; then fail "$cluster@$rate" "the links never passed the check (see $dir/check.txt)" "$dir"; return 0; fi
+  if ! calibrated_topology "$dir"; then
     fail "$cluster@$rate" "calibration: $(tail -1 "$dir/calibrate.err")" "$dir"; return 0
   fi
   if ! "$FLEXPLAN" "$dir/topology.json" -o "$dir/plan.bin" > "$dir/plan.txt" 2>&1 \
