@@ -96,11 +96,37 @@ class Topology {
   uint64_t hash() const { return hash_; }
   std::string hash_hex() const;  // 16 lowercase hex digits
 
+  // New figures for the uplinks of existing nodes, in place: shape, names and ranks stay, so
+  // every index stays valid; the symmetry and the hash are recomputed once per call, O(nodes).
+  // Pricing many link variants of one tree this way skips building a Topology for each.
+  // Throws TopologyError naming the node for the root, a node that does not exist, or a figure
+  // a link cannot have (the constructor's checks), and then changes nothing.
+  struct UplinkChange {
+    NodeId node = -1;
+    Link link;
+  };
+  // What one set_uplinks call replaced, for undo().
+  struct UplinkUndo {
+    std::vector<UplinkChange> previous;
+    uint64_t hash_before = 0, hash_after = 0;
+    bool symmetric_before = false;
+    uint64_t edit = 0;  // which call it undoes
+  };
+  UplinkUndo set_uplinks(std::span<const UplinkChange> changes);
+  UplinkUndo set_uplink(NodeId node, const Link& link);
+  // Takes back the latest set_uplinks not yet undone (changes can be undone last first), with
+  // the hash and symmetry from before it restored rather than recomputed: a tried change costs
+  // one hash, not two. Throws std::logic_error for any other undo.
+  void undo(const UplinkUndo&);
+
  private:
   void index();
+  void derive_symmetry_and_hash();
+  void put_uplink(NodeId node, const Link& link);  // no checks, no hash
 
   std::string name_;
   TopoGraph graph_;
+  std::vector<NodeId> preorder_;  // depth-first from the root, children in order
   std::vector<NodeId> parent_;
   std::vector<std::vector<NodeId>> children_;
   std::vector<int> depth_;
@@ -112,6 +138,7 @@ class Topology {
   std::vector<int> first_, count_;
   bool symmetric_ = false;
   uint64_t hash_ = 0;
+  uint64_t edits_ = 0;  // set_uplinks calls in force (not undone), to match undos
 };
 
 // Parsing (planner/topology_json.cpp). Errors throw TopologyError naming the JSON location.
