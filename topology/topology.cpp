@@ -232,12 +232,15 @@ void Topology::index() {
   }
 
   preorder_ = std::move(preorder);
-  derive_symmetry_and_hash();
+  symmetric_ = same_shape_at_every_depth(*this, preorder_);
+  hash_.set(content_hash(*this, preorder_));
 }
 
-void Topology::derive_symmetry_and_hash() {
-  symmetric_ = same_shape_at_every_depth(*this, preorder_);
-  hash_ = content_hash(*this, preorder_);
+uint64_t Topology::hash() const {
+  if (const auto known = hash_.get()) return *known;
+  const uint64_t value = content_hash(*this, preorder_);
+  hash_.set(value);
+  return value;
 }
 
 Topology::UplinkUndo Topology::set_uplinks(std::span<const UplinkChange> changes) {
@@ -252,12 +255,13 @@ Topology::UplinkUndo Topology::set_uplinks(std::span<const UplinkChange> changes
   }
   UplinkUndo undo;
   undo.previous.reserve(changes.size());
-  undo.hash_before = hash_;
+  undo.hash_before = hash_.get();
   undo.symmetric_before = symmetric_;
   for (const UplinkChange& change : changes) undo.previous.push_back({change.node, uplink(change.node)});
   for (const UplinkChange& change : changes) put_uplink(change.node, change.link);
-  derive_symmetry_and_hash();
-  undo.hash_after = hash_;
+  symmetric_ = same_shape_at_every_depth(*this, preorder_);
+  hash_.forget();
+  undo.topology = this;
   undo.edit = ++edits_;
   return undo;
 }
@@ -268,10 +272,13 @@ Topology::UplinkUndo Topology::set_uplink(NodeId node, const Link& link) {
 }
 
 void Topology::undo(const UplinkUndo& undo) {
-  if (undo.edit != edits_ || undo.hash_after != hash_)
+  if (undo.topology != this || undo.edit != edits_)
     throw std::logic_error("Topology::undo: not the latest change to this topology");
   for (const UplinkChange& change : undo.previous) put_uplink(change.node, change.link);
-  hash_ = undo.hash_before;
+  if (undo.hash_before)
+    hash_.set(*undo.hash_before);
+  else
+    hash_.forget();
   symmetric_ = undo.symmetric_before;
   --edits_;
 }
@@ -329,6 +336,6 @@ double Topology::path_latency(int rank_a, int rank_b) const {
   return total;
 }
 
-std::string Topology::hash_hex() const { return fmt::format("{:016x}", hash_); }
+std::string Topology::hash_hex() const { return fmt::format("{:016x}", hash()); }
 
 }  // namespace flexplan

@@ -1,10 +1,12 @@
 // Changing link figures in place (Topology::set_uplinks, undo): the result equals a topology
-// built afresh with those figures, bad changes change nothing, and undo restores exactly.
+// built afresh with those figures (hash included, also when threads ask for it at once), bad
+// changes change nothing, and undo restores exactly.
 #include <gtest/gtest.h>
 
 #include <limits>
 #include <random>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "planner_test_trees.hpp"
@@ -60,6 +62,21 @@ TEST(TopologySetUplinks, EqualsABuiltTopologyOnRandomTrees) {
     topo.undo(undo);
     expect_same(topo, original);
   }
+}
+
+TEST(TopologySetUplinks, ThreadsAskingForAStaleHashAllGetIt) {
+  testing::RandomTrees trees(99);
+  Topology topo = trees.next(40);
+  const Changes changes{{1, {3e9, 2e-6}}};
+  const Topology expected = rebuilt(topo, changes);
+  topo.set_uplinks(changes);  // the hash is computed when next asked for
+  const Topology& shared = topo;
+  std::vector<uint64_t> seen(4);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < seen.size(); ++i)
+    threads.emplace_back([&, i] { seen[i] = shared.hash(); });
+  for (auto& thread : threads) thread.join();
+  for (uint64_t hash : seen) EXPECT_EQ(hash, expected.hash());
 }
 
 TEST(TopologySetUplinks, TracksSymmetry) {
