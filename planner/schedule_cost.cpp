@@ -13,7 +13,14 @@ namespace {
 // from 1 B to 1 TiB covers the sizes where a chain's chunk count moves from one to many.
 constexpr int kProbes = 41;
 
-double probe(int i) { return std::exp2(i); }
+const std::array<double, kProbes>& probes() {
+  static const std::array<double, kProbes> sizes = [] {
+    std::array<double, kProbes> s{};
+    for (int i = 0; i < kProbes; ++i) s[i] = std::exp2(i);
+    return s;
+  }();
+  return sizes;
+}
 
 }  // namespace
 
@@ -36,19 +43,24 @@ StepCost make_step(double per_byte, double hop_latency, std::vector<ChainCost> c
   step.per_byte = per_byte;
   step.hop_latency = hop_latency;
   step.repeat = repeat;
-  // Keep, at every probe size, the slowest chain if it outlasts the bandwidth term there.
+  // Keep, at every probe size, the slowest chain if it outlasts the bandwidth term there. A
+  // chain equal to the one before it is never strictly slower, so runs of equal chains (alike
+  // machines side by side) are probed once.
+  const auto& probe = probes();
   std::array<int, kProbes> slowest;
   slowest.fill(-1);
   std::array<double, kProbes> worst{};
-  for (int p = 0; p < kProbes; ++p) worst[p] = per_byte * probe(p) + hop_latency;
-  for (size_t c = 0; c < chains.size(); ++c)
+  for (int p = 0; p < kProbes; ++p) worst[p] = per_byte * probe[p] + hop_latency;
+  for (size_t c = 0; c < chains.size(); ++c) {
+    if (c > 0 && chains[c] == chains[c - 1]) continue;
     for (int p = 0; p < kProbes; ++p) {
-      const double time = chains[c].at(probe(p), chunk_bytes);
+      const double time = chains[c].at(probe[p], chunk_bytes);
       if (time > worst[p]) {
         worst[p] = time;
         slowest[p] = static_cast<int>(c);
       }
     }
+  }
   for (int p = 0; p < kProbes; ++p) {
     if (slowest[p] < 0) continue;
     const ChainCost& chain = chains[static_cast<size_t>(slowest[p])];

@@ -80,6 +80,16 @@ uint64_t content_hash(const Topology& topo, std::span<const NodeId> preorder) {
   return h.value();
 }
 
+// The figures every link must have; `where` is the node's full name.
+void check_link(const std::string& where, const Link& link) {
+  if (!(link.bandwidth > 0) || !std::isfinite(link.bandwidth))
+    throw TopologyError(where, fmt::format("link bandwidth must be positive and finite, got {}",
+                                           link.bandwidth));
+  if (!(link.latency >= 0) || !std::isfinite(link.latency))
+    throw TopologyError(where, fmt::format("link latency must be non-negative and finite, got {}",
+                                           link.latency));
+}
+
 }  // namespace
 
 Topology::Topology(std::string name, TopoGraph graph)
@@ -166,17 +176,7 @@ void Topology::index() {
                               fmt::format("two children of \"{}\" are named \"{}\"",
                                           props.full_name, graph_[c].name));
     }
-    if (v != root()) {
-      const Link& link = props.link;
-      if (!(link.bandwidth > 0) || !std::isfinite(link.bandwidth))
-        throw TopologyError(props.full_name,
-                            fmt::format("link bandwidth must be positive and finite, got {}",
-                                        link.bandwidth));
-      if (!(link.latency >= 0) || !std::isfinite(link.latency))
-        throw TopologyError(props.full_name,
-                            fmt::format("link latency must be non-negative and finite, got {}",
-                                        link.latency));
-    }
+    if (v != root()) check_link(props.full_name, props.link);
   }
 
   // Levels bottom-up: in reverse preorder every child comes before its parent.
@@ -231,8 +231,62 @@ void Topology::index() {
     if (*it != root()) count_[parent_[*it]] += count_[*it];
   }
 
-  symmetric_ = same_shape_at_every_depth(*this, preorder);
-  hash_ = content_hash(*this, preorder);
+  preorder_ = std::move(preorder);
+  symmetric_ = same_shape_at_every_depth(*this, preorder_);
+  hash_.set(content_hash(*this, preorder_));
+}
+
+uint64_t Topology::hash() const {
+  if (const auto known = hash_.get()) return *known;
+  const uint64_t value = content_hash(*this, preorder_);
+  hash_.set(value);
+  return value;
+}
+
+Topology::UplinkUndo Topology::set_uplinks(std::span<const UplinkChange> changes) {
+  // Check everything first, so that a bad change leaves the topology as it was.
+  for (const UplinkChange& change : changes) {
+    if (change.node < 0 || change.node >= num_nodes())
+      throw TopologyError(fmt::format("node {}", change.node),
+                          fmt::format("no such node (the topology has {})", num_nodes()));
+    if (change.node == root())
+      throw TopologyError(full_name(root()), "the root has no uplink to set");
+    check_link(full_name(change.node), change.link);
+  }
+  UplinkUndo undo;
+  undo.previous.reserve(changes.size());
+  undo.hash_before = hash_.get();
+  undo.symmetric_before = symmetric_;
+  for (const UplinkChange& change : changes) undo.previous.push_back({change.node, uplink(change.node)});
+  for (const UplinkChange& change : changes) put_uplink(change.node, change.link);
+  symmetric_ = same_shape_at_every_depth(*this, preorder_);
+  hash_.forget();
+  undo.topology = this;
+  undo.edit = ++edits_;
+  return undo;
+}
+
+Topology::UplinkUndo Topology::set_uplink(NodeId node, const Link& link) {
+  const UplinkChange change{node, link};
+  return set_uplinks(std::span<const UplinkChange>(&change, 1));
+}
+
+void Topology::undo(const UplinkUndo& undo) {
+  if (undo.topology != this || undo.edit != edits_)
+    throw std::logic_error("Topology::undo: not the latest change to this topology");
+  for (const UplinkChange& change : undo.previous) put_uplink(change.node, change.link);
+  if (undo.hash_before)
+    hash_.set(*undo.hash_before);
+  else
+    hash_.forget();
+  symmetric_ = undo.symmetric_before;
+  --edits_;
+}
+
+void Topology::put_uplink(NodeId node, const Link& link) {
+  // The node and the edge from its parent (its only in-edge) both hold the figures.
+  graph_[node].link = link;
+  for (auto [e, end] = boost::in_edges(node, graph_); e != end; ++e) graph_[*e] = link;
 }
 
 std::span<const int> Topology::learners_under(NodeId n) const {
@@ -282,6 +336,6 @@ double Topology::path_latency(int rank_a, int rank_b) const {
   return total;
 }
 
-std::string Topology::hash_hex() const { return fmt::format("{:016x}", hash_); }
+std::string Topology::hash_hex() const { return fmt::format("{:016x}", hash()); }
 
 }  // namespace flexplan

@@ -2,7 +2,9 @@
 // leaves are learners (GPUs). Every non-root node owns the full-duplex link to its parent.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -93,14 +95,67 @@ class Topology {
 
   // Stable content hash: same structure, names, link figures and ranks give the same hash
   // however the JSON was written (key order, `count` vs spelled out, unit spelling).
-  uint64_t hash() const { return hash_; }
+  uint64_t hash() const;
   std::string hash_hex() const;  // 16 lowercase hex digits
+
+  // New figures for the uplinks of existing nodes, in place: shape, names and ranks stay, so
+  // every index stays valid; the symmetry is recomputed, the hash when next asked for (O(nodes)
+  // each). Pricing many link variants of one tree this way skips building a Topology for each.
+  // Throws TopologyError naming the node for the root, a node that does not exist, or a figure
+  // a link cannot have (the constructor's checks), and then changes nothing.
+  struct UplinkChange {
+    NodeId node = -1;
+    Link link;
+  };
+  // What one set_uplinks call replaced, for undo().
+  struct UplinkUndo {
+    std::vector<UplinkChange> previous;
+    std::optional<uint64_t> hash_before;  // when it was known
+    bool symmetric_before = false;
+    const Topology* topology = nullptr;  // the one changed
+    uint64_t edit = 0;                   // which of its changes
+  };
+  UplinkUndo set_uplinks(std::span<const UplinkChange> changes);
+  UplinkUndo set_uplink(NodeId node, const Link& link);
+  // Takes back the latest set_uplinks to this object not yet undone (changes can be undone last
+  // first), with the hash and symmetry from before it restored, not recomputed. Throws
+  // std::logic_error for any other undo.
+  void undo(const UplinkUndo&);
 
  private:
   void index();
+  void put_uplink(NodeId node, const Link& link);  // no checks, no hash
+
+  // The content hash, computed when first asked for after set_uplinks (pricing by closed forms
+  // never asks). Atomic, so that threads sharing a const Topology may ask at once: each
+  // computes the same value.
+  class CachedHash {
+   public:
+    CachedHash() = default;
+    CachedHash(const CachedHash& other) { *this = other; }
+    CachedHash& operator=(const CachedHash& other) {
+      value_.store(other.value_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+      known_.store(other.known_.load(std::memory_order_acquire), std::memory_order_release);
+      return *this;
+    }
+    std::optional<uint64_t> get() const {
+      if (!known_.load(std::memory_order_acquire)) return std::nullopt;
+      return value_.load(std::memory_order_relaxed);
+    }
+    void set(uint64_t value) {
+      value_.store(value, std::memory_order_relaxed);
+      known_.store(true, std::memory_order_release);
+    }
+    void forget() { known_.store(false, std::memory_order_release); }
+
+   private:
+    std::atomic<uint64_t> value_{0};
+    std::atomic<bool> known_{false};
+  };
 
   std::string name_;
   TopoGraph graph_;
+  std::vector<NodeId> preorder_;  // depth-first from the root, children in order
   std::vector<NodeId> parent_;
   std::vector<std::vector<NodeId>> children_;
   std::vector<int> depth_;
@@ -111,7 +166,8 @@ class Topology {
   std::vector<int> dfs_ranks_;
   std::vector<int> first_, count_;
   bool symmetric_ = false;
-  uint64_t hash_ = 0;
+  mutable CachedHash hash_;
+  uint64_t edits_ = 0;  // set_uplinks calls in force (not undone), to match undos
 };
 
 // Parsing (planner/topology_json.cpp). Errors throw TopologyError naming the JSON location.

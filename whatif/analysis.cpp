@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <utility>
 
 #include "planner/floor.hpp"
 #include "planner/plan_builder.hpp"
@@ -38,14 +39,26 @@ double objective(const std::vector<AlgorithmPrice>& prices, const AnalysisOption
   return cheapest(prices, static_cast<double>(reference)).time;
 }
 
-Topology with_doubled_bandwidth(const Topology& topo, const std::vector<NodeId>& nodes) {
-  TopoGraph graph = topo.graph();
-  for (NodeId n : nodes) {
-    graph[n].link.bandwidth *= 2;
-    for (auto [e, end] = boost::in_edges(n, graph); e != end; ++e) graph[*e].bandwidth *= 2;
-  }
-  return Topology(topo.name(), std::move(graph));
+// The uplinks of `nodes` with doubled bandwidth.
+std::vector<Topology::UplinkChange> doubled(const Topology& topo, const std::vector<NodeId>& nodes) {
+  std::vector<Topology::UplinkChange> changes;
+  changes.reserve(nodes.size());
+  for (NodeId n : nodes) changes.push_back({n, {2 * topo.uplink(n).bandwidth, topo.uplink(n).latency}});
+  return changes;
 }
+
+// Takes a change to the topology back when it goes out of scope.
+class UndoOnExit {
+ public:
+  UndoOnExit(Topology& topo, Topology::UplinkUndo undo) : topo_(topo), undo_(std::move(undo)) {}
+  UndoOnExit(const UndoOnExit&) = delete;
+  UndoOnExit& operator=(const UndoOnExit&) = delete;
+  ~UndoOnExit() { topo_.undo(undo_); }
+
+ private:
+  Topology& topo_;
+  Topology::UplinkUndo undo_;
+};
 
 bool is_machine(const Topology& topo, NodeId n) {
   if (topo.is_learner(n)) return false;
@@ -100,7 +113,7 @@ std::vector<Candidate> upgrade_candidates(const Topology& topo, const std::vecto
 
 }  // namespace
 
-PointResult analyse_point(const Topology& topo, Pricer& pricer, const AnalysisOptions& options) {
+PointResult analyse_point(Topology& topo, Pricer& pricer, const AnalysisOptions& options) {
   PointResult result;
   result.learners = topo.num_learners();
   result.topology_hash = topo.hash_hex();
@@ -171,10 +184,12 @@ PointResult analyse_point(const Topology& topo, Pricer& pricer, const AnalysisOp
         if (topo.full_name(n) == load.link) busiest.push_back(n);
     }
     const double before = objective(prices, options, result.learners, result.reference_bytes);
+    // Each candidate doubles its links in place and takes that back: building a Topology per
+    // candidate cost most of a sweep's time.
     for (const auto& candidate : upgrade_candidates(topo, busiest)) {
-      const Topology upgraded = with_doubled_bandwidth(topo, candidate.nodes);
+      const UndoOnExit upgraded(topo, topo.set_uplinks(doubled(topo, candidate.nodes)));
       const double after =
-          objective(pricer.price(upgraded), options, result.learners, result.reference_bytes);
+          objective(pricer.price(topo), options, result.learners, result.reference_bytes);
       result.upgrades.push_back({candidate.target, candidate.nodes.size(), before, after});
     }
     std::stable_sort(result.upgrades.begin(), result.upgrades.end(),
@@ -193,6 +208,11 @@ PointResult analyse_point(const Topology& topo, Pricer& pricer, const AnalysisOp
   if (loads.size() > options.bottleneck_count) loads.resize(options.bottleneck_count);
   result.bottlenecks = std::move(loads);
   return result;
+}
+
+PointResult analyse_point(const Topology& topo, Pricer& pricer, const AnalysisOptions& options) {
+  Topology copy = topo;
+  return analyse_point(copy, pricer, options);
 }
 
 }  // namespace flexplan::whatif

@@ -66,6 +66,10 @@ struct AnalysisOptions {
   size_t single_link_candidates = 3;  // busiest links tried one by one
 };
 
+// The upgrade candidates are priced by changing the topology's links in place; they are put
+// back before it returns (also on a throw).
+PointResult analyse_point(Topology&, Pricer&, const AnalysisOptions&);
+// The same on a copy of the topology.
 PointResult analyse_point(const Topology&, Pricer&, const AnalysisOptions&);
 
 }  // namespace flexplan::whatif

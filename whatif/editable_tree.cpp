@@ -2,6 +2,7 @@
 #include "whatif/editable_tree.hpp"
 
 #include <functional>
+#include <stdexcept>
 
 namespace flexplan::whatif {
 namespace {
@@ -39,6 +40,28 @@ Topology to_topology(const EditableTree& tree) {
   };
   add(tree.root, -1);
   return Topology(tree.name, std::move(graph));
+}
+
+void copy_links(const EditableTree& tree, Topology& topo) {
+  // Node ids follow the tree in depth-first preorder, as to_topology numbers them.
+  std::vector<Topology::UplinkChange> changes;
+  NodeId next = 0;
+  const std::function<void(const TreeNode&)> walk = [&](const TreeNode& node) {
+    const NodeId id = next++;
+    if (id >= topo.num_nodes() || topo.node(id).name != node.name ||
+        static_cast<size_t>(topo.degree(id)) != node.children.size() ||
+        (node.is_learner() && topo.rank_of(id) != node.rank))
+      throw std::logic_error("copy_links: the tree and the topology differ in shape at '" +
+                             node.name + "'");
+    if (id != topo.root() && (node.link.bandwidth != topo.uplink(id).bandwidth ||
+                              node.link.latency != topo.uplink(id).latency))
+      changes.push_back({id, node.link});
+    for (const auto& child : node.children) walk(child);
+  };
+  walk(tree.root);
+  if (next != topo.num_nodes())
+    throw std::logic_error("copy_links: the tree and the topology differ in size");
+  topo.set_uplinks(changes);
 }
 
 TreeNode* find_node(TreeNode& root, std::string_view full_name) {

@@ -28,6 +28,12 @@ EditableTree editable_copy(const Topology&);
 // else keep their ranks. Throws TopologyError where the tree is not a valid topology.
 Topology to_topology(const EditableTree&);
 
+// Gives `topo` the link figures of `tree` in place, where the tree has topo's shape, names and
+// ranks (a tree whose edits changed only links, from the base that topo was built from):
+// afterwards topo equals to_topology(tree), without building it. Throws TopologyError where a
+// figure is not valid (as to_topology would) and std::logic_error where the shapes differ.
+void copy_links(const EditableTree& tree, Topology& topo);
+
 // The node with this full name ("core/rack1/m0"), or null.
 TreeNode* find_node(TreeNode& root, std::string_view full_name);
 

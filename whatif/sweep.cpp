@@ -40,6 +40,9 @@ Sweep run_sweep(const Topology& base, const std::string& file, std::vector<Varia
   std::exception_ptr error;
 
   const auto work = [&](Pricer& pricer) {
+    // The last point's tree when it had the base shape: points that vary only links give it
+    // their figures in place instead of building a new one.
+    std::optional<Topology> same_shape;
     for (size_t i; !failed && (i = next++) < total;) {
       SweepPoint& out = sweep.points[i];
       try {
@@ -47,14 +50,19 @@ Sweep run_sweep(const Topology& base, const std::string& file, std::vector<Varia
         for (size_t v = 0; v < variations.size(); ++v)
           out.values.push_back(variations[v].labels[point.index[v]]);
         const EditableTree varied = vary(tree, variations, point);
-        std::optional<Topology> topo;
+        std::optional<Topology> reshaped;
         try {
-          topo.emplace(to_topology(varied));
+          if (varied.shape_changed)
+            reshaped.emplace(to_topology(varied));
+          else if (same_shape)
+            copy_links(varied, *same_shape);
+          else
+            same_shape.emplace(to_topology(varied));
         } catch (const TopologyError& e) {
           throw TopologyError(fmt::format("point {} ({})", i, point_text(variations, out.values)),
                               e.what());
         }
-        out.result = analyse_point(*topo, pricer, options);
+        out.result = analyse_point(reshaped ? *reshaped : *same_shape, pricer, options);
       } catch (...) {
         std::lock_guard lock(mutex);
         if (i < failed_point) failed_point = i, error = std::current_exception();
