@@ -224,7 +224,8 @@ class PlanBuilder {
     for (int rank = 0; rank < topo_.num_learners(); ++rank)
       plan.rank_names.push_back(topo_.full_name(topo_.learner_node(rank)));
     for (size_t p = 0; p < pieces.size(); ++p) {
-      const auto& [index, piece] = pieces[p];
+      const size_t index = pieces[p].first;  // not a structured binding: clang 14 cannot capture one
+      const EnvelopePiece& piece = pieces[p].second;
       // A candidate may win two separate ranges: the last of them takes the built schedule,
       // earlier ones a copy.
       const bool wins_later = std::any_of(pieces.begin() + static_cast<std::ptrdiff_t>(p) + 1,
