@@ -187,7 +187,8 @@ class PlanBuilder {
         if (report_.candidates[i].racing()) {
           racing.push_back(i);
           const ScheduleCost* cost = &report_.candidates[i].cost;
-          curves.push_back([cost](double n) { return cost->at(n); });
+          const double factor = 1 + report_.candidates[i].choice.row->selection_margin;
+          curves.push_back([cost, factor](double n) { return cost->at(n) * factor; });
         }
       if (racing.empty())
         throw std::runtime_error("no algorithm could be built for topology '" + topo_.name() +

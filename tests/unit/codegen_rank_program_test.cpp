@@ -204,7 +204,9 @@ std::string run_programs(const ir::Schedule& schedule, int world, uint64_t count
     for (size_t o = 0; o < order.size(); ++o) order[o] = reverse_ops ? order.size() - 1 - o : o;
     for (const size_t o : order) {
       const ir::Op& the_op = schedule.steps[s].ops[o];
-      const auto [b, e] = elements(the_op.begin, the_op.end);
+      // Plain variables, not a structured binding: clang 14 cannot capture one in a lambda.
+      const auto range = elements(the_op.begin, the_op.end);
+      const auto b = range.first, e = range.second;
       const std::string where = "step " + std::to_string(s) + " op " + std::to_string(o) + ": ";
       const auto own = [&](int r, const Task& task) {
         const auto& buffer = task.own_from_send ? send[r] : recv[r];
@@ -220,7 +222,9 @@ std::string run_programs(const ir::Schedule& schedule, int world, uint64_t count
       std::map<int, bool> ran;
       for (size_t rounds = 0; ran.size() < members.size(); ++rounds) {
         if (rounds > members.size()) return where + "members wait on each other or on a non-member";
-        for (const auto& [r, task] : members) {
+        for (const auto& member : members) {
+          const int r = member.first;
+          const Task* task = member.second;
           if (ran.count(r)) continue;
           bool ready = true;
           for (const Link& source : task->sources) ready &= sent.count(source.rank) > 0;
