@@ -49,9 +49,10 @@ TEST(PipelineForm, OnlyExactExpansionsAreRecognised) {
   tampered = piped;
   tampered.steps[2].ops.pop_back();
   EXPECT_FALSE(pipeline_base(tampered));
-  // A step label changed.
+  // The label of the last step changed: it is base step m - 1's, which step m - 1 also
+  // carries. (A label that occurs once is the base's own label, still an expansion.)
   tampered = piped;
-  tampered.steps[1].level += 1;
+  tampered.steps.back().level += 1;
   EXPECT_FALSE(pipeline_base(tampered));
 }
 
