@@ -22,6 +22,7 @@
 #include "flexplan/version.hpp"
 #include "ir/byte_io.hpp"
 #include "ir/file_bytes.hpp"
+#include "ir/pipeline_form.hpp"
 #include "ir/verify.hpp"
 
 namespace flexplan::ir {
@@ -108,8 +109,12 @@ void encode_payload(detail::ByteWriter& out, const Plan& plan) {
     out.varint(schedule.max_bytes ? 1 : 0);
     if (schedule.max_bytes) out.varint(*schedule.max_bytes);
     out.varint(schedule.units);
-    out.varint(schedule.steps.size());
-    for (const Step& step : schedule.steps) {
+    // A pipeline is written as its base (pipeline_form.hpp): 1/slices of the size.
+    const auto pipeline = pipeline_base(schedule);
+    out.varint(pipeline ? pipeline->slices : 1);
+    const Schedule& written = pipeline ? pipeline->base : schedule;
+    out.varint(written.steps.size());
+    for (const Step& step : written.steps) {
       out.varint(static_cast<uint64_t>(step.phase));
       out.signed_varint(step.level);
       out.varint(step.ops.size());
@@ -179,6 +184,20 @@ Schedule decode_schedule(detail::ByteReader& in) {
   schedule.min_bytes = in.varint("min bytes");
   if (in.varint_at_most(1, "max bytes flag")) schedule.max_bytes = in.varint("max bytes");
   schedule.units = in.varint("units");
+  const size_t slices_at = in.offset();
+  const uint64_t slices = in.varint("pipeline slices");
+  const std::string suffix = fmt::format("@{}", slices);
+  const std::string_view name = schedule.algorithm;
+  if (slices == 0 || slices > kMaxPipelineSlices)
+    in.fail_at(slices_at, fmt::format("pipeline slices {} out of range (1 to {})", slices,
+                                      kMaxPipelineSlices));
+  if (slices > 1 && (schedule.units % slices != 0 || name.size() <= suffix.size() ||
+                     name.substr(name.size() - suffix.size()) != suffix))
+    in.fail_at(slices_at, fmt::format("schedule '{}' with {} units is written as a pipeline of {} "
+                                      "slices: its name must end in '{}' and its units divide "
+                                      "into the slices",
+                                      schedule.algorithm, schedule.units, slices, suffix));
+  if (slices > 1) schedule.units /= slices;  // the base's, until expanded below
   schedule.steps.resize(in.count(3, "step count"));
   for (Step& step : schedule.steps) {
     step.phase =
@@ -194,7 +213,20 @@ Schedule decode_schedule(detail::ByteReader& in) {
     for (size_t o = 0; o < step.ops.size(); ++o)
       step.ops[o] = decode_op(in, o > 0 ? &step.ops[o - 1] : nullptr);
   }
-  return schedule;
+  if (slices == 1) return schedule;
+  uint64_t ops = 0, members = 0;
+  for (const Step& step : schedule.steps) {
+    ops += step.ops.size();
+    for (const Op& op : step.ops) members += op.group.size();
+  }
+  if (ops * slices > kMaxExpandedOps || members * slices > kMaxExpandedGroupMembers)
+    in.fail_at(slices_at, fmt::format("schedule '{}': a pipeline of {} slices of {} ops and {} "
+                                      "group members is larger than plan.bin allows ({} ops, {} "
+                                      "group members)",
+                                      name, slices, ops, members, kMaxExpandedOps,
+                                      kMaxExpandedGroupMembers));
+  schedule.algorithm.resize(name.size() - suffix.size());
+  return expand_pipeline(schedule, static_cast<uint32_t>(slices));
 }
 
 bool parse_hash_hex(const std::string& text, uint64_t& value) {

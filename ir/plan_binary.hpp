@@ -13,7 +13,9 @@
 
 namespace flexplan::ir {
 
-inline constexpr uint32_t kPlanFormatVersion = 3;  // 2: ops relative to the op before; 3: ops carry their shape
+// 2: ops relative to the op before; 3: ops carry their shape; 4: a pipeline is written as its
+// base and slice count (ir/pipeline_form.hpp) and expanded when read.
+inline constexpr uint32_t kPlanFormatVersion = 4;
 
 // Serializes the plan as it is; does not verify (write_plan_file does).
 std::vector<uint8_t> encode_plan(const Plan& plan);

@@ -10,6 +10,7 @@
 
 #include "ir/exact_replay.hpp"
 #include "ir/op_text.hpp"
+#include "ir/pipeline_form.hpp"
 #include "ir/summary_execution.hpp"
 #include "ir/utf8.hpp"
 
@@ -199,8 +200,8 @@ void check_supported(const Schedule& schedule, const std::string& label) {
   }
 }
 
-void verify_schedule_labeled(const Schedule& schedule, int32_t world_size,
-                             const std::string& label) {
+void verify_whole_schedule(const Schedule& schedule, int32_t world_size,
+                           const std::string& label) {
   check_structure_labeled(schedule, world_size, label);
   check_supported(schedule, label);
   if (const auto rank = first_unwritten_rank(schedule, world_size)) {
@@ -209,6 +210,20 @@ void verify_schedule_labeled(const Schedule& schedule, int32_t world_size,
                             *rank));
   }
   execute_and_explain(schedule, world_size, 0, schedule.units, label);
+}
+
+// A pipeline is right exactly when its base is (pipeline_form.hpp): the base is checked, and
+// the whole pipeline only to explain a fault in its own words.
+void verify_schedule_labeled(const Schedule& schedule, int32_t world_size,
+                             const std::string& label) {
+  if (const auto pipeline = pipeline_base(schedule)) {
+    try {
+      verify_whole_schedule(pipeline->base, world_size, label);
+      return;
+    } catch (const VerifyError&) {
+    }
+  }
+  verify_whole_schedule(schedule, world_size, label);
 }
 
 // Every all-reduce message size, 0 bytes and up, has a schedule: the runtime picks one for any
@@ -342,6 +357,16 @@ size_t op_count(const Schedule& schedule) {
   return ops;
 }
 
+void verify_slice(const Schedule& schedule, int32_t world_size, const std::string& label,
+                  int32_t slice, int32_t slices) {
+  const UnitRange ops = unit_slice(op_count(schedule), slice, slices);
+  check_structure_labeled(schedule, world_size, label, ops.begin, ops.end);
+  check_supported(schedule, label);
+  const UnitRange range = unit_slice(schedule.units, slice, slices);
+  check_ranks_touching(schedule, world_size, range, label);
+  execute_and_explain(schedule, world_size, range.begin, range.end, label);
+}
+
 }  // namespace
 
 UnitRange unit_slice(uint64_t units, int32_t slice, int32_t slices) {
@@ -359,12 +384,19 @@ void verify_plan_slice(const Plan& plan, int32_t slice, int32_t slices) {
   for (size_t i = 0; i < plan.schedules.size(); ++i) {
     const Schedule& schedule = plan.schedules[i];
     const std::string label = schedule_label(plan, i);
-    const UnitRange ops = unit_slice(op_count(schedule), slice, slices);
-    check_structure_labeled(schedule, plan.world_size, label, ops.begin, ops.end);
-    check_supported(schedule, label);
-    const UnitRange range = unit_slice(schedule.units, slice, slices);
-    check_ranks_touching(schedule, plan.world_size, range, label);
-    execute_and_explain(schedule, plan.world_size, range.begin, range.end, label);
+    // A pipeline: the slices of all ranks tile its base, which is right exactly when the
+    // pipeline is (pipeline_form.hpp); a fault is explained on the pipeline itself where its
+    // slice shows it.
+    if (const auto pipeline = pipeline_base(schedule)) {
+      try {
+        verify_slice(pipeline->base, plan.world_size, label, slice, slices);
+        continue;
+      } catch (const VerifyError&) {
+        verify_slice(schedule, plan.world_size, label, slice, slices);
+        throw;
+      }
+    }
+    verify_slice(schedule, plan.world_size, label, slice, slices);
   }
 }
 

@@ -7,69 +7,220 @@
 
 #include <fmt/core.h>
 
+#include "codegen/lowering.hpp"
+#include "ir/pipeline_form.hpp"
+
 namespace flexplan {
 
 ir::Schedule pipeline_slices(const ir::Schedule& schedule, uint32_t slices) {
-  if (slices == 0) throw std::invalid_argument("pipeline: zero slices");
-  if (schedule.units > std::numeric_limits<uint64_t>::max() / slices)
-    throw std::invalid_argument(fmt::format("pipeline: {} units times {} slices overflow 64 bits",
-                                            schedule.units, slices));
-  ir::Schedule piped;
-  piped.algorithm = slices == 1 ? schedule.algorithm
-                                : fmt::format("{}@{}", schedule.algorithm, slices);
-  piped.collective = schedule.collective;
-  piped.min_bytes = schedule.min_bytes;
-  piped.max_bytes = schedule.max_bytes;
-  piped.units = schedule.units * slices;
-  const size_t m = schedule.steps.size();
-  if (m == 0) return piped;
-  piped.steps.resize(m + slices - 1);
-  for (size_t t = 0; t < piped.steps.size(); ++t) {
-    ir::Step& step = piped.steps[t];
-    // Slices j with 0 <= t - j < m; the step is labelled by the frontmost slice's step.
-    const size_t first_slice = t + 1 > m ? t + 1 - m : 0;
-    const size_t last_slice = std::min<size_t>(t, slices - 1);
-    step.phase = schedule.steps[t - first_slice].phase;
-    step.level = schedule.steps[t - first_slice].level;
-    for (size_t j = first_slice; j <= last_slice; ++j) {
-      const uint64_t offset = j * schedule.units;
-      for (const ir::Op& op : schedule.steps[t - j].ops) {
-        ir::Op& copy = step.ops.emplace_back(op);
-        copy.begin += offset;
-        copy.end += offset;
-      }
-    }
-  }
-  return piped;
+  return ir::expand_pipeline(schedule, slices);
 }
 
 PipelinePricer::PipelinePricer(const Topology& topo, const ir::Schedule& base,
                                const CostParams& params)
-    : topo_(topo), base_(base), params_(params), members_before_(base.steps.size() + 1, 0) {
+    : params_(params),
+      parent_(topo.num_nodes()),
+      depth_(topo.num_nodes()),
+      inverse_bandwidth_(2 * static_cast<size_t>(topo.num_nodes()), 0),
+      load_(2 * static_cast<size_t>(topo.num_nodes()), 0),
+      steps_(base.steps.size()),
+      members_before_(base.steps.size() + 1, 0) {
+  if (base.units == 0)
+    throw std::invalid_argument(fmt::format("schedule '{}' has zero units", base.algorithm));
+  std::vector<double> latency(topo.num_nodes(), 0);
+  for (NodeId n = 0; n < topo.num_nodes(); ++n) {
+    parent_[n] = topo.parent(n);
+    depth_[n] = topo.depth(n);
+    if (n == topo.root()) continue;
+    const double bandwidth = topo.uplink(n).bandwidth;
+    if (!(bandwidth > 0))
+      throw std::invalid_argument(
+          fmt::format("link above '{}' has no bandwidth", topo.full_name(n)));
+    inverse_bandwidth_[2 * n] = inverse_bandwidth_[2 * n + 1] = 1 / bandwidth;
+    latency[n] = topo.uplink(n).latency;
+  }
+  const auto path_latency = [&](NodeId a, NodeId b) {
+    double sum = 0;
+    while (a != b) {
+      if (depth_[a] >= depth_[b]) {
+        sum += latency[a];
+        a = parent_[a];
+      } else {
+        sum += latency[b];
+        b = parent_[b];
+      }
+    }
+    return sum;
+  };
+  // The loads of a set of hops, as a sparse list (load_ is left cleared).
+  const auto loads_of = [&](auto begin, auto end) {
+    for (auto hop = begin; hop != end; ++hop) {
+      NodeId a = hop->first.from, b = hop->first.to;
+      while (a != b) {
+        uint32_t direction;
+        if (depth_[a] >= depth_[b]) {
+          direction = 2 * static_cast<uint32_t>(a);
+          a = parent_[a];
+        } else {
+          direction = 2 * static_cast<uint32_t>(b) + 1;
+          b = parent_[b];
+        }
+        if (load_[direction] == 0) touched_.push_back(direction);
+        load_[direction] += hop->second;
+      }
+    }
+    SparseLoads out;
+    out.reserve(touched_.size());
+    for (uint32_t direction : touched_) out.emplace_back(direction, load_[direction]);
+    clear_loads();
+    return out;
+  };
+  const auto units = static_cast<double>(base.units);
+  std::vector<std::pair<Hop, double>> hops;  // with their op's share
   for (size_t s = 0; s < base.steps.size(); ++s) {
+    BaseStep& step = steps_[s];
+    hops.clear();
     uint64_t members = 0;
-    for (const ir::Op& op : base.steps[s].ops) members += op.group.size() + 1;
+    const auto& ops = base.steps[s].ops;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const ir::Op& op = ops[i];
+      members += op.group.size() + 1;
+      const auto bad_rank = [&](int32_t rank) { return rank < 0 || rank >= topo.num_learners(); };
+      if (bad_rank(op.root) || std::any_of(op.group.begin(), op.group.end(), bad_rank) ||
+          op.end < op.begin || op.end > base.units)
+        throw std::invalid_argument(fmt::format(
+            "schedule '{}' step {} op {}: ranks must be in [0, {}) and the range [{}, {}) within "
+            "[0, {})",
+            base.algorithm, s, i, topo.num_learners(), op.begin, op.end, base.units));
+      if (op.end == op.begin) continue;
+      const double share = static_cast<double>(op.end - op.begin) / units;
+      const size_t first = hops.size();
+      uint32_t round = 0;
+      double chain_latency = 0;
+      for (const auto& lowered : codegen::lower_op(op)) {
+        const NodeId from = topo.learner_node(lowered.src), to = topo.learner_node(lowered.dst);
+        const double hop_latency = path_latency(from, to) + params.hop_overhead;
+        step.hop_latency = std::max(step.hop_latency, hop_latency);
+        chain_latency += hop_latency;
+        hops.push_back({{from, to, round, -1}, share});
+        if (op.shape == ir::OpShape::Chain) ++round;  // a star's hops run side by side
+      }
+      // A one-hop op never outlasts the bandwidth term plus one hop's latency.
+      if (op.shape == ir::OpShape::Chain && hops.size() - first >= 2) {
+        for (size_t h = first; h < hops.size(); ++h)
+          hops[h].first.chain = static_cast<int32_t>(step.chains.size());
+        ChainCost chain;
+        chain.share = share;
+        chain.latency = chain_latency;
+        step.chains.push_back(chain);
+      }
+    }
     members_before_[s + 1] = members_before_[s] + members;
+    step.loads = loads_of(hops.begin(), hops.end());
+    if (step.chains.empty()) continue;
+    std::stable_sort(hops.begin(), hops.end(), [](const auto& a, const auto& b) {
+      return a.first.round < b.first.round;
+    });
+    for (auto begin = hops.begin(); begin != hops.end();) {
+      auto end = begin;
+      while (end != hops.end() && end->first.round == begin->first.round) ++end;
+      step.round_loads.resize(begin->first.round + 1);
+      step.round_loads[begin->first.round] = loads_of(begin, end);
+      begin = end;
+    }
+    for (const auto& [hop, share] : hops)
+      if (hop.chain >= 0) step.chain_hops.push_back(hop);
   }
 }
 
+void PipelinePricer::add(const SparseLoads& loads) {
+  for (const auto& [direction, load] : loads) {
+    if (load_[direction] == 0) touched_.push_back(direction);
+    load_[direction] += load;
+    busiest_ = std::max(busiest_, load_[direction] * inverse_bandwidth_[direction]);
+  }
+}
+
+void PipelinePricer::clear_loads() {
+  for (uint32_t direction : touched_) load_[direction] = 0;
+  touched_.clear();
+  busiest_ = 0;
+}
+
+// Seconds per message byte of the busiest link direction between a and b (up from a, down to
+// b) under the loads added so far.
+double PipelinePricer::busiest_on_path(NodeId a, NodeId b) const {
+  double busiest = 0;
+  while (a != b) {
+    if (depth_[a] >= depth_[b]) {
+      busiest = std::max(busiest, load_[2 * a] * inverse_bandwidth_[2 * a]);
+      a = parent_[a];
+    } else {
+      busiest = std::max(busiest, load_[2 * b + 1] * inverse_bandwidth_[2 * b + 1]);
+      b = parent_[b];
+    }
+  }
+  return busiest;
+}
+
+// Prices the window as the evaluator prices one step holding every op of base steps
+// first..last (evaluator.cpp): the bandwidth term from the whole window's loads, each chain's
+// steady pace from them too, and its first chunk from the loads of its own round.
 const StepCost& PipelinePricer::window(size_t first, size_t last) {
   const auto key = std::make_pair(first, last);
   if (auto it = windows_.find(key); it != windows_.end()) return it->second;
-  ir::Schedule merged;
-  merged.units = base_.units;
-  merged.steps.resize(1);
+  double hop_latency = 0;
+  std::vector<ChainCost> chains;
+  std::vector<size_t> chain_offset;  // by step in the window
+  size_t rounds = 0;
   for (size_t s = first; s <= last; ++s) {
-    const auto& ops = base_.steps[s].ops;
-    merged.steps[0].ops.insert(merged.steps[0].ops.end(), ops.begin(), ops.end());
+    const BaseStep& step = steps_[s];
+    add(step.loads);
+    hop_latency = std::max(hop_latency, step.hop_latency);
+    chain_offset.push_back(chains.size());
+    chains.insert(chains.end(), step.chains.begin(), step.chains.end());
+    rounds = std::max(rounds, step.round_loads.size());
   }
-  return windows_.emplace(key, evaluate_steps(topo_, merged, params_).front()).first->second;
+  const double per_byte = busiest_;
+  if (!chains.empty()) {
+    // Later chunks: at the pace the whole window's load allows on each hop's busiest link.
+    for (size_t s = first; s <= last; ++s)
+      for (const Hop& hop : steps_[s].chain_hops) {
+        ChainCost& chain = chains[chain_offset[s - first] + static_cast<size_t>(hop.chain)];
+        chain.steady = std::max(chain.steady, busiest_on_path(hop.from, hop.to) / chain.share);
+      }
+    // The first chunk: each hop at the pace its round's load allows (hops sorted by round).
+    clear_loads();
+    std::vector<size_t> cursor(last - first + 1, 0);
+    for (uint32_t round = 0; round < rounds; ++round) {
+      for (size_t s = first; s <= last; ++s) {
+        const BaseStep& step = steps_[s];
+        if (round < step.round_loads.size())
+          add(step.round_loads[round]);
+        else if (round == 0 && step.round_loads.empty())
+          add(step.loads);  // no chains: every hop is in round 0
+      }
+      for (size_t s = first; s <= last; ++s) {
+        const auto& hops = steps_[s].chain_hops;
+        size_t& h = cursor[s - first];
+        for (; h < hops.size() && hops[h].round == round; ++h) {
+          ChainCost& chain = chains[chain_offset[s - first] + static_cast<size_t>(hops[h].chain)];
+          chain.first_chunk += busiest_on_path(hops[h].from, hops[h].to) / chain.share;
+        }
+      }
+      clear_loads();
+    }
+  }
+  clear_loads();
+  return windows_
+      .emplace(key, make_step(per_byte, hop_latency, std::move(chains), params_.chunk_bytes))
+      .first->second;
 }
 
 std::vector<std::pair<std::pair<size_t, size_t>, uint64_t>> PipelinePricer::windows(
     uint32_t slices) const {
   std::vector<std::pair<std::pair<size_t, size_t>, uint64_t>> out;
-  const size_t m = base_.steps.size();
+  const size_t m = steps_.size();
   const size_t total = m == 0 ? 0 : m + slices - 1;
   for (size_t t = 0; t < total;) {
     const size_t first = t + 1 > slices ? t + 1 - slices : 0;

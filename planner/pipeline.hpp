@@ -18,7 +18,8 @@
 
 namespace flexplan {
 
-// Throws std::invalid_argument when units * slices does not fit in 64 bits.
+// ir::expand_pipeline (ir/pipeline_form.hpp). Throws std::invalid_argument when units * slices
+// does not fit in 64 bits.
 ir::Schedule pipeline_slices(const ir::Schedule&, uint32_t slices);
 
 // Prices pipeline_slices(base, slices) without building it. Step t of the pipelined schedule
@@ -27,7 +28,9 @@ ir::Schedule pipeline_slices(const ir::Schedule&, uint32_t slices);
 // bytes. Only a few distinct windows occur (prefixes while the pipeline fills, suffixes while
 // it drains, and the full window, or sliding windows when slices < m), so the cost of pricing
 // every slice count is a few times that of the base, not the sum of the variants' sizes. The
-// windows' prices are kept in the pricer and shared between slice counts.
+// windows' prices are kept in the pricer and shared between slice counts. The base's ops are
+// lowered to hops and their link loads summed once per step (and per chain round); a window
+// adds its steps' loads and walks only the paths of hops in chains of two hops or more.
 class PipelinePricer {
  public:
   PipelinePricer(const Topology&, const ir::Schedule& base, const CostParams&);
@@ -37,13 +40,40 @@ class PipelinePricer {
   uint64_t work(uint32_t slices) const;
 
  private:
+  // A hop of a base step, lowered once: its ends, its round, and the index of its chain among
+  // the step's chains (-1: not part of a chain of two hops or more).
+  struct Hop {
+    NodeId from, to;
+    uint32_t round;
+    int32_t chain;
+  };
+  // A base step's link loads (fraction of the message per link direction, direction 2 * node
+  // for the node's uplink going up, 2 * node + 1 going down), summed once, so that a window's
+  // loads are the sums of its steps' loads instead of a walk over every hop of the window.
+  using SparseLoads = std::vector<std::pair<uint32_t, double>>;
+  struct BaseStep {
+    SparseLoads loads;
+    std::vector<SparseLoads> round_loads;  // by round; empty without chains (all is round 0)
+    std::vector<Hop> chain_hops;           // by round
+    std::vector<ChainCost> chains;         // latency and share set
+    double hop_latency = 0;
+  };
+
   const StepCost& window(size_t first, size_t last);  // base steps first..last, unscaled
   // The distinct windows of a pipeline of `slices`, with how many steps each stands for.
   std::vector<std::pair<std::pair<size_t, size_t>, uint64_t>> windows(uint32_t slices) const;
+  void add(const SparseLoads&);
+  void clear_loads();
+  double busiest_on_path(NodeId a, NodeId b) const;
 
-  const Topology& topo_;
-  const ir::Schedule& base_;
   CostParams params_;
+  std::vector<NodeId> parent_;
+  std::vector<int> depth_;
+  std::vector<double> inverse_bandwidth_;  // by direction
+  std::vector<double> load_;               // by direction, the window's being priced
+  std::vector<uint32_t> touched_;
+  double busiest_ = 0;
+  std::vector<BaseStep> steps_;
   std::map<std::pair<size_t, size_t>, StepCost> windows_;
   std::vector<uint64_t> members_before_;  // group members of base steps 0 .. s-1
 };

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "ir/byte_io.hpp"
+#include "ir/pipeline_form.hpp"
 #include "ir/plan_binary.hpp"
 #include "ir/verify.hpp"
 #include "tests/unit/ir_test_plans.hpp"
@@ -262,16 +263,18 @@ TEST(IrBinary, NeighbouringOpsAreCodedCompactly) {
 
 // A sealed payload written field by field, for hostile op codings.
 std::vector<uint8_t> sealed_plan(int32_t world_size, const std::function<void(detail::ByteWriter&)>& ops,
-                                 uint64_t op_count) {
+                                 uint64_t op_count, const std::string& algorithm = "x",
+                                 uint64_t slices = 1, uint64_t units = 8) {
   detail::ByteWriter payload;
   payload.string("");      // topology name
   payload.varint(0);       // no rank names
   payload.varint(1);       // one schedule
-  payload.string("x");     // algorithm
+  payload.string(algorithm);
   payload.varint(0);       // allreduce
   payload.varint(0);       // min bytes
   payload.varint(0);       // no max
-  payload.varint(8);       // units
+  payload.varint(units);
+  payload.varint(slices);  // 1: not written as a pipeline
   payload.varint(1);       // one step
   payload.varint(0);       // phase
   payload.signed_varint(0);
@@ -415,6 +418,59 @@ TEST(IrBinary, FilesRoundTripAndWritingVerifies) {
   }
   EXPECT_THROW(write_plan_file((dir / "no-such-dir" / "plan.bin").string(), plan), PlanFormatError);
   std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace flexplan::ir
+
+namespace flexplan::ir {
+namespace {
+
+// A pipeline is written as its base and slice count and expanded when read (docs/ir.md).
+TEST(IrBinary, PipelinesAreWrittenAsTheirBase) {
+  const Schedule base = testing::ring_schedule(6);
+  const Schedule piped = expand_pipeline(base, 8);
+  const auto full = encode_plan(testing::plan_of({base}, 6));
+  const auto bytes = encode_plan(testing::plan_of({piped}, 6));
+  EXPECT_LT(bytes.size(), full.size() + 16) << "an @8 pipeline costs about its base";
+  EXPECT_EQ(decode_plan(bytes, "mem"), testing::plan_of({piped}, 6));
+  // Named as a pipeline but not one: written in full, read back as it was.
+  Schedule not_piped = piped;
+  not_piped.steps[3].ops[0].group = {not_piped.steps[3].ops[0].root};
+  const Plan odd = testing::plan_of({not_piped}, 6);
+  EXPECT_EQ(decode_plan_unverified(encode_plan(odd), "mem"), odd);
+}
+
+TEST(IrBinary, BadPipelineFormsAreRejected) {
+  auto decode_error = [](const std::vector<uint8_t>& bytes) {
+    try {
+      decode_plan_unverified(bytes, "plan.bin");
+    } catch (const PlanFormatError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  // One op reducing [0, 4) of a base of 4 units from rank 1 to rank 0.
+  auto one_op = [](detail::ByteWriter& out) {
+    out.varint(0);  // reduce, group list, chain
+    out.signed_varint(0);
+    out.varint(4);
+    out.signed_varint(0);
+    out.varint(1);
+    out.signed_varint(1);
+  };
+  EXPECT_EQ(decode_error(sealed_plan(2, one_op, 1, "x@2", 2, 8)), "accepted");
+  EXPECT_NE(decode_error(sealed_plan(2, one_op, 1, "x@2", 0, 8)).find("pipeline slices 0 out of range"),
+            std::string::npos);
+  EXPECT_NE(decode_error(sealed_plan(2, one_op, 1, "x@2", 5000, 8)).find("out of range"),
+            std::string::npos);
+  EXPECT_NE(decode_error(sealed_plan(2, one_op, 1, "x@3", 2, 8)).find("must end in '@2'"),
+            std::string::npos);
+  EXPECT_NE(decode_error(sealed_plan(2, one_op, 1, "x@2", 2, 7)).find("units divide"),
+            std::string::npos);
+  EXPECT_NE(decode_error(sealed_plan(2, one_op, 1, "@2", 2, 8)).find("must end in"),
+            std::string::npos)
+      << "a name that is only the suffix";
 }
 
 }  // namespace

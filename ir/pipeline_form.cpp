@@ -1,0 +1,121 @@
+// expand_pipeline and pipeline_base (pipeline_form.hpp).
+#include "ir/pipeline_form.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <limits>
+#include <stdexcept>
+#include <string_view>
+#include <vector>
+
+namespace flexplan::ir {
+
+namespace {
+
+// Calls visit(t, j, base op) for every op of expansion step t, in the expansion's order.
+template <class Visit>
+void for_each_expanded_op(const Schedule& base, uint32_t slices, size_t t, Visit&& visit) {
+  const size_t m = base.steps.size();
+  // Slices j with 0 <= t - j < m.
+  const size_t first_slice = t + 1 > m ? t + 1 - m : 0;
+  const size_t last_slice = std::min<size_t>(t, slices - 1);
+  for (size_t j = first_slice; j <= last_slice; ++j)
+    for (const Op& op : base.steps[t - j].ops) visit(j, op);
+}
+
+}  // namespace
+
+Schedule expand_pipeline(const Schedule& base, uint32_t slices) {
+  if (slices == 0) throw std::invalid_argument("pipeline: zero slices");
+  if (base.units > std::numeric_limits<uint64_t>::max() / slices)
+    throw std::invalid_argument(fmt::format("pipeline: {} units times {} slices overflow 64 bits",
+                                            base.units, slices));
+  Schedule piped;
+  piped.algorithm = slices == 1 ? base.algorithm : fmt::format("{}@{}", base.algorithm, slices);
+  piped.collective = base.collective;
+  piped.min_bytes = base.min_bytes;
+  piped.max_bytes = base.max_bytes;
+  piped.units = base.units * slices;
+  const size_t m = base.steps.size();
+  if (m == 0) return piped;
+  piped.steps.resize(m + slices - 1);
+  for (size_t t = 0; t < piped.steps.size(); ++t) {
+    Step& step = piped.steps[t];
+    // Labelled by the frontmost slice's step.
+    const size_t first_slice = t + 1 > m ? t + 1 - m : 0;
+    step.phase = base.steps[t - first_slice].phase;
+    step.level = base.steps[t - first_slice].level;
+    for_each_expanded_op(base, slices, t, [&](size_t j, const Op& op) {
+      Op& copy = step.ops.emplace_back(op);
+      copy.begin += j * base.units;
+      copy.end += j * base.units;
+    });
+  }
+  return piped;
+}
+
+std::optional<PipelineBase> pipeline_base(const Schedule& piped) {
+  const std::string_view name = piped.algorithm;
+  const size_t at = name.rfind('@');
+  if (at == std::string_view::npos) return std::nullopt;
+  uint32_t slices = 0;
+  const std::string_view digits = name.substr(at + 1);
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), slices);
+  if (error != std::errc() || end != digits.data() + digits.size() || slices < 2)
+    return std::nullopt;
+  const size_t n = piped.steps.size();
+  if (n < slices || piped.units % slices != 0) return std::nullopt;
+  const size_t m = n - slices + 1;
+
+  // Expansion step k < m opens with base step k (slice 0), followed by base steps k - 1, ...
+  // of the later slices: the base's op counts follow from the expansion's.
+  PipelineBase out;
+  out.slices = slices;
+  Schedule& base = out.base;
+  base.algorithm = std::string(name.substr(0, at));
+  base.collective = piped.collective;
+  base.min_bytes = piped.min_bytes;
+  base.max_bytes = piped.max_bytes;
+  base.units = piped.units / slices;
+  base.steps.resize(m);
+  std::vector<size_t> counts(m);
+  for (size_t k = 0; k < m; ++k) {
+    size_t later = 0;
+    for (size_t j = 1; j <= std::min<size_t>(k, slices - 1); ++j) later += counts[k - j];
+    const size_t ops = piped.steps[k].ops.size();
+    if (later > ops) return std::nullopt;
+    counts[k] = ops - later;
+    const Step& from = piped.steps[k];
+    base.steps[k].phase = from.phase;
+    base.steps[k].level = from.level;
+    base.steps[k].ops.assign(from.ops.begin(), from.ops.begin() + static_cast<ptrdiff_t>(counts[k]));
+  }
+
+  // The schedule must be the expansion op for op.
+  for (size_t t = 0; t < n; ++t) {
+    const Step& step = piped.steps[t];
+    const size_t first_slice = t + 1 > m ? t + 1 - m : 0;
+    const Step& label = base.steps[t - first_slice];
+    if (step.phase != label.phase || step.level != label.level) return std::nullopt;
+    size_t o = 0;
+    bool same = true;
+    for_each_expanded_op(base, slices, t, [&](size_t j, const Op& op) {
+      if (!same) return;
+      if (o >= step.ops.size()) {
+        same = false;
+        return;
+      }
+      const Op& got = step.ops[o++];
+      const uint64_t offset = j * base.units;
+      same = op.end <= base.units && got.kind == op.kind && got.shape == op.shape && got.root == op.root &&
+             got.begin == op.begin + offset && got.end == op.end + offset &&
+             got.group == op.group;
+    });
+    if (!same || o != step.ops.size()) return std::nullopt;
+  }
+  return out;
+}
+
+}  // namespace flexplan::ir
