@@ -94,6 +94,11 @@ TEST(DeviceAlgorithms, EveryAlgorithmRealData) {
                 0u)
           << "int32 sum, count " << count << (in_place ? " in place: " : " out of place: ") << detail;
     }
+    for (DataType type : {DataType::Float32, DataType::BFloat16}) {
+      std::string detail;
+      EXPECT_EQ(device_allreduce_and_check(comm, 1009, type, ReduceOp::Sum, false, salt++, stream.handle, &detail), 0u)
+          << to_string(type) << " sum, count 1009: " << detail;
+    }
   }
 }
 
