@@ -53,6 +53,8 @@ std::optional<BenchArgs> parse_args(int argc, char** argv, bool print, int& exit
   app.add_option("-c,--check", check, "check results (1) or not (0)")->check(CLI::Range(0, 1));
   app.add_option("--mpi", mpi, "also time MPI_Allreduce at each size (1) or not (0)")->check(CLI::Range(0, 1));
   app.add_option("--json", args.json_path, "also write one JSON record per size to FILE");
+  app.add_flag("--device", args.device,
+               "device buffers through the GPU backend (NCCL), out-of-place and in-place columns");
   try {
     app.parse(argc, argv);
     args.min_bytes = parse_size(min_text);

@@ -14,6 +14,9 @@
 #include "bench/flexbench/bench_report.hpp"
 #include "bench/flexbench/check_pattern.hpp"
 #include "runtime/communicator.hpp"
+#ifdef FLEXPLAN_BENCH_DEVICE
+#include "bench/flexbench/device_bench.hpp"
+#endif
 
 namespace flexplan::bench {
 
@@ -76,6 +79,14 @@ std::string algorithm_for(const Communicator& comm, const BenchArgs& args, uint6
 }
 
 int run(const BenchArgs& args, int rank, int world) {
+  if (args.device) {
+#ifdef FLEXPLAN_BENCH_DEVICE
+    return run_device(args, rank, world);
+#else
+    if (rank == 0) fmt::print(stderr, "flexbench: --device: built without the GPU backend (no CUDA/NCCL found)\n");
+    return kExitBadInput;
+#endif
+  }
   // Creation errors, and -a naming no schedule of the plan, are the same on every rank: print
   // them once.
   std::optional<Communicator> comm;
@@ -136,7 +147,13 @@ int run(const BenchArgs& args, int rank, int world) {
 }  // namespace flexplan::bench
 
 int main(int argc, char** argv) {
+#ifdef FLEXPLAN_BENCH_EMULATED
+  // The NCCL emulation's stream threads call MPI.
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+#else
   MPI_Init(&argc, &argv);
+#endif
   int rank = 0, world = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);

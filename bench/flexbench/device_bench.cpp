@@ -1,0 +1,127 @@
+// flexbench --device (device_bench.hpp): times each size as nccl-tests does, the iterations
+// enqueued back to back on one stream between two events, the slowest rank's time reported.
+#include "bench/flexbench/device_bench.hpp"
+
+#include <mpi.h>
+
+#include <optional>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "bench/flexbench/bench_report.hpp"
+#include "bench/flexbench/check_pattern.hpp"
+#include "runtime/gpu/device_communicator.hpp"
+
+namespace flexplan::bench {
+namespace {
+
+struct Column {
+  double time_us = 0;
+  uint64_t wrong = 0;
+};
+
+// Times `iterations` calls on the stream (after `warmup` untimed ones); the slowest rank's
+// average per call.
+template <typename F>
+double time_on_stream(const BenchArgs& args, cudaStream_t stream, F body) {
+  for (int i = 0; i < args.warmup; ++i) body();
+  cudaStreamSynchronize(stream);
+  MPI_Barrier(MPI_COMM_WORLD);
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  cudaEventRecord(start, stream);
+  for (int i = 0; i < args.iterations; ++i) body();
+  cudaEventRecord(stop, stream);
+  gpu::check_cuda(cudaEventSynchronize(stop), "timed iterations");
+  float ms = 0;
+  cudaEventElapsedTime(&ms, start, stop);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  double us = 1e3 * ms / args.iterations;
+  MPI_Allreduce(MPI_IN_PLACE, &us, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return us;
+}
+
+}  // namespace
+
+int run_device(const BenchArgs& args, int rank, int world) {
+  std::optional<gpu::DeviceCommunicator> comm;
+  try {
+    comm.emplace(args.plan_path, MPI_COMM_WORLD);
+    if (!args.algorithm.empty()) comm->force_algorithm(args.algorithm);
+  } catch (const RuntimeError& e) {
+    if (rank == 0) fmt::print(stderr, "flexbench: {}\n", e.what());
+    return dynamic_cast<const InputError*>(&e) != nullptr || !args.algorithm.empty() ? 2 : 3;
+  }
+  const size_t element = size_of(args.type);
+  const size_t max_count = std::max<uint64_t>(1, args.max_bytes / element);
+  std::vector<std::byte> pattern(max_count * element), result(max_count * element);
+  fill_pattern(pattern.data(), max_count, args.type, args.op, comm->rank());
+  void *send = nullptr, *recv = nullptr;
+  gpu::check_cuda(cudaMalloc(&send, max_count * element), "cudaMalloc");
+  gpu::check_cuda(cudaMalloc(&recv, max_count * element), "cudaMalloc");
+  cudaStream_t stream;
+  gpu::check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+
+  if (rank == 0) {
+    fmt::print("# flexbench --device: plan {} (topology {}), {} ranks, device {} on rank 0, NCCL {}\n", args.plan_path,
+               comm->plan().topology_name, world, comm->device(), gpu::nccl_version_text(comm->nccl_version()));
+    fmt::print("# {} NCCL communicators from {} split calls, init {:.3f} s on rank 0\n", comm->plan_communicators(),
+               comm->split_calls(), comm->init_seconds());
+    fmt::print("#\n# {:>10} {:>12} {:>8} {:>6} {:>14}   {:>9} {:>7} {:>7} {:>6}   {:>9} {:>7} {:>7} {:>6}\n", "", "",
+               "", "", "", "out-of-place", "", "", "", "in-place", "", "", "");
+    fmt::print("# {:>10} {:>12} {:>8} {:>6} {:>14}   {:>9} {:>7} {:>7} {:>6}   {:>9} {:>7} {:>7} {:>6}\n", "size",
+               "count", "type", "redop", "algorithm", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
+               "#wrong");
+    fmt::print("# {:>10} {:>12} {:>8} {:>6} {:>14}   {:>9} {:>7} {:>7} {:>6}   {:>9} {:>7} {:>7} {:>6}\n", "(B)",
+               "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+  }
+  uint64_t wrong_total = 0;
+  for (uint64_t size = args.min_bytes; size <= args.max_bytes; size *= args.factor) {
+    const uint64_t count = std::max<uint64_t>(1, size / element), bytes = count * element;
+    std::string algorithm = args.algorithm;
+    if (algorithm.empty()) {
+      try {
+        algorithm = ir::select_schedule(comm->plan(), ir::Collective::AllReduce, bytes).algorithm;
+      } catch (const std::out_of_range&) {
+        algorithm = "none";
+      }
+    }
+    Column columns[2];
+    for (int in_place = 0; in_place < 2; ++in_place) {
+      void* source = in_place ? recv : send;
+      cudaMemcpy(send, pattern.data(), bytes, cudaMemcpyHostToDevice);
+      columns[in_place].time_us = time_on_stream(args, stream, [&] {
+        comm->allreduce(source, recv, count, args.type, args.op, stream);
+      });
+      if (args.check) {
+        // A fresh input, one operation, checked (timed runs in place compound the data).
+        cudaMemcpy(source, pattern.data(), bytes, cudaMemcpyHostToDevice);
+        comm->allreduce(source, recv, count, args.type, args.op, stream);
+        cudaMemcpyAsync(result.data(), recv, bytes, cudaMemcpyDeviceToHost, stream);
+        gpu::check_cuda(cudaStreamSynchronize(stream), "checked run");
+        uint64_t wrong = count_wrong(result.data(), count, args.type, args.op, world);
+        MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+        columns[in_place].wrong = wrong;
+        wrong_total += wrong;
+      }
+    }
+    if (rank == 0) {
+      fmt::print("  {:>10} {:>12} {:>8} {:>6} {:>14}", bytes, count, to_string(args.type), to_string(args.op),
+                 algorithm);
+      for (const Column& c : columns)
+        fmt::print("   {:>9.1f} {:>7.2f} {:>7.2f} {:>6}", c.time_us, algbw_gbps(bytes, c.time_us),
+                   busbw_gbps(bytes, c.time_us, world), args.check ? std::to_string(c.wrong) : "N/A");
+      fmt::print("\n");
+    }
+    if (size > args.max_bytes / args.factor) break;
+  }
+  cudaStreamDestroy(stream);
+  cudaFree(send);
+  cudaFree(recv);
+  return wrong_total == 0 ? 0 : 1;
+}
+
+}  // namespace flexplan::bench

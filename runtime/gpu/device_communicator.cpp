@@ -1,0 +1,344 @@
+// The GPU backend's communicator: plan load and checks, sub-communicator creation, and the
+// replay of a rank's NCCL program on the internal stream (device_communicator.hpp).
+#include "runtime/gpu/device_communicator.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "ir/plan_binary.hpp"
+#include "ir/verify.hpp"
+#include "runtime/gpu/device_kernels.hpp"
+#include "runtime/gpu/load_checks.hpp"
+#include "runtime/plan_fingerprint.hpp"
+
+namespace flexplan::gpu {
+
+struct DeviceOperation {
+  cudaEvent_t done = nullptr;
+  uint64_t sequence = 0;
+  std::string what;  // for error messages
+  ~DeviceOperation() {
+    if (done) cudaEventDestroy(done);
+  }
+};
+
+namespace {
+
+int env_int(const char* name, int fallback) {
+  const char* value = std::getenv(name);
+  if (!value || !*value) return fallback;
+  char* end = nullptr;
+  const long parsed = std::strtol(value, &end, 10);
+  if (*end != '\0' || parsed < -1 || parsed > (1 << 30))
+    throw InputError(fmt::format("{}={}: expected an integer", name, value));
+  return static_cast<int>(parsed);
+}
+
+std::string host_name() {
+  char name[256] = {};
+  return gethostname(name, sizeof name - 1) == 0 ? std::string(name) : std::string("?");
+}
+
+// Throws the async error of a failed operation, with NCCL's own words where it has any.
+[[noreturn]] void fail(const DeviceOperation& op, cudaError_t error) {
+  const char* detail = ncclGetLastError(nullptr);
+  throw RuntimeError(fmt::format("{} failed: {}{}{}", op.what, cudaGetErrorString(error),
+                                 detail && *detail ? ": " : "", detail ? detail : ""));
+}
+
+}  // namespace
+
+DeviceOptions DeviceOptions::from_env() {
+  DeviceOptions options;
+  options.device = env_int("FLEXPLAN_DEVICE", -1);
+  if (const char* hash = std::getenv("FLEXPLAN_TOPOLOGY_HASH")) options.topology_hash = hash;
+  options.check_order_up_to = env_int("FLEXPLAN_CHECK_ORDER_UP_TO", options.check_order_up_to);
+  return options;
+}
+
+bool DeviceRequest::test() {
+  if (!operation_) return true;
+  const cudaError_t result = cudaEventQuery(operation_->done);
+  if (result == cudaErrorNotReady) return false;
+  if (result != cudaSuccess) fail(*operation_, result);
+  return true;
+}
+
+void DeviceRequest::wait() {
+  if (!operation_) return;
+  const cudaError_t result = cudaEventSynchronize(operation_->done);
+  if (result != cudaSuccess) fail(*operation_, result);
+}
+
+cudaEvent_t DeviceRequest::event() const { return operation_ ? operation_->done : nullptr; }
+uint64_t DeviceRequest::sequence() const { return operation_ ? operation_->sequence : 0; }
+
+DeviceCommunicator::DeviceCommunicator(const std::string& plan_path, MPI_Comm comm, DeviceOptions options)
+    : options_(std::move(options)) {
+  std::string load_error;
+  try {
+    plan_ = ir::read_plan_file(plan_path);
+    ir::verify_plan(plan_);
+  } catch (const std::exception& e) {
+    load_error = fmt::format("plan {}: {}", plan_path, e.what());
+  }
+  create(comm, std::move(load_error));
+}
+
+DeviceCommunicator::DeviceCommunicator(ir::Plan plan, MPI_Comm comm, DeviceOptions options)
+    : plan_(std::move(plan)), options_(std::move(options)) {
+  std::string load_error;
+  try {
+    ir::verify_plan(plan_);
+  } catch (const std::exception& e) {
+    load_error = fmt::format("plan: {}", e.what());
+  }
+  create(comm, std::move(load_error));
+}
+
+void DeviceCommunicator::create(MPI_Comm comm, std::string load_error) {
+  MPI_Comm_rank(comm, &rank_);
+  MPI_Comm_size(comm, &size_);
+
+  // What this rank loaded and where it runs.
+  LoadRecord record;
+  record.local_error = std::move(load_error);
+  ncclGetVersion(&record.nccl_version);
+  nccl_version_ = record.nccl_version;
+  if (record.local_error.empty()) {
+    record.plan_world_size = plan_.world_size;
+    record.plan_fingerprint = plan_fingerprint(plan_);
+    record.topology_name = plan_.topology_name;
+    record.topology_hash = plan_.topology_hash;
+  }
+  record.host = host_name();
+  // Collective, so every rank calls it whatever its devices.
+  MPI_Comm node;
+  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
+  int local_rank = 0;
+  MPI_Comm_rank(node, &local_rank);
+  MPI_Comm_free(&node);
+  int devices = 0;
+  if (const cudaError_t e = cudaGetDeviceCount(&devices); e != cudaSuccess || devices == 0) {
+    if (record.local_error.empty())
+      record.local_error = fmt::format("no CUDA device on host {}: {}", record.host, cudaGetErrorString(e));
+  } else {
+    device_ = options_.device >= 0 ? options_.device : local_rank % devices;
+    char bus[32] = {};
+    if (device_ >= devices) {
+      if (record.local_error.empty())
+        record.local_error = fmt::format("device {} requested, host {} has {} (FLEXPLAN_DEVICE)", device_,
+                                         record.host, devices);
+    } else if (cudaSetDevice(device_) != cudaSuccess || cudaDeviceGetPCIBusId(bus, sizeof bus, device_) != cudaSuccess) {
+      if (record.local_error.empty()) record.local_error = fmt::format("cannot use device {}", device_);
+    }
+    record.device = device_;
+    record.device_bus_id = bus;
+  }
+
+  // Every rank sees every record and reaches the same verdict.
+  const std::vector<char> mine = encode(record);
+  std::vector<char> all(mine.size() * static_cast<size_t>(size_));
+  MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, all.data(), static_cast<int>(mine.size()),
+                MPI_BYTE, comm);
+  std::vector<LoadRecord> records;
+  for (int r = 0; r < size_; ++r) records.push_back(decode(all.data() + static_cast<size_t>(r) * mine.size()));
+  LoadExpectations expect;
+  expect.job_size = size_;
+  expect.min_nccl_version = options_.min_nccl_version;
+  expect.topology_hash = options_.topology_hash;
+  if (std::string reason = check_load_records(records, expect); !reason.empty()) throw InputError(reason);
+
+  table_ = codegen::build_nccl_comm_table(plan_);
+  programs_.resize(plan_.schedules.size());
+  if (size_ <= options_.check_order_up_to) {
+    for (size_t s = 0; s < plan_.schedules.size(); ++s) {
+      std::vector<codegen::NcclRankProgram> everyone;
+      for (int r = 0; r < size_; ++r) everyone.push_back(codegen::lower_nccl_rank(plan_.schedules[s], table_, r));
+      if (std::string problem = codegen::check_nccl_issue_order(everyone, table_); !problem.empty())
+        throw InputError(fmt::format("{}: {}", ir::schedule_label(plan_, s), problem));
+    }
+  }
+
+  const auto start = std::chrono::steady_clock::now();
+  ncclUniqueId id{};
+  if (rank_ == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm);
+  check_nccl(ncclCommInitRank(&parent_, size_, id, rank_), "ncclCommInitRank");
+  comms_.assign(table_.groups.size(), nullptr);
+  for (uint32_t split = 0; split < table_.splits; ++split) {
+    ncclComm_t made = nullptr;
+    check_nccl(ncclCommSplit(parent_, table_.color(split, rank_), rank_, &made, nullptr), "ncclCommSplit", parent_);
+    const int32_t group = table_.group_of(split, rank_);
+    if (group >= 0) comms_[static_cast<size_t>(group)] = made;
+  }
+  init_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+}
+
+DeviceCommunicator::~DeviceCommunicator() {
+  if (stream_) {
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+  for (ncclComm_t c : comms_)
+    if (c) ncclCommDestroy(c);
+  if (parent_) ncclCommDestroy(parent_);
+}
+
+size_t DeviceCommunicator::local_communicators() const {
+  size_t n = parent_ ? 1 : 0;
+  for (ncclComm_t c : comms_) n += c != nullptr;
+  return n;
+}
+
+void DeviceCommunicator::force_algorithm(const std::string& algorithm) {
+  if (!algorithm.empty()) {
+    bool found = false;
+    for (const ir::Schedule& s : plan_.schedules) found = found || s.algorithm == algorithm;
+    if (!found) throw RuntimeError(fmt::format("the plan has no schedule of algorithm {}", algorithm));
+  }
+  forced_algorithm_ = algorithm;
+}
+
+const codegen::NcclRankProgram& DeviceCommunicator::program_for(size_t schedule_index) {
+  auto& slot = programs_[schedule_index];
+  if (!slot)
+    slot = std::make_unique<codegen::NcclRankProgram>(
+        codegen::lower_nccl_rank(plan_.schedules[schedule_index], table_, rank_));
+  return *slot;
+}
+
+std::shared_ptr<DeviceOperation> DeviceCommunicator::enqueue(const void* send, void* recv, size_t count,
+                                                             DataType type, ReduceOp op, cudaStream_t stream) {
+  const size_t element = size_of(type);
+  const uint64_t bytes = static_cast<uint64_t>(count) * element;
+  // The schedule: the forced algorithm's (serving this size if several do), else the plan's.
+  size_t index = plan_.schedules.size();
+  for (size_t s = 0; s < plan_.schedules.size(); ++s) {
+    const ir::Schedule& schedule = plan_.schedules[s];
+    if (schedule.collective != ir::Collective::AllReduce) continue;
+    const bool serves = bytes >= schedule.min_bytes && (!schedule.max_bytes || bytes < *schedule.max_bytes);
+    if (forced_algorithm_.empty() ? serves : schedule.algorithm == forced_algorithm_) {
+      if (index == plan_.schedules.size() || serves) index = s;
+      if (serves) break;
+    }
+  }
+  if (index == plan_.schedules.size())
+    throw RuntimeError(fmt::format("the plan has no all-reduce schedule for {} bytes", bytes));
+  const ir::Schedule& schedule = plan_.schedules[index];
+  const codegen::NcclRankProgram& program = program_for(index);
+
+  auto operation = std::make_shared<DeviceOperation>();
+  operation->sequence = next_sequence_++;
+  operation->what = fmt::format("device all-reduce #{} ({}, {} x {}, {}) on rank {}", operation->sequence,
+                                schedule.algorithm, count, to_string(type), to_string(op), rank_);
+  if (count > 0 && !recv) throw RuntimeError(operation->what + ": null receive buffer");
+
+  // The internal stream starts once the caller's stream has reached this point.
+  cudaEvent_t ready;
+  check_cuda(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  check_cuda(cudaEventRecord(ready, stream), "cudaEventRecord");
+  check_cuda(cudaStreamWaitEvent(stream_, ready, 0), "cudaStreamWaitEvent");
+  cudaEventDestroy(ready);
+
+  char* buffer = static_cast<char*>(recv);
+  if (send && send != recv && bytes > 0)
+    check_cuda(cudaMemcpyAsync(recv, send, bytes, cudaMemcpyDeviceToDevice, stream_), "cudaMemcpyAsync");
+
+  // Scratch for identity contributions and staged writes: the largest step's need.
+  const auto elements = [&](uint64_t unit) { return ir::unit_to_element(unit, schedule.units, count); };
+  size_t scratch_elements = 0;
+  for (const codegen::NcclStep& step : program.steps) {
+    size_t need = 0;
+    for (const codegen::NcclCall& call : step.calls)
+      need += (call.send_identity + call.stage_write) * (elements(call.unit_end) - elements(call.unit_begin));
+    scratch_elements = std::max(scratch_elements, need);
+  }
+  char* scratch = nullptr;
+  if (scratch_elements > 0)
+    check_cuda(cudaMallocAsync(reinterpret_cast<void**>(&scratch), scratch_elements * element, stream_),
+               "cudaMallocAsync");
+
+  const ncclDataType_t nccl_dtype = nccl_type(type);
+  const ncclRedOp_t nccl_reduction = nccl_op(op);
+  struct Copy {
+    void* dst;
+    const void* src;
+    size_t bytes;
+  };
+  for (size_t s = 0; s < program.steps.size(); ++s) {
+    const codegen::NcclStep& step = program.steps[s];
+    if (step.calls.empty()) continue;
+    struct Prepared {
+      const codegen::NcclCall* call;
+      const void* send;
+      void* recv;
+      size_t count;
+    };
+    std::vector<Prepared> prepared;
+    std::vector<Copy> copies;
+    size_t used = 0;
+    for (const codegen::NcclCall& call : step.calls) {
+      const uint64_t first = elements(call.unit_begin), n = elements(call.unit_end) - first;
+      if (n == 0) continue;  // the same on every rank: the mapping depends on count alone
+      char* range = buffer + first * element;
+      const void* call_send = range;
+      void* call_recv = range;
+      if (call.send_identity) {
+        char* identity = scratch + used * element;
+        used += n;
+        fill_identity(identity, n, type, op, stream_);
+        call_send = identity;
+      }
+      if (call.stage_write) {
+        char* staged = scratch + used * element;
+        used += n;
+        call_recv = staged;
+        copies.push_back({range, staged, n * element});
+      }
+      prepared.push_back({&call, call_send, call_recv, n});
+    }
+    if (prepared.empty()) continue;
+    check_nccl(ncclGroupStart(), "ncclGroupStart");
+    for (const Prepared& p : prepared) {
+      ncclComm_t c = comms_[static_cast<size_t>(p.call->comm)];
+      const std::string where = fmt::format("{}, step {} op {}", operation->what, s, p.call->op_index);
+      if (p.call->kind == codegen::NcclCallKind::Reduce)
+        check_nccl(ncclReduce(p.send, p.recv, p.count, nccl_dtype, nccl_reduction, p.call->root, c, stream_),
+                   ("ncclReduce in " + where).c_str(), c);
+      else
+        check_nccl(ncclBroadcast(p.send, p.recv, p.count, nccl_dtype, p.call->root, c, stream_),
+                   ("ncclBroadcast in " + where).c_str(), c);
+    }
+    check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+    for (const Copy& copy : copies)
+      check_cuda(cudaMemcpyAsync(copy.dst, copy.src, copy.bytes, cudaMemcpyDeviceToDevice, stream_),
+                 "cudaMemcpyAsync");
+  }
+  if (scratch) check_cuda(cudaFreeAsync(scratch, stream_), "cudaFreeAsync");
+  if (op == ReduceOp::Avg && count > 0) divide(recv, count, type, static_cast<uint64_t>(size_), stream_);
+
+  // The caller's stream continues once the operation is done.
+  check_cuda(cudaEventCreateWithFlags(&operation->done, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  check_cuda(cudaEventRecord(operation->done, stream_), "cudaEventRecord");
+  check_cuda(cudaStreamWaitEvent(stream, operation->done, 0), "cudaStreamWaitEvent");
+  return operation;
+}
+
+void DeviceCommunicator::allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                                   cudaStream_t stream) {
+  enqueue(send, recv, count, type, op, stream);
+}
+
+DeviceRequest DeviceCommunicator::iallreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                                             cudaStream_t stream) {
+  return DeviceRequest(enqueue(send, recv, count, type, op, stream));
+}
+
+}  // namespace flexplan::gpu

@@ -1,0 +1,29 @@
+#!/bin/sh
+# flexbench --device over the emulation: plans a bundled topology, runs the device benchmark on
+# 3 ranks (out-of-place and in-place columns, results checked), and checks that a plan for
+# another world size exits 2 naming the mismatch.
+# Usage: flexbench_device.sh MPIRUN FLEXPLAN FLEXBENCH_EMULATED SOURCE_DIR
+set -eu
+mpirun=$1 flexplan=$2 flexbench=$3 source=$4
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+"$flexplan" "$source/topologies/paper-2m-4.json" -o "$dir/plan4.bin" > /dev/null
+"$flexplan" "$source/topologies/two-machines-2+3.json" -o "$dir/plan5.bin" > /dev/null
+"$mpirun" --oversubscribe --mca mpi_yield_when_idle 1 -np 4 "$flexbench" "$dir/plan4.bin" --device \
+  -b 8 -e 1M -f 16 -n 3 -w 1 -d float32 > "$dir/out.txt"
+cat "$dir/out.txt"
+grep -q "out-of-place" "$dir/out.txt"
+rows=$(grep -c "^ .* float32 " "$dir/out.txt")
+[ "$rows" -eq 5 ] || { echo "FAIL: expected 5 size rows, got $rows"; exit 1; }
+# Every row's two #wrong columns are 0.
+awk '/^ .* float32 / { if ($9 != 0 || $13 != 0) bad = 1 } END { exit bad }' "$dir/out.txt" \
+  || { echo "FAIL: wrong results"; exit 1; }
+set +e
+"$mpirun" --oversubscribe --mca mpi_yield_when_idle 1 -np 4 "$flexbench" "$dir/plan5.bin" --device \
+  -b 8 -e 8 > "$dir/bad.txt" 2>&1
+code=$?
+set -e
+cat "$dir/bad.txt"
+[ "$code" -eq 2 ] || { echo "FAIL: a 5-rank plan on 4 ranks exited $code, expected 2"; exit 1; }
+grep -q "the plan is for 5 ranks, the job has 4 processes" "$dir/bad.txt" || { echo "FAIL: reason not named"; exit 1; }
+echo "PASS: flexbench --device"
