@@ -33,6 +33,13 @@ MsTopKStats mstopk(std::span<const T> x, size_t k, std::vector<uint32_t>& indice
   k = std::min(k, d);
   stats.threshold_high = std::numeric_limits<double>::infinity();
   if (k == 0) return stats;
+  if (k == d) {  // everything: no search needed
+    indices.resize(d);
+    for (size_t i = 0; i < d; ++i) indices[i] = static_cast<uint32_t>(i);
+    stats.threshold_high = 0;
+    stats.above_high = d;
+    return stats;
+  }
 
   // Mean and max of |x|: lanes of partial sums and maxima that the compiler vectorises,
   // folded into a double per block so that the mean keeps its precision. NaNs are counted and

@@ -3,7 +3,7 @@
 //
 // Selection semantics (the same for every element type):
 //  - It returns exactly min(k, d) elements when the input is finite (NaN never selected; with
-//    NaNs it may return fewer).
+//    NaNs it may return fewer). With k >= d it returns every index, NaNs included, at once.
 //  - Thresholds: after `iterations` bisection steps on ratio in [0, 1], threshold t(ratio) =
 //    mean|x| + ratio * (max|x| - mean|x|), t1 is the threshold tried with the largest count
 //    k1 <= k of elements |x| >= t1 (t1 = +inf, k1 = 0 if none was), and t2 the one with the
