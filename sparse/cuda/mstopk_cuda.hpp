@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "sparse/mstopk.hpp"
+#include "sparse/mstopk_types.hpp"
 
 namespace flexplan::sparse {
 
