@@ -1,6 +1,7 @@
 // `flexplan predict TOPOLOGY.json -b 64K -e 512M -f 2`: predicted all-reduce time, algbw and
 // busbw per algorithm and message size, in the manner of nccl-tests' tables, and the best
-// algorithm per size.
+// algorithm per size. With --sparse, a second table: the sparse all-reduce's predicted time at
+// a few densities beside the best dense plan, and the density below which sparse wins.
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "planner/floor.hpp"
 #include "planner/prediction.hpp"
 #include "planner/size_format.hpp"
+#include "planner/sparse_cost.hpp"
 
 namespace flexplan::cli {
 namespace {
@@ -25,6 +27,8 @@ struct PredictCommand {
   std::string dtype = "float";
   std::vector<std::string> algorithms;
   std::string hop_overhead = "0 s";
+  bool sparse = false;
+  double mstopk_ns = SparseCostParams{}.mstopk_seconds_per_element * 1e9;
 };
 
 struct Sweep {
@@ -51,6 +55,46 @@ Sweep parse_sweep(const PredictCommand& command) {
                                            command.max_bytes, command.min_bytes));
   if (sweep.factor < 2) throw CLI::ValidationError("-f/--stepfactor must be at least 2");
   return sweep;
+}
+
+// The sparse all-reduce beside the best dense plan (planner/sparse_cost.hpp).
+void print_sparse(const PredictCommand& command, const Sweep& sweep, const Topology& topo,
+                  const std::vector<AlgorithmPrediction>& predictions) {
+  SparseCostParams sparse;
+  sparse.mstopk_seconds_per_element = command.mstopk_ns * 1e-9;
+  const double element = static_cast<double>(sweep.element);
+  const double densities[] = {0.001, 0.01, 0.05};
+  fmt::print("#\n# sparse all-reduce (docs/sparse.md): MSTopK at {} ns/element, {}-byte indices\n",
+             command.mstopk_ns, sparse.index_bytes);
+  fmt::print("# {:>12} {:>17} {:>12}", "size (B)", "best dense", "dense (us)");
+  for (double density : densities) fmt::print(" {:>12}", fmt::format("d={} (us)", density));
+  fmt::print(" {:>22}\n", "sparse wins below d=");
+  for (uint64_t bytes = sweep.min_bytes; bytes <= sweep.max_bytes;) {
+    const double n = static_cast<double>(bytes);
+    const AlgorithmPrediction* best = nullptr;
+    double best_time = 0;
+    for (const auto& p : predictions) {
+      if (!p.time) continue;
+      const double time = p.time(n);
+      if (!best || time < best_time) {
+        best = &p;
+        best_time = time;
+      }
+    }
+    std::string row = fmt::format("  {:>12} {:>17} {:>12}", bytes, best ? best->algorithm : "-",
+                                  best ? fmt::format("{:.2f}", best_time * 1e6) : "-");
+    for (double density : densities)
+      row += fmt::format(" {:>12.2f}",
+                         sparse_allreduce_cost(topo, n, element, density, sweep.cost, sparse).total() * 1e6);
+    std::string wins = "-";
+    if (best) {
+      const auto rho = sparse_break_even_density(topo, n, element, best_time, sweep.cost, sparse);
+      wins = !rho ? "never" : *rho >= 1.0 ? "always (even 1)" : fmt::format("{:.4g}", *rho);
+    }
+    fmt::print("{} {:>22}\n", row, wins);
+    if (bytes > sweep.max_bytes / sweep.factor) break;
+    bytes *= sweep.factor;
+  }
 }
 
 void run(const PredictCommand& command) {
@@ -111,6 +155,7 @@ void run(const PredictCommand& command) {
     if (bytes > sweep.max_bytes / sweep.factor) break;  // the next size would pass the end
     bytes *= sweep.factor;
   }
+  if (command.sparse) print_sparse(command, sweep, topo, predictions);
 }
 
 void setup(CLI::App& app) {
@@ -135,6 +180,13 @@ void setup(CLI::App& app) {
   predict->add_option("--hop-overhead", command->hop_overhead,
                       "software cost of one hop, added to every hop's latency (\"2 us\")")
       ->capture_default_str();
+  predict->add_flag("--sparse", command->sparse,
+                    "also predict the sparse all-reduce and the density below which it beats the "
+                    "best dense plan");
+  predict->add_option("--mstopk-ns", command->mstopk_ns,
+                      "MSTopK's time per element for --sparse, in nanoseconds (bench/sparse)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   predict->callback([command] { run(*command); });
 }
 

@@ -74,6 +74,11 @@ Request Communicator::iallreduce(const void* send, void* recv, size_t count, Dat
   return Request(engine_.get(), engine_->start({send, recv, count, type, op}));
 }
 
+void Communicator::sparse_allreduce(void* buffer, size_t count, DataType type, double density,
+                                    SparseResidual* residual, int mstopk_iterations) {
+  engine_->sparse_allreduce(SparseArgs{buffer, count, type, density, residual, mstopk_iterations});
+}
+
 void Communicator::force_algorithm(const std::string& algorithm) {
   engine_->force_algorithm(algorithm);
 }

@@ -21,6 +21,7 @@
 #include "runtime/datatype.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/options.hpp"
+#include "runtime/sparse_allreduce.hpp"
 
 namespace flexplan {
 
@@ -81,6 +82,15 @@ class Communicator {
   // message size if several do, else its first); "" restores the plan's own choice. Must be
   // called alike on every rank. Throws RuntimeError if the plan has no such schedule.
   void force_algorithm(const std::string& algorithm);
+
+  // Sparse all-reduce of a float32/float64 buffer in place (docs/sparse.md): reduce-scatter
+  // within each machine, MSTopK keeping ceil(density * slice) elements of each learner's
+  // slice, (index, value) pairs between machines, all-gather within each machine. Blocking;
+  // completes outstanding operations first. With `residual`, error feedback: what a slice did
+  // not send is added to it on the next call with that residual. Collective: every rank calls
+  // it alike (count, type, density, iterations, residual or not).
+  void sparse_allreduce(void* buffer, size_t count, DataType type, double density,
+                        SparseResidual* residual = nullptr, int mstopk_iterations = 30);
 
   // For a process that cannot go on: fails this communicator now (outstanding operations fail,
   // later calls throw) and tells every peer, whose communicators then fail within about a

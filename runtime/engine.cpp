@@ -330,6 +330,76 @@ void Engine::throw_if_failed(const Operation& operation) const {
   if (operation.failed()) throw RuntimeError("flexplan: " + operation.error());
 }
 
+void Engine::sparse_allreduce(const SparseArgs& args) {
+  if (!broken_.empty()) {
+    throw RuntimeError("flexplan: the communicator is unusable after an earlier error: " + broken_);
+  }
+  // The exchange runs outside the queue: finish what is queued, so that its sequence number
+  // is the only one in flight (tag.hpp).
+  while (!outstanding_.empty()) {
+    const auto oldest = outstanding_.front().operation;
+    drive(*oldest);
+    throw_if_failed(*oldest);
+  }
+  if (!sparse_layout_) {
+    try {
+      sparse_layout_ = ir::sparse_layout(plan_);
+    } catch (const std::invalid_argument& e) {
+      throw InputError(std::string("flexplan sparse_allreduce: ") + e.what());
+    }
+  }
+  const SparseContext context{
+      transport_.get(), rank_, &*sparse_layout_, next_sequence_++,
+      [this](const std::function<size_t()>& remaining, const std::string& what) {
+        drive_until(remaining, what);
+      },
+      [this](int32_t rank) { return describe_rank(rank); }};
+  try {
+    run_sparse_allreduce(context, args);
+  } catch (const InputError&) {
+    throw;  // the same on every rank, before any message: the communicator stays usable
+  } catch (const RuntimeError& e) {
+    if (broken_.empty()) {
+      broken_ = e.what();
+      tell_peers(broken_);
+    }
+    throw;
+  }
+}
+
+void Engine::drive_until(const std::function<size_t()>& remaining, const std::string& what) {
+  auto idle_since = Clock::now();
+  auto last_moved = idle_since;
+  size_t left = remaining();
+  while (left > 0) {
+    const bool moved = progress();
+    if (!broken_.empty()) {
+      throw RuntimeError(fmt::format("flexplan sparse_allreduce: {}: {}", what, broken_));
+    }
+    const size_t now_left = remaining();
+    const auto now = Clock::now();
+    if (moved || now_left < left) {
+      idle_since = now;
+      if (now_left < left) last_moved = now;
+      left = now_left;
+      continue;
+    }
+    if (now - last_moved > options_.timeout) {
+      throw RuntimeError(fmt::format(
+          "flexplan sparse_allreduce: {}: no progress for {} ms (FLEXPLAN_TIMEOUT_MS) with {} "
+          "transfers outstanding: a peer is dead, stuck, or issuing different operations",
+          what, options_.timeout.count(), left));
+    }
+    if (!transport_->blocking()) continue;
+    if (now - idle_since < options_.yield_before_sleep) {
+      sched_yield();
+    } else {
+      transport_->wait_for_event(kSendPendingSleep);
+    }
+    last_in_runtime_ = Clock::now();
+  }
+}
+
 void Engine::wait(Operation& operation) {
   drive(operation);
   throw_if_failed(operation);

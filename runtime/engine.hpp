@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,8 @@
 #include "runtime/operation.hpp"
 #include "runtime/options.hpp"
 #include "runtime/scratch_pool.hpp"
+#include "runtime/sparse_allreduce.hpp"
+#include "ir/sparse_layout.hpp"
 #include "runtime/ucx_transport.hpp"
 
 namespace flexplan {
@@ -40,6 +43,9 @@ class Engine {
   void wait(Operation& operation);
   bool test(Operation& operation);
   void force_algorithm(const std::string& algorithm);
+  // Blocking sparse all-reduce (runtime/sparse_allreduce.hpp); completes outstanding
+  // operations first.
+  void sparse_allreduce(const SparseArgs& args);
   // Fails the communicator here and tells every peer (Communicator::abort).
   void abort(const std::string& reason);
 
@@ -78,6 +84,9 @@ class Engine {
   std::string describe_rank(int32_t rank) const;  // "rank 3 (switch/m1/gpu0)"
   void throw_if_failed(const Operation& operation) const;
   void shutdown();
+  // Progress passes until `remaining()` is 0, for work outside the operation queue (the sparse
+  // all-reduce); throws RuntimeError on a broken communicator or no progress within the timeout.
+  void drive_until(const std::function<size_t()>& remaining, const std::string& what);
 
   Options options_;
   ir::Plan plan_;
@@ -85,6 +94,7 @@ class Engine {
   std::string learner_name_;
   std::unique_ptr<bootstrap::Group> group_;
   std::string forced_algorithm_;
+  std::optional<ir::SparseLayout> sparse_layout_;  // built on the first sparse all-reduce
 
   // Scratch outlives the transport, which may read it until its endpoints close.
   ScratchPool pool_;

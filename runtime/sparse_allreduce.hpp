@@ -1,0 +1,71 @@
+// The sparse all-reduce (docs/sparse.md): a hierarchical top-k exchange for slow links between
+// machines. Per call, on every rank:
+//   1. reduce-scatter within the machine: each learner ends with the sum of its slice
+//      (ir/sparse_layout.hpp: equal slices per machine, uneven across machines);
+//   2. MSTopK (sparse/mstopk.hpp) on that slice, plus the residual with error feedback;
+//   3. the selected (index, value) pairs go to the learners of every other machine whose
+//      slices they fall in; each learner sums, machine by machine in machine order, what
+//      every machine selected in its slice (so every machine's owner of an element computes
+//      the same bits);
+//   4. all-gather within the machine of the summed slices.
+// Element i of the result is the sum over machines of that machine's sum at i if the machine
+// selected i, else nothing. At density 1 every element is selected: a dense sum.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ir/sparse_layout.hpp"
+#include "runtime/datatype.hpp"
+
+namespace flexplan {
+
+class UcxTransport;
+
+// Error feedback state of one buffer on one rank: what its slice did not send, added to its
+// slice before the next call's selection (the reduced slice, after step 1). Owned by the
+// caller, one per buffer that is all-reduced sparsely; it adopts the first call's count and
+// type, and a later call with another count or type is an error.
+class SparseResidual {
+ public:
+  void clear() { values_.clear(); bound_ = false; }
+  // This rank's residual slice, as elements of the bound type (empty before the first call).
+  const std::vector<std::byte>& bytes() const { return values_; }
+
+ private:
+  friend struct SparseResidualAccess;
+  std::vector<std::byte> values_;
+  uint64_t count_ = 0;
+  DataType type_ = DataType::Float32;
+  bool bound_ = false;
+};
+
+struct SparseArgs {
+  void* buffer;
+  size_t count;
+  DataType type;   // float32 or float64
+  double density;  // in (0, 1]: each slice sends ceil(density * slice length) elements
+  SparseResidual* residual = nullptr;  // error feedback when set
+  int iterations = 30;                 // MSTopK's threshold searches
+};
+
+// What the sparse exchange needs from its communicator.
+struct SparseContext {
+  UcxTransport* transport;
+  int32_t rank;
+  const ir::SparseLayout* layout;
+  uint64_t sequence;  // the operation's tag sequence number
+  // Progresses until `remaining()` returns 0; throws RuntimeError naming `what` on a timeout
+  // or a broken communicator.
+  std::function<void(const std::function<size_t()>& remaining, const std::string& what)> drive;
+  std::function<std::string(int32_t)> describe_rank;
+};
+
+// Runs one sparse all-reduce to completion. Throws InputError on bad arguments (the same on
+// every rank), RuntimeError on a transfer failure.
+void run_sparse_allreduce(const SparseContext& context, const SparseArgs& args);
+
+}  // namespace flexplan

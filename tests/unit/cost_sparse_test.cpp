@@ -1,0 +1,56 @@
+// The sparse all-reduce's cost on trees (planner/sparse_cost.hpp): the generalised Eq. 7-10 by
+// hand on small trees, and the break-even density against a dense time.
+#include <gtest/gtest.h>
+
+#include "planner/sparse_cost.hpp"
+#include "tests/unit/planner_test_trees.hpp"
+
+namespace flexplan {
+namespace {
+
+using testing::kEthernet;
+using testing::kPcie;
+
+TEST(SparseCost, TwoPlusThreeByHand) {
+  const Topology topo = testing::machines({2, 3});
+  const double bytes = 4e6, element = 4, density = 0.01;
+  SparseCostParams params;
+  params.mstopk_seconds_per_element = 2e-9;
+  const SparseCost cost = sparse_allreduce_cost(topo, bytes, element, density, {}, params);
+  // Step 1: the 3-learner machine, 2/3 of the vector over a PCIe link, two learner latencies.
+  EXPECT_NEAR(cost.reduce_scatter, 2 * kPcie.latency + 2.0 / 3.0 * bytes / kPcie.bandwidth, 1e-12);
+  EXPECT_DOUBLE_EQ(cost.all_gather, cost.reduce_scatter);
+  // MSTopK on the largest slice, half the vector's 1e6 elements.
+  EXPECT_NEAR(cost.topk, 0.5e6 * 2e-9, 1e-15);
+  // Step 3: each machine's Ethernet link carries 1 x (1 - 1) ... m_v (m - m_v) = 1 x 1 times
+  // density * count pairs of 8 bytes; latency: learner to root and back.
+  const double pairs = density * 1e6;
+  EXPECT_NEAR(cost.exchange, 2 * (kPcie.latency + kEthernet.latency) + pairs * 8 / kEthernet.bandwidth, 1e-12);
+}
+
+TEST(SparseCost, ExchangeGrowsWithMachinesAndDensity) {
+  const double bytes = 32e6;
+  const auto two = sparse_allreduce_cost(testing::machines({2, 3}), bytes, 4, 0.01);
+  const auto three = sparse_allreduce_cost(testing::machines({3, 3, 4}), bytes, 4, 0.01);
+  // The middle machine's link carries 1 x 2 machines' pairs instead of 1 x 1.
+  EXPECT_GT(three.exchange, two.exchange);
+  EXPECT_GT(sparse_allreduce_cost(testing::machines({2, 3}), bytes, 4, 0.05).exchange, two.exchange);
+  // One machine: no exchange at all.
+  EXPECT_EQ(sparse_allreduce_cost(testing::machines({4}), bytes, 4, 0.01).exchange, 0.0);
+}
+
+TEST(SparseCost, BreakEvenDensityIsWhereTheTimesMeet) {
+  const Topology topo = testing::machines({2, 3});
+  const double bytes = 32e6;
+  const double dense = 2 * bytes / kEthernet.bandwidth;  // a dense time on the slow link
+  const auto rho = sparse_break_even_density(topo, bytes, 4, dense);
+  ASSERT_TRUE(rho.has_value());
+  ASSERT_GT(*rho, 0.0);
+  ASSERT_LT(*rho, 1.0);
+  EXPECT_NEAR(sparse_allreduce_cost(topo, bytes, 4, *rho).total(), dense, dense * 1e-9);
+  EXPECT_FALSE(sparse_break_even_density(topo, bytes, 4, 1e-9).has_value());  // never wins
+  EXPECT_EQ(sparse_break_even_density(topo, bytes, 4, 1e3).value(), 1.0);     // always wins
+}
+
+}  // namespace
+}  // namespace flexplan
