@@ -94,7 +94,7 @@ TEST(PlannerEnvelope, RandomLinesPieceIsLowestAtItsEnds) {
 }
 
 // The plan from random trees: fields filled, verified, and at the edges of every size range the
-// schedule is the cheapest of all candidates.
+// schedule is the cheapest of all candidates once each carries its row's selection margin.
 TEST(PlannerBuildPlan, ChoosesTheCheapestScheduleForEverySizeRange) {
   testing::RandomTrees trees(8080);
   int multi_range_plans = 0;
@@ -117,17 +117,35 @@ TEST(PlannerBuildPlan, ChoosesTheCheapestScheduleForEverySizeRange) {
     multi_range_plans += plan.schedules.size() > 1;
     for (const auto& schedule : plan.schedules) {
       const auto chosen = evaluate_schedule(topo, schedule, options.cost);
+      const double chosen_margin = report.find(schedule.algorithm)->choice.row->selection_margin;
       std::vector<double> probes{static_cast<double>(schedule.min_bytes)};
       if (schedule.max_bytes) probes.push_back(static_cast<double>(*schedule.max_bytes - 1));
       for (double n : probes)
         for (const auto& candidate : report.candidates) {
           if (!candidate.racing()) continue;
-          EXPECT_LE(chosen.at(n), candidate.cost.at(n) * (1 + 1e-9))
+          const double margin = candidate.choice.row->selection_margin;
+          EXPECT_LE(chosen.at(n) * (1 + chosen_margin), candidate.cost.at(n) * (1 + margin) * (1 + 1e-9))
               << schedule.algorithm << " vs " << candidate.algorithm << " at " << n;
         }
     }
   }
   EXPECT_GT(multi_range_plans, 0) << "no tree exercised more than one size range";
+}
+
+// flexreduce-bw wins only by more than its margin: on equal links (machines of 3, 3 and 4
+// learners) the model has it within a hair of FlexReduce, and the plan takes FlexReduce there.
+TEST(PlannerBuildPlan, FlexreduceBwWinsOnlyBeyondItsMargin) {
+  ASSERT_GT(kCrossMachineStarMargin, 0);
+  const auto equal = machines({3, 3, 4});
+  const auto report = build_plan_report(equal, {});
+  const auto* bw = report.find("flexreduce-bw@4");
+  const auto* fr = report.find("flexreduce@4");
+  ASSERT_TRUE(bw && fr && bw->priced && fr->priced);
+  const double n = 8 << 20;
+  EXPECT_LT(bw->cost.at(n), fr->cost.at(n) * (1 + kCrossMachineStarMargin));  // within the margin
+  EXPECT_EQ(report.chosen(8 << 20).choice.row->name, "flexreduce");
+  for (uint64_t bytes = 8 << 20; bytes <= (uint64_t{64} << 20); bytes *= 2)
+    EXPECT_NE(report.chosen(bytes).choice.row->name, "flexreduce-bw") << bytes;
 }
 
 TEST(PlannerBuildPlan, ForcingOneAlgorithm) {
