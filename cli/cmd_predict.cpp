@@ -2,11 +2,15 @@
 // busbw per algorithm and message size, in the manner of nccl-tests' tables, and the best
 // algorithm per size. With --sparse, a second table: the sparse all-reduce's predicted time at
 // a few densities beside the best dense plan, and the density below which sparse wins.
+// --format json prints the same records.
+#include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <fmt/core.h>
+#include <nlohmann/json.hpp>
 
 #include "cli/algorithm_option.hpp"
 #include "cli/command.hpp"
@@ -29,6 +33,8 @@ struct PredictCommand {
   std::string hop_overhead = "0 s";
   bool sparse = false;
   double mstopk_ns = SparseCostParams{}.mstopk_seconds_per_element * 1e9;
+  std::vector<double> densities{0.001, 0.01, 0.05};
+  std::string format = "text";
 };
 
 struct Sweep {
@@ -57,58 +63,86 @@ Sweep parse_sweep(const PredictCommand& command) {
   return sweep;
 }
 
-// The sparse all-reduce beside the best dense plan (planner/sparse_cost.hpp).
-void print_sparse(const PredictCommand& command, const Sweep& sweep, const Topology& topo,
-                  const std::vector<AlgorithmPrediction>& predictions) {
-  SparseCostParams sparse;
-  sparse.mstopk_seconds_per_element = command.mstopk_ns * 1e-9;
+// One size of the sweep: every algorithm's time, the best, the floor and, with --sparse, the
+// sparse all-reduce at each density (planner/sparse_cost.hpp).
+struct SparsePoint {
+  double density;
+  SparseCost cost;
+};
+struct SizeRecord {
+  uint64_t bytes;
+  std::vector<std::optional<double>> seconds;  // by algorithm, as `predictions`
+  int best = -1;                                // index into `predictions`
+  double floor_seconds = 0;
+  std::vector<SparsePoint> sparse;
+  std::optional<double> sparse_break_even;      // sparse wins below this density
+};
+
+std::vector<SizeRecord> sweep_records(const PredictCommand& command, const Sweep& sweep,
+                                      const Topology& topo,
+                                      const std::vector<AlgorithmPrediction>& predictions,
+                                      const CostFloor& floor, const SparseCostParams& sparse) {
+  std::vector<SizeRecord> records;
   const double element = static_cast<double>(sweep.element);
-  const double densities[] = {0.001, 0.01, 0.05};
+  for (uint64_t bytes = sweep.min_bytes; bytes <= sweep.max_bytes;) {
+    const double n = static_cast<double>(bytes);
+    SizeRecord record{bytes, {}, -1, floor.at(n), {}, std::nullopt};
+    for (size_t i = 0; i < predictions.size(); ++i) {
+      if (!predictions[i].time) {
+        record.seconds.emplace_back();
+        continue;
+      }
+      const double time = predictions[i].time(n);
+      record.seconds.emplace_back(time);
+      if (record.best < 0 || time < *record.seconds[static_cast<size_t>(record.best)])
+        record.best = static_cast<int>(i);
+    }
+    if (command.sparse) {
+      for (double density : command.densities)
+        record.sparse.push_back(
+            {density, sparse_allreduce_cost(topo, n, element, density, sweep.cost, sparse)});
+      if (record.best >= 0)
+        record.sparse_break_even = sparse_break_even_density(
+            topo, n, element, *record.seconds[static_cast<size_t>(record.best)], sweep.cost, sparse);
+    }
+    records.push_back(std::move(record));
+    if (bytes > sweep.max_bytes / sweep.factor) break;  // the next size would pass the end
+    bytes *= sweep.factor;
+  }
+  return records;
+}
+
+// The sparse all-reduce beside the best dense plan.
+void print_sparse(const PredictCommand& command, const std::vector<SizeRecord>& records,
+                  const std::vector<AlgorithmPrediction>& predictions, const SparseCostParams& sparse) {
   fmt::print("#\n# sparse all-reduce (docs/sparse.md): MSTopK at {} ns/element, {}-byte indices\n",
              command.mstopk_ns, sparse.index_bytes);
   fmt::print("# {:>12} {:>17} {:>12}", "size (B)", "best dense", "dense (us)");
-  for (double density : densities) fmt::print(" {:>12}", fmt::format("d={} (us)", density));
+  for (double density : command.densities) fmt::print(" {:>12}", fmt::format("d={} (us)", density));
   fmt::print(" {:>22}\n", "sparse wins below d=");
-  for (uint64_t bytes = sweep.min_bytes; bytes <= sweep.max_bytes;) {
-    const double n = static_cast<double>(bytes);
-    const AlgorithmPrediction* best = nullptr;
-    double best_time = 0;
-    for (const auto& p : predictions) {
-      if (!p.time) continue;
-      const double time = p.time(n);
-      if (!best || time < best_time) {
-        best = &p;
-        best_time = time;
-      }
-    }
-    std::string row = fmt::format("  {:>12} {:>17} {:>12}", bytes, best ? best->algorithm : "-",
-                                  best ? fmt::format("{:.2f}", best_time * 1e6) : "-");
-    for (double density : densities)
-      row += fmt::format(" {:>12.2f}",
-                         sparse_allreduce_cost(topo, n, element, density, sweep.cost, sparse).total() * 1e6);
+  for (const SizeRecord& record : records) {
+    const bool has_best = record.best >= 0;
+    const auto best = static_cast<size_t>(std::max(record.best, 0));
+    std::string row = fmt::format("  {:>12} {:>17} {:>12}", record.bytes,
+                                  has_best ? predictions[best].algorithm : "-",
+                                  has_best ? fmt::format("{:.2f}", *record.seconds[best] * 1e6) : "-");
+    for (const SparsePoint& point : record.sparse) row += fmt::format(" {:>12.2f}", point.cost.total() * 1e6);
     std::string wins = "-";
-    if (best) {
-      const auto rho = sparse_break_even_density(topo, n, element, best_time, sweep.cost, sparse);
+    if (has_best) {
+      const auto& rho = record.sparse_break_even;
       wins = !rho ? "never" : *rho >= 1.0 ? "always (even 1)" : fmt::format("{:.4g}", *rho);
     }
     fmt::print("{} {:>22}\n", row, wins);
-    if (bytes > sweep.max_bytes / sweep.factor) break;
-    bytes *= sweep.factor;
   }
 }
 
-void run(const PredictCommand& command) {
-  const Sweep sweep = parse_sweep(command);
-  const auto topo = load_topology(command.topology_path);
-  const auto names = command.algorithms.empty() ? algorithm_names() : command.algorithms;
-  std::vector<AlgorithmPrediction> predictions;
-  for (const auto& name : names) predictions.push_back(predict_algorithm(topo, name, sweep.cost));
-
+void print_text(const PredictCommand& command, const Sweep& sweep, const Topology& topo,
+                const std::vector<AlgorithmPrediction>& predictions, const CostFloor& floor,
+                const std::vector<SizeRecord>& records, const SparseCostParams& sparse) {
   const int learners = topo.num_learners();
   fmt::print("# flexplan predict: topology {} ({}), {} ({} B), hop overhead {}\n", topo.name(),
              describe_topology(topo), command.dtype, sweep.element,
              format_seconds(sweep.cost.hop_overhead));
-  const auto floor = cost_floor(topo);
   if (floor.per_byte > 0)
     fmt::print("# floor: the larger of n / {} (bandwidth, set by {}) and {} (latency: the "
                "diameter)\n",
@@ -130,32 +164,93 @@ void run(const PredictCommand& command) {
   fmt::print("{}\n{}   {:<17} {:>6} {:>12}\n{}{:>40}\n", header1, header2, "best", "/floor", "floor",
              header3, "(us)");
 
-  for (uint64_t bytes = sweep.min_bytes; bytes <= sweep.max_bytes;) {
-    const double n = static_cast<double>(bytes);
-    std::string row = fmt::format("  {:>12} {:>12}", bytes, bytes / sweep.element);
-    const AlgorithmPrediction* best = nullptr;
-    double best_time = 0;
-    for (const auto& p : predictions) {
-      if (!p.time) {
+  for (const SizeRecord& record : records) {
+    const double n = static_cast<double>(record.bytes);
+    std::string row = fmt::format("  {:>12} {:>12}", record.bytes, record.bytes / sweep.element);
+    for (const auto& time : record.seconds) {
+      if (!time) {
         row += fmt::format("   {:>10} {:>9} {:>9}", "-", "-", "-");
         continue;
       }
-      const double time = p.time(n);
-      row += fmt::format("   {:>10.2f} {:>9.3f} {:>9.3f}", time * 1e6,
-                         algorithm_bandwidth(n, time) / 1e9, bus_bandwidth(n, time, learners) / 1e9);
-      if (!best || time < best_time) {
-        best = &p;
-        best_time = time;
-      }
+      row += fmt::format("   {:>10.2f} {:>9.3f} {:>9.3f}", *time * 1e6,
+                         algorithm_bandwidth(n, *time) / 1e9, bus_bandwidth(n, *time, learners) / 1e9);
     }
-    const double bound = floor.at(n);
-    fmt::print("{}   {:<17} {:>6} {:>12}\n", row, best ? best->algorithm : "-",
-               best && bound > 0 ? fmt::format("{:.2f}", best_time / bound) : "-",
+    const bool has_best = record.best >= 0;
+    const auto best = static_cast<size_t>(std::max(record.best, 0));
+    const double bound = record.floor_seconds;
+    fmt::print("{}   {:<17} {:>6} {:>12}\n", row, has_best ? predictions[best].algorithm : "-",
+               has_best && bound > 0 ? fmt::format("{:.2f}", *record.seconds[best] / bound) : "-",
                bound > 0 ? fmt::format("{:.2f}", bound * 1e6) : "-");
-    if (bytes > sweep.max_bytes / sweep.factor) break;  // the next size would pass the end
-    bytes *= sweep.factor;
   }
-  if (command.sparse) print_sparse(command, sweep, topo, predictions);
+  if (command.sparse) print_sparse(command, records, predictions, sparse);
+}
+
+// --format json: the same records (docs/cli.md, "predict --format json").
+void print_json(const PredictCommand& command, const Sweep& sweep, const Topology& topo,
+                const std::vector<AlgorithmPrediction>& predictions, const CostFloor& floor,
+                const std::vector<SizeRecord>& records, const SparseCostParams& sparse) {
+  using nlohmann::json;
+  json algorithms = json::array();
+  for (const auto& p : predictions)
+    algorithms.push_back({{"name", p.algorithm}, {"method", p.method}, {"note", p.note}});
+  json rows = json::array();
+  for (const SizeRecord& record : records) {
+    json seconds = json::object();
+    for (size_t i = 0; i < predictions.size(); ++i)
+      seconds[predictions[i].algorithm] = record.seconds[i] ? json(*record.seconds[i]) : json(nullptr);
+    json row{{"bytes", record.bytes},
+             {"count", record.bytes / sweep.element},
+             {"seconds", seconds},
+             {"best", record.best >= 0 ? json(predictions[static_cast<size_t>(record.best)].algorithm) : json(nullptr)},
+             {"best_seconds", record.best >= 0 ? json(*record.seconds[static_cast<size_t>(record.best)]) : json(nullptr)},
+             {"floor_seconds", record.floor_seconds}};
+    if (command.sparse) {
+      json points = json::array();
+      for (const SparsePoint& point : record.sparse)
+        points.push_back({{"density", point.density},
+                          {"seconds", point.cost.total()},
+                          {"reduce_scatter_seconds", point.cost.reduce_scatter},
+                          {"topk_seconds", point.cost.topk},
+                          {"exchange_seconds", point.cost.exchange},
+                          {"all_gather_seconds", point.cost.all_gather}});
+      row["sparse"] = points;
+      row["sparse_wins_below_density"] =
+          record.sparse_break_even ? json(std::min(*record.sparse_break_even, 1.0)) : json(nullptr);
+    }
+    rows.push_back(std::move(row));
+  }
+  json document{{"format", "flexplan-predict"},
+                {"topology", topo.name()},
+                {"learners", topo.num_learners()},
+                {"dtype", command.dtype},
+                {"element_bytes", sweep.element},
+                {"hop_overhead_seconds", sweep.cost.hop_overhead},
+                {"floor", {{"seconds_per_byte", floor.per_byte},
+                           {"bound_by", floor.bound_by},
+                           {"latency_seconds", floor.latency}}},
+                {"algorithms", algorithms},
+                {"records", rows}};
+  if (command.sparse) {
+    document["mstopk_ns_per_element"] = command.mstopk_ns;
+    document["index_bytes"] = sparse.index_bytes;
+  }
+  fmt::print("{}\n", document.dump(2));
+}
+
+void run(const PredictCommand& command) {
+  const Sweep sweep = parse_sweep(command);
+  const auto topo = load_topology(command.topology_path);
+  const auto names = command.algorithms.empty() ? algorithm_names() : command.algorithms;
+  std::vector<AlgorithmPrediction> predictions;
+  for (const auto& name : names) predictions.push_back(predict_algorithm(topo, name, sweep.cost));
+  const auto floor = cost_floor(topo);
+  SparseCostParams sparse;
+  sparse.mstopk_seconds_per_element = command.mstopk_ns * 1e-9;
+  const auto records = sweep_records(command, sweep, topo, predictions, floor, sparse);
+  if (command.format == "json")
+    print_json(command, sweep, topo, predictions, floor, records, sparse);
+  else
+    print_text(command, sweep, topo, predictions, floor, records, sparse);
 }
 
 void setup(CLI::App& app) {
@@ -187,6 +282,17 @@ void setup(CLI::App& app) {
                       "MSTopK's time per element for --sparse, in nanoseconds (bench/sparse)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  predict->add_option("--densities", command->densities,
+                      "densities for --sparse, each in (0, 1] (default 0.001,0.01,0.05)")
+      ->delimiter(',')
+      ->check(CLI::Range(0.0, 1.0) & CLI::Validator(
+                  [](const std::string& text) {
+                    return std::stod(text) > 0 ? std::string() : "a density must be above 0";
+                  },
+                  "", "positive"));
+  predict->add_option("--format", command->format, "text or json (the same records)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"text", "json"}));
   predict->callback([command] { run(*command); });
 }
 

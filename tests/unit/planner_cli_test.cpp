@@ -1,7 +1,9 @@
 // The planning commands end to end: `flexplan TOPOLOGY.json -o plan.bin` and `flexplan predict`,
 // run as a user would, with their exit codes and the errors for bad input; --help everywhere.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -11,6 +13,7 @@
 #include "ir/plan_binary.hpp"
 #include "planner/algorithm_table.hpp"
 #include "planner/floor.hpp"
+#include "planner/sparse_cost.hpp"
 #include "topology/topology.hpp"
 #include "tests/unit/cli_run.hpp"
 
@@ -102,6 +105,46 @@ TEST_F(PlannerCli, PredictPrintsOneRowPerSize) {
   for (const char* name : {"flexreduce", "ring", "blueconnect", "hierarchical", "busbw", "/floor"})
     EXPECT_NE(run.output.find(name), std::string::npos) << name;
   EXPECT_FALSE(std::filesystem::exists(path("plan.bin"))) << "predict must not run the main job";
+}
+
+// --format json carries the text table's records: per size every algorithm's time, the best,
+// the floor and, with --sparse, the sparse cost at each of --densities.
+TEST_F(PlannerCli, PredictFormatJsonHasTheSameRecords) {
+  const auto topo_path = topology("two-machines-2+3");
+  const auto run = run_flexplan("predict " + topo_path +
+                                " -b 1M -e 4M -a flexreduce,ring --sparse --densities 0.01,0.5 "
+                                "--mstopk-ns 2 --format json",
+                                "2>/dev/null");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto doc = nlohmann::json::parse(run.output);
+  EXPECT_EQ(doc["format"], "flexplan-predict");
+  EXPECT_EQ(doc["learners"], 5);
+  EXPECT_EQ(doc["mstopk_ns_per_element"], 2.0);
+  const auto topo = load_topology(topo_path);
+  ASSERT_EQ(doc["records"].size(), 3u);  // 1M, 2M, 4M
+  for (const auto& record : doc["records"]) {
+    const double bytes = record["bytes"].get<double>();
+    const double flexreduce = record["seconds"]["flexreduce"].get<double>();
+    const double ring = record["seconds"]["ring"].get<double>();
+    EXPECT_EQ(record["best"], flexreduce <= ring ? "flexreduce" : "ring");
+    EXPECT_DOUBLE_EQ(record["best_seconds"].get<double>(), std::min(flexreduce, ring));
+    EXPECT_DOUBLE_EQ(record["floor_seconds"].get<double>(), cost_floor(topo).at(bytes));
+    ASSERT_EQ(record["sparse"].size(), 2u);
+    SparseCostParams sparse;
+    sparse.mstopk_seconds_per_element = 2e-9;
+    for (int i = 0; i < 2; ++i) {
+      const double density = i == 0 ? 0.01 : 0.5;
+      EXPECT_EQ(record["sparse"][i]["density"], density);
+      EXPECT_DOUBLE_EQ(record["sparse"][i]["seconds"].get<double>(),
+                       sparse_allreduce_cost(topo, bytes, 4, density, {}, sparse).total());
+    }
+    // Sparse at density 0.01 costs less than at 0.5: the break-even lies between or beyond.
+    EXPECT_LT(record["sparse"][0]["seconds"].get<double>(), record["sparse"][1]["seconds"].get<double>());
+  }
+  for (const char* bad : {" --densities 0", " --densities 2", " --format xml"}) {
+    const auto rejected = run_flexplan("predict " + topo_path + " --sparse" + bad);
+    EXPECT_EQ(rejected.exit_code, 2) << bad << "\n" << rejected.output;
+  }
 }
 
 TEST_F(PlannerCli, PredictRejectsBadSweeps) {

@@ -1,0 +1,298 @@
+// flexplan_sparse_bench: the sparse all-reduce (docs/sparse.md) timed beside the plan's dense
+// all-reduce on the same vectors, per size and density, with MSTopK's own time on each rank's
+// slice measured alone (the compute term of the sparse cost model, as this host runs it).
+//   mpirun -np N flexplan_sparse_bench plan.bin -b 8M -e 64M -f 2 --densities 0.001,0.01,0.05
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "bench/flexbench/bench_args.hpp"
+#include "bench/flexbench/bench_report.hpp"
+#include "ir/sparse_layout.hpp"
+#include "runtime/communicator.hpp"
+#include "sparse/mstopk.hpp"
+
+namespace flexplan::bench {
+namespace {
+
+// flexbench's exit status.
+constexpr int kExitSuccess = 0, kExitWrongResults = 1, kExitBadInput = 2, kExitRuntimeFailed = 3;
+
+struct SparseBenchArgs {
+  std::string plan_path;
+  uint64_t min_bytes = 8ull << 20, max_bytes = 64ull << 20, factor = 2;
+  std::vector<double> densities{0.001, 0.01, 0.05};
+  int iterations = 5, warmup = 1;
+  DataType type = DataType::Float32;
+  bool blocking = false, error_feedback = false;
+  std::string json_path;
+};
+
+std::optional<SparseBenchArgs> parse(int argc, char** argv, bool print, int& exit_code) {
+  SparseBenchArgs args;
+  std::string min_text = "8M", max_text = "64M", type_text = "float32";
+  CLI::App app{"flexplan_sparse_bench: the sparse all-reduce beside the plan's dense all-reduce"};
+  app.add_option("plan", args.plan_path, "plan.bin written by flexplan")->required();
+  app.add_option("-b,--minbytes", min_text, "smallest vector (8M, 64M, ...)")->capture_default_str();
+  app.add_option("-e,--maxbytes", max_text, "largest vector")->capture_default_str();
+  app.add_option("-f,--stepfactor", args.factor, "size multiplier between rows")->check(CLI::Range(2, 1 << 20));
+  app.add_option("--densities", args.densities, "densities, each in (0, 1] (default 0.001,0.01,0.05)")
+      ->delimiter(',')
+      ->check(CLI::Range(1e-9, 1.0));
+  app.add_option("-n,--iters", args.iterations, "timed iterations per point")->check(CLI::Range(1, 1 << 20));
+  app.add_option("-w,--warmup_iters", args.warmup, "untimed iterations per point")->check(CLI::Range(0, 1 << 20));
+  app.add_option("-d,--datatype", type_text, "float32 or float64")->capture_default_str();
+  app.add_flag("--blocking", args.blocking, "sleep in ucp_worker_wait instead of busy-polling");
+  app.add_flag("--error-feedback", args.error_feedback, "carry a residual across the iterations");
+  app.add_option("--json", args.json_path, "also write the records to FILE");
+  try {
+    app.parse(argc, argv);
+    args.min_bytes = parse_size(min_text);
+    args.max_bytes = parse_size(max_text);
+    if (args.min_bytes > args.max_bytes)
+      throw std::invalid_argument(fmt::format("-b {} is larger than -e {}", min_text, max_text));
+    const auto type = parse_data_type(type_text);
+    if (!type || (*type != DataType::Float32 && *type != DataType::Float64))
+      throw std::invalid_argument(fmt::format("-d {}: the sparse all-reduce takes float32 or float64", type_text));
+    args.type = *type;
+  } catch (const CLI::ParseError& e) {
+    exit_code = e.get_exit_code() == 0 ? 0 : 2;
+    if (print) app.exit(e);
+    return std::nullopt;
+  } catch (const std::invalid_argument& e) {
+    exit_code = 2;
+    if (print) fmt::print(stderr, "flexplan_sparse_bench: {}\n", e.what());
+    return std::nullopt;
+  }
+  return args;
+}
+
+// Runs `body` warmup + iterations times after `prepare` (untimed); each timed iteration's time
+// is the slowest rank's (ranks start together after a barrier).
+template <typename Prepare, typename Body>
+TimeStats time_iterations(int warmup, int iterations, Prepare prepare, Body body) {
+  for (int i = 0; i < warmup; ++i) prepare(), body();
+  std::vector<double> times(static_cast<size_t>(iterations));
+  for (double& t : times) {
+    prepare();
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto start = std::chrono::steady_clock::now();
+    body();
+    t = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  }
+  MPI_Allreduce(MPI_IN_PLACE, times.data(), static_cast<int>(times.size()), MPI_DOUBLE, MPI_MAX,
+                MPI_COMM_WORLD);
+  return summarize(std::move(times));
+}
+
+// Gaussian gradients, different on every rank (the selection sees realistic magnitudes: the
+// pattern flexbench checks with is a handful of small integers, all ties).
+template <typename T>
+void fill_gaussian(std::vector<std::byte>& bytes, size_t count, int rank) {
+  std::mt19937_64 engine(0x5eed0000u + static_cast<uint64_t>(rank));
+  std::normal_distribution<T> normal(0, 1);
+  T* values = reinterpret_cast<T*>(bytes.data());
+  for (size_t i = 0; i < count; ++i) values[i] = normal(engine);
+}
+
+uint64_t fnv1a(const std::byte* data, size_t size) {
+  uint64_t hash = 1469598103934665603ull;
+  for (size_t i = 0; i < size; ++i) hash = (hash ^ static_cast<uint8_t>(data[i])) * 1099511628211ull;
+  return hash;
+}
+
+template <typename T>
+uint64_t count_nonzero(const std::byte* data, size_t count) {
+  const T* values = reinterpret_cast<const T*>(data);
+  return static_cast<uint64_t>(std::count_if(values, values + count, [](T v) { return v != T(0); }));
+}
+
+// MSTopK alone on this rank's slice of the dense sum's shape, every rank at once (so the
+// host's cores are shared as in the all-reduce): median of 3 after one untimed run, slowest rank.
+template <typename T>
+double mstopk_alone_us(const std::byte* data, uint64_t begin, uint64_t end, double density) {
+  const std::span<const T> slice(reinterpret_cast<const T*>(data) + begin, end - begin);
+  const size_t k = static_cast<size_t>(std::ceil(density * static_cast<double>(slice.size())));
+  std::vector<uint32_t> indices;
+  return time_iterations(1, 3, [] {}, [&] { sparse::mstopk<T>(slice, k, indices); }).median_us;
+}
+
+struct SparseResult {
+  double density;
+  TimeStats time;
+  double mstopk_us;
+  uint64_t nonzero, selected_bound, machine_lower_bound;
+  bool wrong;
+};
+
+struct Record {
+  uint64_t bytes, count;
+  std::string dense_algorithm;
+  TimeStats dense;
+  std::vector<SparseResult> sparse;
+};
+
+int run(const SparseBenchArgs& args, int rank, int world) {
+  std::optional<Communicator> comm;
+  try {
+    Options options = Options::from_env();
+    if (args.blocking) options.blocking = true;
+    comm.emplace(args.plan_path, MPI_COMM_WORLD, options);
+  } catch (const RuntimeError& e) {
+    if (rank == 0) fmt::print(stderr, "flexplan_sparse_bench: {}\n", e.what());
+    return dynamic_cast<const InputError*>(&e) != nullptr ? kExitBadInput : kExitRuntimeFailed;
+  }
+  const ir::SparseLayout layout = ir::sparse_layout(comm->plan());
+  const size_t element = size_of(args.type);
+  const size_t max_count = std::max<uint64_t>(1, args.max_bytes / element);
+  std::vector<std::byte> input(max_count * element), work(max_count * element), dense(max_count * element);
+  if (args.type == DataType::Float32) fill_gaussian<float>(input, max_count, rank);
+  else fill_gaussian<double>(input, max_count, rank);
+
+  if (rank == 0) {
+    std::string machines;
+    for (const auto& m : layout.machines) machines += (machines.empty() ? "" : "+") + std::to_string(m.size());
+    fmt::print("# flexplan_sparse_bench: plan {} (topology {}), {} ranks on {} machines ({}), {}, "
+               "{} iterations after {} warmup, {} progress, error feedback {}\n",
+               args.plan_path, comm->plan().topology_name, world, layout.machines.size(), machines,
+               to_string(args.type), args.iterations, args.warmup,
+               args.blocking ? "blocking" : "busy-polling", args.error_feedback ? "on" : "off");
+    fmt::print("# times: medians of the slowest rank per iteration; dense = the plan's all-reduce; "
+               "mstopk = MSTopK alone on one slice (slowest rank, all ranks at once)\n#\n");
+    fmt::print("# {:>10} {:>10} {:>15} {:>11} {:>8} {:>11} {:>9} {:>10} {:>9} {:>7}\n", "size(B)",
+               "count", "dense algo", "dense(us)", "density", "sparse(us)", "speedup", "mstopk(us)",
+               "nonzero", "#wrong");
+  }
+  std::vector<Record> records;
+  uint64_t wrong_total = 0;
+  for (uint64_t size = args.min_bytes; size <= args.max_bytes; size *= args.factor) {
+    Record record;
+    record.count = std::max<uint64_t>(1, size / element);
+    record.bytes = record.count * element;
+    try {
+      record.dense_algorithm = ir::select_schedule(comm->plan(), ir::Collective::AllReduce, record.bytes).algorithm;
+    } catch (const std::out_of_range&) {
+      record.dense_algorithm = "none";
+    }
+    record.dense = time_iterations(args.warmup, args.iterations, [] {}, [&] {
+      comm->allreduce(input.data(), dense.data(), record.count, args.type, ReduceOp::Sum);
+    });
+    const auto slice = layout.slice(rank, record.count);
+    for (double density : args.densities) {
+      SparseResidual residual;
+      SparseResidual* feedback = args.error_feedback ? &residual : nullptr;
+      SparseResult result{density, {}, 0, 0, 0, 0, false};
+      result.time = time_iterations(
+          args.warmup, args.iterations,
+          [&] { std::memcpy(work.data(), input.data(), record.bytes); },
+          [&] { comm->sparse_allreduce(work.data(), record.count, args.type, density, feedback); });
+      // Checks that can fail: every rank holds the same bits; at most every slice's k elements
+      // are nonzero, and at least the most any one machine selected (Gaussian sums are never 0).
+      const uint64_t hash = fnv1a(work.data(), record.bytes);
+      uint64_t hashes[2] = {hash, ~hash};
+      MPI_Allreduce(MPI_IN_PLACE, hashes, 2, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+      result.nonzero = args.type == DataType::Float32 ? count_nonzero<float>(work.data(), record.count)
+                                                      : count_nonzero<double>(work.data(), record.count);
+      std::vector<uint64_t> per_machine(layout.machines.size(), 0);
+      for (int32_t r = 0; r < world; ++r) {
+        const auto s = layout.slice(r, record.count);
+        const auto k = static_cast<uint64_t>(std::ceil(density * static_cast<double>(s.end - s.begin)));
+        per_machine[static_cast<size_t>(layout.machine_of[static_cast<size_t>(r)])] += k;
+        result.selected_bound += k;
+      }
+      result.machine_lower_bound = *std::max_element(per_machine.begin(), per_machine.end());
+      int bad = hashes[0] != hash || ~hashes[1] != hash || result.nonzero > result.selected_bound ||
+                result.nonzero < result.machine_lower_bound;
+      MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+      result.wrong = bad != 0;
+      wrong_total += bad;
+      result.mstopk_us = args.type == DataType::Float32
+                             ? mstopk_alone_us<float>(dense.data(), slice.begin, slice.end, density)
+                             : mstopk_alone_us<double>(dense.data(), slice.begin, slice.end, density);
+      if (rank == 0) {
+        fmt::print("  {:>10} {:>10} {:>15} {:>11.1f} {:>8} {:>11.1f} {:>9.2f} {:>10.1f} {:>9} {:>7}\n",
+                   record.bytes, record.count, record.dense_algorithm, record.dense.median_us, density,
+                   result.time.median_us, record.dense.median_us / result.time.median_us,
+                   result.mstopk_us, result.nonzero, result.wrong ? 1 : 0);
+        std::fflush(stdout);
+      }
+      record.sparse.push_back(result);
+    }
+    records.push_back(std::move(record));
+    if (size > args.max_bytes / args.factor) break;  // the next size would overflow or pass max
+  }
+  if (rank == 0 && !args.json_path.empty()) {
+    using nlohmann::json;
+    json rows = json::array();
+    for (const Record& r : records) {
+      json sparse = json::array();
+      for (const SparseResult& s : r.sparse)
+        sparse.push_back({{"density", s.density},
+                          {"time_us_median", s.time.median_us},
+                          {"time_us_min", s.time.min_us},
+                          {"time_us_max", s.time.max_us},
+                          {"speedup_over_dense", r.dense.median_us / s.time.median_us},
+                          {"mstopk_us", s.mstopk_us},
+                          {"nonzero", s.nonzero},
+                          {"selected_bound", s.selected_bound},
+                          {"wrong", s.wrong}});
+      rows.push_back({{"bytes", r.bytes},
+                      {"count", r.count},
+                      {"dense_algorithm", r.dense_algorithm},
+                      {"dense_time_us_median", r.dense.median_us},
+                      {"dense_time_us_min", r.dense.min_us},
+                      {"dense_time_us_max", r.dense.max_us},
+                      {"sparse", sparse}});
+    }
+    json machines = json::array();
+    for (const auto& m : layout.machines) machines.push_back(m.size());
+    const json document{{"tool", "flexplan_sparse_bench"},   {"plan", args.plan_path},
+                        {"topology", comm->plan().topology_name}, {"world_size", world},
+                        {"machines", machines},               {"dtype", std::string(to_string(args.type))},
+                        {"iterations", args.iterations},      {"warmup", args.warmup},
+                        {"blocking", args.blocking},          {"error_feedback", args.error_feedback},
+                        {"records", rows}};
+    std::FILE* out = std::fopen(args.json_path.c_str(), "w");
+    if (!out || std::fputs((document.dump(2) + "\n").c_str(), out) < 0 || std::fclose(out) != 0) {
+      fmt::print(stderr, "flexplan_sparse_bench: cannot write --json file '{}'\n", args.json_path);
+      return kExitBadInput;
+    }
+  }
+  return wrong_total == 0 ? kExitSuccess : kExitWrongResults;
+}
+
+}  // namespace
+}  // namespace flexplan::bench
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, world = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  int exit_code = 0;
+  const auto args = flexplan::bench::parse(argc, argv, rank == 0, exit_code);
+  if (args) {
+    try {
+      exit_code = flexplan::bench::run(*args, rank, world);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "flexplan_sparse_bench: rank {}: {}\n", rank, e.what());
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, flexplan::bench::kExitRuntimeFailed);
+    }
+  }
+  MPI_Finalize();
+  return exit_code;
+}
