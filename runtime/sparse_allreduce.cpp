@@ -213,9 +213,11 @@ void run_typed(const SparseContext& context, const SparseArgs& args) {
         const auto first = std::lower_bound(selected.begin(), selected.end(), x.begin - mine.begin);
         const auto last = std::lower_bound(selected.begin(), selected.end(), x.end - mine.begin);
         const size_t c = static_cast<size_t>(last - first);
+        // Values first, then offsets: both arrays stay aligned for any c (offsets first would
+        // put doubles at 4 mod 8 for odd c).
         x.out.resize(c * (sizeof(uint32_t) + sizeof(T)));
-        auto* out_index = reinterpret_cast<uint32_t*>(x.out.data());
-        auto* out_value = reinterpret_cast<T*>(x.out.data() + c * sizeof(uint32_t));
+        auto* out_value = reinterpret_cast<T*>(x.out.data());
+        auto* out_index = reinterpret_cast<uint32_t*>(x.out.data() + c * sizeof(T));
         for (size_t s = 0; s < c; ++s) {
           const uint32_t offset = first[static_cast<ptrdiff_t>(s)];
           out_index[s] = static_cast<uint32_t>(mine.begin + offset - x.begin);
@@ -249,8 +251,8 @@ void run_typed(const SparseContext& context, const SparseArgs& args) {
                                        context.describe_rank(x.peer), x.received));
       }
       const size_t c = x.received / pair;
-      const auto* in_index = reinterpret_cast<const uint32_t*>(x.in.data());
-      const auto* in_value = reinterpret_cast<const T*>(x.in.data() + c * sizeof(uint32_t));
+      const auto* in_value = reinterpret_cast<const T*>(x.in.data());
+      const auto* in_index = reinterpret_cast<const uint32_t*>(x.in.data() + c * sizeof(T));
       for (size_t s = 0; s < c; ++s) {
         const uint64_t element = x.begin + in_index[s];
         if (element >= x.end) {
