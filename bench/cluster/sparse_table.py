@@ -66,9 +66,9 @@ def main():
         "| sparse s (min-max) | predicted | ratio | sparse speedup | predicted | MSTopK ns/elem | #wrong | load |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    found = False
-    for r in rows(args.directory, args.flexplan):
-        found = True
+    all_rows = list(rows(args.directory, args.flexplan))
+    found = bool(all_rows)
+    for r in all_rows:
         sparse_ratio = r["sparse_pred_s"] / r["sparse_s"]
         mark = "*" if abs(sparse_ratio - 1) > 0.15 else ""
         lines.append(
@@ -77,6 +77,27 @@ def main():
             f"| {r['sparse_s']:.3f} ({r['sparse_min_s']:.3f}-{r['sparse_max_s']:.3f}) | {r['sparse_pred_s']:.3f} "
             f"| {sparse_ratio:.2f}{mark} | {r['dense_s'] / r['sparse_s']:.1f}x "
             f"| {r['dense_pred_s'] / r['sparse_pred_s']:.1f}x | {r['mstopk_ns']:.2f} | {int(r['wrong'])} | {r['load']} |")
+    # What grows with the density (the pairs over the slow links, MSTopK's search) against what
+    # does not (the dense steps within machines): the measured and predicted change from the
+    # lowest to the highest density of each size, and the part left at the lowest density.
+    by_size = {}
+    for r in all_rows:
+        by_size.setdefault((r["cluster"], r["rate"], r["bytes"]), []).append(r)
+    lines += ["", "From the lowest to the highest density of each size (the part that grows with the "
+              "density), and the time at the lowest density, measured and predicted:", "",
+              "| cluster | link Mbit/s | MiB | densities | measured change s | predicted change s | ratio "
+              "| measured at the lowest s | predicted at the lowest s |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for (cluster, rate, size), points in sorted(by_size.items()):
+        points.sort(key=lambda r: r["density"])
+        lo, hi = points[0], points[-1]
+        if lo is hi:
+            continue
+        measured = hi["sparse_s"] - lo["sparse_s"]
+        predicted = hi["sparse_pred_s"] - lo["sparse_pred_s"]
+        lines.append(f"| {cluster} | {rate} | {size / 2**20:g} | {lo['density']:g}-{hi['density']:g} "
+                     f"| {measured:.3f} | {predicted:.3f} | {predicted / measured:.2f} "
+                     f"| {lo['sparse_s']:.3f} | {lo['sparse_pred_s']:.3f} |")
     if not found:
         print(f"sparse_table.py: no bench-*.json under {args.directory}/<cluster>/<rate>mbit/", file=sys.stderr)
         return 2
