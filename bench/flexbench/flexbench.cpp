@@ -13,18 +13,13 @@
 #include "bench/flexbench/bench_args.hpp"
 #include "bench/flexbench/bench_report.hpp"
 #include "bench/flexbench/check_pattern.hpp"
+#include "bench/flexbench/tool_main.hpp"
 #include "runtime/communicator.hpp"
 #ifdef FLEXPLAN_BENCH_DEVICE
 #include "bench/flexbench/device_bench.hpp"
 #endif
 
 namespace flexplan::bench {
-
-// Exit status (docs/flexbench.md), as flexplan's where they overlap.
-constexpr int kExitSuccess = 0;
-constexpr int kExitWrongResults = 1;  // some result element differed from the expected one
-constexpr int kExitBadInput = 2;      // arguments, plan, FLEXPLAN_* variables
-constexpr int kExitRuntimeFailed = 3; // UCX could not start, or an operation failed
 
 namespace {
 
@@ -148,27 +143,10 @@ int run(const BenchArgs& args, int rank, int world) {
 
 int main(int argc, char** argv) {
 #ifdef FLEXPLAN_BENCH_EMULATED
-  // The NCCL emulation's stream threads call MPI.
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  const int thread_level = MPI_THREAD_MULTIPLE;  // the NCCL emulation's stream threads call MPI
 #else
-  MPI_Init(&argc, &argv);
+  const int thread_level = MPI_THREAD_SINGLE;
 #endif
-  int rank = 0, world = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  int exit_code = 0;
-  const auto args = flexplan::bench::parse_args(argc, argv, rank == 0, exit_code);
-  if (args) {
-    try {
-      exit_code = flexplan::bench::run(*args, rank, world);
-    } catch (const std::exception& e) {
-      // An operation failed (its peers may be stuck in it): report and take the job down.
-      fmt::print(stderr, "flexbench: rank {}: {}\n", rank, e.what());
-      std::fflush(stderr);
-      MPI_Abort(MPI_COMM_WORLD, flexplan::bench::kExitRuntimeFailed);
-    }
-  }
-  MPI_Finalize();
-  return exit_code;
+  return flexplan::bench::tool_main(argc, argv, "flexbench", thread_level, flexplan::bench::parse_args,
+                                    flexplan::bench::run);
 }

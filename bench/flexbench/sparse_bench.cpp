@@ -21,15 +21,13 @@
 
 #include "bench/flexbench/bench_args.hpp"
 #include "bench/flexbench/bench_report.hpp"
+#include "bench/flexbench/tool_main.hpp"
 #include "ir/sparse_layout.hpp"
 #include "runtime/communicator.hpp"
 #include "sparse/mstopk.hpp"
 
 namespace flexplan::bench {
 namespace {
-
-// flexbench's exit status.
-constexpr int kExitSuccess = 0, kExitWrongResults = 1, kExitBadInput = 2, kExitRuntimeFailed = 3;
 
 struct SparseBenchArgs {
   std::string plan_path;
@@ -278,21 +276,6 @@ int run(const SparseBenchArgs& args, int rank, int world) {
 }  // namespace flexplan::bench
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int rank = 0, world = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  int exit_code = 0;
-  const auto args = flexplan::bench::parse(argc, argv, rank == 0, exit_code);
-  if (args) {
-    try {
-      exit_code = flexplan::bench::run(*args, rank, world);
-    } catch (const std::exception& e) {
-      fmt::print(stderr, "flexplan_sparse_bench: rank {}: {}\n", rank, e.what());
-      std::fflush(stderr);
-      MPI_Abort(MPI_COMM_WORLD, flexplan::bench::kExitRuntimeFailed);
-    }
-  }
-  MPI_Finalize();
-  return exit_code;
+  return flexplan::bench::tool_main(argc, argv, "flexplan_sparse_bench", MPI_THREAD_SINGLE,
+                                    flexplan::bench::parse, flexplan::bench::run);
 }

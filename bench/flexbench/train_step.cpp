@@ -33,17 +33,12 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/flexbench/check_pattern.hpp"
+#include "bench/flexbench/tool_main.hpp"
 #include "runtime/communicator.hpp"
 #include "whatif/workload.hpp"
 
 namespace flexplan::bench {
 namespace {
-
-// Exit status, as flexbench's (docs/flexbench.md).
-constexpr int kExitSuccess = 0;
-constexpr int kExitWrongResults = 1;
-constexpr int kExitBadInput = 2;
-constexpr int kExitRuntimeFailed = 3;
 
 constexpr DataType kType = DataType::Float32;  // fp32 gradients
 constexpr ReduceOp kOp = ReduceOp::Sum;        // exact on the check's small integers
@@ -414,23 +409,6 @@ int run(const Args& args, int rank, int world) {
 
 int main(int argc, char** argv) {
   // Only the main thread calls MPI; the communication thread drives UCX alone.
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-  int rank = 0, world = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  int exit_code = 0;
-  const auto args = flexplan::bench::parse_args(argc, argv, rank == 0, exit_code);
-  if (args) {
-    try {
-      exit_code = flexplan::bench::run(*args, rank, world);
-    } catch (const std::exception& e) {
-      // An all-reduce failed (its peers may be stuck in it): report and take the job down.
-      fmt::print(stderr, "flexplan_train_step: rank {}: {}\n", rank, e.what());
-      std::fflush(stderr);
-      MPI_Abort(MPI_COMM_WORLD, flexplan::bench::kExitRuntimeFailed);
-    }
-  }
-  MPI_Finalize();
-  return exit_code;
+  return flexplan::bench::tool_main(argc, argv, "flexplan_train_step", MPI_THREAD_FUNNELED,
+                                    flexplan::bench::parse_args, flexplan::bench::run);
 }
