@@ -3,7 +3,6 @@
 //   mpirun -np N flexbench plan.bin -b 8 -e 128M -f 2 [-a ALGORITHM] [--json out.json]
 #include <mpi.h>
 
-#include <chrono>
 #include <cstdio>
 #include <optional>
 #include <vector>
@@ -13,6 +12,7 @@
 #include "bench/flexbench/bench_args.hpp"
 #include "bench/flexbench/bench_report.hpp"
 #include "bench/flexbench/check_pattern.hpp"
+#include "bench/flexbench/timing.hpp"
 #include "bench/flexbench/tool_main.hpp"
 #include "runtime/communicator.hpp"
 #ifdef FLEXPLAN_BENCH_DEVICE
@@ -45,23 +45,6 @@ MPI_Op mpi_op(ReduceOp op) {
     case ReduceOp::Max: return MPI_MAX;
   }
   return MPI_SUM;
-}
-
-// Runs `body` warmup + iterations times; returns each timed iteration's duration on the
-// slowest rank (ranks start each iteration together after a barrier).
-template <typename F>
-TimeStats time_iterations(const BenchArgs& args, F body) {
-  for (int i = 0; i < args.warmup; ++i) body();
-  std::vector<double> times(static_cast<size_t>(args.iterations));
-  for (double& t : times) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    const auto start = std::chrono::steady_clock::now();
-    body();
-    t = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-  }
-  MPI_Allreduce(MPI_IN_PLACE, times.data(), static_cast<int>(times.size()), MPI_DOUBLE, MPI_MAX,
-                MPI_COMM_WORLD);
-  return summarize(std::move(times));
 }
 
 std::string algorithm_for(const Communicator& comm, const BenchArgs& args, uint64_t bytes) {
@@ -112,7 +95,7 @@ int run(const BenchArgs& args, int rank, int world) {
     row.count = std::max<uint64_t>(1, size / element);
     row.bytes = row.count * element;
     row.algorithm = algorithm_for(*comm, args, row.bytes);
-    row.flexplan = time_iterations(args, [&] {
+    row.flexplan = time_iterations(args.warmup, args.iterations, [] {}, [&] {
       comm->allreduce(send.data(), recv.data(), row.count, args.type, args.op);
     });
     if (args.check) {
@@ -121,7 +104,7 @@ int run(const BenchArgs& args, int rank, int world) {
       row.wrong = wrong;
     }
     if (type && args.mpi) {
-      row.mpi = time_iterations(args, [&] {
+      row.mpi = time_iterations(args.warmup, args.iterations, [] {}, [&] {
         MPI_Allreduce(send.data(), recv.data(), static_cast<int>(row.count), *type, mpi_op(args.op),
                       MPI_COMM_WORLD);
       });

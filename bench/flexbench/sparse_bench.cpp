@@ -5,7 +5,6 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -21,6 +20,7 @@
 
 #include "bench/flexbench/bench_args.hpp"
 #include "bench/flexbench/bench_report.hpp"
+#include "bench/flexbench/timing.hpp"
 #include "bench/flexbench/tool_main.hpp"
 #include "ir/sparse_layout.hpp"
 #include "runtime/communicator.hpp"
@@ -76,24 +76,6 @@ std::optional<SparseBenchArgs> parse(int argc, char** argv, bool print, int& exi
     return std::nullopt;
   }
   return args;
-}
-
-// Runs `body` warmup + iterations times after `prepare` (untimed); each timed iteration's time
-// is the slowest rank's (ranks start together after a barrier).
-template <typename Prepare, typename Body>
-TimeStats time_iterations(int warmup, int iterations, Prepare prepare, Body body) {
-  for (int i = 0; i < warmup; ++i) prepare(), body();
-  std::vector<double> times(static_cast<size_t>(iterations));
-  for (double& t : times) {
-    prepare();
-    MPI_Barrier(MPI_COMM_WORLD);
-    const auto start = std::chrono::steady_clock::now();
-    body();
-    t = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-  }
-  MPI_Allreduce(MPI_IN_PLACE, times.data(), static_cast<int>(times.size()), MPI_DOUBLE, MPI_MAX,
-                MPI_COMM_WORLD);
-  return summarize(std::move(times));
 }
 
 // Gaussian gradients, different on every rank (the selection sees realistic magnitudes: the
