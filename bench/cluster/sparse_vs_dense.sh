@@ -17,7 +17,7 @@
 # DIR/sparse.md.
 #
 # Raw data: DIR/<cluster>/<rate>mbit/ (default BUILD/sparse-vs-dense). Needs root. The defaults
-# take about 10 minutes on two idle cores. Environment: EMU_PREFIX / EMU_SUBNET (cluster.sh).
+# took 7 minutes on two cores (2026-11-23). Environment: EMU_PREFIX / EMU_SUBNET (cluster.sh).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -68,14 +68,8 @@ int run(const BenchArgs& args, int rank, int world) {
   // Creation errors, and -a naming no schedule of the plan, are the same on every rank: print
   // them once.
   std::optional<Communicator> comm;
-  try {
-    Options options = Options::from_env();
-    if (args.blocking) options.blocking = true;
-    comm.emplace(args.plan_path, MPI_COMM_WORLD, options);
-  } catch (const RuntimeError& e) {
-    if (rank == 0) fmt::print(stderr, "flexbench: {}\n", e.what());
-    return dynamic_cast<const InputError*>(&e) != nullptr ? kExitBadInput : kExitRuntimeFailed;
-  }
+  if (const int status = open_communicator(comm, args.plan_path, args.blocking, rank, "flexbench"))
+    return status;
   try {
     if (!args.algorithm.empty()) comm->force_algorithm(args.algorithm);
   } catch (const RuntimeError& e) {

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <optional>
 #include <random>
 #include <span>
@@ -67,11 +68,11 @@ std::optional<SparseBenchArgs> parse(int argc, char** argv, bool print, int& exi
       throw std::invalid_argument(fmt::format("-d {}: the sparse all-reduce takes float32 or float64", type_text));
     args.type = *type;
   } catch (const CLI::ParseError& e) {
-    exit_code = e.get_exit_code() == 0 ? 0 : 2;
+    exit_code = e.get_exit_code() == 0 ? 0 : kExitBadInput;
     if (print) app.exit(e);
     return std::nullopt;
   } catch (const std::invalid_argument& e) {
-    exit_code = 2;
+    exit_code = kExitBadInput;
     if (print) fmt::print(stderr, "flexplan_sparse_bench: {}\n", e.what());
     return std::nullopt;
   }
@@ -127,14 +128,8 @@ struct Record {
 
 int run(const SparseBenchArgs& args, int rank, int world) {
   std::optional<Communicator> comm;
-  try {
-    Options options = Options::from_env();
-    if (args.blocking) options.blocking = true;
-    comm.emplace(args.plan_path, MPI_COMM_WORLD, options);
-  } catch (const RuntimeError& e) {
-    if (rank == 0) fmt::print(stderr, "flexplan_sparse_bench: {}\n", e.what());
-    return dynamic_cast<const InputError*>(&e) != nullptr ? kExitBadInput : kExitRuntimeFailed;
-  }
+  if (const int status = open_communicator(comm, args.plan_path, args.blocking, rank, "flexplan_sparse_bench"))
+    return status;
   const ir::SparseLayout layout = ir::sparse_layout(comm->plan());
   const size_t element = size_of(args.type);
   const size_t max_count = std::max<uint64_t>(1, args.max_bytes / element);
@@ -245,8 +240,10 @@ int run(const SparseBenchArgs& args, int rank, int world) {
                         {"iterations", args.iterations},      {"warmup", args.warmup},
                         {"blocking", args.blocking},          {"error_feedback", args.error_feedback},
                         {"records", rows}};
-    std::FILE* out = std::fopen(args.json_path.c_str(), "w");
-    if (!out || std::fputs((document.dump(2) + "\n").c_str(), out) < 0 || std::fclose(out) != 0) {
+    std::ofstream out(args.json_path);
+    out << document.dump(2) << "\n";
+    out.close();
+    if (!out) {
       fmt::print(stderr, "flexplan_sparse_bench: cannot write --json file '{}'\n", args.json_path);
       return kExitBadInput;
     }

@@ -259,14 +259,8 @@ int run(const Args& args, int rank, int world) {
   if (slices.empty()) return fail_input(fmt::format("workload {}: no gradients", workload.name));
 
   std::optional<Communicator> comm;
-  try {
-    Options options = Options::from_env();
-    if (args.blocking) options.blocking = true;
-    comm.emplace(args.plan_path, MPI_COMM_WORLD, options);
-  } catch (const RuntimeError& e) {
-    if (rank == 0) fmt::print(stderr, "flexplan_train_step: {}\n", e.what());
-    return dynamic_cast<const InputError*>(&e) != nullptr ? kExitBadInput : kExitRuntimeFailed;
-  }
+  if (const int status = open_communicator(comm, args.plan_path, args.blocking, rank, "flexplan_train_step"))
+    return status;
   try {
     if (!args.algorithm.empty()) comm->force_algorithm(args.algorithm);
   } catch (const RuntimeError& e) {
