@@ -377,12 +377,21 @@ UnitRange unit_slice(uint64_t units, int32_t slice, int32_t slices) {
   return {cut(slice), cut(slice + 1)};
 }
 
-void verify_plan_slice(const Plan& plan, int32_t slice, int32_t slices) {
-  if (slices < 1 || slice < 0 || slice >= slices)
-    throw std::invalid_argument(fmt::format("slice {} of {} does not exist", slice, slices));
+int32_t schedule_slice(size_t index, size_t schedules, int32_t part, int32_t slices) {
+  const uint64_t rotation =
+      static_cast<uint64_t>(static_cast<unsigned __int128>(index) * static_cast<uint32_t>(slices) /
+                            std::max<size_t>(schedules, 1));
+  return static_cast<int32_t>((static_cast<uint64_t>(part) + rotation) %
+                              static_cast<uint32_t>(slices));
+}
+
+void verify_plan_slice(const Plan& plan, int32_t part, int32_t slices) {
+  if (slices < 1 || part < 0 || part >= slices)
+    throw std::invalid_argument(fmt::format("slice {} of {} does not exist", part, slices));
   check_plan_fields(plan);
   for (size_t i = 0; i < plan.schedules.size(); ++i) {
     const Schedule& schedule = plan.schedules[i];
+    const int32_t slice = schedule_slice(i, plan.schedules.size(), part, slices);
     const std::string label = schedule_label(plan, i);
     // A pipeline: the slices of all ranks tile its base, which is right exactly when the
     // pipeline is (pipeline_form.hpp); a fault is explained on the pipeline itself where its

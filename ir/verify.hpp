@@ -45,11 +45,19 @@ struct UnitRange {
 };
 UnitRange unit_slice(uint64_t units, int32_t slice, int32_t slices);
 
+// Which slice of schedule `index` (of `schedules`) the part `part` of `slices` checks: the parts
+// are rotated by index * slices / schedules, a permutation per schedule. Schedules with fewer
+// units than slices (the latency algorithms' one or two units) put their whole execution in
+// the last slices; the rotation gives those of different schedules to different parts instead
+// of all to the last rank of a job.
+int32_t schedule_slice(size_t index, size_t schedules, int32_t part, int32_t slices);
+
 // One slice of verify_plan, for verifying a plan in parts (each rank of a job one part):
 // check_plan_fields; check_structure of the slice's share of each schedule's ops (its
 // unit_slice of the op count, counting through the steps in order); then the symbolic
 // execution of each schedule's unit_slice of the units, after checking that the ops it reads
-// name only ranks of the world. Units are independent, so the slices 0 .. slices-1 together
+// name only ranks of the world. Schedule i's slice is schedule_slice(i, schedules, slice,
+// slices). Units are independent, so the slices 0 .. slices-1 together
 // check exactly what verify_plan checks (a rank that no op writes is then reported by its final
 // state rather than named up front).
 void verify_plan_slice(const Plan& plan, int32_t slice, int32_t slices);

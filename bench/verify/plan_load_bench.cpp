@@ -4,6 +4,7 @@
 // Usage: plan_load_bench PLAN.bin [RANKS_TO_TIME]   (default 3: the first, middle, last rank)
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <string>
@@ -63,14 +64,24 @@ int main(int argc, char** argv) {
         for (const Schedule& s : plan.schedules) check_structure(s, plan.world_size);
       }));
   const int32_t p = plan.world_size;
+  // Evenly spread ranks, plus each schedule's rank that checks its last slice of the units:
+  // where a schedule of fewer units than ranks puts its whole execution.
+  std::vector<int32_t> ranks;
+  for (int i = 0; i < ranks_to_time; ++i)
+    ranks.push_back(ranks_to_time == 1 ? 0 : static_cast<int32_t>(int64_t{p - 1} * i / (ranks_to_time - 1)));
+  for (size_t i = 0; i < plan.schedules.size(); ++i) {
+    const int32_t rotation = schedule_slice(i, plan.schedules.size(), 0, p);
+    ranks.push_back((p - 1 - rotation + p) % p);
+  }
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
   Timing slowest{0, 0};
   int32_t slowest_rank = 0;
-  for (int i = 0; i < ranks_to_time; ++i) {
-    const int32_t rank = ranks_to_time == 1 ? 0 : static_cast<int32_t>(int64_t{p - 1} * i / (ranks_to_time - 1));
+  for (int32_t rank : ranks) {
     const Timing t = measure([&] { verify_plan_slice(plan, rank, p); });
     if (t.cpu_s >= slowest.cpu_s) slowest = t, slowest_rank = rank;
   }
-  row(fmt::format("one rank's slice (slowest of {}: rank {})", ranks_to_time, slowest_rank),
+  row(fmt::format("one rank's slice (slowest of {}: rank {})", ranks.size(), slowest_rank),
       slowest);
   row("load_job_plan for rank 0 (all of the above)",
       measure([&] { (void)load_job_plan(path, p, 0); }));

@@ -314,6 +314,33 @@ TEST(IrVerify, LargeMutationIsFoundAndNamed) {
 
 // Verifying in slices (one per rank of a job): each structural fault is found by some slice,
 // whatever the number of slices, with the same message verify_plan gives.
+// Each schedule's slices are a permutation of the parts, and schedules of one unit (the latency
+// algorithms') have their execution checked by different parts, not all by the last rank.
+TEST(VerifySlice, SchedulesRotateTheirSlicesOverTheParts) {
+  for (int32_t slices : {1, 2, 5, 128521}) {
+    for (size_t schedules : {size_t{1}, size_t{3}, size_t{5}}) {
+      std::vector<int32_t> checks_unit_zero;
+      for (size_t i = 0; i < schedules; ++i) {
+        std::vector<bool> seen(static_cast<size_t>(slices), false);
+        for (int32_t part = 0; part < slices; ++part) {
+          const int32_t slice = schedule_slice(i, schedules, part, slices);
+          ASSERT_GE(slice, 0);
+          ASSERT_LT(slice, slices);
+          ASSERT_FALSE(seen[static_cast<size_t>(slice)]) << "slice " << slice << " twice";
+          seen[static_cast<size_t>(slice)] = true;
+          const UnitRange one_unit = unit_slice(1, slice, slices);
+          if (one_unit.begin < one_unit.end) checks_unit_zero.push_back(part);
+        }
+      }
+      std::sort(checks_unit_zero.begin(), checks_unit_zero.end());
+      const size_t distinct = static_cast<size_t>(
+          std::unique(checks_unit_zero.begin(), checks_unit_zero.end()) - checks_unit_zero.begin());
+      EXPECT_EQ(distinct, std::min<size_t>(schedules, static_cast<size_t>(slices)))
+          << schedules << " one-unit schedules over " << slices << " parts";
+    }
+  }
+}
+
 TEST(IrVerify, SlicesTogetherCheckEveryOp) {
   std::vector<std::pair<Schedule, std::string>> faults;
   Schedule ring = ring_schedule(5);
