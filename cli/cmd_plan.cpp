@@ -10,6 +10,7 @@
 #include <fmt/core.h>
 
 #include "cli/algorithm_option.hpp"
+#include "cli/cost_options.hpp"
 #include "cli/command.hpp"
 #include "ir/plan_binary.hpp"
 #include "planner/algorithms.hpp"
@@ -27,7 +28,7 @@ struct PlanCommand {
   std::string topology_path;
   std::string output = "plan.bin";
   std::vector<std::string> algorithms;
-  std::string hop_overhead = "0 s";
+  CostOptions cost;
 };
 
 // Elapsed time since the command started, loading the topology included.
@@ -158,18 +159,16 @@ void setup(CLI::App& app) {
                                 "tree, with pipelined variants); one alone forces it:"))
       ->delimiter(',')
       ->check(algorithm_validator());
-  app.add_option("--hop-overhead", command->hop_overhead,
-                 "software cost of one hop, added to every hop's latency (\"2 us\")")
-      ->capture_default_str();
+  command->cost.add_to(app);
   app.callback([&app, command] {
     if (!app.get_subcommands().empty()) return;  // a subcommand did the work
     if (command->topology_path.empty())
       throw CLI::RequiredError("TOPOLOGY (flexplan TOPOLOGY.json -o plan.bin, or a subcommand)");
     CostParams cost;
     try {
-      cost.hop_overhead = parse_latency(command->hop_overhead);
+      cost = command->cost.parse();
     } catch (const std::invalid_argument& e) {
-      throw CLI::ValidationError("--hop-overhead", e.what());
+      throw CLI::ValidationError(e.what());
     }
     run(*command, cost);
   });

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/algorithm_option.hpp"
+#include "cli/cost_options.hpp"
 #include "cli/command.hpp"
 #include "planner/algorithms.hpp"
 #include "planner/floor.hpp"
@@ -30,7 +31,7 @@ struct PredictCommand {
   uint64_t factor = 2;
   std::string dtype = "float";
   std::vector<std::string> algorithms;
-  std::string hop_overhead = "0 s";
+  CostOptions cost;
   bool sparse = false;
   double mstopk_ns = SparseCostParams{}.mstopk_seconds_per_element * 1e9;
   std::vector<double> densities{0.001, 0.01, 0.05};
@@ -50,7 +51,7 @@ Sweep parse_sweep(const PredictCommand& command) {
     sweep.min_bytes = parse_size(command.min_bytes);
     sweep.max_bytes = parse_size(command.max_bytes);
     sweep.element = dtype_size(command.dtype);
-    sweep.cost.hop_overhead = parse_latency(command.hop_overhead);
+    sweep.cost = command.cost.parse();
   } catch (const std::invalid_argument& e) {
     throw CLI::ValidationError(e.what());
   }
@@ -140,9 +141,12 @@ void print_text(const PredictCommand& command, const Sweep& sweep, const Topolog
                 const std::vector<AlgorithmPrediction>& predictions, const CostFloor& floor,
                 const std::vector<SizeRecord>& records, const SparseCostParams& sparse) {
   const int learners = topo.num_learners();
-  fmt::print("# flexplan predict: topology {} ({}), {} ({} B), hop overhead {}\n", topo.name(),
+  fmt::print("# flexplan predict: topology {} ({}), {} ({} B), hop overhead {}{}\n", topo.name(),
              describe_topology(topo), command.dtype, sweep.element,
-             format_seconds(sweep.cost.hop_overhead));
+             format_seconds(sweep.cost.hop_overhead),
+             sweep.cost.reduce_bandwidth > 0
+                 ? ", reductions at " + format_bandwidth(sweep.cost.reduce_bandwidth)
+                 : std::string());
   if (floor.per_byte > 0)
     fmt::print("# floor: the larger of n / {} (bandwidth, set by {}) and {} (latency: the "
                "diameter)\n",
@@ -225,6 +229,9 @@ void print_json(const PredictCommand& command, const Sweep& sweep, const Topolog
                 {"dtype", command.dtype},
                 {"element_bytes", sweep.element},
                 {"hop_overhead_seconds", sweep.cost.hop_overhead},
+                {"reduce_bytes_per_second", sweep.cost.reduce_bandwidth > 0
+                                                ? json(sweep.cost.reduce_bandwidth)
+                                                : json(nullptr)},
                 {"floor", {{"seconds_per_byte", floor.per_byte},
                            {"bound_by", floor.bound_by},
                            {"latency_seconds", floor.latency}}},
@@ -272,9 +279,7 @@ void setup(CLI::App& app) {
                       algorithm_help("algorithms to show (default: all, without pipelining):"))
       ->delimiter(',')
       ->check(algorithm_validator());
-  predict->add_option("--hop-overhead", command->hop_overhead,
-                      "software cost of one hop, added to every hop's latency (\"2 us\")")
-      ->capture_default_str();
+  command->cost.add_to(*predict);
   predict->add_flag("--sparse", command->sparse,
                     "also predict the sparse all-reduce and the density below which it beats the "
                     "best dense plan");

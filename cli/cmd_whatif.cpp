@@ -12,6 +12,7 @@
 #include <fmt/core.h>
 
 #include "cli/algorithm_option.hpp"
+#include "cli/cost_options.hpp"
 #include "planner/algorithm_table.hpp"
 #include "cli/command.hpp"
 #include "planner/size_format.hpp"
@@ -32,7 +33,7 @@ struct WhatifCommand {
   std::string algorithms;  // comma-separated
   std::string format = "text";
   std::string report_dir;
-  std::string hop_overhead = "0 s";
+  CostOptions cost_options;
   bool no_advice = false;
   unsigned jobs = 0;  // 0: one per core
   bool quiet = false;
@@ -93,7 +94,7 @@ void run(const WhatifCommand& command) {
     if (options.sizes.empty()) throw std::invalid_argument("--sizes: no size given");
     for (const auto& name : comma_list(command.algorithms)) find_algorithm(name);
     if (!command.reference.empty()) options.reference_bytes = parse_size(command.reference);
-    cost.hop_overhead = parse_latency(command.hop_overhead);
+    cost = command.cost_options.parse();
     for (const auto& text : command.variations) variations.push_back(whatif::parse_variation(text));
     whatif::grid_size(variations);
     if (!command.workload.empty()) workload = whatif::load_workload(command.workload);
@@ -151,9 +152,7 @@ void setup(CLI::App& app) {
   whatif->add_option("--format", command->format, "text, json or csv")->capture_default_str();
   whatif->add_option("--report", command->report_dir,
                      "also write an HTML report with SVG plots into this directory");
-  whatif->add_option("--hop-overhead", command->hop_overhead,
-                     "software cost of one hop (\"2 us\")")
-      ->capture_default_str();
+  command->cost_options.add_to(*whatif);
   whatif->add_flag("--no-advice", command->no_advice, "skip the upgrade advice (faster)");
   whatif->add_option("-j,--jobs", command->jobs, "worker threads (default: one per core)");
   whatif->add_flag("-q,--quiet", command->quiet, "no progress on stderr");

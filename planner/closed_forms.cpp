@@ -77,7 +77,10 @@ namespace {
 
 // 2(M - 1) one-hop ring steps over `ring` (in order, and back to its start), each moving 1/M of
 // the message over the slowest link that separates ring members.
-StepCost ring_steps(const Topology& topo, std::span<const int> ring, const CostParams& params) {
+// The ring's 2(m - 1) steps: one StepCost for all, or, with a reduce bandwidth, the m - 1
+// reduce-scatter steps (each learner sums n / m per step) and the m - 1 all-gather steps.
+std::vector<StepCost> ring_steps(const Topology& topo, std::span<const int> ring,
+                                 const CostParams& params) {
   const int m = static_cast<int>(ring.size());
   std::vector<int> members_under(topo.num_nodes(), 0);
   for (int rank : ring)
@@ -87,7 +90,12 @@ StepCost ring_steps(const Topology& topo, std::span<const int> ring, const CostP
     if (n != topo.root() && members_under[n] > 0 && members_under[n] < m)
       slowest = std::max(slowest, 1 / topo.uplink(n).bandwidth);
   const double alpha = slowest_ring_hop(topo, ring) + params.hop_overhead;
-  return make_step(slowest / m, alpha, {}, params.chunk_bytes, 2 * static_cast<uint64_t>(m - 1));
+  const auto steps = static_cast<uint64_t>(m - 1);
+  if (!(params.reduce_bandwidth > 0))
+    return {make_step(slowest / m, alpha, {}, params.chunk_bytes, 2 * steps)};
+  const double reducing = std::max(slowest, 1 / params.reduce_bandwidth) / m;
+  return {make_step(reducing, alpha, {}, params.chunk_bytes, steps),
+          make_step(slowest / m, alpha, {}, params.chunk_bytes, steps)};
 }
 
 }  // namespace
@@ -99,7 +107,7 @@ ScheduleCost ring_cost(const Topology& topo, const CostParams& params) {
   if (ring.size() < 2) return cost;
   if (!(slowest_separating_bandwidth(topo) > 0))
     throw std::invalid_argument("a link that separates learners has no bandwidth");
-  cost.steps.push_back(ring_steps(topo, ring, params));
+  cost.steps = ring_steps(topo, ring, params);
   return cost;
 }
 
@@ -117,11 +125,20 @@ ScheduleCost blueconnect_cost(const Topology& topo, const CostParams& params) {
     const double omega = topo.uplink(topo.children(y).front()).bandwidth;  // level-l links
     const double share = omega / below;
     slowest_share = level == 0 ? share : std::min(slowest_share, share);
-    // 2 x Eq. 2 on n / prod_{i<l} delta_i bytes among delta learners: 2(delta - 1) ring steps.
-    if (delta > 1)
-      cost.steps.push_back(make_step(1 / (delta * below * slowest_share),
-                                     hop_alpha(topo, y, params), {}, params.chunk_bytes,
-                                     2 * static_cast<uint64_t>(delta - 1)));
+    // 2 x Eq. 2 on n / prod_{i<l} delta_i bytes among delta learners: 2(delta - 1) ring steps
+    // (with a reduce bandwidth, the reduce-scatter's delta - 1 and the all-gather's apart).
+    if (delta > 1) {
+      const double link = 1 / (delta * below * slowest_share);
+      const double alpha = hop_alpha(topo, y, params);
+      const auto steps = static_cast<uint64_t>(delta - 1);
+      if (params.reduce_bandwidth > 0) {
+        const double reducing = std::max(link, 1 / (delta * below * params.reduce_bandwidth));
+        cost.steps.push_back(make_step(reducing, alpha, {}, params.chunk_bytes, steps));
+        cost.steps.push_back(make_step(link, alpha, {}, params.chunk_bytes, steps));
+      } else {
+        cost.steps.push_back(make_step(link, alpha, {}, params.chunk_bytes, 2 * steps));
+      }
+    }
     below *= delta;
   }
   return cost;
@@ -178,7 +195,8 @@ ScheduleCost hierarchical_cost(const Topology& topo, const CostParams& params) {
   ScheduleCost cost;
   cost.chunk_bytes = params.chunk_bytes;
   if (!local.steps[0].ops.empty()) cost.steps.push_back(local_steps[0]);
-  if (leaders.size() >= 2) cost.steps.push_back(ring_steps(topo, leaders, params));
+  if (leaders.size() >= 2)
+    for (StepCost& step : ring_steps(topo, leaders, params)) cost.steps.push_back(std::move(step));
   if (!local.steps[1].ops.empty()) cost.steps.push_back(local_steps[1]);
   return cost;
 }

@@ -32,6 +32,10 @@ namespace flexplan {
 
 struct CostParams {
   double hop_overhead = 0;  // seconds added per hop: software cost of one send/receive
+  // Bytes per second at which a learner sums a received range into its own (the runtime's
+  // reduction); 0: free, not modelled. A learner's reductions in a step are a resource like a
+  // link direction: the step takes at least (bytes it reduces) / reduce_bandwidth.
+  double reduce_bandwidth = 0;
   // The runtime's pipeline chunk (runtime Options::chunk_bytes).
   double chunk_bytes = static_cast<double>(codegen::kDefaultChunkBytes);
 };

@@ -20,6 +20,7 @@ struct StepHop {
   NodeId from, to;
   double share;
   double latency;
+  bool reduces;  // the receiver sums the range into its own (a reduce op's hop)
 };
 
 // Bytes (as a fraction of the message) per link direction for a set of hops, and the busiest
@@ -28,8 +29,10 @@ struct StepHop {
 // hops are added, and a clear resets only the directions touched.
 class LinkLoads {
  public:
-  explicit LinkLoads(const Topology& topo)
-      : parent_(topo.num_nodes()),
+  LinkLoads(const Topology& topo, double reduce_bandwidth)
+      : inverse_reduce_bandwidth_(reduce_bandwidth > 0 ? 1 / reduce_bandwidth : 0),
+        reduce_(topo.num_nodes(), 0),
+        parent_(topo.num_nodes()),
         depth_(topo.num_nodes()),
         latency_(topo.num_nodes(), 0),
         inverse_bandwidth_(topo.num_nodes(), 0),
@@ -64,6 +67,14 @@ class LinkLoads {
         b = parent_[b];
       }
     }
+  }
+
+  // The hop's receiver sums its range: a load on that learner's reductions (when modelled).
+  void add_reduction(const StepHop& hop) {
+    if (inverse_reduce_bandwidth_ == 0) return;
+    if (reduce_[hop.to] == 0) reducing_.push_back(hop.to);
+    reduce_[hop.to] += hop.share;
+    busiest_ = std::max(busiest_, reduce_[hop.to] * inverse_reduce_bandwidth_);
   }
 
   double busiest() const { return busiest_; }
@@ -105,6 +116,8 @@ class LinkLoads {
       is_touched_[n] = 0;
     }
     touched_.clear();
+    for (NodeId n : reducing_) reduce_[n] = 0;
+    reducing_.clear();
     busiest_ = 0;
   }
 
@@ -114,6 +127,9 @@ class LinkLoads {
     is_touched_[n] = 1;
   }
 
+  double inverse_reduce_bandwidth_;
+  std::vector<double> reduce_;     // by learner node: fraction of the message it sums
+  std::vector<NodeId> reducing_;   // nodes with reduce_ > 0
   std::vector<NodeId> parent_;
   std::vector<int> depth_;
   std::vector<double> latency_, inverse_bandwidth_;  // of each node's uplink
@@ -130,6 +146,7 @@ StepCost price_step(const std::vector<StepHop>& hops, const std::vector<int>& ch
   double hop_latency = 0;
   for (const StepHop& hop : hops) {
     loads.add(hop);
+    if (hop.reduces) loads.add_reduction(hop);
     hop_latency = std::max(hop_latency, hop.latency);
   }
   const double per_byte = loads.busiest();
@@ -174,7 +191,7 @@ std::vector<StepCost> evaluate_steps(const Topology& topo, const ir::Schedule& s
                                      const CostParams& params) {
   if (schedule.units == 0)
     throw std::invalid_argument(fmt::format("schedule '{}' has zero units", schedule.algorithm));
-  LinkLoads loads(topo);
+  LinkLoads loads(topo, params.reduce_bandwidth);
   std::vector<StepCost> costs;
   costs.reserve(schedule.steps.size());
   const double units = static_cast<double>(schedule.units);
@@ -195,7 +212,8 @@ std::vector<StepCost> evaluate_steps(const Topology& topo, const ir::Schedule& s
       for (const auto& hop : codegen::lower_op(op)) {
         const NodeId from = topo.learner_node(hop.src), to = topo.learner_node(hop.dst);
         hops.push_back({static_cast<uint32_t>(i), round, from, to, share,
-                        loads.path_latency(from, to) + params.hop_overhead});
+                        loads.path_latency(from, to) + params.hop_overhead,
+                        op.kind == ir::OpKind::Reduce});
         if (op.shape == ir::OpShape::Chain) ++round;  // a star's hops run side by side
       }
       // A one-hop op never outlasts the bandwidth term plus one hop's latency.

@@ -21,8 +21,8 @@ PipelinePricer::PipelinePricer(const Topology& topo, const ir::Schedule& base,
     : params_(params),
       parent_(topo.num_nodes()),
       depth_(topo.num_nodes()),
-      inverse_bandwidth_(2 * static_cast<size_t>(topo.num_nodes()), 0),
-      load_(2 * static_cast<size_t>(topo.num_nodes()), 0),
+      inverse_bandwidth_(3 * static_cast<size_t>(topo.num_nodes()), 0),
+      load_(3 * static_cast<size_t>(topo.num_nodes()), 0),
       steps_(base.steps.size()),
       members_before_(base.steps.size() + 1, 0) {
   if (base.units == 0)
@@ -39,6 +39,14 @@ PipelinePricer::PipelinePricer(const Topology& topo, const ir::Schedule& base,
     inverse_bandwidth_[2 * n] = inverse_bandwidth_[2 * n + 1] = 1 / bandwidth;
     latency[n] = topo.uplink(n).latency;
   }
+  // A learner's reductions are one more resource, "direction" 2 * nodes + node (cost_model.hpp).
+  const auto reduction_of = [nodes = static_cast<uint32_t>(topo.num_nodes())](NodeId n) {
+    return 2 * nodes + static_cast<uint32_t>(n);
+  };
+  const bool reductions = params.reduce_bandwidth > 0;
+  if (reductions)
+    for (NodeId n = 0; n < topo.num_nodes(); ++n)
+      inverse_bandwidth_[reduction_of(n)] = 1 / params.reduce_bandwidth;
   const auto path_latency = [&](NodeId a, NodeId b) {
     double sum = 0;
     while (a != b) {
@@ -117,6 +125,19 @@ PipelinePricer::PipelinePricer(const Topology& topo, const ir::Schedule& base,
     }
     members_before_[s + 1] = members_before_[s] + members;
     step.loads = loads_of(hops.begin(), hops.end());
+    if (reductions) {  // every hop of a reduce op loads its receiver's reductions
+      for (const ir::Op& op : ops) {
+        if (op.kind != ir::OpKind::Reduce || op.end == op.begin) continue;
+        const double share = static_cast<double>(op.end - op.begin) / units;
+        for (const auto& lowered : codegen::lower_op(op)) {
+          const uint32_t at = reduction_of(topo.learner_node(lowered.dst));
+          if (load_[at] == 0) touched_.push_back(at);
+          load_[at] += share;
+        }
+      }
+      for (uint32_t at : touched_) step.loads.emplace_back(at, load_[at]);
+      clear_loads();
+    }
     if (step.chains.empty()) continue;
     std::stable_sort(hops.begin(), hops.end(), [](const auto& a, const auto& b) {
       return a.first.round < b.first.round;

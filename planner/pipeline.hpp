@@ -48,8 +48,9 @@ class PipelinePricer {
     int32_t chain;
   };
   // A base step's link loads (fraction of the message per link direction, direction 2 * node
-  // for the node's uplink going up, 2 * node + 1 going down), summed once, so that a window's
-  // loads are the sums of its steps' loads instead of a walk over every hop of the window.
+  // for the node's uplink going up, 2 * node + 1 going down; with a reduce bandwidth, 2 * nodes
+  // + node for the learner's reductions), summed once, so that a window's loads are the sums of
+  // its steps' loads instead of a walk over every hop of the window.
   using SparseLoads = std::vector<std::pair<uint32_t, double>>;
   struct BaseStep {
     SparseLoads loads;

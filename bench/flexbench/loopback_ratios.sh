@@ -2,9 +2,11 @@
 # The loopback measurements of docs/flexbench.md: flexplan vs MPI_Allreduce on this host for 2,
 # 5 and 8 ranks, small (8 B - 64 KB) and large (1 - 128 MB) float32 sums, for one build or
 # several side by side.
-#   bench/flexbench/loopback_ratios.sh OUT_DIR NAME=BUILD_DIR [NAME=BUILD_DIR ...]
+#   bench/flexbench/loopback_ratios.sh OUT_DIR NAME=BUILD_DIR[+PLANNER_ARGS] [...]
 # Plans: bench/flexbench/loopback-{2,5,8}.json (N learners on one machine), planned by each
-# build's own flexplan, with the plan's own choice of schedule. With several builds, each
+# build's own flexplan, with the plan's own choice of schedule; PLANNER_ARGS (spaces as '+',
+# e.g. reduce=build+--reduce-bandwidth=6GB/s) are passed to that flexplan, so that one build
+# can run under two plans side by side. With several builds, each
 # (ranks, sizes) run goes through the builds back to back, so that they see the same load; the
 # records land in OUT_DIR/NAME/, and OUT_DIR/conditions.txt gets the date and load averages.
 # The runtime runs in blocking mode and MPI with mpi_yield_when_idle, so that waiting ranks
@@ -21,10 +23,16 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 names=()
 for build_spec in "$@"; do
   name=${build_spec%%=*} build=${build_spec#*=}
+  planner_args=()
+  if [[ $build == *+* ]]; then
+    IFS=+ read -r -a planner_args <<< "${build#*+}"
+    build=${build%%+*}
+  fi
   names+=("$name")
   mkdir -p "$out/$name"
   for ranks in 2 5 8; do
-    "$build/flexplan" "$source_dir/bench/flexbench/loopback-$ranks.json" -o "$out/$name/plan-$ranks.bin" > /dev/null
+    "$build/flexplan" "$source_dir/bench/flexbench/loopback-$ranks.json" -o "$out/$name/plan-$ranks.bin" \
+      ${planner_args[@]+"${planner_args[@]}"} > /dev/null
   done
 done
 for ranks in 2 5 8; do
@@ -36,6 +44,7 @@ for ranks in 2 5 8; do
     esac
     for build_spec in "$@"; do
       name=${build_spec%%=*} build=${build_spec#*=}
+      build=${build%%+*}
       echo "== $name, $ranks ranks, $band"
       # shellcheck disable=SC2086
       "${mpirun[@]}" "$build/flexbench" "$out/$name/plan-$ranks.bin" "${sizes[@]}" --blocking \

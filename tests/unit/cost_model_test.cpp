@@ -125,6 +125,38 @@ TEST(CostEvaluator, HopOverheadIsPaidOncePerHopOfTheSlowestChain) {
   for (double n : {0.0, 1e8}) expect_close(slow.at(n) - plain.at(n), 2 * 6 * 2e-6);  // 12 steps
 }
 
+// Reductions as a resource (CostParams::reduce_bandwidth): two learners on one machine, 10 GB/s
+// links of 5 us. Recursive doubling exchanges the whole vector once and each learner sums all
+// of it; FlexReduce reduce-scatters halves (each sums half) and all-gathers them. Without the
+// term recursive doubling wins by one hop's latency; with reductions at 4 GB/s, slower than
+// the links, FlexReduce's halves win for large messages.
+TEST(CostEvaluator, ReductionsAreALearnersResource) {
+  const Link link{10e9, 5e-6};
+  const auto topo = symmetric({1, 2}, {link, link});
+  const auto rd = plan_algorithm(topo, "recursive-doubling");
+  const auto fr = plan_algorithm(topo, "flexreduce");
+  const double n = 64e6, alpha = 10e-6;  // a hop crosses two 5 us learner links
+  expect_close(evaluate_schedule(topo, rd).at(n), alpha + n / 10e9);
+  expect_close(evaluate_schedule(topo, fr).at(n), 2 * alpha + n / 10e9);
+  CostParams reducing;
+  reducing.reduce_bandwidth = 4e9;
+  // Recursive doubling: each learner sums n at 4 GB/s, slower than its links carry n.
+  expect_close(evaluate_schedule(topo, rd, reducing).at(n), alpha + n / 4e9);
+  // FlexReduce: the reduce-scatter step sums n / 2 at 4 GB/s; the all-gather sums nothing.
+  expect_close(evaluate_schedule(topo, fr, reducing).at(n),
+               2 * alpha + (n / 2) / 4e9 + (n / 2) / 10e9);
+  // Small messages: the latency still decides, for recursive doubling.
+  EXPECT_LT(evaluate_schedule(topo, rd, reducing).at(1e3),
+            evaluate_schedule(topo, fr, reducing).at(1e3));
+  // Broadcasts reduce nothing: a schedule of broadcasts alone costs the same either way.
+  ir::Schedule broadcast;
+  broadcast.units = 1;
+  broadcast.steps.resize(1);
+  broadcast.steps[0].ops.push_back({ir::OpKind::Broadcast, 0, 1, 0, {0, 1}});
+  expect_close(evaluate_schedule(topo, broadcast, reducing).at(n),
+               evaluate_schedule(topo, broadcast).at(n));
+}
+
 TEST(CostEvaluator, RejectsOpsOutsideTheTopology) {
   const auto topo = machines({2, 2});
   auto schedule = plan_ring(topo);
@@ -138,7 +170,8 @@ TEST(CostEvaluator, RejectsOpsOutsideTheTopology) {
 }
 
 // The evaluator's price of `plan`'s schedule equals `closed_form` on 300 random trees, every
-// other one with `overhead` seconds per hop.
+// other one with `overhead` seconds per hop, and every other pair with reductions modelled
+// (alternately slower and faster than the trees' links).
 template <class Plan, class ClosedForm>
 void expect_closed_form_is_exact(uint64_t seed, double overhead, Plan plan,
                                  ClosedForm closed_form) {
@@ -147,6 +180,7 @@ void expect_closed_form_is_exact(uint64_t seed, double overhead, Plan plan,
     const auto topo = trees.next();
     CostParams params;
     params.hop_overhead = i % 2 ? overhead : 0;
+    if (i % 4 >= 2) params.reduce_bandwidth = i % 8 >= 4 ? 2e8 : 3e9;
     const auto evaluated = evaluate_schedule(topo, plan(topo), params);
     const auto closed = closed_form(topo, params);
     for (double n : {0.0, 1e3, 3e5, 1e7, 1e10})
@@ -190,11 +224,17 @@ TEST(CostClosedForms, Eq6EqualsEq3AndTheEvaluatorOnSymmetricTrees) {
     const auto eq3 = blueconnect_cost(topo);
     const auto fr = evaluate_schedule(topo, plan_flexreduce(topo));
     const auto bc = evaluate_schedule(topo, plan_blueconnect(topo));
+    CostParams reducing;  // slower than every link: the reduce-scatter steps pay for it
+    reducing.reduce_bandwidth = 0.5e9;
+    const auto eq3_reducing = blueconnect_cost(topo, reducing);
+    const auto bc_reducing = evaluate_schedule(topo, plan_blueconnect(topo), reducing);
     for (double n : {0.0, 1e3, 1e6, 4.8e8}) {
       const std::string what = "n " + std::to_string(n) + " tree of " +
                                std::to_string(topo.num_learners());
       expect_close(flexreduce_time(topo, n), eq3.at(n), "Eq. 6 vs Eq. 3, " + what);
       expect_close(bc.at(n), eq3.at(n), "BlueConnect evaluated, " + what);
+      expect_close(bc_reducing.at(n), eq3_reducing.at(n), "BlueConnect reducing, " + what);
+      if (n > 0) EXPECT_GT(eq3_reducing.at(n), eq3.at(n)) << what;
       if (n <= kChunk)
         expect_close(fr.at(n), eq3.at(n), "FlexReduce evaluated, " + what);
       else

@@ -1,6 +1,7 @@
 // Pipelined variants priced from their base schedule's windows (PipelinePricer) cost what the
 // evaluator says of the built variant (pipeline_slices), on random trees, for every pipelining
-// algorithm and slice counts below, equal to and above the base's step count.
+// algorithm and slice counts below, equal to and above the base's step count, with and
+// without reductions modelled.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,15 +18,17 @@ namespace {
 
 TEST(PipelinePricer, WindowsPriceWhatTheSlicedScheduleCosts) {
   testing::RandomTrees trees(8675309);
-  // The default parameters, and a hop overhead with small chunks, where chains decide more
-  // steps' prices.
+  // The default parameters, a hop overhead with small chunks, where chains decide more steps'
+  // prices, and reductions modelled (slower than many of the trees' links).
   CostParams small_chunks;
   small_chunks.hop_overhead = 2e-6;
   small_chunks.chunk_bytes = 4096;
+  CostParams reducing;
+  reducing.reduce_bandwidth = 1e9;
   int compared = 0;
   for (int i = 0; i < 40; ++i) {
     const auto topo = trees.next();
-    const CostParams params = i % 2 == 0 ? CostParams{} : small_chunks;
+    const CostParams params = i % 2 == 1 ? small_chunks : i % 4 == 2 ? reducing : CostParams{};
     for (const auto& row : algorithm_table()) {
       if (!row.pipelines || (row.unsuitable && !row.unsuitable(topo).empty())) continue;
       const ir::Schedule base = row.build(topo);

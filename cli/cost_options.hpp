@@ -1,0 +1,48 @@
+// The cost model's options shared by the commands that plan or predict (plan, predict, whatif):
+// --hop-overhead and --reduce-bandwidth, their help and their parsing into CostParams.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "planner/cost_model.hpp"
+#include "topology/topology.hpp"
+
+namespace flexplan::cli {
+
+struct CostOptions {
+  std::string hop_overhead = "0 s";
+  std::string reduce_bandwidth;  // empty: reductions are not modelled
+
+  void add_to(CLI::App& app) {
+    app.add_option("--hop-overhead", hop_overhead,
+                   "software cost of one hop, added to every hop's latency (\"2 us\")")
+        ->capture_default_str();
+    app.add_option("--reduce-bandwidth", reduce_bandwidth,
+                   "rate at which a learner sums a received range into its own (\"4 GB/s\"; "
+                   "default: not modelled). Learners that reduce on the CPU over shared "
+                   "memory: see docs/cost-model.md");
+  }
+
+  // Throws std::invalid_argument naming the option.
+  CostParams parse() const {
+    CostParams params;
+    try {
+      params.hop_overhead = parse_latency(hop_overhead);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("--hop-overhead: ") + e.what());
+    }
+    if (!reduce_bandwidth.empty()) {
+      try {
+        params.reduce_bandwidth = parse_bandwidth(reduce_bandwidth);
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(std::string("--reduce-bandwidth: ") + e.what());
+      }
+    }
+    return params;
+  }
+};
+
+}  // namespace flexplan::cli
