@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <vector>
 
 #include "ir/exact_replay.hpp"
@@ -378,6 +379,9 @@ UnitRange unit_slice(uint64_t units, int32_t slice, int32_t slices) {
 }
 
 int32_t schedule_slice(size_t index, size_t schedules, int32_t part, int32_t slices) {
+  if (slices < 1 || part < 0 || part >= slices || index >= std::max<size_t>(schedules, 1))
+    throw std::invalid_argument(fmt::format("part {} of {} of schedule {} of {} does not exist",
+                                            part, slices, index, schedules));
   const uint64_t rotation =
       static_cast<uint64_t>(static_cast<unsigned __int128>(index) * static_cast<uint32_t>(slices) /
                             std::max<size_t>(schedules, 1));

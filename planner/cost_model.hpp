@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "codegen/chunking.hpp"
+#include "codegen/lowering.hpp"
 #include "ir/plan.hpp"
 #include "topology/topology.hpp"
 
@@ -39,6 +40,12 @@ struct CostParams {
   // The runtime's pipeline chunk (runtime Options::chunk_bytes).
   double chunk_bytes = static_cast<double>(codegen::kDefaultChunkBytes);
 };
+
+// Whether the receiver of hop `index` of lower_op(op) sums what arrives (and so loads its
+// reductions, CostParams::reduce_bandwidth): a reduce's hop into a contributing rank; a root
+// outside a star reduce's group stores its first arrival and sums the others; a root outside a
+// chain's group only stores.
+bool hop_sums(const ir::Op& op, const codegen::Hop& hop, size_t index);
 
 // T(n) = latency + per_byte * n, in seconds for n bytes.
 struct LinearCost {

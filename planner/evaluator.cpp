@@ -20,7 +20,7 @@ struct StepHop {
   NodeId from, to;
   double share;
   double latency;
-  bool reduces;  // the receiver sums the range into its own (a reduce op's hop)
+  bool reduces;  // the receiver sums what arrives (hop_sums)
 };
 
 // Bytes (as a fraction of the message) per link direction for a set of hops, and the busiest
@@ -187,6 +187,12 @@ void check_op(const ir::Schedule& schedule, const ir::Op& op, size_t step, size_
 
 }  // namespace
 
+bool hop_sums(const ir::Op& op, const codegen::Hop& hop, size_t index) {
+  if (op.kind != ir::OpKind::Reduce) return false;
+  if (hop.dst_contributes) return true;
+  return op.shape == ir::OpShape::Star && index > 0;
+}
+
 std::vector<StepCost> evaluate_steps(const Topology& topo, const ir::Schedule& schedule,
                                      const CostParams& params) {
   if (schedule.units == 0)
@@ -209,11 +215,13 @@ std::vector<StepCost> evaluate_steps(const Topology& topo, const ir::Schedule& s
       const double share = static_cast<double>(op.end - op.begin) / units;
       const size_t first = hops.size();
       uint32_t round = 0;
-      for (const auto& hop : codegen::lower_op(op)) {
+      const auto lowered = codegen::lower_op(op);
+      for (size_t h = 0; h < lowered.size(); ++h) {
+        const codegen::Hop& hop = lowered[h];
         const NodeId from = topo.learner_node(hop.src), to = topo.learner_node(hop.dst);
         hops.push_back({static_cast<uint32_t>(i), round, from, to, share,
                         loads.path_latency(from, to) + params.hop_overhead,
-                        op.kind == ir::OpKind::Reduce});
+                        hop_sums(op, hop, h)});
         if (op.shape == ir::OpShape::Chain) ++round;  // a star's hops run side by side
       }
       // A one-hop op never outlasts the bandwidth term plus one hop's latency.

@@ -125,12 +125,14 @@ PipelinePricer::PipelinePricer(const Topology& topo, const ir::Schedule& base,
     }
     members_before_[s + 1] = members_before_[s] + members;
     step.loads = loads_of(hops.begin(), hops.end());
-    if (reductions) {  // every hop of a reduce op loads its receiver's reductions
+    if (reductions) {  // a reduce op's hops load their receivers' reductions (hop_sums)
       for (const ir::Op& op : ops) {
         if (op.kind != ir::OpKind::Reduce || op.end == op.begin) continue;
         const double share = static_cast<double>(op.end - op.begin) / units;
-        for (const auto& lowered : codegen::lower_op(op)) {
-          const uint32_t at = reduction_of(topo.learner_node(lowered.dst));
+        const auto lowered = codegen::lower_op(op);
+        for (size_t h = 0; h < lowered.size(); ++h) {
+          if (!hop_sums(op, lowered[h], h)) continue;
+          const uint32_t at = reduction_of(topo.learner_node(lowered[h].dst));
           if (load_[at] == 0) touched_.push_back(at);
           load_[at] += share;
         }

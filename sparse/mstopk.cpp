@@ -255,7 +255,7 @@ MsTopKStats mstopk(std::span<const T> x, size_t k, std::vector<uint32_t>& indice
           t1 = threshold;
         }
       } else {
-        if (under_floor_pending && count == at_floor) return false;
+        if (from_sample && under_floor_pending && count == at_floor) return false;
         under_floor_pending = false;
         low = ratio;
         if (count < k2) {

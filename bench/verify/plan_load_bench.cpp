@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
     ranks.push_back(ranks_to_time == 1 ? 0 : static_cast<int32_t>(int64_t{p - 1} * i / (ranks_to_time - 1)));
   for (size_t i = 0; i < plan.schedules.size(); ++i) {
     const int32_t rotation = schedule_slice(i, plan.schedules.size(), 0, p);
-    ranks.push_back((p - 1 - rotation + p) % p);
+    ranks.push_back(p - 1 - rotation);  // rotation < p
   }
   std::sort(ranks.begin(), ranks.end());
   ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());

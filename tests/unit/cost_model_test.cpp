@@ -157,6 +157,29 @@ TEST(CostEvaluator, ReductionsAreALearnersResource) {
                evaluate_schedule(topo, broadcast).at(n));
 }
 
+// Who sums (hop_sums): a chain's receivers that contribute, not a root outside the group that
+// only stores; a star's root once per arrival but the first when it is outside the group. On
+// links far faster than the 1 GB/s reductions, the busiest learner's sums set the slope.
+TEST(CostEvaluator, OnlyReceiversThatSumLoadTheirReductions) {
+  const Link fast{1e12, 1e-9};
+  const auto topo = symmetric({1, 3}, {fast, fast});
+  CostParams reducing;
+  reducing.reduce_bandwidth = 1e9;
+  auto slope = [&](ir::OpShape shape, int32_t root, std::vector<int32_t> group) {
+    ir::Schedule one;
+    one.units = 1;
+    one.steps.resize(1);
+    ir::Op op{ir::OpKind::Reduce, 0, 1, root, std::move(group)};
+    op.shape = shape;
+    one.steps[0].ops.push_back(op);
+    return evaluate_schedule(topo, one, reducing).asymptote().per_byte;
+  };
+  EXPECT_NEAR(slope(ir::OpShape::Chain, 2, {0, 1}), 1 / 1e9, 1e-12);    // 1 sums, 2 stores
+  EXPECT_NEAR(slope(ir::OpShape::Chain, 2, {0, 1, 2}), 1 / 1e9, 1e-12); // 1 and 2 sum once each
+  EXPECT_NEAR(slope(ir::OpShape::Star, 2, {0, 1}), 1 / 1e9, 1e-12);     // stores 0's, sums 1's
+  EXPECT_NEAR(slope(ir::OpShape::Star, 0, {0, 1, 2}), 2 / 1e9, 1e-12);  // sums both arrivals
+}
+
 TEST(CostEvaluator, RejectsOpsOutsideTheTopology) {
   const auto topo = machines({2, 2});
   auto schedule = plan_ring(topo);
