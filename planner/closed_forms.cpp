@@ -75,10 +75,21 @@ double ring_reduce_scatter_time(double bytes, int learners, double bandwidth, do
 
 namespace {
 
+// A ring reduce-scatter and all-gather of `steps` one-hop steps each, at `link` seconds per
+// message byte and `alpha` per step, each learner summing `summed` of the message per
+// reduce-scatter step: one StepCost for all 2 * steps, or, with a reduce bandwidth, the
+// reduce-scatter's apart (its sums are a resource beside the links, cost_model.hpp).
+std::vector<StepCost> ring_phases(double link, double summed, double alpha, uint64_t steps,
+                                  const CostParams& params) {
+  if (!(params.reduce_bandwidth > 0))
+    return {make_step(link, alpha, {}, params.chunk_bytes, 2 * steps)};
+  return {make_step(std::max(link, summed / params.reduce_bandwidth), alpha, {},
+                    params.chunk_bytes, steps),
+          make_step(link, alpha, {}, params.chunk_bytes, steps)};
+}
+
 // 2(M - 1) one-hop ring steps over `ring` (in order, and back to its start), each moving 1/M of
 // the message over the slowest link that separates ring members.
-// The ring's 2(m - 1) steps: one StepCost for all, or, with a reduce bandwidth, the m - 1
-// reduce-scatter steps (each learner sums n / m per step) and the m - 1 all-gather steps.
 std::vector<StepCost> ring_steps(const Topology& topo, std::span<const int> ring,
                                  const CostParams& params) {
   const int m = static_cast<int>(ring.size());
@@ -90,12 +101,7 @@ std::vector<StepCost> ring_steps(const Topology& topo, std::span<const int> ring
     if (n != topo.root() && members_under[n] > 0 && members_under[n] < m)
       slowest = std::max(slowest, 1 / topo.uplink(n).bandwidth);
   const double alpha = slowest_ring_hop(topo, ring) + params.hop_overhead;
-  const auto steps = static_cast<uint64_t>(m - 1);
-  if (!(params.reduce_bandwidth > 0))
-    return {make_step(slowest / m, alpha, {}, params.chunk_bytes, 2 * steps)};
-  const double reducing = std::max(slowest, 1 / params.reduce_bandwidth) / m;
-  return {make_step(reducing, alpha, {}, params.chunk_bytes, steps),
-          make_step(slowest / m, alpha, {}, params.chunk_bytes, steps)};
+  return ring_phases(slowest / m, 1.0 / m, alpha, static_cast<uint64_t>(m - 1), params);
 }
 
 }  // namespace
@@ -127,18 +133,11 @@ ScheduleCost blueconnect_cost(const Topology& topo, const CostParams& params) {
     slowest_share = level == 0 ? share : std::min(slowest_share, share);
     // 2 x Eq. 2 on n / prod_{i<l} delta_i bytes among delta learners: 2(delta - 1) ring steps
     // (with a reduce bandwidth, the reduce-scatter's delta - 1 and the all-gather's apart).
-    if (delta > 1) {
-      const double link = 1 / (delta * below * slowest_share);
-      const double alpha = hop_alpha(topo, y, params);
-      const auto steps = static_cast<uint64_t>(delta - 1);
-      if (params.reduce_bandwidth > 0) {
-        const double reducing = std::max(link, 1 / (delta * below * params.reduce_bandwidth));
-        cost.steps.push_back(make_step(reducing, alpha, {}, params.chunk_bytes, steps));
-        cost.steps.push_back(make_step(link, alpha, {}, params.chunk_bytes, steps));
-      } else {
-        cost.steps.push_back(make_step(link, alpha, {}, params.chunk_bytes, 2 * steps));
-      }
-    }
+    if (delta > 1)
+      for (StepCost& step : ring_phases(1 / (delta * below * slowest_share), 1 / (delta * below),
+                                        hop_alpha(topo, y, params),
+                                        static_cast<uint64_t>(delta - 1), params))
+        cost.steps.push_back(std::move(step));
     below *= delta;
   }
   return cost;

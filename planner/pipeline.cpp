@@ -84,10 +84,12 @@ PipelinePricer::PipelinePricer(const Topology& topo, const ir::Schedule& base,
     return out;
   };
   const auto units = static_cast<double>(base.units);
-  std::vector<std::pair<Hop, double>> hops;  // with their op's share
+  std::vector<std::pair<Hop, double>> hops;      // with their op's share
+  std::vector<std::pair<uint32_t, double>> sums;  // a summing receiver's reductions, and the share
   for (size_t s = 0; s < base.steps.size(); ++s) {
     BaseStep& step = steps_[s];
     hops.clear();
+    sums.clear();
     uint64_t members = 0;
     const auto& ops = base.steps[s].ops;
     for (size_t i = 0; i < ops.size(); ++i) {
@@ -105,12 +107,14 @@ PipelinePricer::PipelinePricer(const Topology& topo, const ir::Schedule& base,
       const size_t first = hops.size();
       uint32_t round = 0;
       double chain_latency = 0;
-      for (const auto& lowered : codegen::lower_op(op)) {
-        const NodeId from = topo.learner_node(lowered.src), to = topo.learner_node(lowered.dst);
+      const auto lowered = codegen::lower_op(op);
+      for (size_t h = 0; h < lowered.size(); ++h) {
+        const NodeId from = topo.learner_node(lowered[h].src), to = topo.learner_node(lowered[h].dst);
         const double hop_latency = path_latency(from, to) + params.hop_overhead;
         step.hop_latency = std::max(step.hop_latency, hop_latency);
         chain_latency += hop_latency;
         hops.push_back({{from, to, round, -1}, share});
+        if (reductions && hop_sums(op, lowered[h], h)) sums.emplace_back(reduction_of(to), share);
         if (op.shape == ir::OpShape::Chain) ++round;  // a star's hops run side by side
       }
       // A one-hop op never outlasts the bandwidth term plus one hop's latency.
@@ -125,21 +129,13 @@ PipelinePricer::PipelinePricer(const Topology& topo, const ir::Schedule& base,
     }
     members_before_[s + 1] = members_before_[s] + members;
     step.loads = loads_of(hops.begin(), hops.end());
-    if (reductions) {  // a reduce op's hops load their receivers' reductions (hop_sums)
-      for (const ir::Op& op : ops) {
-        if (op.kind != ir::OpKind::Reduce || op.end == op.begin) continue;
-        const double share = static_cast<double>(op.end - op.begin) / units;
-        const auto lowered = codegen::lower_op(op);
-        for (size_t h = 0; h < lowered.size(); ++h) {
-          if (!hop_sums(op, lowered[h], h)) continue;
-          const uint32_t at = reduction_of(topo.learner_node(lowered[h].dst));
-          if (load_[at] == 0) touched_.push_back(at);
-          load_[at] += share;
-        }
-      }
-      for (uint32_t at : touched_) step.loads.emplace_back(at, load_[at]);
-      clear_loads();
+    // The receivers' reductions, summed per learner like the link directions.
+    for (const auto& [at, share] : sums) {
+      if (load_[at] == 0) touched_.push_back(at);
+      load_[at] += share;
     }
+    for (uint32_t at : touched_) step.loads.emplace_back(at, load_[at]);
+    clear_loads();
     if (step.chains.empty()) continue;
     std::stable_sort(hops.begin(), hops.end(), [](const auto& a, const auto& b) {
       return a.first.round < b.first.round;

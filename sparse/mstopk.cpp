@@ -101,8 +101,8 @@ MsTopKStats mstopk(std::span<const T> x, size_t k, std::vector<uint32_t>& indice
   T floor = sample_floor(x, k);
   // Appends the indices in [from, to) whose |x| >= at_least, and their magnitudes, while x[from,
   // to) is still in cache: written unconditionally, kept by advancing the end (no branch to
-  // mispredict where about half the elements count). Both vectors are kept at least 32 longer
-  // than `held` so that a block of writes needs no check.
+  // mispredict where about half the elements count). The vectors run ahead of `held`, grown
+  // (doubling) before a block that might not fit.
   size_t held = 0;
   auto collect_block = [&](size_t from, size_t to, T at_least) {
     if (candidates.size() < held + (to - from)) {
@@ -138,7 +138,8 @@ MsTopKStats mstopk(std::span<const T> x, size_t k, std::vector<uint32_t>& indice
     return reinterpret_cast<V>((reinterpret_cast<M>(a) & a_wins) | (reinterpret_cast<M>(b) & ~a_wins));
   };
   double sum = 0;
-  V tops[2] = {};
+  V top_lanes = {};
+  T tail_top = 0;  // of the elements after each 4096 block's last whole block of 32
   for (size_t block = 0; block < d; block += kBlock) {
     const size_t end = std::min(d, block + kBlock);
     V sums[4] = {};
@@ -153,7 +154,7 @@ MsTopKStats mstopk(std::span<const T> x, size_t k, std::vector<uint32_t>& indice
         }
       }
       const V block_max = larger(block_top[0], block_top[1]);
-      tops[0] = larger(tops[0], block_max);
+      top_lanes = larger(top_lanes, block_max);
       const M hit = block_max >= (V{} + collect_at);
       bool any = false;
       for (size_t lane = 0; lane < kWidth; ++lane) any |= hit[lane] != 0;
@@ -163,16 +164,15 @@ MsTopKStats mstopk(std::span<const T> x, size_t k, std::vector<uint32_t>& indice
     for (size_t tail = i; tail < end; ++tail) {
       const T a = std::fabs(x[tail]);
       tail_sum += a;
-      tops[1][0] = tops[1][0] > a ? tops[1][0] : a;
+      tail_top = tail_top > a ? tail_top : a;
     }
     if (i < end) collect_block(i, end, collect_at);
     sum += static_cast<double>(tail_sum);
     for (const V& lanes : sums)
       for (size_t lane = 0; lane < kWidth; ++lane) sum += static_cast<double>(lanes[lane]);
   }
-  double top = 0;
-  for (const V& lanes : tops)
-    for (size_t lane = 0; lane < kWidth; ++lane) top = std::max(top, static_cast<double>(lanes[lane]));
+  double top = static_cast<double>(tail_top);
+  for (size_t lane = 0; lane < kWidth; ++lane) top = std::max(top, static_cast<double>(top_lanes[lane]));
   size_t nans = 0;
   if (std::isnan(sum)) {  // rare: redo the pass leaving NaNs out
     floor = 0;
