@@ -13,6 +13,7 @@
 #include "codegen/cpp_codegen.hpp"
 #include "codegen/msccl.hpp"
 #include "codegen/pictures.hpp"
+#include "ir/plan_binary.hpp"
 #include "ir/plan_load.hpp"
 #include "planner/size_format.hpp"
 #include "topology/topology.hpp"
@@ -74,7 +75,7 @@ void generate_cpp(const CodegenCommand& c, const ir::Plan& plan) {
   const auto files = codegen::generate_cpp(plan);
   for (const auto& file : files) write_file(dir / file.name, file.text);
   fmt::print("wrote {} files to {} (plan hash {:016x}, {} ranks, {} schedules)\n", files.size(), dir.string(),
-             codegen::plan_hash(plan), plan.world_size, plan.schedules.size());
+             ir::plan_fingerprint(plan), plan.world_size, plan.schedules.size());
   fmt::print("build: cmake -S {0} -B {0}/build -DCMAKE_BUILD_TYPE=Release && cmake --build {0}/build\n",
              dir.string());
 }

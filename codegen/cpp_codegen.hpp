@@ -18,10 +18,6 @@ struct GeneratedFile {
   std::string text;
 };
 
-// The plan's fingerprint, embedded in generated code and checked by the runtime at load: FNV-1a
-// 64 of its plan.bin encoding, which is canonical and covers every field.
-uint64_t plan_hash(const ir::Plan& plan);
-
 // flexplan_program.h (the interface), plan.cpp (hash, sizes, dispatch on the rank), one
 // rank_<r>.cpp per rank, and a CMakeLists.txt building libflexplan_plan.so.
 std::vector<GeneratedFile> generate_cpp(const ir::Plan& plan);

@@ -47,7 +47,7 @@ typedef struct flexplan_program_sink {
 
 typedef struct flexplan_generated_plan {
   uint32_t abi;                  /* FLEXPLAN_PROGRAM_ABI */
-  uint64_t plan_hash;            /* FNV-1a 64 of the plan's plan.bin encoding */
+  uint64_t plan_hash;            /* ir::plan_fingerprint of the plan */
   int32_t world_size;
   uint32_t schedules;
   const uint32_t* schedule_steps; /* steps of each schedule */

@@ -7,10 +7,10 @@
 
 namespace flexplan::ir {
 
-Plan load_job_plan(const std::string& path, int32_t job_size, int32_t rank) {
-  Plan plan = decode_plan_unverified(detail::read_file_bytes(path), path);
-  check_job_plan(plan, job_size, rank);
-  return plan;
+FingerprintedPlan load_job_plan(const std::string& path, int32_t job_size, int32_t rank) {
+  FingerprintedPlan loaded = decode_fingerprinted_plan(detail::read_file_bytes(path), path);
+  check_job_plan(loaded.plan, job_size, rank);
+  return loaded;
 }
 
 void check_job_plan(const Plan& plan, int32_t job_size, int32_t rank) {

@@ -9,11 +9,13 @@
 #include <string>
 
 #include "ir/plan.hpp"
+#include "ir/plan_binary.hpp"
 
 namespace flexplan::ir {
 
-// Reads and decodes plan.bin (PlanFormatError when malformed), then check_job_plan.
-Plan load_job_plan(const std::string& path, int32_t job_size, int32_t rank);
+// Reads and decodes plan.bin (PlanFormatError when malformed), then check_job_plan. The
+// fingerprint comes from the decoding pass (plan_binary.hpp), for the ranks to compare.
+FingerprintedPlan load_job_plan(const std::string& path, int32_t job_size, int32_t rank);
 
 // verify_plan_slice(plan, rank, job_size) when the plan's world size is the job's; throws
 // VerifyError when the slice is wrong. When the world sizes differ nothing is verified (the plan

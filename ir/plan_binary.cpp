@@ -31,6 +31,8 @@ namespace {
 
 constexpr char kMagic[8] = {'F', 'L', 'X', 'P', 'L', 'A', 'N', '\0'};
 constexpr size_t kVersionField = 16;
+constexpr size_t kFlagsOffset = 12;
+constexpr size_t kTopologyHashOffset = 32;
 constexpr size_t kPayloadLengthOffset = 44;
 constexpr size_t kChecksumOffset = 52;
 constexpr size_t kHeaderSize = 60;
@@ -252,6 +254,14 @@ std::string read_version_field(std::span<const uint8_t> field) {
   return version;
 }
 
+// The fingerprint's starting value: the header fields that are part of the plan (flags, topology
+// hash, world size); the writer's version, the payload length and the checksum are not.
+uint64_t fingerprint_seed(std::span<const uint8_t> header) {
+  uint64_t seed = detail::fnv1a64(header.subspan(kFlagsOffset, 4));
+  return detail::fnv1a64(header.subspan(kTopologyHashOffset, kPayloadLengthOffset - kTopologyHashOffset),
+                         seed);
+}
+
 }  // namespace
 
 bool has_plan_magic(std::span<const uint8_t> bytes) {
@@ -295,7 +305,18 @@ std::vector<uint8_t> encode_plan(const Plan& plan) {
   return std::move(bytes);
 }
 
+uint64_t plan_fingerprint(const Plan& plan) {
+  const std::vector<uint8_t> bytes = encode_plan(plan);
+  const std::span<const uint8_t> all(bytes);
+  return detail::fnv1a64(all.subspan(kHeaderSize), fingerprint_seed(all));
+}
+
 Plan decode_plan_unverified(std::span<const uint8_t> bytes, const std::string& source) {
+  return decode_fingerprinted_plan(bytes, source).plan;
+}
+
+FingerprintedPlan decode_fingerprinted_plan(std::span<const uint8_t> bytes,
+                                            const std::string& source) {
   detail::ByteReader header(bytes, source);
   if (bytes.empty()) header.fail_at(0, "the file is empty, not a plan.bin");
   if (bytes.size() < sizeof kMagic) {
@@ -338,7 +359,8 @@ Plan decode_plan_unverified(std::span<const uint8_t> bytes, const std::string& s
                                available - payload_length, payload_length));
   }
   const auto payload = bytes.subspan(kHeaderSize);
-  const uint64_t checksum = detail::fnv1a64(payload, detail::fnv1a64(bytes.first(kChecksumOffset)));
+  const auto [checksum, fingerprint] = detail::fnv1a64_twice(
+      payload, detail::fnv1a64(bytes.first(kChecksumOffset)), fingerprint_seed(bytes));
   if (checksum != stored_checksum) {
     header.fail_at(
         kChecksumOffset,
@@ -368,7 +390,7 @@ Plan decode_plan_unverified(std::span<const uint8_t> bytes, const std::string& s
   for (Schedule& schedule : plan.schedules) schedule = decode_schedule(in);
   if (in.remaining() != 0)
     in.fail(fmt::format("{} unread bytes at the end of the payload", in.remaining()));
-  return plan;
+  return {std::move(plan), fingerprint};
 }
 
 Plan decode_plan(std::span<const uint8_t> bytes, const std::string& source) {

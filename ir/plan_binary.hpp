@@ -28,6 +28,21 @@ Plan decode_plan(std::span<const uint8_t> bytes, const std::string& source);
 // each schedule). Everything else should use decode_plan.
 Plan decode_plan_unverified(std::span<const uint8_t> bytes, const std::string& source);
 
+// A 64-bit fingerprint of a plan's content, equal for equal plans whichever flexplan wrote
+// them: FNV-1a 64 over the header's flags, topology hash and world size, then the payload
+// (canonical, holding every other field). Ranks compare it at job start; generated program
+// libraries embed it.
+uint64_t plan_fingerprint(const Plan& plan);
+
+// decode_plan_unverified, with plan_fingerprint of the result computed in the checksum's pass
+// over the bytes instead of by encoding the plan again.
+struct FingerprintedPlan {
+  Plan plan;
+  uint64_t fingerprint = 0;
+};
+FingerprintedPlan decode_fingerprinted_plan(std::span<const uint8_t> bytes,
+                                            const std::string& source);
+
 // True when `bytes` start with the plan.bin magic, or are a truncated start of it (used to tell
 // plan.bin from a text plan, so that a truncated plan.bin still gets the binary form's error).
 bool has_plan_magic(std::span<const uint8_t> bytes);

@@ -37,7 +37,8 @@ std::unique_ptr<Engine> engine_for(ir::Plan& plan, std::unique_ptr<bootstrap::Gr
   return std::make_unique<Engine>(
       [&] {
         ir::check_job_plan(plan, size, rank);
-        return std::move(plan);
+        const uint64_t fingerprint = ir::plan_fingerprint(plan);
+        return ir::FingerprintedPlan{std::move(plan), fingerprint};
       },
       "(in memory)", std::move(group), std::move(options));
 }

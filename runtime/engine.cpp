@@ -14,7 +14,6 @@
 
 #include "runtime/bootstrap.hpp"
 #include "runtime/errors.hpp"
-#include "runtime/plan_fingerprint.hpp"
 #include "runtime/tag.hpp"
 
 namespace flexplan {
@@ -32,7 +31,7 @@ constexpr auto kSendPendingSleep = std::chrono::milliseconds(1);
 constexpr auto kAbortSendLimit = std::chrono::milliseconds(500);
 }  // namespace
 
-Engine::Engine(const std::function<ir::Plan()>& load, const std::string& source,
+Engine::Engine(const std::function<ir::FingerprintedPlan()>& load, const std::string& source,
                std::unique_ptr<bootstrap::Group> group, Options options)
     : options_(std::move(options)), group_(std::move(group)) {
   options_.window = std::max(options_.window, 1u);
@@ -47,19 +46,22 @@ Engine::Engine(const std::function<ir::Plan()>& load, const std::string& source,
   }
 }
 
-std::vector<int32_t> Engine::load_and_agree(const std::function<ir::Plan()>& load,
+std::vector<int32_t> Engine::load_and_agree(const std::function<ir::FingerprintedPlan()>& load,
                                             const std::string& source,
                                             const bootstrap::HostIdentity& host) {
   const int member_rank = group_->rank();
   std::string error;
+  uint64_t fingerprint = 0;
   try {
-    plan_ = load();
+    ir::FingerprintedPlan loaded = load();
+    plan_ = std::move(loaded.plan);
+    fingerprint = loaded.fingerprint;
     bootstrap::check_tag_limits(plan_);
     rank_ = bootstrap::plan_rank_for(plan_, options_, member_rank, host);
     if (!options_.program_library.empty()) {
       // Generated code instead of lowering: loaded and checked here, so that a library made for
       // another plan fails creation on every rank.
-      generated_ = std::make_unique<GeneratedPrograms>(options_.program_library, plan_);
+      generated_ = std::make_unique<GeneratedPrograms>(options_.program_library, plan_, fingerprint);
       for (size_t s = 0; s < plan_.schedules.size(); ++s)
         programs_.emplace(&plan_.schedules[s], generated_->program(s, rank_));
     }
@@ -69,7 +71,7 @@ std::vector<int32_t> Engine::load_and_agree(const std::function<ir::Plan()>& loa
   bootstrap::raise_if_any_failed(*group_, error, "loading the plan", /*bad_input=*/true);
   auto plan_rank_of = bootstrap::agree_on_plan(
       *group_,
-      {plan_.world_size, plan_.topology_hash, plan_fingerprint(plan_), options_.chunk_bytes, rank_});
+      {plan_.world_size, plan_.topology_hash, fingerprint, options_.chunk_bytes, rank_});
   if (static_cast<size_t>(rank_) < plan_.rank_names.size()) {
     learner_name_ = plan_.rank_names[static_cast<size_t>(rank_)];
   }

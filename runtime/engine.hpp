@@ -14,6 +14,7 @@
 
 #include "codegen/rank_program.hpp"
 #include "ir/plan.hpp"
+#include "ir/plan_binary.hpp"
 #include "runtime/bootstrap.hpp"
 #include "runtime/generated_programs.hpp"
 #include "runtime/operation.hpp"
@@ -28,7 +29,7 @@ namespace flexplan {
 class Engine {
  public:
   // `load` produces this rank's verified plan; `source` names it in errors.
-  Engine(const std::function<ir::Plan()>& load, const std::string& source,
+  Engine(const std::function<ir::FingerprintedPlan()>& load, const std::string& source,
          std::unique_ptr<bootstrap::Group> group, Options options);
   ~Engine();
 
@@ -54,7 +55,7 @@ class Engine {
 
   // Creation, collective: the plan and this process's plan rank, agreed by all ranks (returns
   // the plan rank of each group member), then the UCX endpoints.
-  std::vector<int32_t> load_and_agree(const std::function<ir::Plan()>& load,
+  std::vector<int32_t> load_and_agree(const std::function<ir::FingerprintedPlan()>& load,
                                       const std::string& source,
                                       const bootstrap::HostIdentity& host);
   void connect(const bootstrap::HostIdentity& host, const std::vector<int32_t>& plan_rank_of);

@@ -14,7 +14,6 @@
 #include "ir/verify.hpp"
 #include "runtime/gpu/device_kernels.hpp"
 #include "runtime/gpu/load_checks.hpp"
-#include "runtime/plan_fingerprint.hpp"
 
 namespace flexplan::gpu {
 
@@ -112,7 +111,7 @@ void DeviceCommunicator::create(MPI_Comm comm, std::string load_error) {
   nccl_version_ = record.nccl_version;
   if (record.local_error.empty()) {
     record.plan_world_size = plan_.world_size;
-    record.plan_fingerprint = plan_fingerprint(plan_);
+    record.plan_fingerprint = ir::plan_fingerprint(plan_);
     record.topology_name = plan_.topology_name;
     record.topology_hash = plan_.topology_hash;
   }

@@ -180,7 +180,7 @@ TEST_F(CodegenCli, GeneratedCodeEmitsTheLoweredPrograms) {
     ASSERT_NE(entry, nullptr);
     const flexplan_generated_plan* generated = entry();
     EXPECT_EQ(generated->abi, static_cast<uint32_t>(FLEXPLAN_PROGRAM_ABI));
-    EXPECT_EQ(generated->plan_hash, codegen::plan_hash(loaded));
+    EXPECT_EQ(generated->plan_hash, ir::plan_fingerprint(loaded));
     EXPECT_EQ(generated->world_size, loaded.world_size);
     ASSERT_EQ(generated->schedules, loaded.schedules.size());
     for (uint32_t s = 0; s < generated->schedules; ++s) {

@@ -61,6 +61,38 @@ TEST(IrBinary, RoundTripsExactly) {
   EXPECT_EQ(decode_plan(encode_plan(bare), "mem"), bare);
 }
 
+// The fingerprint the ranks compare: the same for the same plan however it reaches them (decoded
+// from a file, computed from memory, written by another flexplan version), different when any
+// part of the plan differs.
+TEST(IrBinary, FingerprintCoversThePlanNotTheWriter) {
+  const Plan plan = testing::two_range_plan(6);
+  std::vector<uint8_t> bytes = encode_plan(plan);
+  const uint64_t fingerprint = plan_fingerprint(plan);
+  EXPECT_EQ(decode_fingerprinted_plan(bytes, "mem").fingerprint, fingerprint);
+  EXPECT_EQ(decode_fingerprinted_plan(bytes, "mem").plan, plan);
+
+  bytes[kWriterAt] = '9';  // another writer's version string
+  reseal(bytes);
+  EXPECT_EQ(decode_fingerprinted_plan(bytes, "mem").fingerprint, fingerprint);
+
+  auto differs = [&](const std::function<void(Plan&)>& change) {
+    Plan other = plan;
+    change(other);
+    const uint64_t changed = plan_fingerprint(other);
+    EXPECT_EQ(decode_fingerprinted_plan(encode_plan(other), "mem").fingerprint, changed);
+    return changed != fingerprint;
+  };
+  EXPECT_TRUE(differs([](Plan& p) { p.topology_hash = "fedcba9876543210"; }));
+  EXPECT_TRUE(differs([](Plan& p) { p.topology_hash.clear(); }));
+  EXPECT_TRUE(differs([](Plan& p) {
+    p.world_size += 1;
+    p.rank_names.push_back("m9/gpu0");
+  }));
+  EXPECT_TRUE(differs([](Plan& p) { p.rank_names[2] += "x"; }));
+  EXPECT_TRUE(differs([](Plan& p) { p.schedules[1].steps[0].ops[0].end += 1; }));
+  EXPECT_TRUE(differs([](Plan& p) { p.schedules[0].min_bytes += 1; }));
+}
+
 // The shape of every op survives, whether its group is coded as a list or as edits.
 TEST(IrBinary, StarOpsRoundTrip) {
   Plan plan = testing::two_range_plan(6);
