@@ -136,8 +136,8 @@ int32_t decode_rank(detail::ByteReader& in, int64_t base, const char* what) {
   return static_cast<int32_t>(base + delta);
 }
 
-Op decode_op(detail::ByteReader& in, const Op* previous) {
-  Op op;
+// Decodes into `op` in place (a step's ops are sized first), so that no op is built and moved.
+void decode_op(detail::ByteReader& in, Op& op, const Op* previous) {
   const size_t head_at = in.offset();
   const uint64_t head = in.varint_at_most(7, "op kind, group form and shape");
   op.kind = static_cast<OpKind>(head & 1);
@@ -175,7 +175,6 @@ Op decode_op(detail::ByteReader& in, const Op* previous) {
     int64_t before = op.root;
     for (int32_t& member : op.group) before = member = decode_rank(in, before, "group member");
   }
-  return op;
 }
 
 Schedule decode_schedule(detail::ByteReader& in) {
@@ -213,7 +212,7 @@ Schedule decode_schedule(detail::ByteReader& in) {
     step.level = static_cast<int32_t>(level);
     step.ops.resize(in.count(5, "op count"));
     for (size_t o = 0; o < step.ops.size(); ++o)
-      step.ops[o] = decode_op(in, o > 0 ? &step.ops[o - 1] : nullptr);
+      decode_op(in, step.ops[o], o > 0 ? &step.ops[o - 1] : nullptr);
   }
   if (slices == 1) return schedule;
   uint64_t ops = 0, members = 0;

@@ -93,9 +93,20 @@ void check_structure_labeled(const Schedule& schedule, int32_t world_size,
   if (static_cast<size_t>(schedule.collective) > static_cast<size_t>(Collective::Broadcast)) {
     fail(label, "invalid collective");
   }
-  size_t size = 0;
-  for (const Step& step : schedule.steps)
-    for (const Op& op : step.ops) size += 1 + op.group.size();
+  // The size of what is checked (a slice's share, not the whole schedule), which decides
+  // whether marks sized by the world pay off.
+  size_t size = 0, counted = 0;
+  for (const Step& step : schedule.steps) {
+    if (counted >= last_op) break;
+    if (counted + step.ops.size() <= first_op) {
+      counted += step.ops.size();
+      continue;
+    }
+    for (const Op& op : step.ops) {
+      if (counted >= first_op && counted < last_op) size += 1 + op.group.size();
+      ++counted;
+    }
+  }
   RepeatFinder repeats(world_size, size);
   size_t index = 0;  // of the op, through all steps
   for (size_t s = 0; s < schedule.steps.size(); ++s) {
