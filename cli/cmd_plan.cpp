@@ -126,9 +126,10 @@ void print_calls(const ReduceCallStats& calls) {
              calls.taking_part_avg, calls.taking_part_max);
 }
 
-void run(const PlanCommand& command, const CostParams& cost) {
+void run(const PlanCommand& command, CostParams cost) {
   Progress progress;
   const auto topo = load_topology(command.topology_path);
+  command.cost.apply_topology(cost, topo);
   progress.enable(topo.num_learners() >= kProgressLearners);
   progress(fmt::format("topology loaded: {}", describe_topology(topo)));
 

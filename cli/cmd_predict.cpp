@@ -245,8 +245,9 @@ void print_json(const PredictCommand& command, const Sweep& sweep, const Topolog
 }
 
 void run(const PredictCommand& command) {
-  const Sweep sweep = parse_sweep(command);
+  Sweep sweep = parse_sweep(command);
   const auto topo = load_topology(command.topology_path);
+  command.cost.apply_topology(sweep.cost, topo);
   const auto names = command.algorithms.empty() ? algorithm_names() : command.algorithms;
   std::vector<AlgorithmPrediction> predictions;
   for (const auto& name : names) predictions.push_back(predict_algorithm(topo, name, sweep.cost));

@@ -119,7 +119,10 @@ void show(const ShowOptions& options) {
   fmt::print("topology {}: {}, {}, {}, {}\n", topo.name(), plural(topo.num_learners(), "learner"),
              plural(topo.num_nodes(), "node"), plural(topo.num_levels(), "level"),
              topo.is_symmetric() ? "symmetric" : "asymmetric");
-  fmt::print("hash {}\n\n", topo.hash_hex());
+  fmt::print("hash {}\n", topo.hash_hex());
+  if (topo.reduce_bandwidth() > 0)
+    fmt::print("reductions at {} per learner\n", format_bandwidth(topo.reduce_bandwidth()));
+  fmt::print("\n");
   print_levels(topo);
   fmt::print("\n");
   print_folded_tree(topo, options.max_lines);

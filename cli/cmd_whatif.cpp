@@ -105,6 +105,7 @@ void run(const WhatifCommand& command) {
   options.advise = !command.no_advice;
 
   const auto topo = load_topology(command.topology_path);
+  command.cost_options.apply_topology(cost, topo);
   whatif::SweepOptions sweep_options{comma_list(command.algorithms), cost, command.jobs};
   if (sweep_options.jobs == 0) sweep_options.jobs = std::max(1u, std::thread::hardware_concurrency());
   Progress progress;

@@ -1,5 +1,6 @@
 // The cost model's options shared by the commands that plan or predict (plan, predict, whatif):
-// --hop-overhead and --reduce-bandwidth, their help and their parsing into CostParams.
+// --hop-overhead and --reduce-bandwidth, their help and their parsing into CostParams (the
+// reduction rate defaulting to the topology's).
 #pragma once
 
 #include <stdexcept>
@@ -14,16 +15,22 @@ namespace flexplan::cli {
 
 struct CostOptions {
   std::string hop_overhead = "0 s";
-  std::string reduce_bandwidth;  // empty: reductions are not modelled
+  std::string reduce_bandwidth;  // empty: the topology's rate; "none": not modelled
 
   void add_to(CLI::App& app) {
     app.add_option("--hop-overhead", hop_overhead,
                    "software cost of one hop, added to every hop's latency (\"2 us\")")
         ->capture_default_str();
     app.add_option("--reduce-bandwidth", reduce_bandwidth,
-                   "rate at which a learner sums a received range into its own (\"4 GB/s\"; "
-                   "default: not modelled). Learners that reduce on the CPU over shared "
-                   "memory: see docs/cost-model.md");
+                   "rate at which a learner sums a received range into its own (\"4 GB/s\", or "
+                   "\"none\" not to model reductions; default: the topology's "
+                   "\"reduce_bandwidth\", else none). Learners that reduce on the CPU over "
+                   "shared memory: see docs/cost-model.md");
+  }
+
+  // The topology's reduction rate, where --reduce-bandwidth did not give one.
+  void apply_topology(CostParams& params, const Topology& topo) const {
+    if (reduce_bandwidth.empty()) params.reduce_bandwidth = topo.reduce_bandwidth();
   }
 
   // Throws std::invalid_argument naming the option.
@@ -34,7 +41,7 @@ struct CostOptions {
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument(std::string("--hop-overhead: ") + e.what());
     }
-    if (!reduce_bandwidth.empty()) {
+    if (!reduce_bandwidth.empty() && reduce_bandwidth != "none") {
       try {
         params.reduce_bandwidth = parse_bandwidth(reduce_bandwidth);
       } catch (const std::invalid_argument& e) {

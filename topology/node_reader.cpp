@@ -293,7 +293,7 @@ class TreeReader : public PathSource {
     const Where top(*this, kDocument);
     const json& document = document_ ? *document_ : empty_;
     expect_type(document, json::value_t::object, top, "an object with \"name\" and \"root\"");
-    check_fields(document, top, {"name", "description", "root"});
+    check_fields(document, top, {"name", "description", "reduce_bandwidth", "root"});
     const json& name = require(document, top, "name");
     expect_type(name, json::value_t::string, top.field("name"), "a string");
     if (name.get<std::string>().empty()) throw TopologyError("name", "cannot be empty");
@@ -302,8 +302,18 @@ class TreeReader : public PathSource {
       expect_type(*description, json::value_t::string, top.field("description"), "a string");
     const json& root = require(document, top, "root");
     if (!root_read_) expect_type(root, json::value_t::object, top.field("root"), "a node object");
+    double reduce_bandwidth = 0;
+    if (auto rate = document.find("reduce_bandwidth"); rate != document.end()) {
+      expect_type(*rate, json::value_t::string, top.field("reduce_bandwidth"),
+                  "a bandwidth string such as \"4 GB/s\"");
+      try {
+        reduce_bandwidth = parse_bandwidth(rate->get<std::string>());
+      } catch (const std::invalid_argument& e) {
+        throw TopologyError("reduce_bandwidth", e.what());
+      }
+    }
     if (first_fault_) throw *first_fault_;
-    TopologyText result{name.get<std::string>(), std::move(root_)};
+    TopologyText result{name.get<std::string>(), reduce_bandwidth, std::move(root_)};
     return result;
   }
 

@@ -77,6 +77,11 @@ uint64_t content_hash(const Topology& topo, std::span<const NodeId> preorder) {
       h.f64(props.link.latency);
     }
   }
+  // Only when given, so that the hashes of topologies without one stay what they were.
+  if (topo.reduce_bandwidth() > 0) {
+    h.bytes("reduce_bandwidth");
+    h.f64(topo.reduce_bandwidth());
+  }
   return h.value();
 }
 
@@ -334,6 +339,14 @@ double Topology::path_latency(int rank_a, int rank_b) const {
     deeper = parent_[deeper];
   }
   return total;
+}
+
+void Topology::set_reduce_bandwidth(double rate) {
+  if (!(rate >= 0) || !std::isfinite(rate))
+    throw TopologyError("reduce_bandwidth",
+                        fmt::format("must be positive and finite (or 0 for none), got {}", rate));
+  reduce_bandwidth_ = rate;
+  hash_.forget();
 }
 
 std::string Topology::hash_hex() const { return fmt::format("{:016x}", hash()); }

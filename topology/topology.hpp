@@ -93,6 +93,12 @@ class Topology {
   // Same fan-out and same link figures across every depth, and all learners at one depth.
   bool is_symmetric() const { return symmetric_; }
 
+  // The rate at which a learner sums a received range into its own, bytes/s, as the topology
+  // gives it ("reduce_bandwidth"); 0 when it gives none. One figure for every learner.
+  double reduce_bandwidth() const { return reduce_bandwidth_; }
+  // Throws TopologyError unless `rate` is 0 (none) or within the bandwidths a link may have.
+  void set_reduce_bandwidth(double rate);
+
   // Stable content hash: same structure, names, link figures and ranks give the same hash
   // however the JSON was written (key order, `count` vs spelled out, unit spelling).
   uint64_t hash() const;
@@ -166,6 +172,7 @@ class Topology {
   std::vector<int> dfs_ranks_;
   std::vector<int> first_, count_;
   bool symmetric_ = false;
+  double reduce_bandwidth_ = 0;
   mutable CachedHash hash_;
   uint64_t edits_ = 0;  // set_uplinks calls in force (not undone), to match undos
 };

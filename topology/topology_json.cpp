@@ -175,7 +175,9 @@ Topology parse_topology(const std::string& json_text, const std::string& source)
                                     size.some_ranked->location()));
   check_sibling_names(root);
 
-  return Topology(text.name, build_graph(root, size, explicit_ranks));
+  Topology topology(text.name, build_graph(root, size, explicit_ranks));
+  topology.set_reduce_bandwidth(text.reduce_bandwidth);
+  return topology;
 }
 
 Topology load_topology(const std::string& path) {

@@ -29,6 +29,8 @@ nlohmann::ordered_json node_json(const Topology& topo, NodeId n) {
 std::string topology_to_json(const Topology& topo) {
   nlohmann::ordered_json doc;
   doc["name"] = topo.name();
+  if (topo.reduce_bandwidth() > 0)
+    doc["reduce_bandwidth"] = fmt::format("{:.17g} B/s", topo.reduce_bandwidth());
   doc["root"] = node_json(topo, topo.root());
   return doc.dump(1) + "\n";
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -55,34 +56,56 @@ TEST_F(PlannerCli, ForcedAlgorithmAndTheBlueConnectFallbackNote) {
   EXPECT_EQ(plan.schedules[0].algorithm, "blueconnect");
 }
 
-// Two learners on one host (bench/flexbench/loopback-2.json): without reductions modelled,
-// recursive doubling serves every size up to about 100 TB; with them, slower than the 10 GB/s
-// links, a 64 MiB all-reduce goes to FlexReduce's halves (pipelined), and small ones stay
-// with recursive doubling.
+std::string algorithm_at(const ir::Plan& plan, uint64_t bytes) {
+  for (const auto& schedule : plan.schedules)
+    if (schedule.min_bytes <= bytes && (!schedule.max_bytes || bytes < *schedule.max_bytes))
+      return schedule.algorithm;
+  return "none";
+}
+
+// Two learners on one host (bench/flexbench/loopback-2.json, which gives the host's reduction
+// rate, 6 GB/s): with reductions modelled, slower than the 10 GB/s links, a 64 MiB all-reduce
+// goes to FlexReduce's halves (pipelined) and small ones stay with recursive doubling; without
+// them (--reduce-bandwidth none), recursive doubling serves every size up to about 100 TB. The
+// flag overrides the topology's rate.
 TEST_F(PlannerCli, ReduceBandwidthMovesLargeMessagesOffRecursiveDoubling) {
   const std::string host = std::string(FLEXPLAN_SOURCE_DIR) + "/bench/flexbench/loopback-2.json";
-  auto algorithm_at = [](const ir::Plan& plan, uint64_t bytes) {
-    for (const auto& schedule : plan.schedules)
-      if (schedule.min_bytes <= bytes && (!schedule.max_bytes || bytes < *schedule.max_bytes))
-        return schedule.algorithm;
-    return std::string("none");
-  };
   const auto out = path("plan.bin");
   auto run = run_flexplan(host + " -o " + out);
-  ASSERT_EQ(run.exit_code, 0) << run.output;
-  EXPECT_EQ(algorithm_at(ir::read_plan_file(out), 64 << 20), "recursive-doubling");
-  run = run_flexplan(host + " -o " + out + " --reduce-bandwidth '6 GB/s'");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const auto plan = ir::read_plan_file(out);
   EXPECT_EQ(algorithm_at(plan, 64 << 20).rfind("flexreduce", 0), 0u) << algorithm_at(plan, 64 << 20);
   EXPECT_EQ(algorithm_at(plan, 1024), "recursive-doubling");
+  run = run_flexplan(host + " -o " + out + " --reduce-bandwidth none");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(algorithm_at(ir::read_plan_file(out), 64 << 20), "recursive-doubling");
+  run = run_flexplan(host + " -o " + out + " --reduce-bandwidth '100 Tbit/s'");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(algorithm_at(ir::read_plan_file(out), 64 << 20), "recursive-doubling");
   run = run_flexplan(host + " -o " + out + " --reduce-bandwidth '0 GB/s'");
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_NE(run.output.find("--reduce-bandwidth"), std::string::npos) << run.output;
-  run = run_flexplan("predict " + host + " -b 1M -e 1M --reduce-bandwidth '6 GB/s' --format json");
+  run = run_flexplan("predict " + host + " -b 1M -e 1M --format json");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("\"reduce_bytes_per_second\": 6000000000"), std::string::npos)
       << run.output;
+  run = run_flexplan("predict " + host + " -b 1M -e 1M --reduce-bandwidth '3 GB/s' --format json");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("\"reduce_bytes_per_second\": 3000000000"), std::string::npos)
+      << run.output;
+}
+
+// A bad "reduce_bandwidth" in a topology is the topology's error: exit 2, naming the field.
+TEST_F(PlannerCli, BadTopologyReductionRateIsRefused) {
+  const std::string file = path("host.json");
+  for (const std::string& bad : {"\"fast\"", "6", "\"0 GB/s\"", "\"1e400 GB/s\""}) {
+    std::ofstream(file) << R"({"name": "h", "reduce_bandwidth": )" << bad
+                        << R"(, "root": {"name": "m", "children": [{"name": "g", "count": 2,
+                              "link": {"bandwidth": "10 GB/s"}}]}})";
+    const auto run = run_flexplan(file + " -o " + path("plan.bin"));
+    EXPECT_EQ(run.exit_code, 2) << bad << ": " << run.output;
+    EXPECT_NE(run.output.find("reduce_bandwidth"), std::string::npos) << run.output;
+  }
 }
 
 TEST_F(PlannerCli, BadInputExitsWithTwoAndSaysWhy) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "topology/topology.hpp"
+#include "topology/topology_writer.hpp"
 
 namespace flexplan {
 namespace {
@@ -80,6 +81,22 @@ TEST(TopologyHash, EveryChangeThatMattersChangesIt) {
   const std::string swapped = R"({"name": "t", "root": {"name": "s", "children": [
     {"name": "b", "link": {"bandwidth": "1 GB/s"}}, {"name": "a", "link": {"bandwidth": "1 GB/s"}}]}})";
   EXPECT_NE(hash_of(swapped), in_order);
+}
+
+// The learners' reduction rate is part of what a plan is made for; a topology without one keeps
+// the hash it always had, and the same rate in other units hashes the same.
+TEST(TopologyHash, ReductionRateCountsWhenGiven) {
+  const uint64_t plain = hash_of(kPlain);
+  const std::string with_rate = replaced(kPlain, R"("name": "plain",)",
+                                         R"("name": "plain", "reduce_bandwidth": "6 GB/s",)");
+  const Topology topo = parse_topology(with_rate);
+  EXPECT_DOUBLE_EQ(topo.reduce_bandwidth(), 6e9);
+  EXPECT_DOUBLE_EQ(parse_topology(kPlain).reduce_bandwidth(), 0);
+  EXPECT_NE(topo.hash(), plain);
+  EXPECT_EQ(hash_of(replaced(with_rate, "6 GB/s", "48 Gbit/s")), topo.hash());
+  EXPECT_NE(hash_of(replaced(with_rate, "6 GB/s", "7 GB/s")), topo.hash());
+  // The writer keeps it: what it writes parses back to the same topology.
+  EXPECT_EQ(parse_topology(topology_to_json(topo)).hash(), topo.hash());
 }
 
 // Recomputes the documented serialization (docs/topology.md) independently for a tiny tree.
