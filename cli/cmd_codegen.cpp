@@ -143,6 +143,7 @@ void draw(const CodegenCommand& c, const ir::Plan& plan) {
     try {
       bytes = parse_size(c.bytes);
       params.hop_overhead = parse_latency(c.hop_overhead);
+      params.reduce_bandwidth = topo.reduce_bandwidth();  // priced as the planner priced it
     } catch (const std::invalid_argument& e) {
       throw BadInput(e.what());
     }

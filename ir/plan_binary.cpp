@@ -368,6 +368,11 @@ FingerprintedPlan decode_fingerprinted_plan(std::span<const uint8_t> bytes,
                     stored_checksum, checksum, writer_version));
   }
   if (flags & ~kFlagTopologyHash) header.fail_at(12, fmt::format("unknown flags {:#x}", flags));
+  // Kept canonical: the fingerprint covers this field.
+  if (!(flags & kFlagTopologyHash) && topology_hash != 0)
+    header.fail_at(kTopologyHashOffset, fmt::format("topology hash {:016x} without the flag that "
+                                                    "announces one",
+                                                    topology_hash));
   if (world_size < 1 || world_size > kMaxRank)
     header.fail_at(40, fmt::format("world size {} is out of range", world_size));
 

@@ -28,10 +28,13 @@ Plan decode_plan(std::span<const uint8_t> bytes, const std::string& source);
 // each schedule). Everything else should use decode_plan.
 Plan decode_plan_unverified(std::span<const uint8_t> bytes, const std::string& source);
 
-// A 64-bit fingerprint of a plan's content, equal for equal plans whichever flexplan wrote
-// them: FNV-1a 64 over the header's flags, topology hash and world size, then the payload
-// (canonical, holding every other field). Ranks compare it at job start; generated program
-// libraries embed it.
+// A 64-bit fingerprint of a plan's content: FNV-1a 64 over the header's flags, topology hash
+// and world size, then the payload (holding every other field), as encode_plan writes them, so
+// equal plans get equal fingerprints whichever flexplan version wrote them. Ranks compare it at
+// job start; generated program libraries embed it. A file decoded by
+// decode_fingerprinted_plan is fingerprinted from its own bytes: a valid file coded otherwise
+// than encode_plan would (longer varints, the other group form) fingerprints differently, which
+// fails safe (ranks holding differently coded copies refuse to run together).
 uint64_t plan_fingerprint(const Plan& plan);
 
 // decode_plan_unverified, with plan_fingerprint of the result computed in the checksum's pass

@@ -61,7 +61,7 @@ std::vector<int32_t> Engine::load_and_agree(const std::function<ir::Fingerprinte
     if (!options_.program_library.empty()) {
       // Generated code instead of lowering: loaded and checked here, so that a library made for
       // another plan fails creation on every rank.
-      generated_ = std::make_unique<GeneratedPrograms>(options_.program_library, plan_, fingerprint);
+      generated_ = std::make_unique<GeneratedPrograms>(options_.program_library, plan_);
       for (size_t s = 0; s < plan_.schedules.size(); ++s)
         programs_.emplace(&plan_.schedules[s], generated_->program(s, rank_));
     }

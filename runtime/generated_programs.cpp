@@ -6,12 +6,12 @@
 #include <fmt/format.h>
 
 #include "codegen/cpp_codegen.hpp"
+#include "ir/plan_binary.hpp"
 #include "runtime/errors.hpp"
 
 namespace flexplan {
 
-GeneratedPrograms::GeneratedPrograms(const std::string& path, const ir::Plan& plan, uint64_t plan_fingerprint)
-    : path_(path), plan_(plan) {
+GeneratedPrograms::GeneratedPrograms(const std::string& path, const ir::Plan& plan) : path_(path), plan_(plan) {
   const auto refuse = [&](const std::string& why) {
     if (handle_) dlclose(handle_);
     handle_ = nullptr;
@@ -30,7 +30,9 @@ GeneratedPrograms::GeneratedPrograms(const std::string& path, const ir::Plan& pl
   if (!entry_ || entry_->abi != FLEXPLAN_PROGRAM_ABI)
     refuse(fmt::format("execution interface version {}, this runtime speaks {}", entry_ ? entry_->abi : 0,
                        FLEXPLAN_PROGRAM_ABI));
-  const uint64_t hash = plan_fingerprint;
+  // The encoder's fingerprint, as codegen embedded it (not the one from the file's bytes, which
+  // may code the same plan otherwise).
+  const uint64_t hash = ir::plan_fingerprint(plan);
   if (entry_->plan_hash != hash)
     refuse(fmt::format("generated for another plan (plan hash {:016x}; this plan's is {:016x}): regenerate it "
                        "with `flexplan codegen PLAN --target cpp`",

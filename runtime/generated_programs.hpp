@@ -16,7 +16,7 @@ class GeneratedPrograms {
  public:
   // dlopens `path` and checks it against `plan`. Throws RuntimeError naming the library and
   // what does not match (e.g. a library generated for another plan).
-  GeneratedPrograms(const std::string& path, const ir::Plan& plan, uint64_t plan_fingerprint);
+  GeneratedPrograms(const std::string& path, const ir::Plan& plan);
   ~GeneratedPrograms();
   GeneratedPrograms(const GeneratedPrograms&) = delete;
   GeneratedPrograms& operator=(const GeneratedPrograms&) = delete;

@@ -94,9 +94,11 @@ class Topology {
   bool is_symmetric() const { return symmetric_; }
 
   // The rate at which a learner sums a received range into its own, bytes/s, as the topology
-  // gives it ("reduce_bandwidth"); 0 when it gives none. One figure for every learner.
+  // gives it ("reduce_bandwidth"); 0 when it gives none. One figure for every learner. The
+  // planner's library takes the rate in CostParams; flexplan's commands fill it from here.
   double reduce_bandwidth() const { return reduce_bandwidth_; }
-  // Throws TopologyError unless `rate` is 0 (none) or within the bandwidths a link may have.
+  // Throws TopologyError unless `rate` is 0 (none) or positive and finite (the parser has
+  // already held it to the bandwidths a link may have).
   void set_reduce_bandwidth(double rate);
 
   // Stable content hash: same structure, names, link figures and ranks give the same hash

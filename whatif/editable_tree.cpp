@@ -19,7 +19,7 @@ TreeNode copy_subtree(const Topology& topo, NodeId n) {
 }  // namespace
 
 EditableTree editable_copy(const Topology& topo) {
-  return EditableTree{topo.name(), copy_subtree(topo, topo.root()), false};
+  return EditableTree{topo.name(), copy_subtree(topo, topo.root()), false, topo.reduce_bandwidth()};
 }
 
 Topology to_topology(const EditableTree& tree) {
@@ -39,7 +39,9 @@ Topology to_topology(const EditableTree& tree) {
     return id;
   };
   add(tree.root, -1);
-  return Topology(tree.name, std::move(graph));
+  Topology topology(tree.name, std::move(graph));
+  topology.set_reduce_bandwidth(tree.reduce_bandwidth);
+  return topology;
 }
 
 void copy_links(const EditableTree& tree, Topology& topo) {

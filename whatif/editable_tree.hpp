@@ -21,6 +21,7 @@ struct EditableTree {
   std::string name;  // the topology's name
   TreeNode root;
   bool shape_changed = false;  // set by edits that add or remove nodes
+  double reduce_bandwidth = 0;  // the topology's reduction rate (0: none given)
 };
 
 EditableTree editable_copy(const Topology&);

@@ -3,10 +3,11 @@
 # 5 and 8 ranks, small (8 B - 64 KB) and large (1 - 128 MB) float32 sums, for one build or
 # several side by side.
 #   bench/flexbench/loopback_ratios.sh OUT_DIR NAME=BUILD_DIR[+PLANNER_ARGS] [...]
-# Plans: bench/flexbench/loopback-{2,5,8}.json (N learners on one machine), planned by each
-# build's own flexplan, with the plan's own choice of schedule; PLANNER_ARGS (spaces as '+',
-# e.g. reduce=build+--reduce-bandwidth=6GB/s) are passed to that flexplan, so that one build
-# can run under two plans side by side. With several builds, each
+# Plans: bench/flexbench/loopback-{2,5,8}.json (N learners on one machine, with this host's
+# reduction rate), planned by each build's own flexplan, with the plan's own choice of
+# schedule; PLANNER_ARGS (spaces as '+', e.g. off=build+--reduce-bandwidth=none) are passed to
+# that flexplan, so that one build can run under two plans side by side. A build older than the
+# topology field "reduce_bandwidth" refuses these files (unknown field). With several builds, each
 # (ranks, sizes) run goes through the builds back to back, so that they see the same load; the
 # records land in OUT_DIR/NAME/, and OUT_DIR/conditions.txt gets the date and load averages.
 # The runtime runs in blocking mode and MPI with mpi_yield_when_idle, so that waiting ranks

@@ -84,6 +84,19 @@ TEST(IrBinary, FingerprintCoversThePlanNotTheWriter) {
   };
   EXPECT_TRUE(differs([](Plan& p) { p.topology_hash = "fedcba9876543210"; }));
   EXPECT_TRUE(differs([](Plan& p) { p.topology_hash.clear(); }));
+  // Header fields alone: the world size of a plan without learner names (so that the payload
+  // stays the same), and the flag alone (a zero hash given against none).
+  Plan unnamed = plan;
+  unnamed.rank_names.clear();
+  unnamed.topology_hash.clear();
+  Plan wider = unnamed;
+  wider.world_size += 1;
+  Plan zero_hash = unnamed;
+  zero_hash.topology_hash = "0000000000000000";
+  EXPECT_NE(plan_fingerprint(wider), plan_fingerprint(unnamed));
+  EXPECT_NE(plan_fingerprint(zero_hash), plan_fingerprint(unnamed));
+  EXPECT_EQ(decode_fingerprinted_plan(encode_plan(zero_hash), "mem").fingerprint,
+            plan_fingerprint(zero_hash));
   EXPECT_TRUE(differs([](Plan& p) {
     p.world_size += 1;
     p.rank_names.push_back("m9/gpu0");
@@ -172,6 +185,12 @@ TEST(IrBinary, EveryHeaderFieldIsChecked) {
   put_le(bytes, kWorldAt, 0, 4);
   reseal(bytes);
   EXPECT_NE(format_error(bytes).find("byte 40: world size 0 is out of range"), std::string::npos)
+      << format_error(bytes);
+  // A topology hash without its flag: two codings of one plan, so refused.
+  bytes = good;
+  put_le(bytes, kFlagsAt, 0, 4);
+  reseal(bytes);
+  EXPECT_NE(format_error(bytes).find("byte 32: topology hash"), std::string::npos)
       << format_error(bytes);
 }
 

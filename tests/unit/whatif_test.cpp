@@ -107,6 +107,20 @@ TEST(WhatifVariation, ReplacesASubtree) {
   EXPECT_DOUBLE_EQ(topo.uplink(node_named(topo, "core/rack1/big")).bandwidth, 12.5e9);
 }
 
+// A topology's reduction rate survives the editable copy, so the unvaried point is the file's
+// topology (same hash) and varied points keep the rate.
+TEST(WhatifVariation, KeepsTheReductionRate) {
+  std::string text = kTwoRacks;
+  text.replace(text.find("\"root\""), 0, "\"reduce_bandwidth\": \"6 GB/s\", ");
+  const Topology base = parse_topology(text, "racks");
+  ASSERT_DOUBLE_EQ(base.reduce_bandwidth(), 6e9);
+  EXPECT_EQ(to_topology(editable_copy(base)).hash(), base.hash());
+  const auto variation = parse_variation("count:core/rack0/m0=4");
+  const Topology changed = to_topology(vary(editable_copy(base), {variation}, grid_point({variation}, 0)));
+  EXPECT_EQ(changed.num_learners(), 21);
+  EXPECT_DOUBLE_EQ(changed.reduce_bandwidth(), 6e9);
+}
+
 TEST(WhatifVariation, GridVariesTheFirstAxisSlowest) {
   const std::vector<Variation> v{parse_variation("machines.bandwidth=1Gbit/s,2Gbit/s"),
                                  parse_variation("gpus:*=1,2,3")};
