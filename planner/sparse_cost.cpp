@@ -47,10 +47,12 @@ SparseCost sparse_allreduce_cost(const Topology& topo, double bytes, double elem
       slowest = std::max(slowest, 1 / link.bandwidth);
       latency = std::max(latency, 2 * link.latency);
     }
-    const double step = latency + params.hop_overhead + (n - 1) / n * bytes * slowest;
-    cost.reduce_scatter = std::max(cost.reduce_scatter, step);
+    const double moves = latency + params.hop_overhead + (n - 1) / n * bytes * slowest;
+    // The runtime sums the n - 1 received parts of its slice once they have all arrived.
+    const double sums = params.reduce_bandwidth > 0 ? (n - 1) / n * bytes / params.reduce_bandwidth : 0;
+    cost.reduce_scatter = std::max(cost.reduce_scatter, moves + sums);
+    cost.all_gather = std::max(cost.all_gather, moves);
   }
-  cost.all_gather = cost.reduce_scatter;
 
   // Step 3 over every link.
   if (m < 2) return cost;

@@ -22,14 +22,16 @@ struct SparseCostParams {
 // a learner's parent node; n_i learners on machine i, m machines.
 //   1. reduce-scatter within machines: each learner sends and receives (n_i - 1)/n_i of the
 //      vector over its own link; the slowest machine sets the time (Eq. 7's bandwidth term,
-//      direct sends instead of a ring: one latency).
+//      direct sends instead of a ring: one latency). With a reduction rate
+//      (CostParams::reduce_bandwidth), summing the (n_i - 1)/n_i received bytes follows.
 //   2. MSTopK over the largest slice, n / n_i bytes (Eq. 8).
 //   3. pairs between machines: every machine sends each other machine about density * count
 //      pairs; the link above a subtree holding m_v machines carries m_v (m - m_v) of those per
 //      direction, a learner's link (m - 1) times its own slice's; the busiest link direction
 //      sets the time, plus the longest learner-to-root latency twice (Eq. 9 on a tree).
-//   4. all-gather within machines of the dense slices: as step 1 (Eq. 10 sends the sparse
-//      sums; the runtime sends the slices dense, which intra-machine links afford).
+//   4. all-gather within machines of the dense slices: step 1's transfers without its sums
+//      (Eq. 10 sends the sparse sums; the runtime sends the slices dense, which intra-machine
+//      links afford).
 struct SparseCost {
   double reduce_scatter = 0, topk = 0, exchange = 0, all_gather = 0;
   double total() const { return reduce_scatter + topk + exchange + all_gather; }

@@ -351,7 +351,7 @@ void Engine::sparse_allreduce(const SparseArgs& args) {
     }
   }
   const SparseContext context{
-      transport_.get(), rank_, &*sparse_layout_, next_sequence_++,
+      transport_.get(), rank_, &*sparse_layout_, next_sequence_++, &sparse_scratch_,
       [this](const std::function<size_t()>& remaining, const std::string& what) {
         drive_until(remaining, what);
       },

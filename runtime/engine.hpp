@@ -100,6 +100,7 @@ class Engine {
   // Scratch outlives the transport, which may read it until its endpoints close.
   ScratchPool pool_;
   std::vector<ScratchPool::Buffer> quarantine_;
+  SparseScratch sparse_scratch_;
   std::unique_ptr<UcxTransport> transport_;
 
   std::vector<bool> same_host_;  // by plan rank

@@ -151,8 +151,9 @@ void run_typed(const SparseContext& context, const SparseArgs& args) {
   }
 
   // 1. Reduce-scatter within the machine: each local peer's slice goes to it; the slice sums
-  // in local order.
-  std::vector<std::vector<T>> from_local(locals.size());
+  // in local order. Peer q's part lands at q * length in the scratch.
+  SparseScratch& scratch = *context.scratch;
+  T* local_parts = reinterpret_cast<T*>(scratch.local_parts(locals.size() * length * sizeof(T)));
   {
     StepTransfers step(context, "step 1 (reduce-scatter within the machine)");
     std::vector<size_t> got(locals.size());
@@ -161,8 +162,7 @@ void run_typed(const SparseContext& context, const SparseArgs& args) {
       if (peer == rank) continue;
       const auto theirs = layout.slice(peer, count);
       step.send(peer, buffer + theirs.begin, (theirs.end - theirs.begin) * sizeof(T), sparse_tag(seq, 1, rank));
-      from_local[q].resize(length);
-      step.recv(peer, from_local[q].data(), length * sizeof(T), sparse_tag(seq, 1, peer), &got[q]);
+      step.recv(peer, local_parts + q * length, length * sizeof(T), sparse_tag(seq, 1, peer), &got[q]);
     }
     step.wait();
     for (size_t q = 0; q < locals.size(); ++q) {
@@ -172,23 +172,22 @@ void run_typed(const SparseContext& context, const SparseArgs& args) {
       }
     }
   }
-  std::vector<T> reduced(length);
+  const std::span<T> reduced(reinterpret_cast<T*>(scratch.reduced(length * sizeof(T))), length);
   for (size_t q = 0; q < locals.size(); ++q) {
-    const T* part = locals[q] == rank ? buffer + mine.begin : from_local[q].data();
+    const T* part = locals[q] == rank ? buffer + mine.begin : local_parts + q * length;
     if (q == 0) {
       std::copy(part, part + length, reduced.begin());
     } else {
       for (size_t e = 0; e < length; ++e) reduced[e] += part[e];
     }
   }
-  from_local.clear();
 
   // 2. Selection, with the residual of the last call added first.
   if (residual != nullptr) {
     for (size_t e = 0; e < length; ++e) reduced[e] += residual[e];
   }
-  std::vector<uint32_t> selected;  // offsets in the slice, ascending
-  sparse::mstopk<T>(std::span<const T>(reduced), selected_count(args.density, length), selected,
+  std::vector<uint32_t>& selected = scratch.selected();  // offsets in the slice, ascending
+  sparse::mstopk<T>(std::span<const T>(reduced.data(), length), selected_count(args.density, length), selected,
                     sparse::MsTopKOptions{args.iterations, 0});
   if (residual != nullptr) {
     std::copy(reduced.begin(), reduced.end(), residual);
@@ -237,8 +236,10 @@ void run_typed(const SparseContext& context, const SparseArgs& args) {
     }
     step.wait();
   }
-  // The sum, machine by machine in machine order, of what each selected in this slice.
-  std::vector<T> sum(length, T{0});
+  // The sum, machine by machine in machine order, of what each selected in this slice, made in
+  // place: the slice of the buffer is no longer read (its part is in `reduced`).
+  T* sum = buffer + mine.begin;
+  std::fill(sum, sum + length, T{0});
   for (size_t m = 0; m < layout.machines.size(); ++m) {
     if (static_cast<int32_t>(m) == machine) {
       for (uint32_t offset : selected) sum[offset] += reduced[offset];
@@ -263,7 +264,6 @@ void run_typed(const SparseContext& context, const SparseArgs& args) {
       }
     }
   }
-  std::copy(sum.begin(), sum.end(), buffer + mine.begin);
 
   // 4. All-gather within the machine.
   {

@@ -52,12 +52,33 @@ struct SparseArgs {
   int iterations = 30;                 // MSTopK's threshold searches
 };
 
+// Buffers the sparse all-reduce reuses from call to call (owned by the communicator): a call's
+// receive and sum space is about the vector's size, and allocating it fresh made every call
+// zero-fill and page-fault it on every rank, a large part of the time of a call at low density
+// where the machines share memory bandwidth. They grow to the largest call and stay.
+class SparseScratch {
+ public:
+  // At least `bytes` bytes, aligned for any element type; contents unspecified.
+  std::byte* local_parts(size_t bytes) { return grow(local_parts_, bytes); }
+  std::byte* reduced(size_t bytes) { return grow(reduced_, bytes); }
+  std::vector<uint32_t>& selected() { return selected_; }
+
+ private:
+  static std::byte* grow(std::vector<std::byte>& buffer, size_t bytes) {
+    if (buffer.size() < bytes) buffer.resize(bytes);
+    return buffer.data();
+  }
+  std::vector<std::byte> local_parts_, reduced_;
+  std::vector<uint32_t> selected_;
+};
+
 // What the sparse exchange needs from its communicator.
 struct SparseContext {
   UcxTransport* transport;
   int32_t rank;
   const ir::SparseLayout* layout;
   uint64_t sequence;  // the operation's tag sequence number
+  SparseScratch* scratch;
   // Progresses until `remaining()` returns 0; throws RuntimeError naming `what` on a timeout
   // or a broken communicator.
   std::function<void(const std::function<size_t()>& remaining, const std::string& what)> drive;

@@ -11,7 +11,13 @@ and solves for per-link figures: a learner's link has half the intra-machine lat
 shared-memory bandwidth; a machine's link has its set rate as payload (check verified it) and
 its configured delay plus a measured base latency, fitted over all machine pairs.
 
-    calibrate.py [-o calibration.json]          (needs root and a cluster that passed check)
+With --learners-at-once, a learner's link gets instead the bandwidth measured with every learner
+of every machine sending and receiving at the same time (in each machine with two or more
+learners, a ring of ucx_perftest pairs, all running together), with the runtime's eager 1 MiB
+messages: the emulated machines share this host's cores and memory, so a step that moves data
+inside every machine at once sees that rate, not one pair's (docs/sparse.md).
+
+    calibrate.py [-o calibration.json] [--learners-at-once]   (needs root and a cluster that passed check)
 """
 import argparse
 import itertools
@@ -88,6 +94,38 @@ def intra_bandwidth_bytes_per_s():
     return statistics.median(runs) * 2**20
 
 
+def intra_bandwidth_all_learners_bytes_per_s(learners, alone_bytes_per_s):
+    """The median rate of one ucx_perftest pair while every learner sends to the next one of its
+    machine (a ring per machine) and all pairs run at once: each learner is one pair's sender and
+    another's receiver, as in a reduce-scatter step inside every machine. Sent as the runtime
+    sends: 1 MiB messages (its chunk size), eager (UCX_RNDV_THRESH=inf, as the runtime sets it).
+    Each run moves what one pair alone moves in 1 s, shared among all pairs: runs last several
+    seconds (at once, ten learners on two cores moved 1/57 of the rate of one pair alone), so
+    the pairs' half-second start-up stagger is a small part of each."""
+    pairs = [(machine, slot) for machine, count in enumerate(learners) if count >= 2
+             for slot in range(count)]
+    if not pairs:
+        raise CalibrationError("--learners-at-once: no machine has two learners")
+    message = 1 << 20
+    iterations = str(max(200, int(alone_bytes_per_s / len(pairs) / message)))
+    env = dict(os.environ, UCX_RNDV_THRESH="inf")
+    rates = []
+    for _ in range(REPEATS):
+        runs = [subprocess.Popen([CLUSTER, "perftest", str(machine), str(machine), str(13400 + i),
+                                  "-t", "tag_bw", "-s", str(message), "-n", iterations, "-w", "20",
+                                  "-E", "sleep", "-I"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, env=env)
+                for i, (machine, _) in enumerate(pairs)]
+        for run in runs:
+            out, err = run.communicate()
+            fields = out.split()
+            if run.returncode != 0 or len(fields) < 8:
+                raise CalibrationError(f"ucx_perftest with every learner at once printed no result: "
+                                       f"{err.strip()[-200:]}")
+            rates.append(float(fields[5]) * 2**20)
+    return statistics.median(rates)
+
+
 def link_goodput_mbit(run_dir, machines):
     path = os.path.join(run_dir, "goodput")
     if not os.path.exists(path):
@@ -101,7 +139,7 @@ def link_goodput_mbit(run_dir, machines):
     return rates
 
 
-def calibrate():
+def calibrate(learners_at_once=False):
     config = cluster_config()
     machines = len(config["rates"])
     delays = config["delays_us"]
@@ -109,6 +147,8 @@ def calibrate():
 
     intra_us = one_way_latency_us(0, 0, 20)
     intra_bw = intra_bandwidth_bytes_per_s()
+    all_bw = (intra_bandwidth_all_learners_bytes_per_s(config["learners"], intra_bw) if learners_at_once
+              else None)
     pairs = []
     for a, b in itertools.combinations(range(machines), 2):
         pairs.append({"a": a, "b": b,
@@ -145,10 +185,14 @@ def calibrate():
             "link_goodput_mbit": goodput,
             "intra_machine_latency_us": intra_us,
             "intra_machine_bandwidth_bytes_per_s": intra_bw,
+            "intra_machine_bandwidth_all_learners_bytes_per_s": all_bw,
             "cross_machine_latency_us": pairs,
         },
         "model": {
-            "learner_link": {"bandwidth_bytes_per_s": intra_bw, "latency_s": learner_latency},
+            "learner_link": {"bandwidth_bytes_per_s": all_bw if learners_at_once else intra_bw,
+                             "latency_s": learner_latency,
+                             "bandwidth_measured": ("every learner at once" if learners_at_once
+                                                    else "one pair alone")},
             "machine_links": machine_links,
         },
     }
@@ -157,9 +201,11 @@ def calibrate():
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-o", "--output", help="write the JSON here (default: stdout)")
+    parser.add_argument("--learners-at-once", action="store_true",
+                        help="learner links at the rate measured with every learner sending at once")
     args = parser.parse_args()
     try:
-        result = calibrate()
+        result = calibrate(args.learners_at_once)
     except (CalibrationError, KeyError, ValueError) as e:
         print(f"calibrate.py: {e}", file=sys.stderr)
         return 1

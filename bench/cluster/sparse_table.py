@@ -3,8 +3,10 @@
 
 Reads DIR/<cluster>/<rate>mbit/{topology.json,bench-*.json}; predicts every point with
 `flexplan predict --sparse --format json` on that point's calibrated topology, pricing the dense
-plan's own algorithm at that size and MSTopK at the time per element measured in the point
-(its slowest rank's time alone over the largest slice, which is what the cost model charges).
+plan's own algorithm at that size, MSTopK at the time per element measured in the point (its
+slowest rank's time alone over the largest slice, which is what the cost model charges), and
+the learners' sums at the rate measured at that size with every rank summing at once (the
+bench's sum_bytes_per_s, given as --reduce-bandwidth; absent in records of older benches).
 Ratio = predicted / measured; * marks a sparse prediction off by more than 15%.
 """
 import argparse
@@ -16,10 +18,12 @@ import subprocess
 import sys
 
 
-def predict(flexplan, topology, algorithm, size, density, mstopk_ns):
+def predict(flexplan, topology, algorithm, size, density, mstopk_ns, sum_rate):
     command = [flexplan, "predict", topology, "-a", algorithm, "-b", str(size), "-e", str(size),
                "--sparse", "--densities", repr(density), "--mstopk-ns", repr(mstopk_ns),
                "--format", "json"]
+    if sum_rate:
+        command += ["--reduce-bandwidth", f"{sum_rate / 1e9:.6g} GB/s"]
     out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     record = json.loads(out)["records"][0]
     return record["seconds"][algorithm], record["sparse"][0]
@@ -43,15 +47,16 @@ def rows(directory, flexplan):
             largest_slice = math.ceil(record["count"] / smallest_machine)
             for s in record["sparse"]:
                 mstopk_ns = max(s["mstopk_us"] * 1e3 / largest_slice, 1e-6)
+                sum_rate = record.get("sum_bytes_per_s") or 0
                 dense_pred, sparse_pred = predict(flexplan, topology, record["dense_algorithm"],
-                                                  record["bytes"], s["density"], mstopk_ns)
+                                                  record["bytes"], s["density"], mstopk_ns, sum_rate)
                 yield {
                     "cluster": cluster, "rate": rate, "bytes": record["bytes"], "density": s["density"],
                     "dense_algorithm": record["dense_algorithm"],
                     "dense_s": record["dense_time_us_median"] / 1e6, "dense_pred_s": dense_pred,
                     "sparse_s": s["time_us_median"] / 1e6, "sparse_min_s": s["time_us_min"] / 1e6,
                     "sparse_max_s": s["time_us_max"] / 1e6, "sparse_pred_s": sparse_pred["seconds"],
-                    "mstopk_ns": mstopk_ns, "wrong": s["wrong"], "load": load,
+                    "mstopk_ns": mstopk_ns, "sum_rate": sum_rate, "wrong": s["wrong"], "load": load,
                 }
 
 
@@ -63,20 +68,22 @@ def main():
     args = parser.parse_args()
     lines = [
         "| cluster | link Mbit/s | MiB | density | dense algorithm | dense s | predicted | ratio "
-        "| sparse s (min-max) | predicted | ratio | sparse speedup | predicted | MSTopK ns/elem | #wrong | load |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| sparse s (min-max) | predicted | ratio | sparse speedup | predicted | MSTopK ns/elem | sums GB/s | #wrong | load |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     all_rows = list(rows(args.directory, args.flexplan))
     found = bool(all_rows)
     for r in all_rows:
         sparse_ratio = r["sparse_pred_s"] / r["sparse_s"]
         mark = "*" if abs(sparse_ratio - 1) > 0.15 else ""
+        sums = f"{r['sum_rate'] / 1e9:.2f}" if r["sum_rate"] else "-"
         lines.append(
             f"| {r['cluster']} | {r['rate']} | {r['bytes'] / 2**20:g} | {r['density']:g} | {r['dense_algorithm']} "
             f"| {r['dense_s']:.3f} | {r['dense_pred_s']:.3f} | {r['dense_pred_s'] / r['dense_s']:.2f} "
             f"| {r['sparse_s']:.3f} ({r['sparse_min_s']:.3f}-{r['sparse_max_s']:.3f}) | {r['sparse_pred_s']:.3f} "
             f"| {sparse_ratio:.2f}{mark} | {r['dense_s'] / r['sparse_s']:.1f}x "
-            f"| {r['dense_pred_s'] / r['sparse_pred_s']:.1f}x | {r['mstopk_ns']:.2f} | {int(r['wrong'])} | {r['load']} |")
+            f"| {r['dense_pred_s'] / r['sparse_pred_s']:.1f}x | {r['mstopk_ns']:.2f} | {sums} "
+            f"| {int(r['wrong'])} | {r['load']} |")
     # What grows with the density (the pairs over the slow links, MSTopK's search) against what
     # does not (the dense steps within machines): the measured and predicted change from the
     # lowest to the highest density of each size, and the part left at the lowest density.

@@ -5,7 +5,7 @@
 #   bench/cluster/sparse_vs_dense.sh [--build DIR] [--out DIR] [--clusters 2+3,3+3+4]
 #                                    [--rates 100] [--sizes 8M,16M,32M,64M]
 #                                    [--densities 0.001,0.005,0.01,0.05] [-n 3] [-w 1]
-#                                    [--report-only DIR]
+#                                    [--learner-links at-once|alone] [--report-only DIR]
 #
 # For each cluster (learners per machine) and rate (Mbit/s, every machine link at that rate, set
 # with `cluster.sh shape`): pass `cluster.sh check`, calibrate and write the topology, plan it
@@ -14,7 +14,9 @@
 # on each rank's slice) under `cluster.sh mpirun`. sparse_table.py then predicts every point
 # with `flexplan predict --sparse --format json` on the calibrated topology (the dense plan's
 # own algorithm; MSTopK at the time per element measured in that point) and writes the table to
-# DIR/sparse.md.
+# DIR/sparse.md. The learner links are calibrated with every learner sending at once (the
+# machines share this host's cores; calibrate.py --learners-at-once), or with one pair alone
+# as the other experiments do (--learner-links alone).
 #
 # Raw data: DIR/<cluster>/<rate>mbit/ (default BUILD/sparse-vs-dense). Needs root. The defaults
 # took 7 minutes on two cores (2026-11-23). Environment: EMU_PREFIX / EMU_SUBNET (cluster.sh).
@@ -32,6 +34,7 @@ SIZES="8M,16M,32M,64M"
 DENSITIES="0.001,0.005,0.01,0.05"
 ITERS=3
 WARMUP=1
+LEARNER_LINKS=at-once
 REPORT_ONLY=""
 die() { echo "sparse_vs_dense.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
@@ -44,8 +47,9 @@ while [ $# -gt 0 ]; do
     --densities) DENSITIES=${2:?--densities needs a list}; shift ;;
     -n) ITERS=${2:?-n needs a number}; shift ;;
     -w) WARMUP=${2:?-w needs a number}; shift ;;
+    --learner-links) LEARNER_LINKS=${2:?--learner-links needs at-once or alone}; shift ;;
     --report-only) REPORT_ONLY=${2:?--report-only needs a directory}; shift ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
   shift
@@ -63,6 +67,11 @@ for r in ${RATES//,/ }; do [[ $r =~ ^[1-9][0-9]*$ ]] || die "--rates: '$r' is no
 for s in ${SIZES//,/ }; do [[ $s =~ ^[1-9][0-9]*[KMG]?$ ]] || die "--sizes: '$s' is not a size (8M)"; done
 [[ $ITERS =~ ^[1-9][0-9]*$ ]] || die "-n: '$ITERS' is not a positive number"
 [[ $WARMUP =~ ^[0-9]+$ ]] || die "-w: '$WARMUP' is not a number"
+case $LEARNER_LINKS in
+  at-once) CALIBRATE_ARGS=(--learners-at-once) ;;
+  alone) CALIBRATE_ARGS=() ;;
+  *) die "--learner-links: '$LEARNER_LINKS' is neither at-once nor alone" ;;
+esac
 OUT=${OUT:-$BUILD/sparse-vs-dense}
 [ "$(id -u)" = 0 ] || die "needs root (network namespaces)"
 for b in "$FLEXPLAN" "$SPARSE_BENCH"; do
@@ -77,10 +86,10 @@ run_point() {
   local cluster=$1 np=$2 rate=$3 dir=$4 size
   mkdir -p "$dir"
   log "$cluster at $rate Mbit/s"
-  printf 'cluster=%s\nrate_mbit=%s\nsizes=%s\ndensities=%s\niterations=%s\nwarmup=%s\n' "$cluster" \
-    "$rate" "$SIZES" "$DENSITIES" "$ITERS" "$WARMUP" > "$dir/config.txt"
+  printf 'cluster=%s\nrate_mbit=%s\nsizes=%s\ndensities=%s\niterations=%s\nwarmup=%s\nlearner_links=%s\n' \
+    "$cluster" "$rate" "$SIZES" "$DENSITIES" "$ITERS" "$WARMUP" "$LEARNER_LINKS" > "$dir/config.txt"
   if ! checked "$dir" 3 30; then fail "$cluster@$rate" "the links never passed the check (see $dir/check.txt)" "$dir"; return 0; fi
-  if ! calibrated_topology "$dir"; then
+  if ! calibrated_topology "$dir" ${CALIBRATE_ARGS[@]+"${CALIBRATE_ARGS[@]}"}; then
     fail "$cluster@$rate" "calibration: $(tail -1 "$dir/calibrate.err")" "$dir"; return 0
   fi
   if ! "$FLEXPLAN" "$dir/topology.json" -o "$dir/plan.bin" > "$dir/plan.txt" 2>&1; then
@@ -116,7 +125,7 @@ run_cluster() {
 "$CLUSTER" down > /dev/null 2>&1 || true     # what a killed earlier run left behind
 trap '"$CLUSTER" down > /dev/null 2>&1 || true' EXIT
 log "sparse_vs_dense: build $BUILD ($("$FLEXPLAN" --version)), out $OUT, clusters $CLUSTERS, rates $RATES Mbit/s"
-log "  sizes $SIZES, densities $DENSITIES, $ITERS iterations after $WARMUP; load $(cut -d' ' -f1-3 /proc/loadavg)"
+log "  sizes $SIZES, densities $DENSITIES, $ITERS iterations after $WARMUP, learner links calibrated $LEARNER_LINKS; load $(cut -d' ' -f1-3 /proc/loadavg)"
 for c in ${CLUSTERS//,/ }; do run_cluster "$c"; done
 log "measurements done"
 table "$OUT"

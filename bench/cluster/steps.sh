@@ -16,9 +16,9 @@ checked() {  # DIR TRIES PAUSE
 }
 
 # Calibrates the cluster that is up and writes its topology: DIR/calibration.json and
-# DIR/topology.json, errors in DIR/calibrate.err.
-calibrated_topology() {  # DIR
-  local dir=$1
-  nice -n -10 "$HERE/calibrate.py" -o "$dir/calibration.json" 2> "$dir/calibrate.err" \
+# DIR/topology.json, errors in DIR/calibrate.err. Further arguments go to calibrate.py.
+calibrated_topology() {  # DIR [CALIBRATE_ARGS...]
+  local dir=$1; shift
+  nice -n -10 "$HERE/calibrate.py" -o "$dir/calibration.json" "$@" 2> "$dir/calibrate.err" \
     && "$HERE/make_topology.py" "$dir/calibration.json" -o "$dir/topology.json" 2>> "$dir/calibrate.err"
 }

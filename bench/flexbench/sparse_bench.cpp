@@ -5,10 +5,12 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <random>
 #include <span>
@@ -111,6 +113,40 @@ double mstopk_alone_us(const std::byte* data, uint64_t begin, uint64_t end, doub
   return time_iterations(1, 3, [] {}, [&] { sparse::mstopk<T>(slice, k, indices); }).median_us;
 }
 
+// The rate at which this host sums, every rank at once, as step 1 of the sparse all-reduce
+// does: the machine's other L - 1 parts of this rank's slice added into it one after another
+// (parts taken from distinct places of `data`, as received parts lie apart). Bytes summed per
+// second, the slowest rank's (a rank alone on its machine sums nothing and does not count);
+// median of 3 after one untimed run. 0 when no rank sums.
+template <typename T>
+double sum_rate_bytes_per_s(const std::byte* data, uint64_t count, uint64_t length, size_t parts) {
+  std::vector<T> accumulator(length);
+  const T* values = reinterpret_cast<const T*>(data);
+  const bool sums = parts > 0 && length > 0 && parts * length <= count;
+  std::vector<double> seconds;
+  for (int i = 0; i < 4; ++i) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto start = std::chrono::steady_clock::now();
+    if (sums) {
+      std::copy(values, values + length, accumulator.begin());
+      for (size_t q = 1; q < parts; ++q) {
+        const T* part = values + q * length;
+        for (uint64_t e = 0; e < length; ++e) accumulator[e] += part[e];
+      }
+    }
+    if (i > 0) seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(seconds.begin(), seconds.end());
+  volatile T sink = length > 0 ? accumulator[length / 2] : T(0);  // keeps the sums
+  (void)sink;
+  // parts - 1 additions of `length` elements; the first part's copy is timed with them, as the
+  // runtime makes it too.
+  double rate = sums && parts > 1 ? static_cast<double>((parts - 1) * length * sizeof(T)) / seconds[1]
+                                  : std::numeric_limits<double>::infinity();
+  MPI_Allreduce(MPI_IN_PLACE, &rate, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+  return std::isinf(rate) ? 0.0 : rate;
+}
+
 struct SparseResult {
   double density;
   TimeStats time;
@@ -123,6 +159,7 @@ struct Record {
   uint64_t bytes, count;
   std::string dense_algorithm;
   TimeStats dense;
+  double sum_bytes_per_s;  // sum_rate_bytes_per_s at this size
   std::vector<SparseResult> sparse;
 };
 
@@ -166,6 +203,12 @@ int run(const SparseBenchArgs& args, int rank, int world) {
       comm->allreduce(input.data(), dense.data(), record.count, args.type, ReduceOp::Sum);
     });
     const auto slice = layout.slice(rank, record.count);
+    // The slice's own part plus the machine's others: as many parts as learners.
+    const size_t parts = layout.machines[static_cast<size_t>(layout.machine_of[static_cast<size_t>(rank)])].size();
+    record.sum_bytes_per_s =
+        args.type == DataType::Float32
+            ? sum_rate_bytes_per_s<float>(input.data(), record.count, slice.end - slice.begin, parts)
+            : sum_rate_bytes_per_s<double>(input.data(), record.count, slice.end - slice.begin, parts);
     for (double density : args.densities) {
       SparseResidual residual;
       SparseResidual* feedback = args.error_feedback ? &residual : nullptr;
@@ -230,6 +273,7 @@ int run(const SparseBenchArgs& args, int rank, int world) {
                       {"dense_time_us_median", r.dense.median_us},
                       {"dense_time_us_min", r.dense.min_us},
                       {"dense_time_us_max", r.dense.max_us},
+                      {"sum_bytes_per_s", r.sum_bytes_per_s},
                       {"sparse", sparse}});
     }
     json machines = json::array();

@@ -28,6 +28,20 @@ TEST(SparseCost, TwoPlusThreeByHand) {
   EXPECT_NEAR(cost.exchange, 2 * (kPcie.latency + kEthernet.latency) + pairs * 8 / kEthernet.bandwidth, 1e-12);
 }
 
+TEST(SparseCost, StepOneSumsAtTheReductionRateAndStepFourDoesNot) {
+  const Topology topo = testing::machines({2, 3});
+  const double bytes = 4e6;
+  CostParams cost_params;
+  cost_params.reduce_bandwidth = 1e9;
+  const SparseCost free = sparse_allreduce_cost(topo, bytes, 4, 0.01);
+  const SparseCost priced = sparse_allreduce_cost(topo, bytes, 4, 0.01, cost_params);
+  // The 3-learner machine sums the two parts of its slice it received: 2/3 of the vector,
+  // after they arrived (the runtime receives every part, then sums).
+  EXPECT_NEAR(priced.reduce_scatter, free.reduce_scatter + 2.0 / 3.0 * bytes / 1e9, 1e-12);
+  EXPECT_DOUBLE_EQ(priced.all_gather, free.all_gather);
+  EXPECT_DOUBLE_EQ(priced.exchange, free.exchange);
+}
+
 TEST(SparseCost, ExchangeGrowsWithMachinesAndDensity) {
   const double bytes = 32e6;
   const auto two = sparse_allreduce_cost(testing::machines({2, 3}), bytes, 4, 0.01);
