@@ -31,11 +31,13 @@ mkdir -p "$WORK"
 "$CLUSTER" down > /dev/null 2>&1 || true       # what a killed earlier run left behind
 trap '"$CLUSTER" down > /dev/null 2>&1 || true' EXIT
 EMU_RATES="200mbit 200mbit" EMU_LEARNERS="2 3" "$CLUSTER" up
-# the gate; other jobs on a 2-core host can hold the links below their rate for a while
-for try in 1 2 3; do
+# the gate; other jobs on a 2-core host can hold the links below their rate for a while (a
+# fresh-clone run once saw 157-188 Mbit/s in all three tries 10 s apart, and passed alone), so
+# it waits up to five tries 20 s apart
+for try in 1 2 3 4 5; do
   nice -n -10 "$CLUSTER" check && break
-  [ $try = 3 ] && { echo "FAIL: the emulated links never passed cluster.sh check"; exit 1; }
-  sleep 10
+  [ $try = 5 ] && { echo "FAIL: the emulated links never passed cluster.sh check"; exit 1; }
+  sleep 20
 done
 nice -n -10 "$ROOT/bench/cluster/calibrate.py" -o "$WORK/calibration.json"
 "$ROOT/bench/cluster/make_topology.py" "$WORK/calibration.json" -o "$WORK/topology.json"
