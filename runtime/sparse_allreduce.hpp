@@ -53,9 +53,8 @@ struct SparseArgs {
 };
 
 // Buffers the sparse all-reduce reuses from call to call (owned by the communicator): a call's
-// receive and sum space is about the vector's size, and allocating it fresh made every call
-// zero-fill and page-fault it on every rank, a large part of the time of a call at low density
-// where the machines share memory bandwidth. They grow to the largest call and stay.
+// receive and sum space is about the vector's size, which a fresh allocation per call
+// zero-fills and page-faults on every rank each time. They grow to the largest call and stay.
 class SparseScratch {
  public:
   // At least `bytes` bytes, aligned for any element type; contents unspecified.

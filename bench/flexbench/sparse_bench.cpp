@@ -115,22 +115,23 @@ double mstopk_alone_us(const std::byte* data, uint64_t begin, uint64_t end, doub
 
 // The rate at which this host sums, every rank at once, as step 1 of the sparse all-reduce
 // does: the machine's other L - 1 parts of this rank's slice added into it one after another
-// (parts taken from distinct places of `data`, as received parts lie apart). Bytes summed per
+// (parts taken from places of `data` spread over it, as received parts lie apart). Bytes summed per
 // second, the slowest rank's (a rank alone on its machine sums nothing and does not count);
 // median of 3 after one untimed run. 0 when no rank sums.
 template <typename T>
 double sum_rate_bytes_per_s(const std::byte* data, uint64_t count, uint64_t length, size_t parts) {
   std::vector<T> accumulator(length);
   const T* values = reinterpret_cast<const T*>(data);
-  const bool sums = parts > 0 && length > 0 && parts * length <= count;
+  const bool sums = parts > 1 && length > 0 && length <= count;
+  auto part_at = [&](size_t q) { return values + q * (count - length) / (parts - 1); };
   std::vector<double> seconds;
   for (int i = 0; i < 4; ++i) {
     MPI_Barrier(MPI_COMM_WORLD);
     const auto start = std::chrono::steady_clock::now();
     if (sums) {
-      std::copy(values, values + length, accumulator.begin());
+      std::copy(part_at(0), part_at(0) + length, accumulator.begin());
       for (size_t q = 1; q < parts; ++q) {
-        const T* part = values + q * length;
+        const T* part = part_at(q);
         for (uint64_t e = 0; e < length; ++e) accumulator[e] += part[e];
       }
     }
@@ -141,7 +142,7 @@ double sum_rate_bytes_per_s(const std::byte* data, uint64_t count, uint64_t leng
   (void)sink;
   // parts - 1 additions of `length` elements; the first part's copy is timed with them, as the
   // runtime makes it too.
-  double rate = sums && parts > 1 ? static_cast<double>((parts - 1) * length * sizeof(T)) / seconds[1]
+  double rate = sums ? static_cast<double>((parts - 1) * length * sizeof(T)) / seconds[1]
                                   : std::numeric_limits<double>::infinity();
   MPI_Allreduce(MPI_IN_PLACE, &rate, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
   return std::isinf(rate) ? 0.0 : rate;
