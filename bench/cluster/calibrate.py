@@ -71,13 +71,22 @@ def cluster_config():
     }
 
 
+BLOCKING = ("-E", "sleep", "-I")  # ucx_perftest waits as the runtime's blocking mode does
+
+
+def perftest_result(out, what):
+    """ucx_perftest's final result line as numbers: iterations, latency p50/avg/overall (us,
+    one-way), bandwidth avg/overall (MiB/s), msg rates."""
+    fields = out.split()
+    if len(fields) < 8:
+        raise CalibrationError(f"ucx_perftest {what} printed no result")
+    return [float(x) for x in fields[:8]]
+
+
 def perftest(server, client, *args):
-    """One ucx_perftest run in blocking mode; returns its final result line as numbers:
-    iterations, latency p50/avg/overall (us, one-way), bandwidth avg/overall (MiB/s), msg rates."""
-    out = cluster("perftest", str(server), str(client), "13381", *args, "-E", "sleep", "-I").split()
-    if len(out) < 8:
-        raise CalibrationError(f"ucx_perftest {server}<-{client} {' '.join(args)} printed no result")
-    return [float(x) for x in out[:8]]
+    """One ucx_perftest run in blocking mode (perftest_result)."""
+    out = cluster("perftest", str(server), str(client), "13381", *args, *BLOCKING)
+    return perftest_result(out, f"{server}<-{client} {' '.join(args)}")
 
 
 def one_way_latency_us(server, client, expected_us):
@@ -100,10 +109,9 @@ def intra_bandwidth_all_learners_bytes_per_s(learners, alone_bytes_per_s):
     another's receiver, as in a reduce-scatter step inside every machine. Sent as the runtime
     sends: 1 MiB messages (its chunk size), eager (UCX_RNDV_THRESH=inf, as the runtime sets it).
     Each run moves what one pair alone moves in 1 s, shared among all pairs: runs last several
-    seconds (at once, ten learners on two cores moved 1/57 of the rate of one pair alone), so
-    the pairs' half-second start-up stagger is a small part of each."""
-    pairs = [(machine, slot) for machine, count in enumerate(learners) if count >= 2
-             for slot in range(count)]
+    seconds (at once, ten learners on two cores moved as little as 1/67 of the rate of one pair
+    alone), so the pairs' half-second start-up stagger is a small part of each."""
+    pairs = [machine for machine, count in enumerate(learners) if count >= 2 for _ in range(count)]
     if not pairs:
         raise CalibrationError("--learners-at-once: no machine has two learners")
     message = 1 << 20
@@ -113,16 +121,15 @@ def intra_bandwidth_all_learners_bytes_per_s(learners, alone_bytes_per_s):
     for _ in range(REPEATS):
         runs = [subprocess.Popen([CLUSTER, "perftest", str(machine), str(machine), str(13400 + i),
                                   "-t", "tag_bw", "-s", str(message), "-n", iterations, "-w", "20",
-                                  "-E", "sleep", "-I"], stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True, env=env)
-                for i, (machine, _) in enumerate(pairs)]
+                                  *BLOCKING], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True, env=env)
+                for i, machine in enumerate(pairs)]
         for run in runs:
             out, err = run.communicate()
-            fields = out.split()
-            if run.returncode != 0 or len(fields) < 8:
-                raise CalibrationError(f"ucx_perftest with every learner at once printed no result: "
-                                       f"{err.strip()[-200:]}")
-            rates.append(float(fields[5]) * 2**20)
+            what = f"with every learner at once ({err.strip()[-200:]})"
+            if run.returncode != 0:
+                raise CalibrationError(f"ucx_perftest {what} failed")
+            rates.append(perftest_result(out, what)[5] * 2**20)
     return statistics.median(rates)
 
 
