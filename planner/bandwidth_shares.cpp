@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdint>
 #include <map>
 #include <stdexcept>
 #include <utility>
@@ -25,6 +26,7 @@ namespace {
 struct Orbits {
   std::vector<int> of;             // by node
   std::vector<NodeId> representative;  // by orbit: its first node in node order
+  std::vector<NodeId> top_down;    // every node, parents before children
 };
 
 Orbits orbits_of(const Topology& topo) {
@@ -56,6 +58,7 @@ Orbits orbits_of(const Topology& topo) {
     orbits.of[n] = it->second;
     if (fresh) orbits.representative.push_back(n);
   }
+  orbits.top_down.assign(by_depth.rbegin(), by_depth.rend());
   return orbits;
 }
 
@@ -68,11 +71,21 @@ constexpr double kPromising = 1.5;
 
 // The LP columns one virtual tree adds: its weight, and one per orbit representative and
 // virtual ancestor.
+// A node's virtual ancestors are its active (non-transparent) physical ancestors, so they are
+// counted top down without building the VirtualTree: the planner sizes up to kMaxSingles trees
+// twice per plan, and building each one on a 16k-learner tree took milliseconds.
 uint64_t tree_columns(const Topology& topo, const Orbits& orbits, const std::vector<char>& transparent) {
-  const VirtualTree vt(topo, transparent);
+  const auto active = [&](NodeId n) {
+    return n == topo.root() || topo.is_learner(n) || !transparent[static_cast<size_t>(n)];
+  };
+  std::vector<uint32_t> active_above(static_cast<size_t>(topo.num_nodes()), 0);
   uint64_t columns = 1;
-  for (NodeId u : vt.bottom_up())
-    if (orbits.representative[orbits.of[u]] == u) columns += vt.ancestors(u).size();
+  for (NodeId n : orbits.top_down) {
+    if (n == topo.root()) continue;
+    const NodeId up = topo.parent(n);
+    active_above[n] = active_above[up] + (active(up) ? 1 : 0);
+    if (active(n) && orbits.representative[orbits.of[n]] == n) columns += active_above[n];
+  }
   return columns;
 }
 
