@@ -85,6 +85,7 @@ PipelinePricer::PipelinePricer(const Topology& topo, const ir::Schedule& base,
   };
   const auto units = static_cast<double>(base.units);
   std::vector<std::pair<Hop, double>> hops;      // with their op's share
+  std::vector<std::pair<Hop, double>> by_round;  // the same, in order of round
   std::vector<std::pair<uint32_t, double>> sums;  // a summing receiver's reductions, and the share
   for (size_t s = 0; s < base.steps.size(); ++s) {
     BaseStep& step = steps_[s];
@@ -137,17 +138,22 @@ PipelinePricer::PipelinePricer(const Topology& topo, const ir::Schedule& base,
     for (uint32_t at : touched_) step.loads.emplace_back(at, load_[at]);
     clear_loads();
     if (step.chains.empty()) continue;
-    std::stable_sort(hops.begin(), hops.end(), [](const auto& a, const auto& b) {
-      return a.first.round < b.first.round;
-    });
-    for (auto begin = hops.begin(); begin != hops.end();) {
-      auto end = begin;
-      while (end != hops.end() && end->first.round == begin->first.round) ++end;
-      step.round_loads.resize(begin->first.round + 1);
-      step.round_loads[begin->first.round] = loads_of(begin, end);
-      begin = end;
+    // Hops in order of round, each round's in op order (a counting sort: rounds are few).
+    uint32_t rounds = 0;
+    for (const auto& [hop, share] : hops) rounds = std::max(rounds, hop.round + 1);
+    std::vector<size_t> round_begin(rounds + 1, 0);
+    for (const auto& [hop, share] : hops) ++round_begin[hop.round + 1];
+    for (uint32_t r = 0; r < rounds; ++r) round_begin[r + 1] += round_begin[r];
+    by_round.resize(hops.size());
+    {
+      std::vector<size_t> next(round_begin.begin(), round_begin.end() - 1);
+      for (const auto& hop : hops) by_round[next[hop.first.round]++] = hop;
     }
-    for (const auto& [hop, share] : hops)
+    step.round_loads.resize(rounds);
+    for (uint32_t r = 0; r < rounds; ++r)
+      step.round_loads[r] = loads_of(by_round.begin() + static_cast<ptrdiff_t>(round_begin[r]),
+                                     by_round.begin() + static_cast<ptrdiff_t>(round_begin[r + 1]));
+    for (const auto& [hop, share] : by_round)
       if (hop.chain >= 0) step.chain_hops.push_back(hop);
   }
 }

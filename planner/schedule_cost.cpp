@@ -53,7 +53,12 @@ StepCost make_step(double per_byte, double hop_latency, std::vector<ChainCost> c
   for (int p = 0; p < kProbes; ++p) worst[p] = per_byte * probe[p] + hop_latency;
   for (size_t c = 0; c < chains.size(); ++c) {
     if (c > 0 && chains[c] == chains[c - 1]) continue;
+    // ChainCost::at never exceeds latency + range x max(first_chunk, steady): a probe where
+    // that bound does not beat the slowest so far is skipped without the exact price (steps of
+    // large trees hold hundreds of thousands of chains, most of them never the slowest).
+    const double bound_per_byte = chains[c].share * std::max(chains[c].first_chunk, chains[c].steady);
     for (int p = 0; p < kProbes; ++p) {
+      if (chains[c].latency + bound_per_byte * probe[p] <= worst[p]) continue;
       const double time = chains[c].at(probe[p], chunk_bytes);
       if (time > worst[p]) {
         worst[p] = time;
