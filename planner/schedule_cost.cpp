@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <utility>
 
 #include "planner/cost_model.hpp"
@@ -12,6 +13,7 @@ namespace {
 // Message sizes at which chains are compared when thinning a step's chains: every doubling
 // from 1 B to 1 TiB covers the sizes where a chain's chunk count moves from one to many.
 constexpr int kProbes = 41;
+constexpr double kBoundMargin = 1 + 8 * std::numeric_limits<double>::epsilon();
 
 const std::array<double, kProbes>& probes() {
   static const std::array<double, kProbes> sizes = [] {
@@ -55,10 +57,11 @@ StepCost make_step(double per_byte, double hop_latency, std::vector<ChainCost> c
     if (c > 0 && chains[c] == chains[c - 1]) continue;
     // ChainCost::at never exceeds latency + range x max(first_chunk, steady): a probe where
     // that bound does not beat the slowest so far is skipped without the exact price (steps of
-    // large trees hold hundreds of thousands of chains, most of them never the slowest).
+    // large trees hold hundreds of thousands of chains, most of them never the slowest). The
+    // margin covers the bound's rounding, which can leave it an ulp below the exact price.
     const double bound_per_byte = chains[c].share * std::max(chains[c].first_chunk, chains[c].steady);
     for (int p = 0; p < kProbes; ++p) {
-      if (chains[c].latency + bound_per_byte * probe[p] <= worst[p]) continue;
+      if ((chains[c].latency + bound_per_byte * probe[p]) * kBoundMargin <= worst[p]) continue;
       const double time = chains[c].at(probe[p], chunk_bytes);
       if (time > worst[p]) {
         worst[p] = time;

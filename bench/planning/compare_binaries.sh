@@ -4,9 +4,11 @@
 #
 #   bench/planning/compare_binaries.sh BEFORE AFTER [LEARNERS...]   (default: 16000)
 #
-# Environment: ROUNDS (default 3) runs of each binary per size, alternating; OUT (default a
-# temporary folder) keeps the trees and plans. Prints one line per run: binary, learners, wall
-# and user seconds, peak KiB; then, per size, the median wall and user time of each binary.
+# Environment: ROUNDS (default 3) runs of each binary per size, interleaved (before first in
+# even rounds, after first in odd ones); OUT (default a new temporary folder, printed) keeps the
+# trees, plans and each run's log. Prints one line per run: binary, learners, wall and user
+# seconds, peak KiB; then, per size, the median wall and user time of each binary. A binary that
+# fails stops the script (exit 1) with its log's tail.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 if [ $# -lt 2 ]; then
@@ -18,6 +20,7 @@ shift 2
 sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(16000)
 rounds=${ROUNDS:-3}
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "$0: ROUNDS must be a positive number, not '$rounds'" >&2; exit 2; }
 out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
 for binary in "$before" "$after"; do
@@ -26,17 +29,25 @@ done
 
 median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
-echo "# $(date -u +%FT%TZ), load average $(cut -d' ' -f1-3 /proc/loadavg), $rounds rounds"
+echo "# $(date -u +%FT%TZ), load average $(cut -d' ' -f1-3 /proc/loadavg), $rounds rounds, files in $out"
 for learners in "${sizes[@]}"; do
   tree="$out/tree-$learners.json"
   /usr/bin/python3 "$here/asymmetric_tree_json.py" "$learners" > "$tree"
   : > "$out/times-$learners.txt"
+  rm -f "$out/plan-before-$learners.bin" "$out/plan-after-$learners.bin"
   for ((round = 0; round < rounds; ++round)); do
-    for which in before after; do
+    order=(before after)
+    ((round % 2 == 0)) || order=(after before)
+    for which in "${order[@]}"; do
       binary=$before
       [ "$which" = after ] && binary=$after
-      /usr/bin/time -f "%e %U %M" -o "$out/time.txt" "$binary" "$tree" -o "$out/plan-$which-$learners.bin" \
-        > /dev/null 2>&1
+      log="$out/log-$which-$learners.txt"
+      if ! /usr/bin/time -f "%e %U %M" -o "$out/time.txt" "$binary" "$tree" \
+          -o "$out/plan-$which-$learners.bin" > "$log" 2>&1; then
+        echo "$0: $which ($binary) failed on $tree; the end of its output ($log):" >&2
+        tail -5 "$log" >&2
+        exit 1
+      fi
       read -r wall user peak < "$out/time.txt"
       echo "$which $learners ${wall} s wall ${user} s user ${peak} KiB"
       echo "$which $wall $user" >> "$out/times-$learners.txt"
