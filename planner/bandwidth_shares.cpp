@@ -70,11 +70,10 @@ constexpr size_t kMaxSingles = 48;
 constexpr double kPromising = 1.5;
 
 // The LP columns one virtual tree adds: its weight, and one per orbit representative and
-// virtual ancestor.
-// A node's virtual ancestors are its active (non-transparent) physical ancestors, so they are
-// counted top down without building the VirtualTree: a plan sizes up to kMaxSingles + 2 trees
-// for the column count and again for the LP, and building each one on a 16k-learner tree took
-// milliseconds.
+// virtual ancestor. A node's virtual ancestors are its active (non-transparent) physical
+// ancestors, so they are counted top down without building the VirtualTree: a plan sizes up to
+// kMaxSingles + 2 trees for the column count and again for the LP, and building each one on a
+// 16k-learner tree took milliseconds.
 uint64_t tree_columns(const Topology& topo, const Orbits& orbits, const std::vector<char>& transparent) {
   const auto active = [&](NodeId n) {
     return n == topo.root() || topo.is_learner(n) || !transparent[static_cast<size_t>(n)];

@@ -19,7 +19,8 @@
 # as the other experiments do (--learner-links alone).
 #
 # Raw data: DIR/<cluster>/<rate>mbit/ (default BUILD/sparse-vs-dense). Needs root. The defaults
-# took about 10 minutes on two cores (2026-11-24, 7 before the learner links were measured at once). Environment: EMU_PREFIX / EMU_SUBNET (cluster.sh).
+# took about 10 minutes on two cores (2026-11-24; 7 before the learner links were measured at
+# once). Environment: EMU_PREFIX / EMU_SUBNET (cluster.sh).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
