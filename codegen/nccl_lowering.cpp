@@ -12,7 +12,7 @@ namespace {
 
 // The ranks an op's NCCL call spans: the group, plus a root outside it; ascending.
 std::vector<int32_t> call_members(const ir::Op& op) {
-  std::vector<int32_t> members = op.group;
+  std::vector<int32_t> members = op.group.to_vector();
   members.push_back(op.root);
   std::sort(members.begin(), members.end());
   members.erase(std::unique(members.begin(), members.end()), members.end());

@@ -86,7 +86,61 @@ class ByteReader {
     return view;
   }
 
+  // Most of a plan's varints are one byte (small deltas and counts): that case stays inline and
+  // the rest is a call.
   uint64_t varint(const char* what) {
+    if (pos_ < bytes_.size() && bytes_[pos_] < 0x80) [[likely]]
+      return bytes_[pos_++];
+    return long_varint(what);
+  }
+
+  int64_t signed_varint(const char* what) {
+    const uint64_t zigzag = varint(what);
+    return static_cast<int64_t>(zigzag >> 1) ^ -static_cast<int64_t>(zigzag & 1);
+  }
+  // A varint that must be <= limit (a count, an index, an enum).
+  uint64_t varint_at_most(uint64_t limit, const char* what) {
+    const size_t start = offset();
+    const uint64_t value = varint(what);
+    if (value > limit) {
+      fail_at(start, std::string(what) + " " + std::to_string(value) + " exceeds " +
+                         std::to_string(limit));
+    }
+    return value;
+  }
+  // A count of items that take at least `min_item_bytes` each: never more than can remain, so
+  // no allocation is sized from an unchecked length.
+  size_t count(size_t min_item_bytes, const char* what) {
+    const size_t start = offset();
+    const uint64_t value = varint(what);
+    // value * min_item_bytes > remaining(), without a division or an overflow.
+    if (value > remaining() || value * min_item_bytes > remaining()) {
+      fail_at(start, std::string(what) + " " + std::to_string(value) + " exceeds what the " +
+                         std::to_string(remaining()) + " remaining bytes can hold");
+    }
+    return static_cast<size_t>(value);
+  }
+  std::string string(const char* what) {
+    const size_t size = count(1, what);
+    auto view = bytes(size, what);
+    return std::string(view.begin(), view.end());
+  }
+  // A string that must be UTF-8; an error names the offset where its bytes start.
+  std::string utf8_string(const std::string& what) {
+    const size_t size = count(1, what.c_str());
+    const size_t start = offset();
+    auto view = bytes(size, what.c_str());
+    std::string text(view.begin(), view.end());
+    if (const auto bad = invalid_utf8_at(text)) {
+      fail_at(start, what + " is not valid UTF-8 (byte " + hex_byte(text[*bad]) + " at offset " +
+                         std::to_string(*bad) + ")");
+    }
+    return text;
+  }
+
+ private:
+  // varint's other cases: longer than a byte, or near the end of the input.
+  [[gnu::noinline]] uint64_t long_varint(const char* what) {
     if (remaining() >= 10) {
       // Fast path: no end of input within the longest varint.
       const uint8_t* p = bytes_.data() + pos_;
@@ -113,50 +167,7 @@ class ByteReader {
       if (!(byte & 0x80)) return value;
     }
   }
-  int64_t signed_varint(const char* what) {
-    const uint64_t zigzag = varint(what);
-    return static_cast<int64_t>(zigzag >> 1) ^ -static_cast<int64_t>(zigzag & 1);
-  }
-  // A varint that must be <= limit (a count, an index, an enum).
-  uint64_t varint_at_most(uint64_t limit, const char* what) {
-    const size_t start = offset();
-    const uint64_t value = varint(what);
-    if (value > limit) {
-      fail_at(start, std::string(what) + " " + std::to_string(value) + " exceeds " +
-                         std::to_string(limit));
-    }
-    return value;
-  }
-  // A count of items that take at least `min_item_bytes` each: never more than can remain, so
-  // no allocation is sized from an unchecked length.
-  size_t count(size_t min_item_bytes, const char* what) {
-    const size_t start = offset();
-    const uint64_t value = varint(what);
-    if (value > remaining() / min_item_bytes) {
-      fail_at(start, std::string(what) + " " + std::to_string(value) + " exceeds what the " +
-                         std::to_string(remaining()) + " remaining bytes can hold");
-    }
-    return static_cast<size_t>(value);
-  }
-  std::string string(const char* what) {
-    const size_t size = count(1, what);
-    auto view = bytes(size, what);
-    return std::string(view.begin(), view.end());
-  }
-  // A string that must be UTF-8; an error names the offset where its bytes start.
-  std::string utf8_string(const std::string& what) {
-    const size_t size = count(1, what.c_str());
-    const size_t start = offset();
-    auto view = bytes(size, what.c_str());
-    std::string text(view.begin(), view.end());
-    if (const auto bad = invalid_utf8_at(text)) {
-      fail_at(start, what + " is not valid UTF-8 (byte " + hex_byte(text[*bad]) + " at offset " +
-                         std::to_string(*bad) + ")");
-    }
-    return text;
-  }
 
- private:
   void need(size_t size, const char* what) const {
     if (remaining() < size) {
       fail(std::string("truncated in ") + what + " (needs " + std::to_string(size) + " bytes, " +

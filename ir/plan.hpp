@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "ir/rank_list.hpp"
+
 namespace flexplan::ir {
 
 enum class OpKind : uint8_t {
@@ -36,7 +38,7 @@ struct Op {
   uint64_t begin = 0;
   uint64_t end = 0;
   int32_t root = 0;
-  std::vector<int32_t> group;  // ranks, in the order data moves through them
+  RankList group;  // ranks, in the order data moves through them
   OpShape shape = OpShape::Chain;
 
   bool root_in_group() const;

@@ -47,13 +47,13 @@ static_assert(std::string_view(kVersion).size() < kVersionField,
 struct OpContext {
   uint64_t end = 0;
   int32_t root = 0;
-  const std::vector<int32_t>* group = nullptr;
+  const RankList* group = nullptr;
 };
 
 constexpr uint64_t kGroupList = 0, kGroupEdits = 1;
 
 // The positions where `group` differs from `previous`, when the edit form is the shorter.
-bool edit_positions(const std::vector<int32_t>& group, const std::vector<int32_t>* previous,
+bool edit_positions(const RankList& group, const RankList* previous,
                     std::vector<size_t>& positions) {
   if (!previous || previous->size() != group.size()) return false;
   positions.clear();

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <vector>
 
@@ -36,7 +37,7 @@ class RepeatFinder {
   }
 
   // `group`'s members must already be in [0, world_size).
-  std::optional<int32_t> find(const std::vector<int32_t>& group) {
+  std::optional<int32_t> find(std::span<const int32_t> group) {
     if (!marks_.empty()) {
       if (++stamp_ == 0) {  // wrapped around: forget every mark
         std::fill(marks_.begin(), marks_.end(), 0);
