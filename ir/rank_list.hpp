@@ -94,6 +94,7 @@ class RankList {
     data()[size_++] = rank;
   }
   void pop_back() { --size_; }
+  // [first, last) must not point into this list.
   template <std::forward_iterator It>
   iterator insert(const_iterator at, It first, It last) {
     const size_t offset = static_cast<size_t>(at - data());
