@@ -171,7 +171,12 @@ void decode_op(detail::ByteReader& in, Op& op, const Op* previous) {
       next = at + 1;
     }
   } else {
-    op.group.resize(in.count(1, "group size"));
+    const size_t size_at = in.offset();
+    const size_t size = in.count(1, "group size");
+    if (size > kMaxRank + 1)  // only in a file of gigabytes; a group's ranks are distinct
+      in.fail_at(size_at, fmt::format("group size {} exceeds the {} ranks there can be", size,
+                                      kMaxRank + 1));
+    op.group.resize(size);
     int64_t before = op.root;
     for (int32_t& member : op.group) before = member = decode_rank(in, before, "group member");
   }

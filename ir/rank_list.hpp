@@ -74,8 +74,7 @@ class RankList {
 
   void reserve(size_t capacity) {
     if (capacity <= capacity_) return;
-    if (capacity > std::numeric_limits<uint32_t>::max())
-      throw std::length_error("flexplan: a group of more than 2^32 ranks");
+    if (capacity > kMaxSize) throw std::length_error("flexplan: a group of 2^32 ranks or more");
     int32_t* grown = new int32_t[capacity];
     if (size_ > 0) std::memcpy(grown, data(), size_ * sizeof(int32_t));
     if (on_heap()) delete[] data_;
@@ -90,7 +89,7 @@ class RankList {
   }
   void clear() { size_ = 0; }
   void push_back(int32_t rank) {
-    if (size_ == capacity_) reserve(size_t{capacity_} * 2);
+    if (size_ == capacity_) reserve(grown(size_ + 1));
     data()[size_++] = rank;
   }
   void pop_back() { --size_; }
@@ -99,7 +98,7 @@ class RankList {
   iterator insert(const_iterator at, It first, It last) {
     const size_t offset = static_cast<size_t>(at - data());
     const size_t count = static_cast<size_t>(std::distance(first, last));
-    if (size_ + count > capacity_) reserve(std::max(size_ + count, size_t{capacity_} * 2));
+    if (size_ + count > capacity_) reserve(grown(size_ + count));
     int32_t* place = data() + offset;
     std::memmove(place + count, place, (size_ - offset) * sizeof(int32_t));
     std::copy(first, last, place);
@@ -120,6 +119,12 @@ class RankList {
 
  private:
   static constexpr uint32_t kInline = 4;
+  static constexpr size_t kMaxSize = std::numeric_limits<uint32_t>::max();
+
+  // Capacity for `needed` members: doubling, but never past kMaxSize while `needed` fits.
+  size_t grown(size_t needed) const {
+    return std::max(needed, std::min(size_t{capacity_} * 2, kMaxSize));
+  }
 
   bool on_heap() const { return capacity_ > kInline; }
   template <typename It>

@@ -98,7 +98,7 @@ TEST_F(PlannerCli, ReduceBandwidthMovesLargeMessagesOffRecursiveDoubling) {
 // A bad "reduce_bandwidth" in a topology is the topology's error: exit 2, naming the field.
 TEST_F(PlannerCli, BadTopologyReductionRateIsRefused) {
   const std::string file = path("host.json");
-  for (const std::string& bad : {"\"fast\"", "6", "\"0 GB/s\"", "\"1e400 GB/s\""}) {
+  for (const char* bad : {"\"fast\"", "6", "\"0 GB/s\"", "\"1e400 GB/s\""}) {
     std::ofstream(file) << R"({"name": "h", "reduce_bandwidth": )" << bad
                         << R"(, "root": {"name": "m", "children": [{"name": "g", "count": 2,
                               "link": {"bandwidth": "10 GB/s"}}]}})";
