@@ -11,6 +11,7 @@
 # fails stops the script (exit 1) with its log's tail.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+source "$here/../side_by_side.sh"
 if [ $# -lt 2 ]; then
   echo "usage: $0 BEFORE AFTER [LEARNERS...]" >&2
   exit 2
@@ -19,13 +20,10 @@ before=$1 after=$2
 shift 2
 sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(16000)
-rounds=${ROUNDS:-3}
-[[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "$0: ROUNDS must be a positive number, not '$rounds'" >&2; exit 2; }
+side_by_side_rounds
 out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
-for binary in "$before" "$after"; do
-  [ -x "$binary" ] || { echo "$0: '$binary' is not an executable" >&2; exit 2; }
-done
+side_by_side_executables "$before" "$after"
 
 median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
@@ -36,9 +34,7 @@ for learners in "${sizes[@]}"; do
   : > "$out/times-$learners.txt"
   rm -f "$out/plan-before-$learners.bin" "$out/plan-after-$learners.bin"
   for ((round = 0; round < rounds; ++round)); do
-    order=(before after)
-    ((round % 2 == 0)) || order=(after before)
-    for which in "${order[@]}"; do
+    for which in $(side_by_side_order "$round"); do
       binary=$before
       [ "$which" = after ] && binary=$after
       log="$out/log-$which-$learners.txt"

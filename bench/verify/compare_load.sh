@@ -9,25 +9,21 @@
 # even rounds, after first in odd ones). Prints, per part of the load, each binary's CPU
 # seconds in every round and their median. A run that fails stops the script (exit 1).
 set -euo pipefail
+source "$(dirname "$0")/../side_by_side.sh"
 if [ $# -ne 3 ]; then
   echo "usage: $0 BEFORE_BENCH AFTER_BENCH PLAN.bin" >&2
   exit 2
 fi
 before=$1 after=$2 plan=$3
-rounds=${ROUNDS:-3}
-[[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "$0: ROUNDS must be a positive number, not '$rounds'" >&2; exit 2; }
-for binary in "$before" "$after"; do
-  [ -x "$binary" ] || { echo "$0: '$binary' is not an executable" >&2; exit 2; }
-done
+side_by_side_rounds
+side_by_side_executables "$before" "$after"
 [ -r "$plan" ] || { echo "$0: cannot read '$plan'" >&2; exit 2; }
 
 rows=$(mktemp)
 trap 'rm -f "$rows"' EXIT
 echo "# $(date -u +%FT%TZ), load average $(cut -d' ' -f1-3 /proc/loadavg), $rounds rounds, $plan"
 for ((round = 0; round < rounds; ++round)); do
-  order=(before after)
-  ((round % 2 == 0)) || order=(after before)
-  for which in "${order[@]}"; do
+  for which in $(side_by_side_order "$round"); do
     binary=$before
     [ "$which" = after ] && binary=$after
     if ! output=$("$binary" "$plan" 2 2>&1); then
