@@ -21,3 +21,8 @@ side_by_side_executables() {
 side_by_side_order() {
   if (($1 % 2 == 0)); then echo before after; else echo after before; fi
 }
+
+# The median of the numbers on standard input, one a line.
+side_by_side_median() {
+  sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}

@@ -25,8 +25,6 @@ out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
 side_by_side_executables "$before" "$after"
 
-median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
-
 echo "# $(date -u +%FT%TZ), load average $(cut -d' ' -f1-3 /proc/loadavg), $rounds rounds, files in $out"
 for learners in "${sizes[@]}"; do
   tree="$out/tree-$learners.json"
@@ -50,8 +48,8 @@ for learners in "${sizes[@]}"; do
     done
   done
   for which in before after; do
-    wall=$(awk -v w="$which" '$1 == w {print $2}' "$out/times-$learners.txt" | median)
-    user=$(awk -v w="$which" '$1 == w {print $3}' "$out/times-$learners.txt" | median)
+    wall=$(awk -v w="$which" '$1 == w {print $2}' "$out/times-$learners.txt" | side_by_side_median)
+    user=$(awk -v w="$which" '$1 == w {print $3}' "$out/times-$learners.txt" | side_by_side_median)
     echo "median $which $learners: ${wall} s wall ${user} s user"
   done
   if cmp -s "$out/plan-before-$learners.bin" "$out/plan-after-$learners.bin"; then

@@ -38,13 +38,11 @@ for ((round = 0; round < rounds; ++round)); do
       sub(/ \(.*$/, "", line); sub(/ for rank [0-9]+/, "", line); print w "\t" line "\t" cpu }' >> "$rows"
   done
 done
-awk -F'\t' '
-  { key = $2; if (!(key in seen)) { seen[key] = 1; order[++n] = key }
-    v[key, $1] = v[key, $1] " " $3; c[key, $1]++; x[key, $1, c[key, $1]] = $3 }
-  function median(key, w,    i, j, t, m, a) {
-    m = c[key, w]; for (i = 1; i <= m; ++i) a[i] = x[key, w, i]
-    for (i = 2; i <= m; ++i) for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; --j) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
-    return (m % 2) ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2 }
-  END { printf "%-44s %-24s %-24s %s\n", "part (CPU s)", "before", "after", "median before -> after"
-        for (i = 1; i <= n; ++i) { k = order[i]
-          printf "%-44s %-24s %-24s %.3f -> %.3f\n", k, v[k, "before"], v[k, "after"], median(k, "before"), median(k, "after") } }' "$rows"
+# Each binary's CPU seconds for one part, one a line, in round order.
+values() { awk -F'\t' -v w="$1" -v p="$2" '$1 == w && $2 == p {print $3}' "$rows"; }
+printf "%-44s %-24s %-24s %s\n" "part (CPU s)" before after "median before -> after"
+cut -f2 "$rows" | awk '!seen[$0]++' | while IFS= read -r part; do
+  printf "%-44s %-24s %-24s %s -> %s\n" "$part" "$(values before "$part" | tr '\n' ' ')" \
+    "$(values after "$part" | tr '\n' ' ')" "$(values before "$part" | side_by_side_median)" \
+    "$(values after "$part" | side_by_side_median)"
+done
