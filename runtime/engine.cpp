@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "ir/verify.hpp"
 #include "runtime/bootstrap.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/tag.hpp"
@@ -349,9 +350,16 @@ void Engine::sparse_allreduce(const SparseArgs& args) {
     } catch (const std::invalid_argument& e) {
       throw InputError(std::string("flexplan sparse_allreduce: ") + e.what());
     }
+    // Built from the layout alike on every rank, and proved an all-reduce before any use.
+    sparse_exchange_ = ir::sparse_exchange(*sparse_layout_);
+    try {
+      ir::verify_schedule(sparse_exchange_->schedule, plan_.world_size, "the sparse exchange");
+    } catch (const std::exception& e) {
+      throw RuntimeError(std::string("flexplan sparse_allreduce: internal error: ") + e.what());
+    }
   }
   const SparseContext context{
-      transport_.get(), rank_, &*sparse_layout_, next_sequence_++, &sparse_scratch_,
+      transport_.get(), rank_, &*sparse_layout_, &*sparse_exchange_, next_sequence_++, &sparse_scratch_,
       [this](const std::function<size_t()>& remaining, const std::string& what) {
         drive_until(remaining, what);
       },

@@ -21,6 +21,7 @@
 #include "runtime/options.hpp"
 #include "runtime/scratch_pool.hpp"
 #include "runtime/sparse_allreduce.hpp"
+#include "ir/sparse_exchange.hpp"
 #include "ir/sparse_layout.hpp"
 #include "runtime/ucx_transport.hpp"
 
@@ -96,6 +97,7 @@ class Engine {
   std::unique_ptr<bootstrap::Group> group_;
   std::string forced_algorithm_;
   std::optional<ir::SparseLayout> sparse_layout_;  // built on the first sparse all-reduce
+  std::optional<ir::SparseExchange> sparse_exchange_;  // with it, verified
 
   // Scratch outlives the transport, which may read it until its endpoints close.
   ScratchPool pool_;

@@ -1,16 +1,17 @@
-// The sparse all-reduce's four steps over UCX tagged messages (one message per peer and step).
+// The sparse all-reduce's steps over UCX tagged messages: the transfer schedule
+// (ir/sparse_exchange.hpp) run one step at a time, one message per peer and step.
 //
 // Tags: (sequence, step << 24 | sender rank, 0). Each sender sends a receiver at most one
-// message per step, so the tag alone names it. Messages of step 3 are (index, value) pairs as
-// two arrays, c uint32 offsets from the start of the slices' overlap, then c values; the
-// receiver learns c from the received length.
+// message per step, so the tag alone names it.
 #include "runtime/sparse_allreduce.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <span>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -131,154 +132,336 @@ class StepTransfers {
   std::vector<Transfer> transfers_;
 };
 
+// One message per (step, sender, receiver): the sections of the step's ops that the sender
+// sends the receiver, in op order. A section is the op's element range of the sender's values:
+// dense in the steps within machines; in the sparse steps a count c (uint64), then c values and
+// c uint32 offsets from the range's start, ascending, padded to 8 bytes.
+struct Section {
+  size_t op;
+  uint64_t begin, end;  // elements
+};
+
+size_t sparse_section_bytes(size_t pairs, size_t value_bytes) {
+  const size_t bytes = sizeof(uint64_t) + pairs * (value_bytes + sizeof(uint32_t));
+  return (bytes + 7) / 8 * 8;
+}
+
+template <typename T>
+class SparseRun {
+ public:
+  SparseRun(const SparseContext& context, const SparseArgs& args)
+      : context_(context),
+        layout_(*context.layout),
+        exchange_(*context.exchange),
+        rank_(context.rank),
+        count_(args.count),
+        buffer_(static_cast<T*>(args.buffer)),
+        mine_(layout_.slice(rank_, count_)),
+        density_(args.density) {}
+
+  void run(const SparseArgs& args) {
+    const size_t length = mine_.end - mine_.begin;
+    // The residual is checked before any message, so that a mismatch fails every rank alike.
+    T* residual = nullptr;
+    if (args.residual != nullptr) {
+      SparseResidualAccess::bind(*args.residual, count_, args.type, length * sizeof(T));
+      residual = reinterpret_cast<T*>(SparseResidualAccess::values(*args.residual).data());
+    }
+    const auto& steps = exchange_.schedule.steps;
+    for (size_t s = 0; s < exchange_.first_sparse; ++s) dense_step(s, "reduce-scatter within the machine");
+
+    // Selection on this rank's slice (the machine's sum there), with the last call's residual
+    // added first. Afterwards the slice holds the selected values and zeros elsewhere.
+    SparseScratch& scratch = *context_.scratch;
+    const std::span<T> reduced(reinterpret_cast<T*>(scratch.reduced(length * sizeof(T))), length);
+    T* slice = buffer_ + mine_.begin;
+    std::copy(slice, slice + length, reduced.begin());
+    if (residual != nullptr) {
+      for (size_t e = 0; e < length; ++e) reduced[e] += residual[e];
+    }
+    std::vector<uint32_t>& selected = scratch.selected();  // offsets in the slice, ascending
+    sparse::mstopk<T>(std::span<const T>(reduced.data(), length), selected_count(args.density, length), selected,
+                      sparse::MsTopKOptions{args.iterations, 0});
+    if (residual != nullptr) {
+      std::copy(reduced.begin(), reduced.end(), residual);
+      for (uint32_t offset : selected) residual[offset] = 0;
+    }
+    std::fill(slice, slice + length, T{0});
+    for (uint32_t offset : selected) slice[offset] = reduced[offset];
+    support_.assign(selected.begin(), selected.end());
+
+    for (size_t s = exchange_.first_sparse; s < exchange_.end_sparse; ++s) sparse_step(s);
+    for (size_t s = exchange_.end_sparse; s < steps.size(); ++s) dense_step(s, "all-gather within the machine");
+  }
+
+ private:
+  using PeerSections = std::map<int32_t, std::vector<Section>>;
+
+  uint64_t element(uint64_t unit) const { return exchange_.element(unit, count_); }
+
+  // The most pairs a value in [begin, end) can hold: what every learner whose slice meets the
+  // range selected, at most the overlap each.
+  uint64_t pairs_bound(uint64_t begin, uint64_t end) const {
+    uint64_t bound = 0;
+    for (size_t r = 0; r < layout_.machine_of.size() && bound < end - begin; ++r) {
+      const auto s = layout_.slice(static_cast<int32_t>(r), count_);
+      const uint64_t from = std::max(begin, s.begin), to = std::min(end, s.end);
+      if (from < to) bound += std::min<uint64_t>(selected_count(density_, s.end - s.begin), to - from);
+    }
+    return std::min(bound, end - begin);
+  }
+
+  // This rank's sends and receives in step s, by peer.
+  void sections_of(size_t s, PeerSections* out, PeerSections* in) const {
+    const auto& ops = exchange_.schedule.steps[s].ops;
+    for (size_t o = 0; o < ops.size(); ++o) {
+      const ir::Op& op = ops[o];
+      const bool root = op.root == rank_;
+      if (!root && std::find(op.group.begin(), op.group.end(), rank_) == op.group.end()) continue;
+      const Section section{o, element(op.begin), element(op.end)};
+      if (op.kind == ir::OpKind::Reduce) {
+        if (root) {
+          for (int32_t member : op.group)
+            if (member != rank_) (*in)[member].push_back(section);
+        } else {
+          (*out)[op.root].push_back(section);
+        }
+      } else if (root) {
+        for (int32_t member : op.group)
+          if (member != rank_) (*out)[member].push_back(section);
+      } else {
+        (*in)[op.root].push_back(section);
+      }
+    }
+  }
+
+  std::string step_name(size_t s, const char* what) const {
+    return fmt::format("step {} of {} ({})", s + 1, exchange_.schedule.steps.size(), what);
+  }
+
+  // Dense values. Broadcast ranges are received straight into the buffer: no rank sends from a
+  // range it receives into in the same step (tests/unit/ir_sparse_exchange_test.cpp).
+  void dense_step(size_t s, const char* what) {
+    PeerSections out, in;
+    sections_of(s, &out, &in);
+    const auto& ops = exchange_.schedule.steps[s].ops;
+    StepTransfers step(context_, step_name(s, what));
+    std::vector<std::vector<T>> packed;
+    packed.reserve(out.size());
+    for (const auto& [peer, sections] : out) {
+      if (sections.size() == 1) {
+        step.send(peer, buffer_ + sections[0].begin, (sections[0].end - sections[0].begin) * sizeof(T),
+                  sparse_tag(context_.sequence, s, rank_));
+        continue;
+      }
+      auto& message = packed.emplace_back();
+      for (const Section& x : sections) message.insert(message.end(), buffer_ + x.begin, buffer_ + x.end);
+      step.send(peer, message.data(), message.size() * sizeof(T), sparse_tag(context_.sequence, s, rank_));
+    }
+    struct Incoming {
+      std::vector<T> data;
+      size_t expected = 0, received = 0;
+    };
+    std::map<int32_t, Incoming> incoming;
+    for (const auto& [peer, sections] : in) {
+      Incoming& x = incoming[peer];
+      for (const Section& section : sections) x.expected += (section.end - section.begin) * sizeof(T);
+      const bool direct = sections.size() == 1 && ops[sections[0].op].kind == ir::OpKind::Broadcast;
+      void* into = buffer_ + sections[0].begin;
+      if (!direct) {
+        x.data.resize(x.expected / sizeof(T));
+        into = x.data.data();
+      }
+      step.recv(peer, into, x.expected, sparse_tag(context_.sequence, s, peer), &x.received);
+    }
+    step.wait();
+    std::map<std::pair<int32_t, size_t>, const T*> part;  // (peer, op) -> its section
+    for (const auto& [peer, sections] : in) {
+      const Incoming& x = incoming[peer];
+      if (x.received != x.expected) {
+        throw RuntimeError(fmt::format("flexplan sparse_allreduce: {}: {} sent {} bytes, expected {}",
+                                       step_name(s, what), context_.describe_rank(peer), x.received, x.expected));
+      }
+      const T* at = x.data.data();
+      for (const Section& section : sections) {
+        part[{peer, section.op}] = at;
+        if (at != nullptr) at += section.end - section.begin;
+      }
+    }
+    std::vector<T> sum;
+    for (size_t o = 0; o < ops.size(); ++o) {
+      const ir::Op& op = ops[o];
+      const uint64_t begin = element(op.begin), length = element(op.end) - begin;
+      if (op.kind == ir::OpKind::Reduce && op.root == rank_) {
+        // In group order, so that the result does not depend on which member is the root.
+        sum.assign(length, T{0});
+        for (int32_t member : op.group) {
+          const T* from = member == rank_ ? buffer_ + begin : part.at({member, o});
+          for (size_t e = 0; e < length; ++e) sum[e] += from[e];
+        }
+        std::copy(sum.begin(), sum.end(), buffer_ + begin);
+      } else if (op.kind == ir::OpKind::Broadcast && op.root != rank_) {
+        const auto it = part.find({op.root, o});
+        if (it != part.end() && it->second != nullptr) std::copy(it->second, it->second + length, buffer_ + begin);
+      }
+    }
+  }
+
+  // The pairs of this rank's values in [begin, end): offsets from `begin`, ascending.
+  void own_pairs(uint64_t begin, uint64_t end, std::vector<T>* values, std::vector<uint32_t>* offsets) const {
+    const uint32_t first = static_cast<uint32_t>(begin - mine_.begin), last = static_cast<uint32_t>(end - mine_.begin);
+    values->clear();
+    offsets->clear();
+    for (auto it = std::lower_bound(support_.begin(), support_.end(), first); it != support_.end() && *it < last; ++it) {
+      values->push_back(buffer_[mine_.begin + *it]);
+      offsets->push_back(*it - first);
+    }
+  }
+
+  struct Pairs {
+    const T* values = nullptr;
+    const uint32_t* offsets = nullptr;
+    size_t count = 0;
+  };
+
+  // Every op of a sparse step reads and writes only ranges inside the slices of its members
+  // (ir/sparse_exchange.hpp); checked here too, since the support is kept per slice.
+  void check_inside_slice(const Section& x, size_t s) const {
+    if (x.begin < mine_.begin || x.end > mine_.end) {
+      throw RuntimeError(fmt::format("flexplan sparse_allreduce: {}: op {} covers [{}, {}) outside this rank's slice [{}, {})",
+                                     step_name(s, "pairs between machines"), x.op, x.begin, x.end, mine_.begin, mine_.end));
+    }
+  }
+
+  void sparse_step(size_t s) {
+    const std::string name = step_name(s, "pairs between machines");
+    PeerSections out, in;
+    sections_of(s, &out, &in);
+    const auto& ops = exchange_.schedule.steps[s].ops;
+    StepTransfers step(context_, name);
+    std::vector<std::vector<std::byte>> packed;
+    packed.reserve(out.size());
+    std::vector<T> values;
+    std::vector<uint32_t> offsets;
+    for (const auto& [peer, sections] : out) {
+      auto& message = packed.emplace_back();
+      for (const Section& x : sections) {
+        check_inside_slice(x, s);
+        own_pairs(x.begin, x.end, &values, &offsets);
+        const size_t at = message.size();
+        message.resize(at + sparse_section_bytes(values.size(), sizeof(T)), std::byte{0});
+        const uint64_t c = values.size();
+        std::memcpy(message.data() + at, &c, sizeof c);
+        std::memcpy(message.data() + at + sizeof c, values.data(), c * sizeof(T));
+        std::memcpy(message.data() + at + sizeof c + c * sizeof(T), offsets.data(), c * sizeof(uint32_t));
+      }
+      step.send(peer, message.data(), message.size(), sparse_tag(context_.sequence, s, rank_));
+    }
+    struct Incoming {
+      std::vector<std::byte> data;
+      size_t received = 0;
+    };
+    std::map<int32_t, Incoming> incoming;
+    for (const auto& [peer, sections] : in) {
+      Incoming& x = incoming[peer];
+      size_t capacity = 0;
+      for (const Section& section : sections) {
+        check_inside_slice(section, s);
+        capacity += sparse_section_bytes(pairs_bound(section.begin, section.end), sizeof(T));
+      }
+      x.data.resize(capacity);
+      step.recv(peer, x.data.data(), capacity, sparse_tag(context_.sequence, s, peer), &x.received);
+    }
+    step.wait();
+
+    std::map<std::pair<int32_t, size_t>, Pairs> part;  // (peer, op) -> its pairs
+    for (const auto& [peer, sections] : in) {
+      const Incoming& x = incoming[peer];
+      size_t at = 0;
+      for (const Section& section : sections) {
+        auto fail = [&](const std::string& why) {
+          return RuntimeError(fmt::format("flexplan sparse_allreduce: {}: {} sent a bad message for op {}: {}",
+                                          name, context_.describe_rank(peer), section.op, why));
+        };
+        uint64_t c = 0;
+        if (at + sizeof c > x.received) throw fail("too short");
+        std::memcpy(&c, x.data.data() + at, sizeof c);
+        const uint64_t range = section.end - section.begin;
+        if (c > pairs_bound(section.begin, section.end) || at + sparse_section_bytes(c, sizeof(T)) > x.received) {
+          throw fail(fmt::format("{} pairs for a range of {} elements in {} bytes", c, range, x.received - at));
+        }
+        Pairs p{reinterpret_cast<const T*>(x.data.data() + at + sizeof c),
+                reinterpret_cast<const uint32_t*>(x.data.data() + at + sizeof c + c * sizeof(T)), c};
+        for (size_t i = 0; i < c; ++i) {
+          if (p.offsets[i] >= range || (i > 0 && p.offsets[i] <= p.offsets[i - 1])) {
+            throw fail(fmt::format("offset {} at pair {} is out of range or order", p.offsets[i], i));
+          }
+        }
+        part[{peer, section.op}] = p;
+        at += sparse_section_bytes(c, sizeof(T));
+      }
+      if (at != x.received) throw fail_length(name, peer, x.received, at);
+    }
+
+    std::vector<uint32_t> merged;
+    for (size_t o = 0; o < ops.size(); ++o) {
+      const ir::Op& op = ops[o];
+      if (op.root == rank_ ? op.kind != ir::OpKind::Reduce : (op.kind != ir::OpKind::Broadcast ||
+                                                             !part.count({op.root, o}))) {
+        continue;
+      }
+      const uint64_t begin = element(op.begin), end = element(op.end);
+      T* values_at = buffer_ + begin;
+      const uint32_t first = static_cast<uint32_t>(begin - mine_.begin);
+      merged.clear();
+      if (op.kind == ir::OpKind::Reduce) {
+        // In group order from zero, so that every root of the same range gets the same bits.
+        own_pairs(begin, end, &values, &offsets);
+        for (uint32_t offset : offsets) values_at[offset] = T{0};
+        for (int32_t member : op.group) {
+          const Pairs p = member == rank_ ? Pairs{values.data(), offsets.data(), values.size()} : part.at({member, o});
+          for (size_t i = 0; i < p.count; ++i) {
+            values_at[p.offsets[i]] += p.values[i];
+            merged.push_back(first + p.offsets[i]);
+          }
+        }
+        std::sort(merged.begin(), merged.end());
+        merged.erase(std::unique(merged.begin(), merged.end()), merged.end());
+      } else {
+        own_pairs(begin, end, &values, &offsets);
+        for (uint32_t offset : offsets) values_at[offset] = T{0};
+        const Pairs p = part.at({op.root, o});
+        for (size_t i = 0; i < p.count; ++i) {
+          values_at[p.offsets[i]] = p.values[i];
+          merged.push_back(first + p.offsets[i]);
+        }
+      }
+      const auto from = std::lower_bound(support_.begin(), support_.end(), first);
+      const auto to = std::lower_bound(from, support_.end(), static_cast<uint32_t>(end - mine_.begin));
+      const auto at = support_.erase(from, to);
+      support_.insert(at, merged.begin(), merged.end());
+    }
+  }
+
+  RuntimeError fail_length(const std::string& name, int32_t peer, size_t received, size_t parsed) const {
+    return RuntimeError(fmt::format("flexplan sparse_allreduce: {}: {} sent {} bytes, {} of them whole sections",
+                                    name, context_.describe_rank(peer), received, parsed));
+  }
+
+  const SparseContext& context_;
+  const ir::SparseLayout& layout_;
+  const ir::SparseExchange& exchange_;
+  const int32_t rank_;
+  const uint64_t count_;
+  T* const buffer_;
+  const ir::SparseLayout::Slice mine_;
+  const double density_;
+  std::vector<uint32_t> support_;  // offsets in the slice of the elements a value is held for
+};
+
 template <typename T>
 void run_typed(const SparseContext& context, const SparseArgs& args) {
-  const ir::SparseLayout& layout = *context.layout;
-  const int32_t rank = context.rank;
-  const int32_t machine = layout.machine_of[static_cast<size_t>(rank)];
-  const auto& locals = layout.machines[static_cast<size_t>(machine)];
-  const uint64_t count = args.count;
-  T* buffer = static_cast<T*>(args.buffer);
-  const ir::SparseLayout::Slice mine = layout.slice(rank, count);
-  const size_t length = mine.end - mine.begin;
-  const uint64_t seq = context.sequence;
-
-  // The residual is checked before any message, so that a mismatch fails every rank alike.
-  T* residual = nullptr;
-  if (args.residual != nullptr) {
-    SparseResidualAccess::bind(*args.residual, count, args.type, length * sizeof(T));
-    residual = reinterpret_cast<T*>(SparseResidualAccess::values(*args.residual).data());
-  }
-
-  // 1. Reduce-scatter within the machine: each local peer's slice goes to it; the slice sums
-  // in local order. Peer q's part lands at q * length in the scratch.
-  SparseScratch& scratch = *context.scratch;
-  T* local_parts = reinterpret_cast<T*>(scratch.local_parts(locals.size() * length * sizeof(T)));
-  {
-    StepTransfers step(context, "step 1 (reduce-scatter within the machine)");
-    std::vector<size_t> got(locals.size());
-    for (size_t q = 0; q < locals.size(); ++q) {
-      const int32_t peer = locals[q];
-      if (peer == rank) continue;
-      const auto theirs = layout.slice(peer, count);
-      step.send(peer, buffer + theirs.begin, (theirs.end - theirs.begin) * sizeof(T), sparse_tag(seq, 1, rank));
-      step.recv(peer, local_parts + q * length, length * sizeof(T), sparse_tag(seq, 1, peer), &got[q]);
-    }
-    step.wait();
-    for (size_t q = 0; q < locals.size(); ++q) {
-      if (locals[q] != rank && got[q] != length * sizeof(T)) {
-        throw RuntimeError(fmt::format("flexplan sparse_allreduce: step 1: {} sent {} bytes, expected {}",
-                                       context.describe_rank(locals[q]), got[q], length * sizeof(T)));
-      }
-    }
-  }
-  const std::span<T> reduced(reinterpret_cast<T*>(scratch.reduced(length * sizeof(T))), length);
-  for (size_t q = 0; q < locals.size(); ++q) {
-    const T* part = locals[q] == rank ? buffer + mine.begin : local_parts + q * length;
-    if (q == 0) {
-      std::copy(part, part + length, reduced.begin());
-    } else {
-      for (size_t e = 0; e < length; ++e) reduced[e] += part[e];
-    }
-  }
-
-  // 2. Selection, with the residual of the last call added first.
-  if (residual != nullptr) {
-    for (size_t e = 0; e < length; ++e) reduced[e] += residual[e];
-  }
-  std::vector<uint32_t>& selected = scratch.selected();  // offsets in the slice, ascending
-  sparse::mstopk<T>(std::span<const T>(reduced.data(), length), selected_count(args.density, length), selected,
-                    sparse::MsTopKOptions{args.iterations, 0});
-  if (residual != nullptr) {
-    std::copy(reduced.begin(), reduced.end(), residual);
-    for (uint32_t offset : selected) residual[offset] = 0;
-  }
-
-  // 3. Pairs to the owners on every other machine, and theirs from them.
-  struct Exchange {
-    int32_t peer;
-    uint64_t begin, end;  // the overlap of the two slices
-    std::vector<std::byte> out, in;
-    size_t received = 0;
-  };
-  std::vector<std::vector<Exchange>> by_machine(layout.machines.size());
-  {
-    StepTransfers step(context, "step 3 (top-k pairs between machines)");
-    for (size_t other = 0; other < layout.machines.size(); ++other) {
-      if (static_cast<int32_t>(other) == machine || length == 0) continue;
-      for (int32_t peer : layout.overlapping(static_cast<int32_t>(other), mine, count)) {
-        const auto theirs = layout.slice(peer, count);
-        Exchange x{peer, std::max(mine.begin, theirs.begin), std::min(mine.end, theirs.end), {}, {}, 0};
-        const auto first = std::lower_bound(selected.begin(), selected.end(), x.begin - mine.begin);
-        const auto last = std::lower_bound(selected.begin(), selected.end(), x.end - mine.begin);
-        const size_t c = static_cast<size_t>(last - first);
-        // Values first, then offsets: both arrays stay aligned for any c (offsets first would
-        // put doubles at 4 mod 8 for odd c).
-        x.out.resize(c * (sizeof(uint32_t) + sizeof(T)));
-        auto* out_value = reinterpret_cast<T*>(x.out.data());
-        auto* out_index = reinterpret_cast<uint32_t*>(x.out.data() + c * sizeof(T));
-        for (size_t s = 0; s < c; ++s) {
-          const uint32_t offset = first[static_cast<ptrdiff_t>(s)];
-          out_index[s] = static_cast<uint32_t>(mine.begin + offset - x.begin);
-          out_value[s] = reduced[offset];
-        }
-        const size_t capacity = std::min<uint64_t>(selected_count(args.density, theirs.end - theirs.begin),
-                                                   x.end - x.begin);
-        x.in.resize(capacity * (sizeof(uint32_t) + sizeof(T)));
-        by_machine[other].push_back(std::move(x));
-      }
-    }
-    for (auto& list : by_machine) {
-      for (auto& x : list) {
-        step.send(x.peer, x.out.data(), x.out.size(), sparse_tag(seq, 3, rank));
-        step.recv(x.peer, x.in.data(), x.in.size(), sparse_tag(seq, 3, x.peer), &x.received);
-      }
-    }
-    step.wait();
-  }
-  // The sum, machine by machine in machine order, of what each selected in this slice, made in
-  // place: the slice of the buffer is no longer read (its part is in `reduced`).
-  T* sum = buffer + mine.begin;
-  std::fill(sum, sum + length, T{0});
-  for (size_t m = 0; m < layout.machines.size(); ++m) {
-    if (static_cast<int32_t>(m) == machine) {
-      for (uint32_t offset : selected) sum[offset] += reduced[offset];
-      continue;
-    }
-    for (const Exchange& x : by_machine[m]) {
-      const size_t pair = sizeof(uint32_t) + sizeof(T);
-      if (x.received % pair != 0) {
-        throw RuntimeError(fmt::format("flexplan sparse_allreduce: step 3: {} sent {} bytes, not whole pairs",
-                                       context.describe_rank(x.peer), x.received));
-      }
-      const size_t c = x.received / pair;
-      const auto* in_value = reinterpret_cast<const T*>(x.in.data());
-      const auto* in_index = reinterpret_cast<const uint32_t*>(x.in.data() + c * sizeof(T));
-      for (size_t s = 0; s < c; ++s) {
-        const uint64_t element = x.begin + in_index[s];
-        if (element >= x.end) {
-          throw RuntimeError(fmt::format("flexplan sparse_allreduce: step 3: {} sent index {} outside [{}, {})",
-                                         context.describe_rank(x.peer), element, x.begin, x.end));
-        }
-        sum[element - mine.begin] += in_value[s];
-      }
-    }
-  }
-
-  // 4. All-gather within the machine.
-  {
-    StepTransfers step(context, "step 4 (all-gather within the machine)");
-    std::vector<size_t> got(locals.size());
-    for (size_t q = 0; q < locals.size(); ++q) {
-      const int32_t peer = locals[q];
-      if (peer == rank) continue;
-      const auto theirs = layout.slice(peer, count);
-      step.send(peer, buffer + mine.begin, length * sizeof(T), sparse_tag(seq, 4, rank));
-      step.recv(peer, buffer + theirs.begin, (theirs.end - theirs.begin) * sizeof(T),
-                sparse_tag(seq, 4, peer), &got[q]);
-    }
-    step.wait();
-  }
+  SparseRun<T>(context, args).run(args);
 }
 
 }  // namespace
@@ -289,6 +472,10 @@ void run_sparse_allreduce(const SparseContext& context, const SparseArgs& args) 
   }
   if (args.iterations < 0 || args.iterations > 64) {
     throw InputError(fmt::format("flexplan sparse_allreduce: {} MSTopK iterations (0 to 64)", args.iterations));
+  }
+  if (context.exchange->schedule.steps.size() >= (size_t{1} << (tag::kReceiveBits - kStepBits))) {
+    throw InputError(fmt::format("flexplan sparse_allreduce: the exchange has {} steps, more than its tags number",
+                                 context.exchange->schedule.steps.size()));
   }
   if (context.layout->machine_of.size() >= (size_t{1} << kStepBits)) {
     throw InputError("flexplan sparse_allreduce: at most 2^24 ranks");

@@ -1,12 +1,13 @@
 // The sparse all-reduce (docs/sparse.md): a hierarchical top-k exchange for slow links between
-// machines. Per call, on every rank:
+// machines. Per call, on every rank, following the verified transfer schedule of
+// ir/sparse_exchange.hpp:
 //   1. reduce-scatter within the machine: each learner ends with the sum of its slice
 //      (ir/sparse_layout.hpp: equal slices per machine, uneven across machines);
 //   2. MSTopK (sparse/mstopk.hpp) on that slice, plus the residual with error feedback;
-//   3. the selected (index, value) pairs go to the learners of every other machine whose
-//      slices they fall in; each learner sums, machine by machine in machine order, what
-//      every machine selected in its slice (so every machine's owner of an element computes
-//      the same bits);
+//   3. the selected (index, value) pairs combine between machines level by level up the
+//      machine tree and come back down, each transfer carrying only the elements its sender
+//      holds a value for; every sum is taken in the schedule's group order from zero, so every
+//      rank holding an element's sum holds the same bits;
 //   4. all-gather within the machine of the summed slices.
 // Element i of the result is the sum over machines of that machine's sum at i if the machine
 // selected i, else nothing. At density 1 every element is selected: a dense sum.
@@ -18,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/sparse_exchange.hpp"
 #include "ir/sparse_layout.hpp"
 #include "runtime/datatype.hpp"
 
@@ -58,7 +60,6 @@ struct SparseArgs {
 class SparseScratch {
  public:
   // At least `bytes` bytes, aligned for any element type; contents unspecified.
-  std::byte* local_parts(size_t bytes) { return grow(local_parts_, bytes); }
   std::byte* reduced(size_t bytes) { return grow(reduced_, bytes); }
   std::vector<uint32_t>& selected() { return selected_; }
 
@@ -67,7 +68,7 @@ class SparseScratch {
     if (buffer.size() < bytes) buffer.resize(bytes);
     return buffer.data();
   }
-  std::vector<std::byte> local_parts_, reduced_;
+  std::vector<std::byte> reduced_;
   std::vector<uint32_t> selected_;
 };
 
@@ -76,6 +77,7 @@ struct SparseContext {
   UcxTransport* transport;
   int32_t rank;
   const ir::SparseLayout* layout;
+  const ir::SparseExchange* exchange;  // verified (ir::verify_schedule) for the layout
   uint64_t sequence;  // the operation's tag sequence number
   SparseScratch* scratch;
   // Progresses until `remaining()` returns 0; throws RuntimeError naming `what` on a timeout

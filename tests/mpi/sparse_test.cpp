@@ -81,6 +81,19 @@ std::vector<ir::Plan> plans() {
   if (world >= 2) {
     for (uint32_t seed : {11u, 23u}) out.push_back(plan_for(random_tree(world, seed), "ring"));
   }
+  if (world >= 4) {
+    // Machines at uneven depths (the exchange combines level by level: ir/sparse_exchange.hpp),
+    // one of them also a node above another machine; ranks dealt out of order.
+    const std::vector<std::string> machines = {"sw/r0/m0", "sw/r0/s1/m1", "sw/r1/m2", "sw/r0/s1/m1/m3", "sw/m4"};
+    ir::Plan deep = hand_ring_plan(world);
+    deep.topology_name = "deep-names";
+    deep.rank_names.clear();
+    for (int r = 0; r < world; ++r) {
+      const int machine = (r * 3 + 1) % std::min<int>(world, static_cast<int>(machines.size()));
+      deep.rank_names.push_back(fmt::format("{}/g{}", machines[static_cast<size_t>(machine)], r));
+    }
+    out.push_back(deep);
+  }
   return out;
 }
 
