@@ -24,25 +24,22 @@ std::vector<int32_t> SparseLayout::overlapping(int32_t machine, Slice range, uin
   return out;
 }
 
-SparseLayout sparse_layout(const Plan& plan) {
-  const size_t world = static_cast<size_t>(plan.world_size);
-  if (!plan.rank_names.empty() && plan.rank_names.size() != world) {
-    throw std::invalid_argument(fmt::format("sparse layout: {} rank names for a world of {}",
-                                            plan.rank_names.size(), world));
-  }
+namespace {
+
+// A learner's machine is its name without the last '/' component.
+std::string machine_of_name(const std::string& name) {
+  const size_t slash = name.rfind('/');
+  return slash == std::string::npos ? std::string() : name.substr(0, slash);
+}
+
+SparseLayout layout_of_machines(const std::vector<std::string>& machine_by_rank) {
+  const size_t world = machine_by_rank.size();
   SparseLayout layout;
   layout.machine_of.resize(world);
   layout.local_index.resize(world);
   std::map<std::string, int32_t> index_of_machine;
   for (size_t rank = 0; rank < world; ++rank) {
-    std::string machine;
-    if (plan.rank_names.empty()) {
-      machine = fmt::format("#{}", rank);
-    } else {
-      const std::string& name = plan.rank_names[rank];
-      const size_t slash = name.rfind('/');
-      machine = slash == std::string::npos ? std::string() : name.substr(0, slash);
-    }
+    const std::string& machine = machine_by_rank[rank];
     auto [it, inserted] = index_of_machine.emplace(machine, static_cast<int32_t>(layout.machines.size()));
     if (inserted) {
       layout.machines.emplace_back();
@@ -54,6 +51,27 @@ SparseLayout sparse_layout(const Plan& plan) {
     members.push_back(static_cast<int32_t>(rank));
   }
   return layout;
+}
+
+}  // namespace
+
+SparseLayout sparse_layout(const Plan& plan) {
+  const size_t world = static_cast<size_t>(plan.world_size);
+  if (!plan.rank_names.empty() && plan.rank_names.size() != world) {
+    throw std::invalid_argument(fmt::format("sparse layout: {} rank names for a world of {}",
+                                            plan.rank_names.size(), world));
+  }
+  if (!plan.rank_names.empty()) return sparse_layout(plan.rank_names);
+  std::vector<std::string> machines;  // one per rank
+  for (size_t rank = 0; rank < world; ++rank) machines.push_back(fmt::format("#{}", rank));
+  return layout_of_machines(machines);
+}
+
+SparseLayout sparse_layout(const std::vector<std::string>& rank_names) {
+  std::vector<std::string> machines;
+  machines.reserve(rank_names.size());
+  for (const std::string& name : rank_names) machines.push_back(machine_of_name(name));
+  return layout_of_machines(machines);
 }
 
 }  // namespace flexplan::ir

@@ -35,5 +35,7 @@ struct SparseLayout {
 // Unnamed plans (no rank names) give one machine per rank. Throws std::invalid_argument if the
 // names do not match the world size.
 SparseLayout sparse_layout(const Plan& plan);
+// The same from learner names by rank.
+SparseLayout sparse_layout(const std::vector<std::string>& rank_names);
 
 }  // namespace flexplan::ir

@@ -1,8 +1,12 @@
 // The sparse all-reduce's cost on a tree (planner/sparse_cost.hpp).
 #include "planner/sparse_cost.hpp"
 
+#include "ir/sparse_exchange.hpp"
+#include "ir/sparse_layout.hpp"
+
 #include <algorithm>
 #include <map>
+#include <string>
 #include <vector>
 
 namespace flexplan {
@@ -19,10 +23,76 @@ Machines machines_of(const Topology& topo) {
   return out;
 }
 
-double to_root_latency(const Topology& topo, NodeId n) {
-  double latency = 0;
-  for (; n != topo.root(); n = topo.parent(n)) latency += topo.uplink(n).latency;
-  return latency;
+// Step 3: the exchange schedule's sparse steps (ir/sparse_exchange.hpp), one after another.
+// A value's density is the expected share of its range it holds pairs for: `density` after the
+// selection; a reduce's result holds the union of its members', as if they had selected
+// independently (1 - prod(1 - d)); a broadcast copies the root's. A step takes its busiest link
+// direction's bytes over that link's bandwidth plus its longest transfer's latency and one hop
+// overhead.
+double exchange_seconds(const Topology& topo, double count, double pair_bytes, double density,
+                        const CostParams& params) {
+  std::vector<std::string> names;
+  names.reserve(static_cast<size_t>(topo.num_learners()));
+  for (int rank = 0; rank < topo.num_learners(); ++rank) names.push_back(topo.full_name(topo.learner_node(rank)));
+  const ir::SparseLayout layout = ir::sparse_layout(names);
+  const ir::SparseExchange exchange = ir::sparse_exchange(layout);
+  const size_t units = exchange.schedule.units;
+  std::vector<double> elements(units);
+  for (size_t u = 0; u < units; ++u) {
+    const auto& a = exchange.bounds[u];
+    const auto& b = exchange.bounds[u + 1];
+    elements[u] = count * (static_cast<double>(b.num) / static_cast<double>(b.den) -
+                           static_cast<double>(a.num) / static_cast<double>(a.den));
+  }
+  // Densities by (rank, unit); only a rank's own slice is ever read.
+  std::vector<double> held(static_cast<size_t>(topo.num_learners()) * units, density);
+  auto at = [&](int32_t rank, size_t u) -> double& { return held[static_cast<size_t>(rank) * units + u]; };
+
+  double total = 0;
+  std::vector<double> up(static_cast<size_t>(topo.num_nodes())), down(up.size());
+  std::vector<std::pair<size_t, double>> updates;  // (index into held, new density), after the step
+  for (size_t s = exchange.first_sparse; s < exchange.end_sparse; ++s) {
+    std::fill(up.begin(), up.end(), 0.0);
+    std::fill(down.begin(), down.end(), 0.0);
+    updates.clear();
+    double latency = 0;
+    auto transfer = [&](int32_t from, int32_t to, const ir::Op& op) {
+      double bytes = 0;
+      for (uint64_t u = op.begin; u < op.end; ++u) bytes += at(from, u) * elements[u] * pair_bytes;
+      const Topology::Route route = topo.route(from, to);
+      for (NodeId n : route.up) up[static_cast<size_t>(n)] += bytes;
+      for (NodeId n : route.down) down[static_cast<size_t>(n)] += bytes;
+      latency = std::max(latency, topo.path_latency(from, to));
+    };
+    for (const ir::Op& op : exchange.schedule.steps[s].ops) {
+      for (int32_t member : op.group) {
+        if (member == op.root) continue;
+        if (op.kind == ir::OpKind::Reduce) {
+          transfer(member, op.root, op);
+        } else {
+          transfer(op.root, member, op);
+        }
+      }
+      for (uint64_t u = op.begin; u < op.end; ++u) {
+        if (op.kind == ir::OpKind::Reduce) {
+          double none = 1;
+          for (int32_t member : op.group) none *= 1 - at(member, u);
+          updates.push_back({static_cast<size_t>(op.root) * units + u, 1 - none});
+        } else {
+          for (int32_t member : op.group) updates.push_back({static_cast<size_t>(member) * units + u, at(op.root, u)});
+        }
+      }
+    }
+    for (const auto& [index, value] : updates) held[index] = value;
+    double busiest = 0;
+    for (NodeId n = 0; n < topo.num_nodes(); ++n) {
+      if (n == topo.root()) continue;
+      const double bandwidth = topo.uplink(n).bandwidth;
+      busiest = std::max({busiest, up[static_cast<size_t>(n)] / bandwidth, down[static_cast<size_t>(n)] / bandwidth});
+    }
+    total += latency + params.hop_overhead + busiest;
+  }
+  return total;
 }
 
 }  // namespace
@@ -34,7 +104,6 @@ SparseCost sparse_allreduce_cost(const Topology& topo, double bytes, double elem
   const Machines machines = machines_of(topo);
   const double count = bytes / element_bytes;
   const double pair_bytes = sparse.index_bytes + element_bytes;
-  const double m = static_cast<double>(machines.learners.size());
 
   // Steps 1 and 4, and MSTopK, per machine.
   for (const auto& [machine, ranks] : machines.learners) {
@@ -54,40 +123,24 @@ SparseCost sparse_allreduce_cost(const Topology& topo, double bytes, double elem
     cost.all_gather = std::max(cost.all_gather, moves);
   }
 
-  // Step 3 over every link.
-  if (m < 2) return cost;
-  std::vector<int> machines_below(static_cast<size_t>(topo.num_nodes()), 0);
-  double busiest = 0, latency = 0;
-  for (const auto& [machine, ranks] : machines.learners) {
-    for (NodeId n = machine; n != topo.root(); n = topo.parent(n)) ++machines_below[static_cast<size_t>(n)];
-    const double slice_pairs = density * count / static_cast<double>(ranks.size());
-    for (int rank : ranks) {
-      const NodeId learner = topo.learner_node(rank);
-      busiest = std::max(busiest, (m - 1) * slice_pairs * pair_bytes / topo.uplink(learner).bandwidth);
-      latency = std::max(latency, 2 * to_root_latency(topo, learner));
-    }
-  }
-  for (NodeId n = 0; n < topo.num_nodes(); ++n) {
-    const double below = machines_below[static_cast<size_t>(n)];
-    if (n == topo.root() || below == 0) continue;
-    const double load = below * (m - below) * density * count * pair_bytes;
-    busiest = std::max(busiest, load / topo.uplink(n).bandwidth);
-  }
-  cost.exchange = latency + params.hop_overhead + busiest;
+  cost.exchange = exchange_seconds(topo, count, pair_bytes, density, params);
   return cost;
 }
 
 std::optional<double> sparse_break_even_density(const Topology& topo, double bytes, double element_bytes,
                                                 double dense_seconds, const CostParams& params,
                                                 const SparseCostParams& sparse) {
-  // T(rho) = fixed + rho * slope above a tiny density (the latency parts do not depend on it).
-  const double tiny = 1e-9;
-  const double at_tiny = sparse_allreduce_cost(topo, bytes, element_bytes, tiny, params, sparse).total();
-  const double at_one = sparse_allreduce_cost(topo, bytes, element_bytes, 1.0, params, sparse).total();
-  if (at_tiny >= dense_seconds) return std::nullopt;
-  if (at_one <= dense_seconds) return 1.0;
-  const double slope = (at_one - at_tiny) / (1.0 - tiny);
-  return tiny + (dense_seconds - at_tiny) / slope;
+  // The time grows with the density (more pairs in every transfer), not linearly once merged
+  // pairs overlap: bisect.
+  auto seconds = [&](double rho) { return sparse_allreduce_cost(topo, bytes, element_bytes, rho, params, sparse).total(); };
+  double low = 1e-9, high = 1.0;
+  if (seconds(low) >= dense_seconds) return std::nullopt;
+  if (seconds(high) <= dense_seconds) return 1.0;
+  for (int i = 0; i < 60 && high - low > low * 1e-12; ++i) {
+    const double mid = 0.5 * (low + high);
+    (seconds(mid) <= dense_seconds ? low : high) = mid;
+  }
+  return low;
 }
 
 }  // namespace flexplan

@@ -1,7 +1,7 @@
 // Predicted time of the sparse all-reduce (runtime/sparse_allreduce.hpp, docs/sparse.md): the
 // public-cloud top-k paper's Eq. 7-10 generalised to any tree, priced the way the runtime
-// moves the data (one direct message per peer and step), plus MSTopK's time; and the density
-// below which it beats a dense all-reduce.
+// moves the data (one message per peer and step of its schedule), plus MSTopK's time; and the
+// density below which it beats a dense all-reduce.
 #pragma once
 
 #include <optional>
@@ -25,10 +25,11 @@ struct SparseCostParams {
 //      direct sends instead of a ring: one latency). With a reduction rate
 //      (CostParams::reduce_bandwidth), summing the (n_i - 1)/n_i received bytes follows.
 //   2. MSTopK over the largest slice, n / n_i bytes (Eq. 8).
-//   3. pairs between machines: every machine sends each other machine about density * count
-//      pairs; the link above a subtree holding m_v machines carries m_v (m - m_v) of those per
-//      direction, a learner's link (m - 1) times its own slice's; the busiest link direction
-//      sets the time, plus the longest learner-to-root latency twice (Eq. 9 on a tree).
+//   3. pairs between machines: the exchange schedule's steps (ir/sparse_exchange.hpp), each at
+//      its busiest link direction plus its longest transfer's latency and one hop overhead; a
+//      transfer carries (index, value) pairs for the share of its range its sender holds values for
+//      (the density; after a reduce, the union 1 - prod(1 - d) of its members'). On machines
+//      under one switch: Eq. 9 on a tree, each machine's pairs once to every other machine.
 //   4. all-gather within machines of the dense slices: step 1's transfers without its sums
 //      (Eq. 10 sends the sparse sums; the runtime sends the slices dense, which intra-machine
 //      links afford).
@@ -39,8 +40,8 @@ struct SparseCost {
 SparseCost sparse_allreduce_cost(const Topology&, double bytes, double element_bytes, double density,
                                  const CostParams& = {}, const SparseCostParams& = {});
 
-// The density at which the sparse all-reduce takes `dense_seconds` (its time grows linearly
-// with density): below it sparse is faster. Empty when sparse loses even at the smallest
+// The density at which the sparse all-reduce takes `dense_seconds` (its time grows with the
+// density; found by bisection): below it sparse is faster. Empty when sparse loses even at the smallest
 // density (its fixed part alone exceeds the dense time); 1 when it wins even at density 1.
 std::optional<double> sparse_break_even_density(const Topology&, double bytes, double element_bytes,
                                                 double dense_seconds, const CostParams& = {},

@@ -344,19 +344,22 @@ void Engine::sparse_allreduce(const SparseArgs& args) {
     drive(*oldest);
     throw_if_failed(*oldest);
   }
-  if (!sparse_layout_) {
+  if (!sparse_exchange_) {
+    ir::SparseLayout layout;
     try {
-      sparse_layout_ = ir::sparse_layout(plan_);
+      layout = ir::sparse_layout(plan_);
     } catch (const std::invalid_argument& e) {
       throw InputError(std::string("flexplan sparse_allreduce: ") + e.what());
     }
     // Built from the layout alike on every rank, and proved an all-reduce before any use.
-    sparse_exchange_ = ir::sparse_exchange(*sparse_layout_);
+    ir::SparseExchange exchange = ir::sparse_exchange(layout);
     try {
-      ir::verify_schedule(sparse_exchange_->schedule, plan_.world_size, "the sparse exchange");
+      ir::verify_schedule(exchange.schedule, plan_.world_size, "the sparse exchange");
     } catch (const std::exception& e) {
       throw RuntimeError(std::string("flexplan sparse_allreduce: internal error: ") + e.what());
     }
+    sparse_layout_ = std::move(layout);
+    sparse_exchange_ = std::move(exchange);
   }
   const SparseContext context{
       transport_.get(), rank_, &*sparse_layout_, &*sparse_exchange_, next_sequence_++, &sparse_scratch_,

@@ -96,8 +96,9 @@ class Engine {
   std::string learner_name_;
   std::unique_ptr<bootstrap::Group> group_;
   std::string forced_algorithm_;
-  std::optional<ir::SparseLayout> sparse_layout_;  // built on the first sparse all-reduce
-  std::optional<ir::SparseExchange> sparse_exchange_;  // with it, verified
+  // Built on the first sparse all-reduce; the exchange is kept only once verified.
+  std::optional<ir::SparseLayout> sparse_layout_;
+  std::optional<ir::SparseExchange> sparse_exchange_;
 
   // Scratch outlives the transport, which may read it until its endpoints close.
   ScratchPool pool_;

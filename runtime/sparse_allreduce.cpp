@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <span>
@@ -259,18 +260,25 @@ class SparseRun {
       step.send(peer, message.data(), message.size() * sizeof(T), sparse_tag(context_.sequence, s, rank_));
     }
     struct Incoming {
-      std::vector<T> data;
+      T* data = nullptr;  // null: received straight into the buffer
       size_t expected = 0, received = 0;
     };
+    // Receive space is the communicator's, kept between calls (docs/sparse.md, Memory).
     std::map<int32_t, Incoming> incoming;
+    size_t staged = 0;
     for (const auto& [peer, sections] : in) {
       Incoming& x = incoming[peer];
       for (const Section& section : sections) x.expected += (section.end - section.begin) * sizeof(T);
-      const bool direct = sections.size() == 1 && ops[sections[0].op].kind == ir::OpKind::Broadcast;
+      if (!(sections.size() == 1 && ops[sections[0].op].kind == ir::OpKind::Broadcast)) staged += x.expected;
+    }
+    T* space = reinterpret_cast<T*>(context_.scratch->parts(staged));
+    for (const auto& [peer, sections] : in) {
+      Incoming& x = incoming[peer];
       void* into = buffer_ + sections[0].begin;
-      if (!direct) {
-        x.data.resize(x.expected / sizeof(T));
-        into = x.data.data();
+      if (!(sections.size() == 1 && ops[sections[0].op].kind == ir::OpKind::Broadcast)) {
+        x.data = space;
+        space += x.expected / sizeof(T);
+        into = x.data;
       }
       step.recv(peer, into, x.expected, sparse_tag(context_.sequence, s, peer), &x.received);
     }
@@ -282,24 +290,28 @@ class SparseRun {
         throw RuntimeError(fmt::format("flexplan sparse_allreduce: {}: {} sent {} bytes, expected {}",
                                        step_name(s, what), context_.describe_rank(peer), x.received, x.expected));
       }
-      const T* at = x.data.data();
+      const T* at = x.data;
       for (const Section& section : sections) {
         part[{peer, section.op}] = at;
         if (at != nullptr) at += section.end - section.begin;
       }
     }
-    std::vector<T> sum;
     for (size_t o = 0; o < ops.size(); ++o) {
       const ir::Op& op = ops[o];
       const uint64_t begin = element(op.begin), length = element(op.end) - begin;
       if (op.kind == ir::OpKind::Reduce && op.root == rank_) {
-        // In group order, so that the result does not depend on which member is the root.
-        sum.assign(length, T{0});
-        for (int32_t member : op.group) {
-          const T* from = member == rank_ ? buffer_ + begin : part.at({member, o});
-          for (size_t e = 0; e < length; ++e) sum[e] += from[e];
+        // In group order, so that the result does not depend on which member is the root. The
+        // selection's space is free until the steps within machines are done.
+        T* sum = reinterpret_cast<T*>(context_.scratch->reduced(length * sizeof(T)));
+        for (size_t m = 0; m < op.group.size(); ++m) {
+          const T* from = op.group[m] == rank_ ? buffer_ + begin : part.at({op.group[m], o});
+          if (m == 0) {
+            std::copy(from, from + length, sum);
+          } else {
+            for (size_t e = 0; e < length; ++e) sum[e] += from[e];
+          }
         }
-        std::copy(sum.begin(), sum.end(), buffer_ + begin);
+        std::copy(sum, sum + length, buffer_ + begin);
       } else if (op.kind == ir::OpKind::Broadcast && op.root != rank_) {
         const auto it = part.find({op.root, o});
         if (it != part.end() && it->second != nullptr) std::copy(it->second, it->second + length, buffer_ + begin);
@@ -358,19 +370,25 @@ class SparseRun {
       step.send(peer, message.data(), message.size(), sparse_tag(context_.sequence, s, rank_));
     }
     struct Incoming {
-      std::vector<std::byte> data;
-      size_t received = 0;
+      std::byte* data = nullptr;
+      size_t capacity = 0, received = 0;
     };
     std::map<int32_t, Incoming> incoming;
+    size_t total = 0;
     for (const auto& [peer, sections] : in) {
       Incoming& x = incoming[peer];
-      size_t capacity = 0;
       for (const Section& section : sections) {
         check_inside_slice(section, s);
-        capacity += sparse_section_bytes(pairs_bound(section.begin, section.end), sizeof(T));
+        x.capacity += sparse_section_bytes(pairs_bound(section.begin, section.end), sizeof(T));
       }
-      x.data.resize(capacity);
-      step.recv(peer, x.data.data(), capacity, sparse_tag(context_.sequence, s, peer), &x.received);
+      total += x.capacity;
+    }
+    std::byte* space = context_.scratch->parts(total);
+    for (const auto& [peer, sections] : in) {
+      Incoming& x = incoming[peer];
+      x.data = space;
+      space += x.capacity;
+      step.recv(peer, x.data, x.capacity, sparse_tag(context_.sequence, s, peer), &x.received);
     }
     step.wait();
 
@@ -385,13 +403,13 @@ class SparseRun {
         };
         uint64_t c = 0;
         if (at + sizeof c > x.received) throw fail("too short");
-        std::memcpy(&c, x.data.data() + at, sizeof c);
+        std::memcpy(&c, x.data + at, sizeof c);
         const uint64_t range = section.end - section.begin;
         if (c > pairs_bound(section.begin, section.end) || at + sparse_section_bytes(c, sizeof(T)) > x.received) {
           throw fail(fmt::format("{} pairs for a range of {} elements in {} bytes", c, range, x.received - at));
         }
-        Pairs p{reinterpret_cast<const T*>(x.data.data() + at + sizeof c),
-                reinterpret_cast<const uint32_t*>(x.data.data() + at + sizeof c + c * sizeof(T)), c};
+        Pairs p{reinterpret_cast<const T*>(x.data + at + sizeof c),
+                reinterpret_cast<const uint32_t*>(x.data + at + sizeof c + c * sizeof(T)), c};
         for (size_t i = 0; i < c; ++i) {
           if (p.offsets[i] >= range || (i > 0 && p.offsets[i] <= p.offsets[i - 1])) {
             throw fail(fmt::format("offset {} at pair {} is out of range or order", p.offsets[i], i));
@@ -420,13 +438,13 @@ class SparseRun {
         for (uint32_t offset : offsets) values_at[offset] = T{0};
         for (int32_t member : op.group) {
           const Pairs p = member == rank_ ? Pairs{values.data(), offsets.data(), values.size()} : part.at({member, o});
-          for (size_t i = 0; i < p.count; ++i) {
-            values_at[p.offsets[i]] += p.values[i];
-            merged.push_back(first + p.offsets[i]);
-          }
+          for (size_t i = 0; i < p.count; ++i) values_at[p.offsets[i]] += p.values[i];
+          // Offsets ascend in every member's pairs: their union is a linear merge.
+          union_.clear();
+          std::set_union(merged.begin(), merged.end(), p.offsets, p.offsets + p.count, std::back_inserter(union_));
+          merged.swap(union_);
         }
-        std::sort(merged.begin(), merged.end());
-        merged.erase(std::unique(merged.begin(), merged.end()), merged.end());
+        for (uint32_t& offset : merged) offset += first;
       } else {
         own_pairs(begin, end, &values, &offsets);
         for (uint32_t offset : offsets) values_at[offset] = T{0};
@@ -457,6 +475,7 @@ class SparseRun {
   const ir::SparseLayout::Slice mine_;
   const double density_;
   std::vector<uint32_t> support_;  // offsets in the slice of the elements a value is held for
+  std::vector<uint32_t> union_;    // merging space
 };
 
 template <typename T>

@@ -60,6 +60,8 @@ struct SparseArgs {
 class SparseScratch {
  public:
   // At least `bytes` bytes, aligned for any element type; contents unspecified.
+  // Receive space of one step (dense parts within machines, pairs between them).
+  std::byte* parts(size_t bytes) { return grow(parts_, bytes); }
   std::byte* reduced(size_t bytes) { return grow(reduced_, bytes); }
   std::vector<uint32_t>& selected() { return selected_; }
 
@@ -68,7 +70,7 @@ class SparseScratch {
     if (buffer.size() < bytes) buffer.resize(bytes);
     return buffer.data();
   }
-  std::vector<std::byte> reduced_;
+  std::vector<std::byte> parts_, reduced_;
   std::vector<uint32_t> selected_;
 };
 

@@ -2,6 +2,8 @@
 // hand on small trees, and the break-even density against a dense time.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "planner/sparse_cost.hpp"
 #include "tests/unit/planner_test_trees.hpp"
 
@@ -51,6 +53,22 @@ TEST(SparseCost, ExchangeGrowsWithMachinesAndDensity) {
   EXPECT_GT(sparse_allreduce_cost(testing::machines({2, 3}), bytes, 4, 0.05).exchange, two.exchange);
   // One machine: no exchange at all.
   EXPECT_EQ(sparse_allreduce_cost(testing::machines({4}), bytes, 4, 0.01).exchange, 0.0);
+}
+
+TEST(SparseCost, RacksMergeTheirPairsBeforeTheSpine) {
+  // Two racks of two 1-learner machines behind a slow spine.
+  const Link spine{0.5e9, 20e-6};
+  const Topology topo = testing::symmetric({2, 2, 1}, {spine, kEthernet, kPcie});
+  const double bytes = 32e6, count = bytes / 4, density = 0.01, pair = 8;
+  const double two = 1 - std::pow(1 - density, 2), four = 1 - std::pow(1 - density, 4);
+  // Up within each rack (one machine's pairs to the other's, over the Ethernet links), up across
+  // the spine (each rack's merged pairs, both ways), down within each rack (all four merged).
+  const double within = 2 * (kPcie.latency + kEthernet.latency);
+  const double across = within + 2 * spine.latency;
+  const double want = within + density * count * pair / kEthernet.bandwidth +  //
+                      across + two * count * pair / spine.bandwidth +         //
+                      within + four * count * pair / kEthernet.bandwidth;
+  EXPECT_NEAR(sparse_allreduce_cost(topo, bytes, 4, density).exchange, want, want * 1e-12);
 }
 
 TEST(SparseCost, BreakEvenDensityIsWhereTheTimesMeet) {
