@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <stdexcept>
 #include <string_view>
 
 namespace flexplan::ir {
@@ -75,6 +76,7 @@ bool less(const SparseExchange::Fraction& a, const SparseExchange::Fraction& b) 
 }  // namespace
 
 SparseExchange sparse_exchange(const SparseLayout& layout) {
+  if (layout.machines.empty()) throw std::invalid_argument("sparse exchange: no learners");
   SparseExchange out;
   // Every machine's slice boundaries j/n, reduced, once each.
   std::map<std::pair<uint64_t, uint64_t>, uint64_t> index_of;

@@ -40,7 +40,8 @@ struct SparseExchange {
 // whose names share a prefix are below the same tree node. Going up, a node's children combine
 // through one owner each (the child's first machine's), into the first child's owner; at the
 // top node every child's owner gets the sum; going down, each node's first owner hands it to
-// the others. No op can be left out (tests/unit/ir_sparse_exchange_test.cpp).
+// the others. No op can be left out (tests/unit/ir_sparse_exchange_test.cpp). Throws
+// std::invalid_argument for a layout without learners.
 SparseExchange sparse_exchange(const SparseLayout& layout);
 
 }  // namespace flexplan::ir

@@ -28,82 +28,100 @@ Machines machines_of(const Topology& topo) {
 // selection; a reduce's result holds the union of its members', as if they had selected
 // independently (1 - prod(1 - d)); a broadcast copies the root's. A step takes its busiest link
 // direction's bytes over that link's bandwidth plus its longest transfer's latency and one hop
-// overhead.
-double exchange_seconds(const Topology& topo, double count, double pair_bytes, double density,
-                        const CostParams& params) {
-  std::vector<std::string> names;
-  names.reserve(static_cast<size_t>(topo.num_learners()));
-  for (int rank = 0; rank < topo.num_learners(); ++rank) names.push_back(topo.full_name(topo.learner_node(rank)));
-  const ir::SparseLayout layout = ir::sparse_layout(names);
-  const ir::SparseExchange exchange = ir::sparse_exchange(layout);
-  const size_t units = exchange.schedule.units;
-  std::vector<double> elements(units);
-  for (size_t u = 0; u < units; ++u) {
-    const auto& a = exchange.bounds[u];
-    const auto& b = exchange.bounds[u + 1];
-    elements[u] = count * (static_cast<double>(b.num) / static_cast<double>(b.den) -
-                           static_cast<double>(a.num) / static_cast<double>(a.den));
-  }
-  // Densities by (rank, unit); only a rank's own slice is ever read.
-  std::vector<double> held(static_cast<size_t>(topo.num_learners()) * units, density);
-  auto at = [&](int32_t rank, size_t u) -> double& { return held[static_cast<size_t>(rank) * units + u]; };
-
-  double total = 0;
-  std::vector<double> up(static_cast<size_t>(topo.num_nodes())), down(up.size());
-  std::vector<std::pair<size_t, double>> updates;  // (index into held, new density), after the step
-  for (size_t s = exchange.first_sparse; s < exchange.end_sparse; ++s) {
-    std::fill(up.begin(), up.end(), 0.0);
-    std::fill(down.begin(), down.end(), 0.0);
-    updates.clear();
-    double latency = 0;
-    auto transfer = [&](int32_t from, int32_t to, const ir::Op& op) {
-      double bytes = 0;
-      for (uint64_t u = op.begin; u < op.end; ++u) bytes += at(from, u) * elements[u] * pair_bytes;
-      const Topology::Route route = topo.route(from, to);
-      for (NodeId n : route.up) up[static_cast<size_t>(n)] += bytes;
-      for (NodeId n : route.down) down[static_cast<size_t>(n)] += bytes;
-      latency = std::max(latency, topo.path_latency(from, to));
-    };
-    for (const ir::Op& op : exchange.schedule.steps[s].ops) {
-      for (int32_t member : op.group) {
-        if (member == op.root) continue;
-        if (op.kind == ir::OpKind::Reduce) {
-          transfer(member, op.root, op);
-        } else {
-          transfer(op.root, member, op);
-        }
-      }
-      for (uint64_t u = op.begin; u < op.end; ++u) {
-        if (op.kind == ir::OpKind::Reduce) {
-          double none = 1;
-          for (int32_t member : op.group) none *= 1 - at(member, u);
-          updates.push_back({static_cast<size_t>(op.root) * units + u, 1 - none});
-        } else {
-          for (int32_t member : op.group) updates.push_back({static_cast<size_t>(member) * units + u, at(op.root, u)});
+// overhead. Built once per topology (the schedule and every transfer's links), priced per size
+// and density.
+class ExchangeModel {
+ public:
+  explicit ExchangeModel(const Topology& topo) : topo_(topo) {
+    std::vector<std::string> names;
+    names.reserve(static_cast<size_t>(topo.num_learners()));
+    for (int rank = 0; rank < topo.num_learners(); ++rank) names.push_back(topo.full_name(topo.learner_node(rank)));
+    exchange_ = ir::sparse_exchange(ir::sparse_layout(names));
+    const size_t units = exchange_.schedule.units;
+    for (size_t u = 0; u < units; ++u) {
+      const auto& a = exchange_.bounds[u];
+      const auto& b = exchange_.bounds[u + 1];
+      share_.push_back(static_cast<double>(b.num) / static_cast<double>(b.den) -
+                       static_cast<double>(a.num) / static_cast<double>(a.den));
+    }
+    for (size_t s = exchange_.first_sparse; s < exchange_.end_sparse; ++s) {
+      Step& step = steps_.emplace_back();
+      for (const ir::Op& op : exchange_.schedule.steps[s].ops) {
+        for (int32_t member : op.group) {
+          if (member == op.root) continue;
+          const int32_t from = op.kind == ir::OpKind::Reduce ? member : op.root;
+          const int32_t to = op.kind == ir::OpKind::Reduce ? op.root : member;
+          const Topology::Route route = topo.route(from, to);
+          step.transfers.push_back({from, &op, route.up, route.down});
+          step.latency = std::max(step.latency, topo.path_latency(from, to));
         }
       }
     }
-    for (const auto& [index, value] : updates) held[index] = value;
-    double busiest = 0;
-    for (NodeId n = 0; n < topo.num_nodes(); ++n) {
-      if (n == topo.root()) continue;
-      const double bandwidth = topo.uplink(n).bandwidth;
-      busiest = std::max({busiest, up[static_cast<size_t>(n)] / bandwidth, down[static_cast<size_t>(n)] / bandwidth});
-    }
-    total += latency + params.hop_overhead + busiest;
   }
-  return total;
-}
 
-}  // namespace
+  double seconds(double count, double pair_bytes, double density, const CostParams& params) const {
+    const size_t units = exchange_.schedule.units;
+    // Densities by (rank, unit); only a rank's own slice is ever read.
+    std::vector<double> held(static_cast<size_t>(topo_.num_learners()) * units, density);
+    auto at = [&](int32_t rank, size_t u) { return held[static_cast<size_t>(rank) * units + u]; };
+    std::vector<double> up(static_cast<size_t>(topo_.num_nodes())), down(up.size());
+    std::vector<std::pair<size_t, double>> updates;  // (index into held, new density), after the step
+    double total = 0;
+    size_t index = exchange_.first_sparse;
+    for (const Step& step : steps_) {
+      std::fill(up.begin(), up.end(), 0.0);
+      std::fill(down.begin(), down.end(), 0.0);
+      for (const Transfer& t : step.transfers) {
+        double bytes = 0;
+        for (uint64_t u = t.op->begin; u < t.op->end; ++u) bytes += at(t.from, u) * share_[u] * count * pair_bytes;
+        for (NodeId n : t.up) up[static_cast<size_t>(n)] += bytes;
+        for (NodeId n : t.down) down[static_cast<size_t>(n)] += bytes;
+      }
+      updates.clear();
+      for (const ir::Op& op : exchange_.schedule.steps[index++].ops) {
+        for (uint64_t u = op.begin; u < op.end; ++u) {
+          if (op.kind == ir::OpKind::Reduce) {
+            double none = 1;
+            for (int32_t member : op.group) none *= 1 - at(member, u);
+            updates.push_back({static_cast<size_t>(op.root) * units + u, 1 - none});
+          } else {
+            for (int32_t member : op.group) updates.push_back({static_cast<size_t>(member) * units + u, at(op.root, u)});
+          }
+        }
+      }
+      for (const auto& [i, value] : updates) held[i] = value;
+      double busiest = 0;
+      for (NodeId n = 0; n < topo_.num_nodes(); ++n) {
+        if (n == topo_.root()) continue;
+        const double bandwidth = topo_.uplink(n).bandwidth;
+        busiest = std::max({busiest, up[static_cast<size_t>(n)] / bandwidth, down[static_cast<size_t>(n)] / bandwidth});
+      }
+      total += step.latency + params.hop_overhead + busiest;
+    }
+    return total;
+  }
 
-SparseCost sparse_allreduce_cost(const Topology& topo, double bytes, double element_bytes,
-                                 double density, const CostParams& params,
-                                 const SparseCostParams& sparse) {
+ private:
+  struct Transfer {
+    int32_t from;
+    const ir::Op* op;
+    std::vector<NodeId> up, down;  // the links it crosses upward and downward
+  };
+  struct Step {
+    std::vector<Transfer> transfers;
+    double latency = 0;  // the longest transfer's
+  };
+  const Topology& topo_;
+  ir::SparseExchange exchange_;
+  std::vector<double> share_;  // each unit's share of the vector
+  std::vector<Step> steps_;
+};
+
+SparseCost cost_with(const ExchangeModel& model, const Topology& topo, double bytes, double element_bytes,
+                     double density, const CostParams& params, const SparseCostParams& sparse) {
   SparseCost cost;
   const Machines machines = machines_of(topo);
   const double count = bytes / element_bytes;
-  const double pair_bytes = sparse.index_bytes + element_bytes;
 
   // Steps 1 and 4, and MSTopK, per machine.
   for (const auto& [machine, ranks] : machines.learners) {
@@ -123,8 +141,16 @@ SparseCost sparse_allreduce_cost(const Topology& topo, double bytes, double elem
     cost.all_gather = std::max(cost.all_gather, moves);
   }
 
-  cost.exchange = exchange_seconds(topo, count, pair_bytes, density, params);
+  cost.exchange = model.seconds(count, sparse.index_bytes + element_bytes, density, params);
   return cost;
+}
+
+}  // namespace
+
+SparseCost sparse_allreduce_cost(const Topology& topo, double bytes, double element_bytes,
+                                 double density, const CostParams& params,
+                                 const SparseCostParams& sparse) {
+  return cost_with(ExchangeModel(topo), topo, bytes, element_bytes, density, params, sparse);
 }
 
 std::optional<double> sparse_break_even_density(const Topology& topo, double bytes, double element_bytes,
@@ -132,7 +158,10 @@ std::optional<double> sparse_break_even_density(const Topology& topo, double byt
                                                 const SparseCostParams& sparse) {
   // The time grows with the density (more pairs in every transfer), not linearly once merged
   // pairs overlap: bisect.
-  auto seconds = [&](double rho) { return sparse_allreduce_cost(topo, bytes, element_bytes, rho, params, sparse).total(); };
+  const ExchangeModel model(topo);
+  auto seconds = [&](double rho) {
+    return cost_with(model, topo, bytes, element_bytes, rho, params, sparse).total();
+  };
   double low = 1e-9, high = 1.0;
   if (seconds(low) >= dense_seconds) return std::nullopt;
   if (seconds(high) <= dense_seconds) return 1.0;

@@ -191,7 +191,11 @@ class SparseRun {
     for (uint32_t offset : selected) slice[offset] = reduced[offset];
     support_.assign(selected.begin(), selected.end());
 
-    for (size_t s = exchange_.first_sparse; s < exchange_.end_sparse; ++s) sparse_step(s);
+    start_bounds();
+    for (size_t s = exchange_.first_sparse; s < exchange_.end_sparse; ++s) {
+      sparse_step(s);
+      advance_bounds(s);
+    }
     for (size_t s = exchange_.end_sparse; s < steps.size(); ++s) dense_step(s, "all-gather within the machine");
   }
 
@@ -200,16 +204,45 @@ class SparseRun {
 
   uint64_t element(uint64_t unit) const { return exchange_.element(unit, count_); }
 
-  // The most pairs a value in [begin, end) can hold: what every learner whose slice meets the
-  // range selected, at most the overlap each.
-  uint64_t pairs_bound(uint64_t begin, uint64_t end) const {
-    uint64_t bound = 0;
-    for (size_t r = 0; r < layout_.machine_of.size() && bound < end - begin; ++r) {
-      const auto s = layout_.slice(static_cast<int32_t>(r), count_);
-      const uint64_t from = std::max(begin, s.begin), to = std::min(end, s.end);
-      if (from < to) bound += std::min<uint64_t>(selected_count(density_, s.end - s.begin), to - from);
+  // Upper bounds on the pairs each rank holds per unit of the exchange, as of the sparse step
+  // about to run: after the selection, what the owner can have selected there; a reduce's
+  // root, the sum of its members'; a broadcast's members, the root's. A receive is sized by
+  // its sender's bound, and a count above it is refused.
+  void start_bounds() {
+    const size_t units = exchange_.schedule.units, world = layout_.machine_of.size();
+    unit_pairs_.assign(world * units, 0);
+    for (size_t r = 0; r < world; ++r) {
+      const auto slice = layout_.slice(static_cast<int32_t>(r), count_);
+      const uint64_t k = selected_count(density_, slice.end - slice.begin);
+      for (size_t u = 0; u < units; ++u) {
+        if (element(u) >= slice.begin && element(u + 1) <= slice.end)
+          unit_pairs_[r * units + u] = std::min<uint64_t>(element(u + 1) - element(u), k);
+      }
     }
-    return std::min(bound, end - begin);
+  }
+  void advance_bounds(size_t s) {
+    const size_t units = exchange_.schedule.units;
+    std::vector<std::pair<size_t, uint64_t>> updates;
+    for (const ir::Op& op : exchange_.schedule.steps[s].ops) {
+      for (uint64_t u = op.begin; u < op.end; ++u) {
+        if (op.kind == ir::OpKind::Reduce) {
+          uint64_t sum = 0;
+          for (int32_t member : op.group) sum += unit_pairs_[static_cast<size_t>(member) * units + u];
+          updates.push_back({static_cast<size_t>(op.root) * units + u, std::min(sum, element(u + 1) - element(u))});
+        } else {
+          for (int32_t member : op.group)
+            updates.push_back({static_cast<size_t>(member) * units + u, unit_pairs_[static_cast<size_t>(op.root) * units + u]});
+        }
+      }
+    }
+    for (const auto& [index, bound] : updates) unit_pairs_[index] = bound;
+  }
+  uint64_t pairs_bound(int32_t sender, const Section& section, size_t s) const {
+    const ir::Op& op = exchange_.schedule.steps[s].ops[section.op];
+    uint64_t bound = 0;
+    for (uint64_t u = op.begin; u < op.end; ++u)
+      bound += unit_pairs_[static_cast<size_t>(sender) * exchange_.schedule.units + u];
+    return std::min(bound, section.end - section.begin);
   }
 
   // This rank's sends and receives in step s, by peer.
@@ -246,18 +279,23 @@ class SparseRun {
     PeerSections out, in;
     sections_of(s, &out, &in);
     const auto& ops = exchange_.schedule.steps[s].ops;
+    // Messages of several sections are packed in the communicator's send space, which outlives
+    // a failed step's requests as the buffer does.
+    size_t packed = 0;
+    for (const auto& [peer, sections] : out)
+      if (sections.size() > 1)
+        for (const Section& x : sections) packed += x.end - x.begin;
+    T* pack = reinterpret_cast<T*>(context_.scratch->sends(packed * sizeof(T)));
     StepTransfers step(context_, step_name(s, what));
-    std::vector<std::vector<T>> packed;
-    packed.reserve(out.size());
     for (const auto& [peer, sections] : out) {
       if (sections.size() == 1) {
         step.send(peer, buffer_ + sections[0].begin, (sections[0].end - sections[0].begin) * sizeof(T),
                   sparse_tag(context_.sequence, s, rank_));
         continue;
       }
-      auto& message = packed.emplace_back();
-      for (const Section& x : sections) message.insert(message.end(), buffer_ + x.begin, buffer_ + x.end);
-      step.send(peer, message.data(), message.size() * sizeof(T), sparse_tag(context_.sequence, s, rank_));
+      T* message = pack;
+      for (const Section& x : sections) pack = std::copy(buffer_ + x.begin, buffer_ + x.end, pack);
+      step.send(peer, message, static_cast<size_t>(pack - message) * sizeof(T), sparse_tag(context_.sequence, s, rank_));
     }
     struct Incoming {
       T* data = nullptr;  // null: received straight into the buffer
@@ -319,6 +357,12 @@ class SparseRun {
     }
   }
 
+  // How many elements of [begin, end) this rank holds values for.
+  size_t support_in(uint64_t begin, uint64_t end) const {
+    const auto first = std::lower_bound(support_.begin(), support_.end(), static_cast<uint32_t>(begin - mine_.begin));
+    return static_cast<size_t>(std::lower_bound(first, support_.end(), static_cast<uint32_t>(end - mine_.begin)) - first);
+  }
+
   // The pairs of this rank's values in [begin, end): offsets from `begin`, ascending.
   void own_pairs(uint64_t begin, uint64_t end, std::vector<T>* values, std::vector<uint32_t>* offsets) const {
     const uint32_t first = static_cast<uint32_t>(begin - mine_.begin), last = static_cast<uint32_t>(end - mine_.begin);
@@ -350,24 +394,30 @@ class SparseRun {
     PeerSections out, in;
     sections_of(s, &out, &in);
     const auto& ops = exchange_.schedule.steps[s].ops;
-    StepTransfers step(context_, name);
-    std::vector<std::vector<std::byte>> packed;
-    packed.reserve(out.size());
+    // Sends are packed in the communicator's send space (it outlives a failed step's requests),
+    // sized first from the support.
     std::vector<T> values;
     std::vector<uint32_t> offsets;
-    for (const auto& [peer, sections] : out) {
-      auto& message = packed.emplace_back();
+    size_t packed = 0;
+    for (const auto& [peer, sections] : out)
       for (const Section& x : sections) {
         check_inside_slice(x, s);
-        own_pairs(x.begin, x.end, &values, &offsets);
-        const size_t at = message.size();
-        message.resize(at + sparse_section_bytes(values.size(), sizeof(T)), std::byte{0});
-        const uint64_t c = values.size();
-        std::memcpy(message.data() + at, &c, sizeof c);
-        std::memcpy(message.data() + at + sizeof c, values.data(), c * sizeof(T));
-        std::memcpy(message.data() + at + sizeof c + c * sizeof(T), offsets.data(), c * sizeof(uint32_t));
+        packed += sparse_section_bytes(support_in(x.begin, x.end), sizeof(T));
       }
-      step.send(peer, message.data(), message.size(), sparse_tag(context_.sequence, s, rank_));
+    std::byte* pack = context_.scratch->sends(packed);
+    std::fill(pack, pack + packed, std::byte{0});
+    StepTransfers step(context_, name);
+    for (const auto& [peer, sections] : out) {
+      std::byte* message = pack;
+      for (const Section& x : sections) {
+        own_pairs(x.begin, x.end, &values, &offsets);
+        const uint64_t c = values.size();
+        std::memcpy(pack, &c, sizeof c);
+        std::memcpy(pack + sizeof c, values.data(), c * sizeof(T));
+        std::memcpy(pack + sizeof c + c * sizeof(T), offsets.data(), c * sizeof(uint32_t));
+        pack += sparse_section_bytes(c, sizeof(T));
+      }
+      step.send(peer, message, static_cast<size_t>(pack - message), sparse_tag(context_.sequence, s, rank_));
     }
     struct Incoming {
       std::byte* data = nullptr;
@@ -379,7 +429,7 @@ class SparseRun {
       Incoming& x = incoming[peer];
       for (const Section& section : sections) {
         check_inside_slice(section, s);
-        x.capacity += sparse_section_bytes(pairs_bound(section.begin, section.end), sizeof(T));
+        x.capacity += sparse_section_bytes(pairs_bound(peer, section, s), sizeof(T));
       }
       total += x.capacity;
     }
@@ -405,8 +455,9 @@ class SparseRun {
         if (at + sizeof c > x.received) throw fail("too short");
         std::memcpy(&c, x.data + at, sizeof c);
         const uint64_t range = section.end - section.begin;
-        if (c > pairs_bound(section.begin, section.end) || at + sparse_section_bytes(c, sizeof(T)) > x.received) {
-          throw fail(fmt::format("{} pairs for a range of {} elements in {} bytes", c, range, x.received - at));
+        if (c > pairs_bound(peer, section, s) || at + sparse_section_bytes(c, sizeof(T)) > x.received) {
+          throw fail(fmt::format("{} pairs for a range of {} elements (at most {}) in {} bytes", c, range,
+                                 pairs_bound(peer, section, s), x.received - at));
         }
         Pairs p{reinterpret_cast<const T*>(x.data + at + sizeof c),
                 reinterpret_cast<const uint32_t*>(x.data + at + sizeof c + c * sizeof(T)), c};
@@ -476,6 +527,7 @@ class SparseRun {
   const double density_;
   std::vector<uint32_t> support_;  // offsets in the slice of the elements a value is held for
   std::vector<uint32_t> union_;    // merging space
+  std::vector<uint64_t> unit_pairs_;  // by (rank, unit): start_bounds
 };
 
 template <typename T>

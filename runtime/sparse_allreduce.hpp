@@ -63,6 +63,8 @@ class SparseScratch {
   // Receive space of one step (dense parts within machines, pairs between them).
   std::byte* parts(size_t bytes) { return grow(parts_, bytes); }
   std::byte* reduced(size_t bytes) { return grow(reduced_, bytes); }
+  // Send space of one step (messages of several sections).
+  std::byte* sends(size_t bytes) { return grow(sends_, bytes); }
   std::vector<uint32_t>& selected() { return selected_; }
 
  private:
@@ -70,7 +72,7 @@ class SparseScratch {
     if (buffer.size() < bytes) buffer.resize(bytes);
     return buffer.data();
   }
-  std::vector<std::byte> parts_, reduced_;
+  std::vector<std::byte> parts_, reduced_, sends_;
   std::vector<uint32_t> selected_;
 };
 

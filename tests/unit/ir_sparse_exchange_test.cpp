@@ -78,7 +78,7 @@ TEST(SparseExchange, TwoPlusThreeIsOneExchangeBetweenOverlappingOwners) {
 }
 
 TEST(SparseExchange, RacksCombineBeforeCrossing) {
-  // Two racks of three 2-learner machines: every pair owner crosses the spine once per step,
+  // Two racks of three 2-learner machines: each half's owners cross the spine once each way,
   // not once per machine of the other rack.
   const std::vector<std::pair<std::string, int>> racked = {{"sw/r0/m0", 2}, {"sw/r0/m1", 2}, {"sw/r0/m2", 2},
                                                            {"sw/r1/m3", 2}, {"sw/r1/m4", 2}, {"sw/r1/m5", 2}};
@@ -153,6 +153,8 @@ TEST(SparseExchange, RandomTreesVerifyAndExchangeOnlyBetweenOwners) {
             if (op.kind == OpKind::Broadcast) {
               sent.insert({op.root, u});
               received.insert({member, u});
+            } else {
+              sent.insert({member, u});
             }
           }
       }
@@ -161,11 +163,12 @@ TEST(SparseExchange, RandomTreesVerifyAndExchangeOnlyBetweenOwners) {
       for (const auto& item : received) EXPECT_EQ(sent.count(item), 0u) << where << ": step " << s;
     }
     // Without any one of its ops the schedule is no longer an all-reduce, and the verifier says so.
-    if (x.schedule.steps.empty()) continue;
-    Schedule broken = x.schedule;
-    auto& step = broken.steps[std::uniform_int_distribution<size_t>(0, broken.steps.size() - 1)(rng)];
-    step.ops.erase(step.ops.begin() + static_cast<ptrdiff_t>(std::uniform_int_distribution<size_t>(0, step.ops.size() - 1)(rng)));
-    EXPECT_THROW(verify_schedule(broken, plan.world_size), std::exception) << where;
+    for (size_t s = 0; s < x.schedule.steps.size(); ++s)
+      for (size_t o = 0; o < x.schedule.steps[s].ops.size(); ++o) {
+        Schedule broken = x.schedule;
+        broken.steps[s].ops.erase(broken.steps[s].ops.begin() + static_cast<ptrdiff_t>(o));
+        EXPECT_THROW(verify_schedule(broken, plan.world_size), std::exception) << where << ": step " << s << " op " << o;
+      }
   }
 }
 
