@@ -221,6 +221,29 @@ TEST(Timeouts, PeerThatNeverJoinsFailsTheOthersWithinTheTimeout) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+// The same for the sparse all-reduce, whose exchange runs outside the operation queue: every
+// rank that joined fails within about the timeout, naming the step and the peer.
+TEST(Timeouts, PeerThatNeverJoinsASparseAllReduce) {
+  const int world = world_size();  // 2 or more (tests/mpi/CMakeLists.txt)
+  const bool skipper = world_rank() == world - 1;
+  Communicator comm(good_plan(world), MPI_COMM_WORLD, short_timeout());
+  std::vector<float> data(100000, 1.0f);
+  if (!skipper) {
+    const auto start = Clock::now();
+    const std::string message =
+        error_of([&] { comm.sparse_allreduce(data.data(), data.size(), DataType::Float32, 0.01); });
+    EXPECT_NE(message.find("flexplan sparse_allreduce: step "), std::string::npos) << message;
+    EXPECT_TRUE(message.find("no progress for 1500 ms") != std::string::npos ||
+                contains_pattern(message, "rank # (switch/m#/gpu#) failed: "))
+        << message;
+    EXPECT_LT(seconds_since(start), 3 * 1.5 + 1) << message;
+    EXPECT_NE(error_of([&] { comm.sparse_allreduce(data.data(), data.size(), DataType::Float32, 0.01); })
+                  .find("unusable after an earlier error"),
+              std::string::npos);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 // Blocking mode with a timeout shorter than its sleeps: the last rank joins 2 s late, and the
 // others must time out after about 150 ms all the same (the idle sleeps count as time spent
 // driving the runtime, not as time the caller spent elsewhere).
