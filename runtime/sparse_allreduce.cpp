@@ -399,16 +399,20 @@ class SparseRun {
     std::vector<T> values;
     std::vector<uint32_t> offsets;
     size_t packed = 0;
-    for (const auto& [peer, sections] : out)
+    for (const auto& [peer, sections] : out) {
+      packed += sizeof(uint64_t);  // the sender's count, so that a receiver can tell a mismatch
       for (const Section& x : sections) {
         check_inside_slice(x, s);
         packed += sparse_section_bytes(support_in(x.begin, x.end), sizeof(T));
       }
+    }
     std::byte* pack = context_.scratch->sends(packed);
     std::fill(pack, pack + packed, std::byte{0});
     StepTransfers step(context_, name);
     for (const auto& [peer, sections] : out) {
       std::byte* message = pack;
+      std::memcpy(pack, &count_, sizeof count_);
+      pack += sizeof count_;
       for (const Section& x : sections) {
         own_pairs(x.begin, x.end, &values, &offsets);
         const uint64_t c = values.size();
@@ -427,6 +431,7 @@ class SparseRun {
     size_t total = 0;
     for (const auto& [peer, sections] : in) {
       Incoming& x = incoming[peer];
+      x.capacity = sizeof(uint64_t);
       for (const Section& section : sections) {
         check_inside_slice(section, s);
         x.capacity += sparse_section_bytes(pairs_bound(peer, section, s), sizeof(T));
@@ -445,7 +450,14 @@ class SparseRun {
     std::map<std::pair<int32_t, size_t>, Pairs> part;  // (peer, op) -> its pairs
     for (const auto& [peer, sections] : in) {
       const Incoming& x = incoming[peer];
-      size_t at = 0;
+      uint64_t their_count = 0;
+      if (x.received >= sizeof their_count) std::memcpy(&their_count, x.data, sizeof their_count);
+      if (x.received < sizeof their_count || their_count != count_) {
+        throw RuntimeError(fmt::format("flexplan sparse_allreduce: {}: {} passed {} elements, this rank {}: do all "
+                                       "ranks pass the same count?",
+                                       name, context_.describe_rank(peer), their_count, count_));
+      }
+      size_t at = sizeof their_count;
       for (const Section& section : sections) {
         auto fail = [&](const std::string& why) {
           return RuntimeError(fmt::format("flexplan sparse_allreduce: {}: {} sent a bad message for op {}: {}",

@@ -244,6 +244,27 @@ TEST(Timeouts, PeerThatNeverJoinsASparseAllReduce) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+// Rank 0 passes a sparse all-reduce one element more than the others, on a plan of one machine
+// per rank (no steps within machines, whose lengths would differ): no rank may finish with a
+// result, and none may wait out the (20 s) timeout.
+TEST(Timeouts, SparseCountThatDiffersOnOneRankFailsWithoutHanging) {
+  ir::Plan plan = good_plan(world_size());
+  plan.rank_names.clear();
+  Options options = Options::from_env();
+  options.timeout = std::chrono::milliseconds(20000);
+  Communicator comm(plan, MPI_COMM_WORLD, options);
+  const size_t count = 10007 + (world_rank() == 0 ? 1 : 0);
+  std::vector<float> data(count, 1.0f);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto start = Clock::now();
+  const std::string message = error_of([&] { comm.sparse_allreduce(data.data(), count, DataType::Float32, 0.01); });
+  EXPECT_LT(seconds_since(start), 2.0) << message;
+  EXPECT_TRUE(message.find("do all ranks pass the same count") != std::string::npos ||
+              message.find("failed") != std::string::npos)
+      << message;
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 // Blocking mode with a timeout shorter than its sleeps: the last rank joins 2 s late, and the
 // others must time out after about 150 ms all the same (the idle sleeps count as time spent
 // driving the runtime, not as time the caller spent elsewhere).

@@ -16,13 +16,6 @@
 namespace flexplan::ir {
 namespace {
 
-Plan named_plan(std::vector<std::string> names) {
-  Plan plan;
-  plan.world_size = static_cast<int32_t>(names.size());
-  plan.rank_names = std::move(names);
-  return plan;
-}
-
 // Learner names for machines given as (path, learners), ranks dealt out in a shuffled order.
 std::vector<std::string> learners_of(const std::vector<std::pair<std::string, int>>& machines, std::mt19937* rng) {
   std::vector<std::string> names;
@@ -53,7 +46,7 @@ size_t messages_between(const SparseExchange& x, const SparseLayout& layout,
 }
 
 TEST(SparseExchange, TwoPlusThreeIsOneExchangeBetweenOverlappingOwners) {
-  const auto layout = sparse_layout(named_plan({"sw/a/g0", "sw/a/g1", "sw/b/g0", "sw/b/g1", "sw/b/g2"}));
+  const auto layout = sparse_layout(std::vector<std::string>{"sw/a/g0", "sw/a/g1", "sw/b/g0", "sw/b/g1", "sw/b/g2"});
   const auto x = sparse_exchange(layout);
   // Boundaries 0, 1/3, 1/2, 2/3, 1.
   ASSERT_EQ(x.schedule.units, 4u);
@@ -84,8 +77,8 @@ TEST(SparseExchange, RacksCombineBeforeCrossing) {
                                                            {"sw/r1/m3", 2}, {"sw/r1/m4", 2}, {"sw/r1/m5", 2}};
   std::vector<std::pair<std::string, int>> flat = racked;
   for (auto& [path, count] : flat) path = "sw/" + path.substr(6);
-  const auto racked_layout = sparse_layout(named_plan(learners_of(racked, nullptr)));
-  const auto flat_layout = sparse_layout(named_plan(learners_of(flat, nullptr)));
+  const auto racked_layout = sparse_layout(learners_of(racked, nullptr));
+  const auto flat_layout = sparse_layout(learners_of(flat, nullptr));
   const auto racked_x = sparse_exchange(racked_layout);
   const auto flat_x = sparse_exchange(flat_layout);
   EXPECT_NO_THROW(verify_schedule(racked_x.schedule, 12));
@@ -120,7 +113,9 @@ std::vector<std::string> random_names(std::mt19937& rng) {
 TEST(SparseExchange, RandomTreesVerifyAndExchangeOnlyBetweenOwners) {
   std::mt19937 rng(20261124);
   for (int trial = 0; trial < 300; ++trial) {
-    Plan plan = named_plan(random_names(rng));
+    Plan plan;
+    plan.rank_names = random_names(rng);
+    plan.world_size = static_cast<int32_t>(plan.rank_names.size());
     if (trial % 10 == 0) plan.rank_names.clear();  // one machine per rank
     const auto layout = sparse_layout(plan);
     const auto x = sparse_exchange(layout);
