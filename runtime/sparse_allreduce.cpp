@@ -448,7 +448,9 @@ class SparseRun {
     step.wait();
 
     std::map<std::pair<int32_t, size_t>, Pairs> part;  // (peer, op) -> its pairs
-    for (const auto& [peer, sections] : in) {
+    for (const auto& entry : in) {
+      const int32_t peer = entry.first;  // a plain variable: clang 14 lambdas cannot capture bindings
+      const std::vector<Section>& sections = entry.second;
       const Incoming& x = incoming[peer];
       uint64_t their_count = 0;
       if (x.received >= sizeof their_count) std::memcpy(&their_count, x.data, sizeof their_count);
