@@ -417,8 +417,10 @@ class SparseRun {
         own_pairs(x.begin, x.end, &values, &offsets);
         const uint64_t c = values.size();
         std::memcpy(pack, &c, sizeof c);
-        std::memcpy(pack + sizeof c, values.data(), c * sizeof(T));
-        std::memcpy(pack + sizeof c + c * sizeof(T), offsets.data(), c * sizeof(uint32_t));
+        if (c > 0) {  // empty vectors may hold no pointer, which memcpy may not be given
+          std::memcpy(pack + sizeof c, values.data(), c * sizeof(T));
+          std::memcpy(pack + sizeof c + c * sizeof(T), offsets.data(), c * sizeof(uint32_t));
+        }
         pack += sparse_section_bytes(c, sizeof(T));
       }
       step.send(peer, message, static_cast<size_t>(pack - message), sparse_tag(context_.sequence, s, rank_));
