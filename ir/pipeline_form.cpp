@@ -12,21 +12,6 @@
 
 namespace flexplan::ir {
 
-namespace {
-
-// Calls visit(t, j, base op) for every op of expansion step t, in the expansion's order.
-template <class Visit>
-void for_each_expanded_op(const Schedule& base, uint32_t slices, size_t t, Visit&& visit) {
-  const size_t m = base.steps.size();
-  // Slices j with 0 <= t - j < m.
-  const size_t first_slice = t + 1 > m ? t + 1 - m : 0;
-  const size_t last_slice = std::min<size_t>(t, slices - 1);
-  for (size_t j = first_slice; j <= last_slice; ++j)
-    for (const Op& op : base.steps[t - j].ops) visit(j, op);
-}
-
-}  // namespace
-
 Schedule expand_pipeline(const Schedule& base, uint32_t slices) {
   if (slices == 0) throw std::invalid_argument("pipeline: zero slices");
   if (base.units > std::numeric_limits<uint64_t>::max() / slices)
@@ -38,18 +23,13 @@ Schedule expand_pipeline(const Schedule& base, uint32_t slices) {
   piped.min_bytes = base.min_bytes;
   piped.max_bytes = base.max_bytes;
   piped.units = base.units * slices;
-  const size_t m = base.steps.size();
-  if (m == 0) return piped;
-  piped.steps.resize(m + slices - 1);
+  piped.steps.resize(expanded_step_count(base, slices));
   for (size_t t = 0; t < piped.steps.size(); ++t) {
     Step& step = piped.steps[t];
-    // Labelled by the frontmost slice's step.
-    const size_t first_slice = t + 1 > m ? t + 1 - m : 0;
-    step.phase = base.steps[t - first_slice].phase;
-    step.level = base.steps[t - first_slice].level;
-    size_t ops = 0;
-    for_each_expanded_op(base, slices, t, [&](size_t, const Op&) { ++ops; });
-    step.ops.reserve(ops);  // regrowing was half of a million-op pipeline's build
+    step.phase = base.steps[expanded_step_label(base, t)].phase;
+    step.level = base.steps[expanded_step_label(base, t)].level;
+    // Reserved: regrowing was half of a million-op pipeline's build.
+    step.ops.reserve(expanded_op_offset(base, t, last_slice_in_step(slices, t) + 1));
     for_each_expanded_op(base, slices, t, [&](size_t j, const Op& op) {
       Op& copy = step.ops.emplace_back(op);
       copy.begin += j * base.units;
@@ -99,8 +79,7 @@ std::optional<PipelineBase> pipeline_base(const Schedule& piped) {
   // The schedule must be the expansion op for op.
   for (size_t t = 0; t < n; ++t) {
     const Step& step = piped.steps[t];
-    const size_t first_slice = t + 1 > m ? t + 1 - m : 0;
-    const Step& label = base.steps[t - first_slice];
+    const Step& label = base.steps[expanded_step_label(base, t)];
     if (step.phase != label.phase || step.level != label.level) return std::nullopt;
     size_t o = 0;
     bool same = true;

@@ -9,6 +9,8 @@
 // computes, and every per-op rule of the verifier holds for it when it holds for the base.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 
@@ -25,6 +27,36 @@ inline constexpr uint64_t kMaxExpandedGroupMembers = 64'000'000;
 // Throws std::invalid_argument for zero slices or when units * slices does not fit in 64 bits.
 // Named "<base name>@<slices>" when slices > 1.
 Schedule expand_pipeline(const Schedule& base, uint32_t slices);
+
+// The expansion read from its base without building it (what expand_pipeline builds, step by
+// step), for code that walks a pipeline once. `slices` >= 1 throughout.
+//
+// The expansion's step count: m + slices - 1 for a base of m >= 1 steps, 0 for an empty base.
+inline size_t expanded_step_count(const Schedule& base, uint32_t slices) {
+  return base.steps.empty() ? 0 : base.steps.size() + slices - 1;
+}
+// The slices that have an op in expansion step t: [first, last], those j with 0 <= t - j < m.
+inline size_t first_slice_in_step(const Schedule& base, size_t t) {
+  return t + 1 > base.steps.size() ? t + 1 - base.steps.size() : 0;
+}
+inline size_t last_slice_in_step(uint32_t slices, size_t t) { return std::min<size_t>(t, slices - 1); }
+// The base step whose phase and level expansion step t carries: the frontmost slice's step.
+inline size_t expanded_step_label(const Schedule& base, size_t t) { return t - first_slice_in_step(base, t); }
+// Calls visit(j, base op) for every op of expansion step t, in the expansion's order (slices
+// ascending, each in base op order). The expanded op is the base op with its range moved up by
+// j * base.units.
+template <class Visit>
+void for_each_expanded_op(const Schedule& base, uint32_t slices, size_t t, Visit&& visit) {
+  const size_t last = last_slice_in_step(slices, t);
+  for (size_t j = first_slice_in_step(base, t); j <= last; ++j)
+    for (const Op& op : base.steps[t - j].ops) visit(j, op);
+}
+// The index in expansion step t of slice j's first op (j within the step's slices).
+inline size_t expanded_op_offset(const Schedule& base, size_t t, size_t j) {
+  size_t offset = 0;
+  for (size_t earlier = first_slice_in_step(base, t); earlier < j; ++earlier) offset += base.steps[t - earlier].ops.size();
+  return offset;
+}
 
 struct PipelineBase {
   Schedule base;

@@ -302,18 +302,23 @@ class SparseRun {
       size_t expected = 0, received = 0;
     };
     // Receive space is the communicator's, kept between calls (docs/sparse.md, Memory).
+    // A peer's message lands straight in the buffer when it is one broadcast's range; anything
+    // else (parts of a sum, several sections) is staged.
+    const auto direct = [&ops](const std::vector<Section>& sections) {
+      return sections.size() == 1 && ops[sections[0].op].kind == ir::OpKind::Broadcast;
+    };
     std::map<int32_t, Incoming> incoming;
     size_t staged = 0;
     for (const auto& [peer, sections] : in) {
       Incoming& x = incoming[peer];
       for (const Section& section : sections) x.expected += (section.end - section.begin) * sizeof(T);
-      if (!(sections.size() == 1 && ops[sections[0].op].kind == ir::OpKind::Broadcast)) staged += x.expected;
+      if (!direct(sections)) staged += x.expected;
     }
     T* space = reinterpret_cast<T*>(context_.scratch->parts(staged));
     for (const auto& [peer, sections] : in) {
       Incoming& x = incoming[peer];
       void* into = buffer_ + sections[0].begin;
-      if (!(sections.size() == 1 && ops[sections[0].op].kind == ir::OpKind::Broadcast)) {
+      if (!direct(sections)) {
         x.data = space;
         space += x.expected / sizeof(T);
         into = x.data;

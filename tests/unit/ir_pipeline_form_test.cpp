@@ -3,7 +3,10 @@
 // checks only the base, still rejects every pipeline that is wrong in any slice.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "ir/pipeline_form.hpp"
 #include "ir/verify.hpp"
@@ -30,6 +33,63 @@ TEST(PipelineForm, ExpansionsGiveBackTheirBase) {
       EXPECT_EQ(found->base, base) << piped.algorithm;
     }
   }
+}
+
+// The expansion by its definition, written out independently of pipeline_form.cpp: slice j
+// runs base step k in step j + k, its ranges moved up by j * units; within a step, slices in
+// ascending order.
+std::vector<std::vector<Op>> expansion_by_definition(const Schedule& base, uint32_t slices) {
+  std::vector<std::vector<Op>> steps(base.steps.empty() ? 0 : base.steps.size() + slices - 1);
+  for (uint32_t j = 0; j < slices; ++j)
+    for (size_t k = 0; k < base.steps.size(); ++k)
+      for (Op op : base.steps[k].ops) {
+        op.begin += j * base.units;
+        op.end += j * base.units;
+        steps[j + k].push_back(op);
+      }
+  return steps;
+}
+
+// expand_pipeline and the helpers that read the expansion from its base (step count, labels,
+// ops in order, each slice's op offset) agree with the definition on every step.
+TEST(PipelineForm, ExpansionReadFromTheBaseMatchesItsDefinition) {
+  for (const Schedule& base : {ring_schedule(5), tree_schedule(7), hierarchical_schedule(8, 4)}) {
+    const uint32_t m = static_cast<uint32_t>(base.steps.size());
+    for (uint32_t slices : {1u, 2u, 3u, m, m + 4}) {
+      const auto expected = expansion_by_definition(base, slices);
+      const Schedule piped = expand_pipeline(base, slices);
+      ASSERT_EQ(expanded_step_count(base, slices), expected.size());
+      ASSERT_EQ(piped.steps.size(), expected.size());
+      for (size_t t = 0; t < expected.size(); ++t) {
+        EXPECT_EQ(piped.steps[t].ops, expected[t]) << piped.algorithm << " step " << t;
+        // Labelled by the frontmost slice's step: the first op of step t is base step
+        // min(t, m - 1)'s.
+        const Step& label = base.steps[expanded_step_label(base, t)];
+        EXPECT_EQ(expanded_step_label(base, t), std::min<size_t>(t, m - 1));
+        EXPECT_EQ(label.phase, piped.steps[t].phase);
+        EXPECT_EQ(label.level, piped.steps[t].level);
+        size_t index = 0, previous_slice = SIZE_MAX;
+        for_each_expanded_op(base, slices, t, [&](size_t j, const Op& op) {
+          if (j != previous_slice) {
+            EXPECT_EQ(expanded_op_offset(base, t, j), index) << base.algorithm << " step " << t << " slice " << j;
+            previous_slice = j;
+          }
+          ASSERT_LT(index, expected[t].size());
+          Op moved = op;
+          moved.begin += j * base.units;
+          moved.end += j * base.units;
+          EXPECT_EQ(moved, expected[t][index]) << base.algorithm << "@" << slices << " step " << t << " op " << index;
+          ++index;
+        });
+        EXPECT_EQ(index, expected[t].size()) << base.algorithm << "@" << slices << " step " << t;
+        EXPECT_EQ(expanded_op_offset(base, t, last_slice_in_step(slices, t) + 1), index);
+      }
+    }
+  }
+  Schedule empty = ring_schedule(3);
+  empty.steps.clear();
+  EXPECT_EQ(expanded_step_count(empty, 4), 0u);
+  EXPECT_TRUE(expand_pipeline(empty, 4).steps.empty());
 }
 
 TEST(PipelineForm, OnlyExactExpansionsAreRecognised) {
