@@ -137,6 +137,7 @@ void run(const PlanCommand& command, CostParams cost) {
   options.algorithms = command.algorithms;
   options.cost = cost;
   options.progress = [&](std::string_view what) { progress(what); };
+  options.compact_pipelines = true;  // the plan is only verified and written: no need to expand
   const auto report = build_plan_report(topo, options);
   progress("verifying and writing the plan");
   ir::write_plan_file(command.output, report.plan);

@@ -11,6 +11,7 @@
 
 #include "codegen/msccl.hpp"
 #include "codegen/rank_program.hpp"
+#include "ir/pipeline_form.hpp"
 
 namespace flexplan::codegen::msccl {
 namespace {
@@ -510,6 +511,7 @@ Export export_schedule(const ir::Plan& plan, size_t index, const ExportOptions& 
   if (index >= plan.schedules.size())
     throw ExportError(fmt::format("the plan has no schedule {}", index));
   const ir::Schedule& schedule = plan.schedules[index];
+  ir::require_materialized(schedule, "export_schedule");
   const Limits& limits = options.limits;
   const std::string label = fmt::format("schedule {} ({})", index, schedule.algorithm);
   if (schedule.collective != ir::Collective::AllReduce)

@@ -1,5 +1,6 @@
 // The NCCL lowering pass, its communicator table and the issue-order check (nccl_lowering.hpp).
 #include "codegen/nccl_lowering.hpp"
+#include "ir/pipeline_form.hpp"
 
 #include <algorithm>
 #include <map>
@@ -133,6 +134,7 @@ NcclCommTable build_nccl_comm_table(const ir::Plan& plan) {
 
 NcclRankProgram lower_nccl_rank(const ir::Schedule& schedule, const NcclCommTable& table,
                                 int32_t rank) {
+  ir::require_materialized(schedule, "lower_nccl_rank");
   // Member set -> communicator, built once per call of the pass.
   std::map<std::vector<int32_t>, int32_t> index;
   for (size_t g = 0; g < table.groups.size(); ++g)

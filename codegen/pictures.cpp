@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "codegen/lowering.hpp"
+#include "ir/pipeline_form.hpp"
 #include "planner/size_format.hpp"
 
 namespace flexplan::codegen {
@@ -29,6 +30,7 @@ std::string op_label(const ir::Op& op, size_t index) {
 std::string trace_json(const ir::Plan& plan, size_t index, const Topology& topo, uint64_t bytes,
                        const CostParams& params) {
   if (index >= plan.schedules.size()) throw std::invalid_argument(fmt::format("the plan has no schedule {}", index));
+  ir::require_materialized(plan.schedules[index], "trace_json");
   if (!plan.topology_hash.empty() && plan.topology_hash != topo.hash_hex())
     throw std::invalid_argument(fmt::format("topology '{}' has hash {}, but the plan was made for '{}' with hash {}",
                                             topo.name(), topo.hash_hex(), plan.topology_name, plan.topology_hash));
@@ -119,6 +121,7 @@ std::string trace_json(const ir::Plan& plan, size_t index, const Topology& topo,
 std::string dot_graph(const ir::Plan& plan, size_t index) {
   if (index >= plan.schedules.size()) throw std::invalid_argument(fmt::format("the plan has no schedule {}", index));
   const ir::Schedule& schedule = plan.schedules[index];
+  ir::require_materialized(schedule, "dot_graph");
   size_t hops = 0;
   for (const ir::Step& step : schedule.steps)
     for (const ir::Op& op : step.ops) hops += lower_op(op).size();

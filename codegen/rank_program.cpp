@@ -6,6 +6,7 @@
 #include <map>
 
 #include "codegen/lowering.hpp"
+#include "ir/pipeline_form.hpp"
 
 namespace flexplan::codegen {
 namespace {
@@ -87,6 +88,7 @@ void route_own_reads(RankProgram& program, uint64_t units) {
 }  // namespace
 
 RankProgram lower_rank_program(const ir::Schedule& schedule, int32_t rank) {
+  ir::require_materialized(schedule, "lower_rank_program");
   RankProgram program;
   program.steps.resize(schedule.steps.size());
   std::vector<uint64_t> receives_of;  // by rank: receives numbered so far

@@ -7,16 +7,52 @@
 #include <charconv>
 #include <limits>
 #include <stdexcept>
+#include <string>
 #include <string_view>
 #include <vector>
 
 namespace flexplan::ir {
 
-Schedule expand_pipeline(const Schedule& base, uint32_t slices) {
+namespace {
+
+void check_pipeline_of(const Schedule& base, uint32_t slices) {
   if (slices == 0) throw std::invalid_argument("pipeline: zero slices");
+  if (base.slices != 1)
+    throw std::invalid_argument(fmt::format("pipeline: the base '{}' is itself a pipeline of {} slices",
+                                            base.algorithm, base.slices));
   if (base.units > std::numeric_limits<uint64_t>::max() / slices)
     throw std::invalid_argument(fmt::format("pipeline: {} units times {} slices overflow 64 bits",
                                             base.units, slices));
+}
+
+}  // namespace
+
+Schedule compact_pipeline(Schedule base, uint32_t slices) {
+  check_pipeline_of(base, slices);
+  // An empty base's expansion is no steps at all, held (and written) whole.
+  if (base.steps.empty()) return expand_pipeline(base, slices);
+  if (slices > 1) base.algorithm = fmt::format("{}@{}", base.algorithm, slices);
+  base.slices = slices;
+  return base;
+}
+
+Schedule materialize(const Schedule& schedule) {
+  if (schedule.slices == 1) return schedule;
+  const auto pipeline = pipeline_base(schedule);
+  Schedule whole = expand_pipeline(pipeline->base, pipeline->slices);
+  whole.algorithm = schedule.algorithm;
+  return whole;
+}
+
+void require_materialized(const Schedule& schedule, std::string_view where) {
+  if (schedule.slices != 1)
+    throw std::logic_error(fmt::format("{}: schedule '{}' is a compact pipeline of {} slices; "
+                                       "materialize it first (ir/pipeline_form.hpp)",
+                                       where, schedule.algorithm, schedule.slices));
+}
+
+Schedule expand_pipeline(const Schedule& base, uint32_t slices) {
+  check_pipeline_of(base, slices);
   Schedule piped;
   piped.algorithm = slices == 1 ? base.algorithm : fmt::format("{}@{}", base.algorithm, slices);
   piped.collective = base.collective;
@@ -42,6 +78,14 @@ Schedule expand_pipeline(const Schedule& base, uint32_t slices) {
 std::optional<PipelineBase> pipeline_base(const Schedule& piped) {
   const std::string_view name = piped.algorithm;
   const size_t at = name.rfind('@');
+  if (piped.slices > 1) {
+    PipelineBase out{piped, piped.slices};
+    out.base.slices = 1;
+    const std::string suffix = fmt::format("@{}", piped.slices);
+    if (name.size() > suffix.size() && name.substr(name.size() - suffix.size()) == suffix)
+      out.base.algorithm.resize(name.size() - suffix.size());
+    return out;
+  }
   if (at == std::string_view::npos) return std::nullopt;
   uint32_t slices = 0;
   const std::string_view digits = name.substr(at + 1);

@@ -7,12 +7,15 @@
 // the expansion has units * slices units. Slices touch disjoint units, so on every unit the
 // expansion runs exactly the base's ops in the base's order: it computes what the base
 // computes, and every per-op rule of the verifier holds for it when it holds for the base.
+// A pipeline is held either whole (the expansion's steps) or compact (its base's steps and
+// Schedule::slices); plan.bin stores the compact form and decodes to the whole one.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string_view>
 
 #include "ir/plan.hpp"
 
@@ -24,9 +27,22 @@ inline constexpr uint32_t kMaxPipelineSlices = 1024;
 inline constexpr uint64_t kMaxExpandedOps = 8'000'000;
 inline constexpr uint64_t kMaxExpandedGroupMembers = 64'000'000;
 
-// Throws std::invalid_argument for zero slices or when units * slices does not fit in 64 bits.
-// Named "<base name>@<slices>" when slices > 1.
+// Throws std::invalid_argument for zero slices, for a base that is itself compact (slices > 1)
+// or when units * slices does not fit in 64 bits. Named "<base name>@<slices>" when slices > 1.
 Schedule expand_pipeline(const Schedule& base, uint32_t slices);
+
+// The same pipeline held compact (Schedule::slices): the base's steps as they are, the name
+// "<base name>@<slices>". (A base without steps gives the expansion, which has none either.)
+// Throws as expand_pipeline does.
+Schedule compact_pipeline(Schedule base, uint32_t slices);
+// A schedule held whole: a copy of one that already is, the expansion of a compact one (under
+// its own name). Bounded by nothing but memory: callers keep to the planner's pipeline limits.
+Schedule materialize(const Schedule&);
+// The units of the whole pipeline: units * slices.
+inline uint64_t expanded_units(const Schedule& schedule) { return schedule.units * schedule.slices; }
+// Throws std::logic_error naming `where` for a compact schedule: for code that reads a
+// schedule's steps as the whole schedule and would otherwise run or price its base alone.
+void require_materialized(const Schedule&, std::string_view where);
 
 // The expansion read from its base without building it (what expand_pipeline builds, step by
 // step), for code that walks a pipeline once. `slices` >= 1 throughout.
@@ -63,9 +79,9 @@ struct PipelineBase {
   uint32_t slices = 1;
 };
 
-// The base and slice count of a schedule named "<name>@<slices>" that equals
-// expand_pipeline(base, slices) op for op; nullopt for any other schedule. Costs one pass over
-// the schedule and a copy of 1/slices of it.
+// The base and slice count of a compact pipeline (a copy of its steps), or of a schedule named
+// "<name>@<slices>" that equals expand_pipeline(base, slices) op for op; nullopt for any other
+// schedule. Costs one pass over the schedule and a copy of 1/slices of it.
 std::optional<PipelineBase> pipeline_base(const Schedule&);
 
 }  // namespace flexplan::ir

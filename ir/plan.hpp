@@ -73,6 +73,11 @@ struct Schedule {
   std::optional<uint64_t> max_bytes;     // [min_bytes, max_bytes); no max means unbounded
   uint64_t units = 1;
   std::vector<Step> steps;
+  // A pipeline held compact: `units` and `steps` are its base's, run on `slices` slices one
+  // step apart (ir/pipeline_form.hpp), and `algorithm` ends in "@slices". 1 for a schedule held
+  // whole, which is every schedule a plan.bin decodes to. Code that reads steps and has not
+  // been taught the compact form calls ir::require_materialized.
+  uint32_t slices = 1;
   friend bool operator==(const Schedule&, const Schedule&) = default;
 };
 

@@ -5,7 +5,10 @@
 #include <fmt/format.h>
 
 #include <limits>
+#include <optional>
 #include <set>
+
+#include "ir/pipeline_form.hpp"
 
 namespace flexplan::ir {
 
@@ -147,7 +150,10 @@ json plan_to_json(const Plan& plan) {
     ranks.push_back({{"rank", rank}, {"name", plan.rank_names[rank]}});
   }
   json schedules = json::array();
-  for (const Schedule& schedule : plan.schedules) {
+  for (const Schedule& held : plan.schedules) {
+    // Written whole: the text forms have no compact pipeline (pipeline_form.hpp).
+    std::optional<Schedule> whole;
+    const Schedule& schedule = held.slices == 1 ? held : whole.emplace(materialize(held));
     json steps = json::array();
     for (const Step& step : schedule.steps) {
       json ops = json::array();

@@ -13,8 +13,10 @@
 
 #include <charconv>
 #include <limits>
+#include <optional>
 
 #include "ir/op_text.hpp"
+#include "ir/pipeline_form.hpp"
 #include "ir/text_lexer.hpp"
 
 namespace flexplan::ir {
@@ -257,7 +259,10 @@ std::string print_plan_text(const Plan& plan) {
     fmt::format_to(std::back_inserter(out), "rank {} {}\n", rank,
                    detail::quote(plan.rank_names[rank]));
   }
-  for (const Schedule& schedule : plan.schedules) {
+  for (const Schedule& held : plan.schedules) {
+    // Written whole: the text forms have no compact pipeline (pipeline_form.hpp).
+    std::optional<Schedule> whole;
+    const Schedule& schedule = held.slices == 1 ? held : whole.emplace(materialize(held));
     const std::string max = schedule.max_bytes ? std::to_string(*schedule.max_bytes) : "inf";
     fmt::format_to(std::back_inserter(out), "schedule {} {} bytes {}..{} units {}\n",
                    detail::quote_if_needed(schedule.algorithm), to_string(schedule.collective),

@@ -229,6 +229,15 @@ void verify_whole_schedule(const Schedule& schedule, int32_t world_size,
 // the whole pipeline only to explain a fault in its own words.
 void verify_schedule_labeled(const Schedule& schedule, int32_t world_size,
                              const std::string& label) {
+  if (schedule.slices != 1) {  // compact: its steps are the base's
+    try {
+      verify_whole_schedule(schedule, world_size, label);
+      return;
+    } catch (const VerifyError&) {
+    }
+    verify_whole_schedule(materialize(schedule), world_size, label);
+    return;
+  }
   if (const auto pipeline = pipeline_base(schedule)) {
     try {
       verify_whole_schedule(pipeline->base, world_size, label);
@@ -412,6 +421,16 @@ void verify_plan_slice(const Plan& plan, int32_t part, int32_t slices) {
     // A pipeline: the slices of all ranks tile its base, which is right exactly when the
     // pipeline is (pipeline_form.hpp); a fault is explained on the pipeline itself where its
     // slice shows it.
+    // A compact one holds its base's steps already.
+    if (schedule.slices != 1) {
+      try {
+        verify_slice(schedule, plan.world_size, label, slice, slices);
+        continue;
+      } catch (const VerifyError&) {
+        verify_slice(materialize(schedule), plan.world_size, label, slice, slices);
+        throw;
+      }
+    }
     if (const auto pipeline = pipeline_base(schedule)) {
       try {
         verify_slice(pipeline->base, plan.world_size, label, slice, slices);

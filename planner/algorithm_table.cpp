@@ -2,6 +2,7 @@
 // closed-form wrappers the rows point to.
 #include "planner/algorithm_table.hpp"
 
+#include "ir/pipeline_form.hpp"
 #include "planner/bandwidth_shares.hpp"
 
 #include <charconv>
@@ -256,7 +257,8 @@ ScheduleSize measured_size(const ir::Schedule& schedule) {
     size.ops += step.ops.size();
     for (const auto& op : step.ops) size.group_members += op.group.size();
   }
-  return size;
+  // A compact pipeline's expansion repeats its base once per slice.
+  return ScheduleSize{sat_mul(size.ops, schedule.slices), sat_mul(size.group_members, schedule.slices)};
 }
 
 bool schedule_fits_limits(const ScheduleSize& size) {

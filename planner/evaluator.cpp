@@ -7,6 +7,7 @@
 #include <fmt/core.h>
 
 #include "codegen/lowering.hpp"
+#include "ir/pipeline_form.hpp"
 #include "planner/cost_model.hpp"
 
 namespace flexplan {
@@ -195,6 +196,7 @@ bool hop_sums(const ir::Op& op, const codegen::Hop& hop, size_t index) {
 
 std::vector<StepCost> evaluate_steps(const Topology& topo, const ir::Schedule& schedule,
                                      const CostParams& params) {
+  ir::require_materialized(schedule, "evaluate_steps");
   if (schedule.units == 0)
     throw std::invalid_argument(fmt::format("schedule '{}' has zero units", schedule.algorithm));
   LinkLoads loads(topo, params.reduce_bandwidth);

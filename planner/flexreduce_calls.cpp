@@ -7,6 +7,7 @@
 #include <fmt/core.h>
 
 #include "planner/flexreduce.hpp"
+#include "ir/pipeline_form.hpp"
 
 namespace flexplan {
 namespace {
@@ -57,6 +58,7 @@ int eq12_bound(const Topology& topo, int rank, NodeId branch) {
 
 std::vector<int> reduce_calls_rooted(const ir::Schedule& schedule, int32_t world_size,
                                      int32_t level) {
+  ir::require_materialized(schedule, "reduce_calls_rooted");
   std::vector<int> calls(world_size, 0);
   for (const auto& step : schedule.steps) {
     if (step.phase != ir::Phase::ReduceScatter || step.level != level) continue;

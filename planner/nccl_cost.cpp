@@ -5,10 +5,12 @@
 #include <vector>
 
 #include "codegen/nccl_lowering.hpp"
+#include "ir/pipeline_form.hpp"
 
 namespace flexplan {
 
 NcclLocalWork nccl_local_work(const ir::Schedule& schedule, int32_t world_size) {
+  ir::require_materialized(schedule, "nccl_local_work");
   std::vector<const ir::Schedule*> one{&schedule};
   const codegen::NcclCommTable table = codegen::build_nccl_comm_table(one, world_size);
   const double units = static_cast<double>(schedule.units);

@@ -25,6 +25,7 @@ PipelinePricer::PipelinePricer(const Topology& topo, const ir::Schedule& base,
       load_(3 * static_cast<size_t>(topo.num_nodes()), 0),
       steps_(base.steps.size()),
       members_before_(base.steps.size() + 1, 0) {
+  ir::require_materialized(base, "PipelinePricer");
   if (base.units == 0)
     throw std::invalid_argument(fmt::format("schedule '{}' has zero units", base.algorithm));
   std::vector<double> latency(topo.num_nodes(), 0);

@@ -12,6 +12,7 @@
 #include <fmt/core.h>
 #include <fmt/format.h>
 
+#include "ir/pipeline_form.hpp"
 #include "planner/pipeline.hpp"
 #include "planner/size_format.hpp"
 
@@ -149,12 +150,14 @@ class PlanBuilder {
     auto& candidate = report_.candidates[index];
     auto start = Clock::now();
     const AlgorithmRow& row = *candidate.choice.row;
-    auto schedule = row.estimate == nullptr || row.pipelines
-                        ? candidate.choice.from_base(base_schedule(row))
-                        : candidate.choice.build(topo_);
+    const bool compact = options_.compact_pipelines && candidate.choice.slices > 1;
+    auto schedule = compact ? ir::compact_pipeline(base_schedule(row), candidate.choice.slices)
+                    : row.estimate == nullptr || row.pipelines ? candidate.choice.from_base(base_schedule(row))
+                                                                : candidate.choice.build(topo_);
     candidate.size = measured_size(schedule);
     note(fmt::format("{}: {} steps, {} ops built in {:.3f} s", candidate.algorithm,
-                     schedule.steps.size(), candidate.size.ops, seconds_since(start)));
+                     ir::expanded_step_count(schedule, schedule.slices), candidate.size.ops,
+                     seconds_since(start)));
     if (candidate.priced_by == "pipeline windows") {
       // Its windows priced exactly these steps (tests/unit/planner_pipeline_test.cpp).
       candidate.built = true;
@@ -166,6 +169,7 @@ class PlanBuilder {
     // pipelined variants share; a closed form is checked against the general evaluator.
     const bool by_windows = row.pipelines && candidate.choice.slices == 1 && !candidate.priced;
     auto cost = by_windows ? pricer(row).cost(1)
+                : compact  ? evaluate_schedule(topo_, ir::materialize(schedule), options_.cost)
                            : evaluate_schedule(topo_, schedule, options_.cost);
     note(fmt::format("{}: priced in {:.3f} s", candidate.algorithm, seconds_since(start)));
     if (candidate.priced && !same_price(cost, candidate.cost))

@@ -29,6 +29,10 @@ struct PlanOptions {
   // Told about each phase as it ends ("flexreduce: 1.2M ops built in 0.4 s") and about
   // algorithms skipped for size.
   std::function<void(std::string_view)> progress{};
+  // Keep the plan's pipelines compact (ir::Schedule::slices; ir/pipeline_form.hpp) instead of
+  // expanding them: for a plan that is only verified and written, as `flexplan plan` does.
+  // Code that reads a schedule's steps as the whole schedule needs ir::materialize first.
+  bool compact_pipelines = false;
 };
 
 ir::Plan build_plan(const Topology&, const PlanOptions&);

@@ -2,6 +2,7 @@
 #include "whatif/link_traffic.hpp"
 
 #include "codegen/lowering.hpp"
+#include "ir/pipeline_form.hpp"
 
 namespace flexplan::whatif {
 namespace {
@@ -15,6 +16,7 @@ void add_route(const Topology& topo, int from, int to, double bytes, LinkTraffic
 }  // namespace
 
 LinkTraffic schedule_traffic(const Topology& topo, const ir::Schedule& schedule) {
+  ir::require_materialized(schedule, "schedule_traffic");
   LinkTraffic traffic{std::vector<double>(topo.num_nodes()), std::vector<double>(topo.num_nodes())};
   const double units = static_cast<double>(schedule.units);
   for (const auto& step : schedule.steps)

@@ -1,14 +1,20 @@
 // Pipelines and their base (ir/pipeline_form.hpp): a schedule named "x@S" is recognised as a
 // pipeline only when it is the expansion of a base op for op, and the verifier, which then
-// checks only the base, still rejects every pipeline that is wrong in any slice.
+// checks only the base, still rejects every pipeline that is wrong in any slice. A pipeline
+// held compact is the same pipeline in every form.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "ir/pipeline_form.hpp"
+#include "ir/plan_binary.hpp"
+#include "ir/plan_json.hpp"
+#include "ir/plan_text.hpp"
 #include "ir/verify.hpp"
 #include "tests/unit/ir_test_plans.hpp"
 
@@ -151,6 +157,83 @@ TEST(PipelineForm, VerifierRejectsPipelinesWrongInOneSlice) {
     }
   }
   EXPECT_TRUE(rejected) << "some rank's slice must reject a pipeline of a wrong base";
+}
+
+// A pipeline held compact (Schedule::slices) is the same pipeline as the expansion: it
+// materializes to it, is written to plan.bin byte for byte alike and read back whole, prints
+// alike, verifies alike, and code that would read it as a whole schedule refuses it.
+TEST(PipelineForm, CompactPipelinesAreTheSamePipeline) {
+  for (const Schedule& base : {ring_schedule(5), tree_schedule(7), hierarchical_schedule(8, 4)}) {
+    const int32_t world = base.algorithm == "hierarchical" ? 8 : base.algorithm == "tree" ? 7 : 5;
+    for (uint32_t slices : {2u, 3u, 7u}) {
+      const Schedule compact = compact_pipeline(base, slices);
+      const Schedule whole = expand_pipeline(base, slices);
+      EXPECT_EQ(compact.slices, slices);
+      EXPECT_EQ(compact.algorithm, whole.algorithm);
+      EXPECT_EQ(expanded_units(compact), whole.units);
+      EXPECT_EQ(materialize(compact), whole);
+      EXPECT_EQ(materialize(whole), whole);
+      const auto found = pipeline_base(compact);
+      ASSERT_TRUE(found);
+      EXPECT_EQ(found->slices, slices);
+      EXPECT_EQ(found->base, base);
+
+      const Plan compact_plan = plan_of({compact}, world), whole_plan = plan_of({whole}, world);
+      EXPECT_EQ(encode_plan(compact_plan), encode_plan(whole_plan)) << compact.algorithm;
+      EXPECT_EQ(decode_plan(encode_plan(compact_plan), "mem"), whole_plan) << "read back whole";
+      EXPECT_EQ(print_plan_text(compact_plan), print_plan_text(whole_plan));
+      EXPECT_EQ(plan_to_json(compact_plan), plan_to_json(whole_plan));
+      EXPECT_NO_THROW(verify_plan(compact_plan));
+      for (int32_t part = 0; part < 3; ++part) EXPECT_NO_THROW(verify_plan_slice(compact_plan, part, 3));
+
+      EXPECT_THROW(require_materialized(compact, "test"), std::logic_error);
+      EXPECT_NO_THROW(require_materialized(whole, "test"));
+      EXPECT_THROW(expand_pipeline(compact, 2), std::invalid_argument) << "a pipeline of a pipeline";
+      EXPECT_THROW(compact_pipeline(compact, 2), std::invalid_argument);
+    }
+  }
+}
+
+// A compact pipeline of a wrong base is rejected with the very message its expansion gets, by
+// the whole check and by each rank's slice of it: a base missing an op (its first fault is in
+// slice 0, where base and expansion agree on steps and units), and a base whose op runs past
+// its units (the expansion's first fault is that op in the last slice, a later step).
+TEST(PipelineForm, CompactPipelineOfAWrongBaseIsRejectedAsItsExpansionIs) {
+  Schedule missing_op = ring_schedule(4);
+  missing_op.steps.back().ops.pop_back();
+  Schedule past_units = ring_schedule(4);
+  past_units.steps.back().ops.back().end = past_units.units + 1;
+  const auto message = [](const std::function<void()>& check) {
+    try {
+      check();
+    } catch (const VerifyError& e) {
+      return std::string(e.what());
+    }
+    return std::string("verified");
+  };
+  for (const Schedule& bad_base : {missing_op, past_units}) {
+    const Plan compact = plan_of({compact_pipeline(bad_base, 3)}, 4);
+    const Plan whole = plan_of({expand_pipeline(bad_base, 3)}, 4);
+    const std::string expected = message([&] { verify_plan(whole); });
+    EXPECT_NE(expected, "verified");
+    EXPECT_NE(expected.find("ring@3"), std::string::npos) << expected;
+    EXPECT_EQ(message([&] { verify_plan(compact); }), expected);
+    int rejected = 0;
+    for (int32_t part = 0; part < 4; ++part) {
+      const std::string expected_part = message([&] { verify_plan_slice(whole, part, 4); });
+      EXPECT_EQ(message([&] { verify_plan_slice(compact, part, 4); }), expected_part) << "part " << part;
+      rejected += expected_part != "verified";
+    }
+    EXPECT_GT(rejected, 0);
+  }
+}
+
+// A base without steps: its pipeline has none either, and is held whole.
+TEST(PipelineForm, CompactPipelineOfAnEmptyBaseIsItsExpansion) {
+  Schedule empty = ring_schedule(3);
+  empty.steps.clear();
+  EXPECT_EQ(compact_pipeline(empty, 4), expand_pipeline(empty, 4));
+  EXPECT_EQ(encode_plan(plan_of({compact_pipeline(empty, 4)}, 3)), encode_plan(plan_of({expand_pipeline(empty, 4)}, 3)));
 }
 
 }  // namespace

@@ -7,7 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "ir/pipeline_form.hpp"
+#include "ir/plan_binary.hpp"
 #include "ir/verify.hpp"
+#include "planner/cost_model.hpp"
 #include "planner/plan_builder.hpp"
 #include "planner_test_trees.hpp"
 
@@ -244,6 +247,48 @@ TEST(PlannerBuildPlan, LosersWithClosedFormsAreNotBuilt) {
       EXPECT_EQ(candidate.priced_by, "evaluator");
     }
   }
+}
+
+// `flexplan plan` keeps pipelines compact: the same plan, byte for byte in plan.bin, as the
+// expanded one, on random trees (held-back seed) and a tree with machines of different links.
+TEST(PlannerBuildPlan, CompactPipelinesAreTheSamePlan) {
+  testing::RandomTrees trees(20261124);
+  std::vector<Topology> topologies{machines({2, 3, 4}, kPcie, kEthernet)};
+  for (int t = 0; t < 12; ++t) topologies.push_back(trees.next(40));
+  int compact_seen = 0;
+  for (const Topology& topo : topologies) {
+    PlanOptions compact_options;
+    compact_options.compact_pipelines = true;
+    const auto whole = build_plan_report(topo, PlanOptions{});
+    const auto compact = build_plan_report(topo, compact_options);
+    ASSERT_EQ(compact.plan.schedules.size(), whole.plan.schedules.size()) << topo.name();
+    for (size_t i = 0; i < whole.plan.schedules.size(); ++i) {
+      const ir::Schedule& held = compact.plan.schedules[i];
+      EXPECT_EQ(whole.plan.schedules[i].slices, 1u);
+      if (held.slices > 1) ++compact_seen;
+      EXPECT_EQ(ir::materialize(held), whole.plan.schedules[i]) << topo.name() << " " << held.algorithm;
+    }
+    EXPECT_EQ(ir::encode_plan(compact.plan), ir::encode_plan(whole.plan)) << topo.name();
+    for (size_t c = 0; c < whole.candidates.size(); ++c) {
+      EXPECT_EQ(compact.candidates[c].size.ops, whole.candidates[c].size.ops) << whole.candidates[c].algorithm;
+      EXPECT_EQ(compact.candidates[c].size.group_members, whole.candidates[c].size.group_members);
+    }
+  }
+  EXPECT_GT(compact_seen, 0) << "no tree's plan had a pipeline: the test tests nothing";
+}
+
+// Code that reads a schedule's steps as the whole schedule refuses a compact pipeline instead of
+// pricing or running its base alone.
+TEST(PlannerBuildPlan, EvaluatorRefusesACompactPipeline) {
+  const Topology topo = machines({2, 3});
+  PlanOptions options;
+  options.algorithms = {"flexreduce@4"};
+  options.compact_pipelines = true;
+  const ir::Plan plan = build_plan(topo, options);
+  ASSERT_EQ(plan.schedules.size(), 1u);
+  ASSERT_EQ(plan.schedules[0].slices, 4u);
+  EXPECT_THROW(evaluate_schedule(topo, plan.schedules[0], CostParams{}), std::logic_error);
+  EXPECT_NO_THROW(evaluate_schedule(topo, ir::materialize(plan.schedules[0]), CostParams{}));
 }
 
 }  // namespace
