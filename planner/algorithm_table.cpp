@@ -282,6 +282,11 @@ ir::Schedule AlgorithmChoice::build(const Topology& topo) const {
   return slices == 1 ? schedule : pipeline_slices(schedule, slices);
 }
 
+ir::Schedule AlgorithmChoice::build_compact(const Topology& topo) const {
+  auto schedule = row->build(topo);
+  return slices == 1 ? schedule : ir::compact_pipeline(std::move(schedule), slices);
+}
+
 ir::Schedule AlgorithmChoice::from_base(const ir::Schedule& base) const {
   return slices == 1 ? base : pipeline_slices(base, slices);
 }

@@ -63,6 +63,9 @@ struct AlgorithmChoice {
   uint32_t slices = 1;
   std::string name() const;  // "flexreduce", "flexreduce@4"
   ir::Schedule build(const Topology&) const;
+  // The same schedule, a pipeline held compact (ir/pipeline_form.hpp): for code that takes
+  // both forms (the evaluator, link traffic, the verifier, the encoder).
+  ir::Schedule build_compact(const Topology&) const;
   // The pipelined variant of an already built unpipelined schedule.
   ir::Schedule from_base(const ir::Schedule& base) const;
   // Null when the row has no estimate.

@@ -196,24 +196,27 @@ bool hop_sums(const ir::Op& op, const codegen::Hop& hop, size_t index) {
 
 std::vector<StepCost> evaluate_steps(const Topology& topo, const ir::Schedule& schedule,
                                      const CostParams& params) {
-  ir::require_materialized(schedule, "evaluate_steps");
   if (schedule.units == 0)
     throw std::invalid_argument(fmt::format("schedule '{}' has zero units", schedule.algorithm));
   LinkLoads loads(topo, params.reduce_bandwidth);
+  // A compact pipeline is priced step by step of its expansion, read from the base: an op's
+  // price depends on its ranks and its share of the units, not on where its range lies.
+  const size_t step_count = ir::expanded_step_count(schedule, schedule.slices);
   std::vector<StepCost> costs;
-  costs.reserve(schedule.steps.size());
-  const double units = static_cast<double>(schedule.units);
+  costs.reserve(step_count);
+  const double units = static_cast<double>(ir::expanded_units(schedule));
   std::vector<StepHop> hops;
   std::vector<int> chain_of;
-  for (size_t s = 0; s < schedule.steps.size(); ++s) {
-    const auto& ops = schedule.steps[s].ops;
+  for (size_t s = 0; s < step_count; ++s) {
     hops.clear();
-    chain_of.assign(ops.size(), -1);
+    chain_of.clear();
     std::vector<ChainCost> chains;
-    for (size_t i = 0; i < ops.size(); ++i) {
-      const auto& op = ops[i];
-      check_op(schedule, op, s, i, topo.num_learners());
-      if (op.end == op.begin) continue;
+    size_t i = 0;
+    ir::for_each_expanded_op(schedule, schedule.slices, s, [&](size_t, const ir::Op& op) {
+      const size_t index = i++;
+      chain_of.push_back(-1);
+      check_op(schedule, op, s, index, topo.num_learners());
+      if (op.end == op.begin) return;
       const double share = static_cast<double>(op.end - op.begin) / units;
       const size_t first = hops.size();
       uint32_t round = 0;
@@ -221,20 +224,20 @@ std::vector<StepCost> evaluate_steps(const Topology& topo, const ir::Schedule& s
       for (size_t h = 0; h < lowered.size(); ++h) {
         const codegen::Hop& hop = lowered[h];
         const NodeId from = topo.learner_node(hop.src), to = topo.learner_node(hop.dst);
-        hops.push_back({static_cast<uint32_t>(i), round, from, to, share,
+        hops.push_back({static_cast<uint32_t>(index), round, from, to, share,
                         loads.path_latency(from, to) + params.hop_overhead,
                         hop_sums(op, hop, h)});
         if (op.shape == ir::OpShape::Chain) ++round;  // a star's hops run side by side
       }
       // A one-hop op never outlasts the bandwidth term plus one hop's latency.
       if (op.shape == ir::OpShape::Chain && hops.size() - first >= 2) {
-        chain_of[i] = static_cast<int>(chains.size());
+        chain_of[index] = static_cast<int>(chains.size());
         ChainCost chain;
         chain.share = share;
         for (size_t h = first; h < hops.size(); ++h) chain.latency += hops[h].latency;
         chains.push_back(chain);
       }
-    }
+    });
     std::stable_sort(hops.begin(), hops.end(),
                      [](const StepHop& a, const StepHop& b) { return a.round < b.round; });
     costs.push_back(price_step(hops, chain_of, std::move(chains), loads, params.chunk_bytes));

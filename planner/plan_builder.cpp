@@ -168,9 +168,7 @@ class PlanBuilder {
     // A pipelining row's base is priced step by step by its pricer, whose one-step windows its
     // pipelined variants share; a closed form is checked against the general evaluator.
     const bool by_windows = row.pipelines && candidate.choice.slices == 1 && !candidate.priced;
-    auto cost = by_windows ? pricer(row).cost(1)
-                : compact  ? evaluate_schedule(topo_, ir::materialize(schedule), options_.cost)
-                           : evaluate_schedule(topo_, schedule, options_.cost);
+    auto cost = by_windows ? pricer(row).cost(1) : evaluate_schedule(topo_, schedule, options_.cost);
     note(fmt::format("{}: priced in {:.3f} s", candidate.algorithm, seconds_since(start)));
     if (candidate.priced && !same_price(cost, candidate.cost))
       throw std::logic_error(fmt::format(

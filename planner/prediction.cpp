@@ -31,7 +31,7 @@ AlgorithmPrediction predict_algorithm(const Topology& topo, std::string_view nam
 
   const auto size = choice.estimate(topo);
   if (!size || schedule_fits_limits(*size)) {
-    auto schedule = choice.build(topo);
+    const auto schedule = choice.build_compact(topo);
     if (schedule_fits_limits(measured_size(schedule))) {
       prediction.method = "evaluator";
       prediction.time = curve(evaluate_schedule(topo, schedule, params));

@@ -16,14 +16,15 @@ void add_route(const Topology& topo, int from, int to, double bytes, LinkTraffic
 }  // namespace
 
 LinkTraffic schedule_traffic(const Topology& topo, const ir::Schedule& schedule) {
-  ir::require_materialized(schedule, "schedule_traffic");
   LinkTraffic traffic{std::vector<double>(topo.num_nodes()), std::vector<double>(topo.num_nodes())};
-  const double units = static_cast<double>(schedule.units);
-  for (const auto& step : schedule.steps)
-    for (const auto& op : step.ops) {
+  // A compact pipeline is walked as its expansion, read from the base (pipeline_form.hpp).
+  const double units = static_cast<double>(ir::expanded_units(schedule));
+  const size_t steps = ir::expanded_step_count(schedule, schedule.slices);
+  for (size_t t = 0; t < steps; ++t)
+    ir::for_each_expanded_op(schedule, schedule.slices, t, [&](size_t, const ir::Op& op) {
       const double share = static_cast<double>(op.end - op.begin) / units;
       for (const auto& hop : codegen::lower_op(op)) add_route(topo, hop.src, hop.dst, share, traffic);
-    }
+    });
   return traffic;
 }
 

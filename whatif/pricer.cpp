@@ -42,7 +42,7 @@ const ir::Schedule* Pricer::schedule(const Topology& topo, const AlgorithmChoice
   if (!slot) {
     const auto estimate = choice.estimate(topo);
     if (estimate && !schedule_fits_limits(*estimate)) return nullptr;
-    slot = std::make_shared<ir::Schedule>(choice.build(topo));
+    slot = std::make_shared<ir::Schedule>(choice.build_compact(topo));
     ++built_;
     if (!schedule_fits_limits(measured_size(*slot))) {
       slot.reset();

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/rank_program.hpp"
 #include "ir/pipeline_form.hpp"
 #include "ir/plan_binary.hpp"
 #include "ir/verify.hpp"
@@ -277,18 +278,22 @@ TEST(PlannerBuildPlan, CompactPipelinesAreTheSamePlan) {
   EXPECT_GT(compact_seen, 0) << "no tree's plan had a pipeline: the test tests nothing";
 }
 
-// Code that reads a schedule's steps as the whole schedule refuses a compact pipeline instead of
-// pricing or running its base alone.
-TEST(PlannerBuildPlan, EvaluatorRefusesACompactPipeline) {
+// A forced pipeline, held compact, is priced as its expansion; code that reads a schedule's
+// steps as the whole schedule (here the runtime's lowering) refuses it instead of running its
+// base alone.
+TEST(PlannerBuildPlan, CompactPipelinesArePricedWholeAndNotLoweredAsTheirBase) {
   const Topology topo = machines({2, 3});
   PlanOptions options;
   options.algorithms = {"flexreduce@4"};
   options.compact_pipelines = true;
-  const ir::Plan plan = build_plan(topo, options);
-  ASSERT_EQ(plan.schedules.size(), 1u);
-  ASSERT_EQ(plan.schedules[0].slices, 4u);
-  EXPECT_THROW(evaluate_schedule(topo, plan.schedules[0], CostParams{}), std::logic_error);
-  EXPECT_NO_THROW(evaluate_schedule(topo, ir::materialize(plan.schedules[0]), CostParams{}));
+  const auto report = build_plan_report(topo, options);
+  ASSERT_EQ(report.plan.schedules.size(), 1u);
+  const ir::Schedule& held = report.plan.schedules[0];
+  ASSERT_EQ(held.slices, 4u);
+  const auto whole = evaluate_schedule(topo, ir::materialize(held), CostParams{});
+  EXPECT_EQ(report.chosen(1 << 20).cost.at(1 << 20), whole.at(1 << 20));
+  EXPECT_THROW(codegen::lower_rank_program(held, 0), std::logic_error);
+  EXPECT_NO_THROW(codegen::lower_rank_program(ir::materialize(held), 0));
 }
 
 }  // namespace

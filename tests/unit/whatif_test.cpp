@@ -147,6 +147,19 @@ TEST(WhatifTraffic, RingClosedFormMatchesItsSchedule) {
   }
 }
 
+// A pipeline held compact (as the what-if pricer builds it) carries what its expansion carries,
+// to the last bit: the walk visits the same ops in the same order.
+TEST(WhatifTraffic, CompactPipelinesCarryWhatTheirExpansionCarries) {
+  const auto topo = racks();
+  for (const char* name : {"flexreduce@4", "flexreduce-bw@3", "rabenseifner@2", "hierarchical@8"}) {
+    const AlgorithmChoice choice = find_algorithm(name);
+    const auto compact = schedule_traffic(topo, choice.build_compact(topo));
+    const auto whole = schedule_traffic(topo, choice.build(topo));
+    EXPECT_EQ(compact.up, whole.up) << name;
+    EXPECT_EQ(compact.down, whole.down) << name;
+  }
+}
+
 TEST(WhatifStep, OverlapsBucketsWithTheBackwardPass) {
   Workload w;
   w.forward_seconds = 1;
