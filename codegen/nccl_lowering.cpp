@@ -134,22 +134,23 @@ NcclCommTable build_nccl_comm_table(const ir::Plan& plan) {
 
 NcclRankProgram lower_nccl_rank(const ir::Schedule& schedule, const NcclCommTable& table,
                                 int32_t rank) {
-  ir::require_materialized(schedule, "lower_nccl_rank");
   // Member set -> communicator, built once per call of the pass.
   std::map<std::vector<int32_t>, int32_t> index;
   for (size_t g = 0; g < table.groups.size(); ++g)
     index.emplace(table.groups[g].members, static_cast<int32_t>(g));
   NcclRankProgram program;
   program.rank = rank;
-  program.steps.resize(schedule.steps.size());
-  for (size_t s = 0; s < schedule.steps.size(); ++s) {
-    const ir::Step& step = schedule.steps[s];
+  // A compact pipeline is lowered step by step of its expansion, read from the base
+  // (pipeline_form.hpp): the same calls as the materialized schedule's.
+  program.steps.resize(ir::expanded_step_count(schedule, schedule.slices));
+  for (size_t s = 0; s < program.steps.size(); ++s) {
     NcclStep& out = program.steps[s];
-    for (size_t o = 0; o < step.ops.size(); ++o) {
-      const ir::Op& op = step.ops[o];
-      if (op.begin == op.end) continue;
+    size_t next = 0;
+    ir::for_each_expanded_op(schedule, schedule.slices, s, [&](size_t slice, const ir::Op& op) {
+      const size_t o = next++;
+      if (op.begin == op.end) return;
       const std::vector<int32_t> members = call_members(op);
-      if (members.size() < 2 || !std::binary_search(members.begin(), members.end(), rank)) continue;
+      if (members.size() < 2 || !std::binary_search(members.begin(), members.end(), rank)) return;
       const auto it = index.find(members);
       if (it == index.end())
         throw std::invalid_argument(fmt::format(
@@ -160,12 +161,12 @@ NcclRankProgram lower_nccl_rank(const ir::Schedule& schedule, const NcclCommTabl
       call.op_index = static_cast<uint32_t>(o);
       call.comm = it->second;
       call.root = group.sub_rank(op.root);
-      call.unit_begin = op.begin;
-      call.unit_end = op.end;
+      call.unit_begin = op.begin + slice * schedule.units;
+      call.unit_end = op.end + slice * schedule.units;
       call.is_root = rank == op.root;
       call.send_identity = call.is_root && call.kind == NcclCallKind::Reduce && !op.root_in_group();
       out.calls.push_back(call);
-    }
+    });
     mark_staged_writes(out);
   }
   return program;

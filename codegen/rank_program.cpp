@@ -88,19 +88,20 @@ void route_own_reads(RankProgram& program, uint64_t units) {
 }  // namespace
 
 RankProgram lower_rank_program(const ir::Schedule& schedule, int32_t rank) {
-  ir::require_materialized(schedule, "lower_rank_program");
   RankProgram program;
-  program.steps.resize(schedule.steps.size());
+  // A compact pipeline is lowered step by step of its expansion, read from the base
+  // (pipeline_form.hpp): the same program as the materialized schedule's.
+  program.steps.resize(ir::expanded_step_count(schedule, schedule.slices));
   std::vector<uint64_t> receives_of;  // by rank: receives numbered so far
-  for (size_t s = 0; s < schedule.steps.size(); ++s) {
-    const auto& ops = schedule.steps[s].ops;
-    for (size_t o = 0; o < ops.size(); ++o) {
-      const ir::Op& op = ops[o];
+  for (size_t s = 0; s < program.steps.size(); ++s) {
+    size_t o = 0;
+    ir::for_each_expanded_op(schedule, schedule.slices, s, [&](size_t slice, const ir::Op& op) {
+      const uint64_t offset = slice * schedule.units;
       Task task;
-      task.op_index = static_cast<uint32_t>(o);
+      task.op_index = static_cast<uint32_t>(o++);
       task.reduce = op.kind == ir::OpKind::Reduce;
-      task.unit_begin = op.begin;
-      task.unit_end = op.end;
+      task.unit_begin = op.begin + offset;
+      task.unit_end = op.end + offset;
       // Hops come in chain order or, for a star, in group order: a star root's sources, and so
       // the order it combines them in, follow the group.
       for (const auto& hop : lower_op(op)) {
@@ -113,7 +114,7 @@ RankProgram lower_rank_program(const ir::Schedule& schedule, int32_t rank) {
         }
         ++receives_of[dst];
       }
-      if (!task.receives() && !task.sends()) continue;
+      if (!task.receives() && !task.sends()) return;
       if (task.add_own) {
         // A chain member adds its own to the partial sum it receives; a star root takes its
         // own at its place in the group.
@@ -124,10 +125,10 @@ RankProgram lower_rank_program(const ir::Schedule& schedule, int32_t rank) {
         }
       }
       program.steps[s].tasks.push_back(std::move(task));
-    }
+    });
     mark_staged_writes(program.steps[s]);
   }
-  route_own_reads(program, schedule.units);
+  route_own_reads(program, ir::expanded_units(schedule));
   return program;
 }
 

@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "codegen/rank_program.hpp"
 #include "ir/pipeline_form.hpp"
 #include "ir/plan_binary.hpp"
 #include "ir/verify.hpp"
 #include "planner/cost_model.hpp"
+#include "planner/pipeline.hpp"
 #include "planner/plan_builder.hpp"
 #include "planner_test_trees.hpp"
 
@@ -279,9 +279,9 @@ TEST(PlannerBuildPlan, CompactPipelinesAreTheSamePlan) {
 }
 
 // A forced pipeline, held compact, is priced as its expansion; code that reads a schedule's
-// steps as the whole schedule (here the runtime's lowering) refuses it instead of running its
-// base alone.
-TEST(PlannerBuildPlan, CompactPipelinesArePricedWholeAndNotLoweredAsTheirBase) {
+// steps as the whole schedule (here the pipeline pricer, which takes a base) refuses it
+// instead of taking it for a base.
+TEST(PlannerBuildPlan, CompactPipelinesArePricedWholeAndNotTakenForABase) {
   const Topology topo = machines({2, 3});
   PlanOptions options;
   options.algorithms = {"flexreduce@4"};
@@ -292,8 +292,8 @@ TEST(PlannerBuildPlan, CompactPipelinesArePricedWholeAndNotLoweredAsTheirBase) {
   ASSERT_EQ(held.slices, 4u);
   const auto whole = evaluate_schedule(topo, ir::materialize(held), CostParams{});
   EXPECT_EQ(report.chosen(1 << 20).cost.at(1 << 20), whole.at(1 << 20));
-  EXPECT_THROW(codegen::lower_rank_program(held, 0), std::logic_error);
-  EXPECT_NO_THROW(codegen::lower_rank_program(ir::materialize(held), 0));
+  EXPECT_THROW(PipelinePricer(topo, held, CostParams{}), std::logic_error);
+  EXPECT_NO_THROW(PipelinePricer(topo, ir::materialize(held), CostParams{}));
 }
 
 }  // namespace
