@@ -13,7 +13,6 @@
 #include "codegen/nccl_lowering.hpp"
 #include "ir/pipeline_form.hpp"
 #include "ir/verify.hpp"
-#include "planner/algorithm_table.hpp"
 #include "planner/nccl_cost.hpp"
 #include "planner/plan_builder.hpp"
 #include "tests/unit/planner_test_trees.hpp"
@@ -287,26 +286,19 @@ namespace {
 // A pipeline held compact has the communicator table and, rank by rank, the NCCL calls of its
 // expansion, for every pipelining algorithm on random trees.
 TEST(NcclLowering, CompactPipelinesLowerAsTheirExpansion) {
-  testing::RandomTrees trees(20261124);
   int compared = 0;
-  for (int i = 0; i < 12; ++i) {
-    const auto topo = trees.next(24);
-    for (const auto& row : algorithm_table()) {
-      if (!row.pipelines || (row.unsuitable && !row.unsuitable(topo).empty())) continue;
-      const ir::Schedule base = row.build(topo);
-      for (uint32_t slices : {2u, 3u, static_cast<uint32_t>(base.steps.size()) + 1}) {
-        const ir::Schedule compact = ir::compact_pipeline(base, slices);
-        const ir::Schedule whole = ir::expand_pipeline(base, slices);
-        const auto table = codegen::build_nccl_comm_table({&whole}, topo.num_learners());
-        EXPECT_EQ(codegen::build_nccl_comm_table({&compact}, topo.num_learners()), table) << whole.algorithm;
-        for (int32_t rank = 0; rank < topo.num_learners(); ++rank) {
-          EXPECT_EQ(codegen::lower_nccl_rank(compact, table, rank), codegen::lower_nccl_rank(whole, table, rank))
-              << whole.algorithm << " tree " << i << " rank " << rank;
-          ++compared;
-        }
-      }
+  testing::for_each_random_pipeline(20261124, 12, 24, [&](const Topology& topo, const ir::Schedule& base,
+                                                         uint32_t slices, int tree) {
+    const ir::Schedule compact = ir::compact_pipeline(base, slices);
+    const ir::Schedule whole = ir::expand_pipeline(base, slices);
+    const auto table = codegen::build_nccl_comm_table({&whole}, topo.num_learners());
+    EXPECT_EQ(codegen::build_nccl_comm_table({&compact}, topo.num_learners()), table) << whole.algorithm;
+    for (int32_t rank = 0; rank < topo.num_learners(); ++rank) {
+      EXPECT_EQ(codegen::lower_nccl_rank(compact, table, rank), codegen::lower_nccl_rank(whole, table, rank))
+          << whole.algorithm << " tree " << tree << " rank " << rank;
+      ++compared;
     }
-  }
+  });
   EXPECT_GT(compared, 500);
 }
 

@@ -435,25 +435,17 @@ namespace {
 // op indices, receive numbering, staging, copies), for every pipelining algorithm on random
 // trees.
 TEST(RankProgram, CompactPipelinesLowerAsTheirExpansion) {
-  testing::RandomTrees trees(20261124);
   int compared = 0;
-  for (int i = 0; i < 12; ++i) {
-    const auto topo = trees.next(24);
-    for (const auto& row : algorithm_table()) {
-      if (!row.pipelines || (row.unsuitable && !row.unsuitable(topo).empty())) continue;
-      const ir::Schedule base = row.build(topo);
-      const uint32_t m = static_cast<uint32_t>(base.steps.size());
-      for (uint32_t slices : {2u, 3u, m + 1}) {
-        const ir::Schedule compact = ir::compact_pipeline(base, slices);
-        const ir::Schedule whole = ir::expand_pipeline(base, slices);
-        for (int32_t rank = 0; rank < topo.num_learners(); ++rank) {
-          EXPECT_EQ(lower_rank_program(compact, rank), lower_rank_program(whole, rank))
-              << whole.algorithm << " tree " << i << " rank " << rank;
-          ++compared;
-        }
-      }
+  testing::for_each_random_pipeline(20261124, 12, 24, [&](const Topology& topo, const ir::Schedule& base,
+                                                         uint32_t slices, int tree) {
+    const ir::Schedule compact = ir::compact_pipeline(base, slices);
+    const ir::Schedule whole = ir::expand_pipeline(base, slices);
+    for (int32_t rank = 0; rank < topo.num_learners(); ++rank) {
+      EXPECT_EQ(lower_rank_program(compact, rank), lower_rank_program(whole, rank))
+          << whole.algorithm << " tree " << tree << " rank " << rank;
+      ++compared;
     }
-  }
+  });
   EXPECT_GT(compared, 500);
 }
 

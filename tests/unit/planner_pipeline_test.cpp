@@ -63,28 +63,20 @@ TEST(PipelinePricer, WindowsPriceWhatTheSlicedScheduleCosts) {
 // (it reads the expansion's ops from the base in the expansion's order), on random trees for
 // every pipelining algorithm.
 TEST(PipelineEvaluator, CompactPipelinesCostWhatTheirExpansionCosts) {
-  testing::RandomTrees trees(20261124);
   CostParams reducing;
   reducing.reduce_bandwidth = 1e9;
   reducing.hop_overhead = 2e-6;
   int compared = 0;
-  for (int i = 0; i < 20; ++i) {
-    const auto topo = trees.next();
-    const CostParams params = i % 2 == 1 ? reducing : CostParams{};
-    for (const auto& row : algorithm_table()) {
-      if (!row.pipelines || (row.unsuitable && !row.unsuitable(topo).empty())) continue;
-      const ir::Schedule base = row.build(topo);
-      const uint32_t m = static_cast<uint32_t>(base.steps.size());
-      for (uint32_t slices : {2u, 3u, m + 1}) {
-        const auto compact = evaluate_schedule(topo, ir::compact_pipeline(base, slices), params);
-        const auto whole = evaluate_schedule(topo, pipeline_slices(base, slices), params);
-        ASSERT_EQ(compact.step_count(), whole.step_count());
-        for (double n : {8.0, 3e5, 5e7, 4e9})
-          EXPECT_EQ(compact.at(n), whole.at(n)) << row.name << "@" << slices << " tree " << i << " n " << n;
-        ++compared;
-      }
-    }
-  }
+  testing::for_each_random_pipeline(20261124, 20, 40, [&](const Topology& topo, const ir::Schedule& base,
+                                                         uint32_t slices, int tree) {
+    const CostParams params = tree % 2 == 1 ? reducing : CostParams{};
+    const auto compact = evaluate_schedule(topo, ir::compact_pipeline(base, slices), params);
+    const auto whole = evaluate_schedule(topo, pipeline_slices(base, slices), params);
+    ASSERT_EQ(compact.step_count(), whole.step_count());
+    for (double n : {8.0, 3e5, 5e7, 4e9})
+      EXPECT_EQ(compact.at(n), whole.at(n)) << base.algorithm << "@" << slices << " tree " << tree << " n " << n;
+    ++compared;
+  });
   EXPECT_GT(compared, 100);
 }
 

@@ -173,6 +173,22 @@ class RandomTrees {
   int count_ = 0;
 };
 
+// Each pipelining algorithm's base on `count` random trees of the seed, with 2, 3 and m + 1
+// slices (m: the base's steps): visit(topo, base, slices, tree index).
+template <class Visit>
+void for_each_random_pipeline(uint64_t seed, int count, int max_learners, Visit&& visit) {
+  RandomTrees trees(seed);
+  for (int i = 0; i < count; ++i) {
+    const Topology topo = trees.next(max_learners);
+    for (const AlgorithmRow& row : algorithm_table()) {
+      if (!row.pipelines || (row.unsuitable && !row.unsuitable(topo).empty())) continue;
+      const ir::Schedule base = row.build(topo);
+      for (uint32_t slices : {2u, 3u, static_cast<uint32_t>(base.steps.size()) + 1})
+        visit(topo, base, slices, i);
+    }
+  }
+}
+
 // Runs an all-reduce schedule on numbers, independently of the IR verifier: every rank starts
 // with a random 64-bit weight on every unit; a reduce sets the root's range to the sum of its
 // group's values as the step began, a broadcast copies the root's range to the group. The result
