@@ -13,6 +13,7 @@
 #include "codegen/cpp_codegen.hpp"
 #include "codegen/msccl.hpp"
 #include "codegen/pictures.hpp"
+#include "ir/pipeline_form.hpp"
 #include "ir/plan_binary.hpp"
 #include "ir/plan_load.hpp"
 #include "planner/size_format.hpp"
@@ -170,7 +171,8 @@ void draw(const CodegenCommand& c, const ir::Plan& plan) {
 void run(const CodegenCommand& c) {
   try {
     if (c.chunks > 32767) throw BadInput("--chunks must be at most 32767 (16-bit chunk offsets)");
-    const ir::Plan plan = ir::load_plan_file(c.plan_path);
+    // Whole schedules: the generators index steps and ops as the runtime's programs number them.
+    const ir::Plan plan = ir::materialize(ir::load_plan_file(c.plan_path));
     if (c.target == "cpp") return generate_cpp(c, plan);
     if (c.target == "msccl-xml") return export_msccl(c, plan);
     draw(c, plan);

@@ -8,17 +8,12 @@
 #include <string>
 
 #include "cli/command.hpp"
+#include "ir/pipeline_form.hpp"
 #include "ir/plan_load.hpp"
 #include "ir/verify.hpp"
 
 namespace flexplan::cli {
 namespace {
-
-size_t op_count(const ir::Schedule& schedule) {
-  size_t ops = 0;
-  for (const ir::Step& step : schedule.steps) ops += step.ops.size();
-  return ops;
-}
 
 void verify(const std::string& path) {
   const ir::Plan plan = ir::load_plan_file(path, ir::LoadCheck::FormatOnly);
@@ -36,7 +31,8 @@ void verify(const std::string& path) {
     const std::chrono::duration<double, std::milli> elapsed =
         std::chrono::steady_clock::now() - start;
     fmt::print("ok: {} {} steps {} ops, {} ranks, verified in {:.2f} ms\n", schedule.algorithm,
-               schedule.steps.size(), op_count(schedule), plan.world_size, elapsed.count());
+               ir::expanded_step_count(schedule, schedule.slices), ir::expanded_op_count(schedule),
+               plan.world_size, elapsed.count());
   }
 }
 

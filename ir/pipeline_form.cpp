@@ -44,6 +44,30 @@ Schedule materialize(const Schedule& schedule) {
   return whole;
 }
 
+Plan materialize(const Plan& plan) {
+  Plan whole = plan;
+  for (Schedule& schedule : whole.schedules)
+    if (schedule.slices != 1) schedule = materialize(schedule);
+  return whole;
+}
+
+ExpandedOp expanded_op(const Schedule& schedule, size_t t, size_t index) {
+  if (t < expanded_step_count(schedule, schedule.slices)) {
+    for (size_t j = first_slice_in_step(schedule, t); j <= last_slice_in_step(schedule.slices, t); ++j) {
+      const std::vector<Op>& ops = schedule.steps[t - j].ops;
+      if (index < ops.size()) return {&ops[index], j * schedule.units};
+      index -= ops.size();
+    }
+  }
+  throw std::out_of_range(fmt::format("schedule '{}' has no op {} in step {}", schedule.algorithm, index, t));
+}
+
+uint64_t expanded_op_count(const Schedule& schedule) {
+  uint64_t ops = 0;
+  for (const Step& step : schedule.steps) ops += step.ops.size();
+  return ops * schedule.slices;
+}
+
 void require_materialized(const Schedule& schedule, std::string_view where) {
   if (schedule.slices != 1)
     throw std::logic_error(fmt::format("{}: schedule '{}' is a compact pipeline of {} slices; "

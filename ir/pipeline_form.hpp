@@ -38,6 +38,17 @@ Schedule compact_pipeline(Schedule base, uint32_t slices);
 // A schedule held whole: a copy of one that already is, the expansion of a compact one (under
 // its own name). Bounded by nothing but memory: callers keep to the planner's pipeline limits.
 Schedule materialize(const Schedule&);
+// Every schedule of the plan held whole (for tools that index a schedule's steps: codegen).
+Plan materialize(const Plan&);
+// Op `index` of expansion step t: the base op and how far its range moves up (its slice's
+// j * units). Throws std::out_of_range when the step has no such op.
+struct ExpandedOp {
+  const Op* op = nullptr;
+  uint64_t offset = 0;
+};
+ExpandedOp expanded_op(const Schedule&, size_t t, size_t index);
+// The ops of the whole schedule: the base's times the slices.
+uint64_t expanded_op_count(const Schedule&);
 // The units of the whole pipeline: units * slices.
 inline uint64_t expanded_units(const Schedule& schedule) { return schedule.units * schedule.slices; }
 // Throws std::logic_error naming `where` for a compact schedule: for code that reads a

@@ -233,8 +233,9 @@ Schedule decode_schedule(detail::ByteReader& in) {
                                       "group members)",
                                       name, slices, ops, members, kMaxExpandedOps,
                                       kMaxExpandedGroupMembers));
-  schedule.algorithm.resize(name.size() - suffix.size());
-  return expand_pipeline(schedule, static_cast<uint32_t>(slices));
+  // Kept compact, as written: whoever needs it whole calls materialize (pipeline_form.hpp).
+  schedule.slices = static_cast<uint32_t>(slices);
+  return schedule;
 }
 
 bool parse_hash_hex(const std::string& text, uint64_t& value) {

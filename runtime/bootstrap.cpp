@@ -157,9 +157,7 @@ void check_tag_limits(const ir::Plan& plan) {
   // A rank's receives in a schedule number at most the schedule's ops; 2^32 - 1 of them would
   // take a plan of tens of GB, so no plan that loads comes near.
   for (const auto& schedule : plan.schedules) {
-    ir::require_materialized(schedule, "the runtime");
-    uint64_t ops = 0;
-    for (const auto& step : schedule.steps) ops += step.ops.size();
+    const uint64_t ops = ir::expanded_op_count(schedule);
     if (ops > tag::kMaxReceives) {
       throw RuntimeError(fmt::format("schedule '{}' has {} ops; the runtime's tags number at most {} "
                                      "receives of one rank per schedule",

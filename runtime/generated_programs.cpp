@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "codegen/cpp_codegen.hpp"
+#include "ir/pipeline_form.hpp"
 #include "ir/plan_binary.hpp"
 #include "runtime/errors.hpp"
 
@@ -41,7 +42,8 @@ GeneratedPrograms::GeneratedPrograms(const std::string& path, const ir::Plan& pl
   if (entry_->world_size != plan.world_size || entry_->schedules != plan.schedules.size())
     refuse("its world size or schedule count is not the plan's");
   for (size_t s = 0; s < plan.schedules.size(); ++s)
-    if (entry_->schedule_steps[s] != plan.schedules[s].steps.size()) refuse(fmt::format("schedule {} differs", s));
+    if (entry_->schedule_steps[s] != ir::expanded_step_count(plan.schedules[s], plan.schedules[s].slices))
+      refuse(fmt::format("schedule {} differs", s));
 }
 
 GeneratedPrograms::~GeneratedPrograms() {
@@ -50,7 +52,7 @@ GeneratedPrograms::~GeneratedPrograms() {
 
 codegen::RankProgram GeneratedPrograms::program(size_t schedule, int32_t rank) const {
   const ir::Schedule& s = plan_.schedules.at(schedule);
-  codegen::ProgramCollector collector(s.steps.size(), s.units);
+  codegen::ProgramCollector collector(ir::expanded_step_count(s, s.slices), ir::expanded_units(s));
   if (entry_->emit(rank, static_cast<uint32_t>(schedule), collector.sink()) != 0)
     throw RuntimeError(fmt::format("generated program library '{}' has no program for rank {} of schedule {}",
                                    path_, rank, schedule));

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "codegen/chunking.hpp"
+#include "ir/pipeline_form.hpp"
 #include "runtime/reduce_kernels.hpp"
 #include "runtime/tag.hpp"
 
@@ -29,8 +30,8 @@ Operation::Operation(const ExecContext& context, uint64_t sequence, const ir::Sc
 void Operation::copy_input(const std::vector<codegen::UnitRange>& ranges) {
   if (input_ == buffer_ || args_.count == 0) return;
   for (const codegen::UnitRange& range : ranges) {
-    const uint64_t begin = ir::unit_to_element(range.begin, schedule_.units, args_.count);
-    const uint64_t end = ir::unit_to_element(range.end, schedule_.units, args_.count);
+    const uint64_t begin = ir::unit_to_element(range.begin, ir::expanded_units(schedule_), args_.count);
+    const uint64_t end = ir::unit_to_element(range.end, ir::expanded_units(schedule_), args_.count);
     std::memcpy(buffer_ + begin * element_size_, input_ + begin * element_size_,
                 (end - begin) * element_size_);
   }
@@ -52,11 +53,12 @@ std::string Operation::peer(int32_t rank) const {
 }
 
 std::string Operation::where(const TaskRun& run) const {
-  const auto& step = schedule_.steps[step_];
-  const auto& op = step.ops[run.task->op_index];
+  // Program steps and op indices are the whole schedule's; a compact one finds them in its base.
+  const auto& step = schedule_.steps[ir::expanded_step_label(schedule_, step_)];
+  const auto [op, offset] = ir::expanded_op(schedule_, step_, run.task->op_index);
   return fmt::format("step {} ({}, level {}), op {} ({} of units [{}, {}) to root {})", step_,
                      ir::to_string(step.phase), step.level, run.task->op_index,
-                     ir::to_string(op.kind), op.begin, op.end, op.root);
+                     ir::to_string(op->kind), op->begin + offset, op->end + offset, op->root);
 }
 
 size_t Operation::chunk_bytes(const TaskRun& run, size_t chunk) const {
@@ -75,7 +77,7 @@ void Operation::set_error(const std::string& message) {
 // --- steps -----------------------------------------------------------------------------------
 
 void Operation::start_step() {
-  const uint64_t units = schedule_.units;
+  const uint64_t units = ir::expanded_units(schedule_);  // the program's ranges are the whole schedule's
   // A zero-count operation runs the one-element operation's tasks with empty messages, so that
   // it too completes only once every rank has issued it (tag.hpp: the sequence argument).
   const uint64_t mapped_count = std::max<uint64_t>(args_.count, 1);

@@ -53,9 +53,9 @@ int main(int argc, char** argv) {
   const Timing read = measure([&] { bytes = detail::read_file_bytes(path); });
   const Timing decode = measure([&] { plan = decode_plan_unverified(bytes, path); });
   size_t ops = 0, members = 0;
-  for (const Schedule& s : plan.schedules)
+  for (const Schedule& s : plan.schedules)  // of the whole schedules (pipelines are held compact)
     for (const Step& step : s.steps)
-      for (const Op& op : step.ops) ops += 1, members += op.group.size();
+      for (const Op& op : step.ops) ops += s.slices, members += s.slices * op.group.size();
   fmt::print("{}: {:.1f} MiB, world size {}, {} schedules, {} ops, {} group members\n", path,
              bytes.size() / 1048576.0, plan.world_size, plan.schedules.size(), ops, members);
   row("read the file", read);

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "ir/pipeline_form.hpp"
 #include "ir/plan_binary.hpp"
 #include "ir/verify.hpp"
 #include "runtime/gpu/device_kernels.hpp"
@@ -251,7 +252,7 @@ std::shared_ptr<DeviceOperation> DeviceCommunicator::enqueue(const void* send, v
     check_cuda(cudaMemcpyAsync(recv, send, bytes, cudaMemcpyDeviceToDevice, stream_), "cudaMemcpyAsync");
 
   // Scratch for identity contributions and staged writes: the largest step's need.
-  const auto elements = [&](uint64_t unit) { return ir::unit_to_element(unit, schedule.units, count); };
+  const auto elements = [&](uint64_t unit) { return ir::unit_to_element(unit, ir::expanded_units(schedule), count); };
   size_t scratch_elements = 0;
   for (const codegen::NcclStep& step : program.steps) {
     size_t need = 0;

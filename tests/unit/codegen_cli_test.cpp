@@ -12,6 +12,7 @@
 #include "codegen/cpp_codegen.hpp"
 #include "codegen/lowering.hpp"
 #include "codegen/msccl.hpp"
+#include "ir/pipeline_form.hpp"
 #include "ir/plan_binary.hpp"
 #include "planner/algorithms.hpp"
 #include "planner/cost_model.hpp"
@@ -185,14 +186,16 @@ TEST_F(CodegenCli, GeneratedCodeEmitsTheLoweredPrograms) {
     ASSERT_EQ(generated->schedules, loaded.schedules.size());
     for (uint32_t s = 0; s < generated->schedules; ++s) {
       const ir::Schedule& schedule = loaded.schedules[s];
-      EXPECT_EQ(generated->schedule_steps[s], schedule.steps.size());
+      // The plan holds pipelines compact; the programs number the whole schedule's steps.
+      const size_t steps = ir::expanded_step_count(schedule, schedule.slices);
+      EXPECT_EQ(generated->schedule_steps[s], steps);
       for (int32_t r = 0; r < loaded.world_size; ++r) {
-        codegen::ProgramCollector collector(schedule.steps.size(), schedule.units);
+        codegen::ProgramCollector collector(steps, ir::expanded_units(schedule));
         ASSERT_EQ(generated->emit(r, s, collector.sink()), 0);
         EXPECT_EQ(collector.error(), "");
         EXPECT_TRUE(collector.take() == codegen::lower_rank_program(schedule, r)) << "rank " << r << " schedule " << s;
       }
-      codegen::ProgramCollector unused(schedule.steps.size(), schedule.units);
+      codegen::ProgramCollector unused(steps, ir::expanded_units(schedule));
       EXPECT_EQ(generated->emit(loaded.world_size, s, unused.sink()), -1);
     }
     dlclose(handle);
