@@ -89,9 +89,26 @@ TEST(PipelineForm, ExpansionReadFromTheBaseMatchesItsDefinition) {
         });
         EXPECT_EQ(index, expected[t].size()) << base.algorithm << "@" << slices << " step " << t;
         EXPECT_EQ(expanded_op_offset(base, t, last_slice_in_step(slices, t) + 1), index);
+        // Op by op, from the compact form (as the runtime names a failing op).
+        const Schedule compact = compact_pipeline(base, slices);
+        for (size_t o = 0; o < expected[t].size(); ++o) {
+          const auto [op, offset] = expanded_op(compact, t, o);
+          EXPECT_EQ(op->begin + offset, expected[t][o].begin);
+          EXPECT_EQ(op->end + offset, expected[t][o].end);
+          EXPECT_EQ(op->root, expected[t][o].root);
+          EXPECT_EQ(op->group, expected[t][o].group);
+        }
+        EXPECT_THROW(expanded_op(compact, t, expected[t].size()), std::out_of_range);
       }
     }
   }
+  for (const Schedule& base : {ring_schedule(5), tree_schedule(7)})
+    for (uint32_t slices : {1u, 4u})
+      EXPECT_EQ(expanded_op_count(compact_pipeline(base, slices)), [&] {
+        uint64_t ops = 0;
+        for (const Step& step : expand_pipeline(base, slices).steps) ops += step.ops.size();
+        return ops;
+      }());
   Schedule empty = ring_schedule(3);
   empty.steps.clear();
   EXPECT_EQ(expanded_step_count(empty, 4), 0u);
