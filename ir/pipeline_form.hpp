@@ -8,7 +8,7 @@
 // expansion runs exactly the base's ops in the base's order: it computes what the base
 // computes, and every per-op rule of the verifier holds for it when it holds for the base.
 // A pipeline is held either whole (the expansion's steps) or compact (its base's steps and
-// Schedule::slices); plan.bin stores the compact form and decodes to the whole one.
+// Schedule::slices); plan.bin stores and decodes the compact form.
 #pragma once
 
 #include <algorithm>
@@ -21,8 +21,8 @@
 
 namespace flexplan::ir {
 
-// The largest pipeline plan.bin expands when read (the planner's own limits are within them),
-// so that a small file cannot claim an unbounded schedule.
+// The largest pipeline plan.bin reads (the planner's own limits are within them), so that a
+// small file cannot claim an unbounded schedule: each rank's lowering walks the expansion.
 inline constexpr uint32_t kMaxPipelineSlices = 1024;
 inline constexpr uint64_t kMaxExpandedOps = 8'000'000;
 inline constexpr uint64_t kMaxExpandedGroupMembers = 64'000'000;

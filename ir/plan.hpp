@@ -74,9 +74,9 @@ struct Schedule {
   uint64_t units = 1;
   std::vector<Step> steps;
   // A pipeline held compact: `units` and `steps` are its base's, run on `slices` slices one
-  // step apart (ir/pipeline_form.hpp), and `algorithm` ends in "@slices". 1 for a schedule held
-  // whole, which is every schedule a plan.bin decodes to. Code that reads steps and has not
-  // been taught the compact form calls ir::require_materialized.
+  // step apart (ir/pipeline_form.hpp), and `algorithm` ends in "@slices" (plan.bin decodes
+  // pipelines so). 1 for a schedule held whole. Code that reads steps and has not been taught
+  // the compact form calls ir::require_materialized.
   uint32_t slices = 1;
   friend bool operator==(const Schedule&, const Schedule&) = default;
 };

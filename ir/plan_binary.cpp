@@ -233,7 +233,12 @@ Schedule decode_schedule(detail::ByteReader& in) {
                                       "group members)",
                                       name, slices, ops, members, kMaxExpandedOps,
                                       kMaxExpandedGroupMembers));
-  // Kept compact, as written: whoever needs it whole calls materialize (pipeline_form.hpp).
+  // Kept compact, as written: whoever needs it whole calls materialize (pipeline_form.hpp). A
+  // base without steps is its whole expansion already (as compact_pipeline gives it).
+  if (schedule.steps.empty()) {
+    schedule.algorithm.resize(name.size() - suffix.size());
+    return expand_pipeline(schedule, static_cast<uint32_t>(slices));
+  }
   schedule.slices = static_cast<uint32_t>(slices);
   return schedule;
 }

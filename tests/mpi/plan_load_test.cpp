@@ -70,6 +70,32 @@ TEST(SlicedLoad, GoodPlanLoadsAndRuns) {
   std::remove(path.c_str());
 }
 
+// Pipelines written to plan.bin load compact (ir/pipeline_form.hpp) and run to the right
+// results, in place and out, at sizes with fewer elements than units and many more, with every
+// dtype and op at one size.
+TEST(SlicedLoad, PipelinesLoadCompactAndRun) {
+  const Topology topo = random_tree(world_size(), 20261124);
+  for (const char* algorithm : {"flexreduce@3", "flexreduce-bw@4", "rabenseifner@2", "binomial-tree@4"}) {
+    SCOPED_TRACE(algorithm);
+    const ir::Plan plan = plan_for(topo, algorithm);
+    const std::string path = write_bytes("piped", ir::encode_plan(plan));
+    const std::string name = algorithm;
+    const auto slices = static_cast<uint32_t>(std::stoul(name.substr(name.find('@') + 1)));
+    if (!plan.schedules.at(0).steps.empty())  // (one rank: no steps, nothing to hold compact)
+      ASSERT_EQ(ir::read_plan_file(path).schedules.at(0).slices, slices) << "loaded compact";
+    Communicator comm(path, MPI_COMM_WORLD);
+    std::string detail;
+    for (size_t count : {size_t{1}, size_t{7}, size_t{100003}})
+      for (bool in_place : {true, false})
+        EXPECT_EQ(allreduce_and_check(comm, count, DataType::Float32, ReduceOp::Sum, in_place, count, &detail), 0u)
+            << "count " << count << (in_place ? " in place: " : ": ") << detail;
+    for (DataType type : {DataType::Int32, DataType::Float64})
+      for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max})
+        EXPECT_EQ(allreduce_and_check(comm, 4099, type, op, false, 11, &detail), 0u) << detail;
+    std::remove(path.c_str());
+  }
+}
+
 // The broadcast to the last rank stops one unit short: only the last rank's slice of the
 // units shows it, and every rank fails naming it.
 TEST(SlicedLoad, FaultInOneSliceFailsEveryRank) {
