@@ -111,9 +111,8 @@ void encode_payload(detail::ByteWriter& out, const Plan& plan) {
     out.varint(schedule.max_bytes ? 1 : 0);
     if (schedule.max_bytes) out.varint(*schedule.max_bytes);
     out.varint(expanded_units(schedule));
-    // A pipeline is written as its base (pipeline_form.hpp), whichever form it is held in:
-    // 1/slices of the size.
-    // A compact one holds its base's steps already.
+    // A pipeline is written as its base (pipeline_form.hpp): 1/slices of the size. A compact
+    // one holds its base's steps already; a whole one is recognised op for op.
     const auto pipeline = schedule.slices == 1 ? pipeline_base(schedule) : std::nullopt;
     out.varint(pipeline ? pipeline->slices : schedule.slices);
     const Schedule& written = pipeline ? pipeline->base : schedule;
