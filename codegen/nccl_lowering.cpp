@@ -140,33 +140,50 @@ NcclRankProgram lower_nccl_rank(const ir::Schedule& schedule, const NcclCommTabl
     index.emplace(table.groups[g].members, static_cast<int32_t>(g));
   NcclRankProgram program;
   program.rank = rank;
-  // A compact pipeline is lowered step by step of its expansion, read from the base
-  // (pipeline_form.hpp): the same calls as the materialized schedule's.
-  program.steps.resize(ir::expanded_step_count(schedule, schedule.slices));
-  for (size_t s = 0; s < program.steps.size(); ++s) {
-    NcclStep& out = program.steps[s];
-    size_t next = 0;
-    ir::for_each_expanded_op(schedule, schedule.slices, s, [&](size_t slice, const ir::Op& op) {
-      const size_t o = next++;
-      if (op.begin == op.end) return;
+  // This rank's calls in each base step: one pass over the base, whatever the slice count.
+  struct MyCall {
+    uint32_t op;    // index in its base step
+    int32_t comm;
+  };
+  std::vector<std::vector<MyCall>> mine(schedule.steps.size());
+  for (size_t b = 0; b < schedule.steps.size(); ++b) {
+    const auto& ops = schedule.steps[b].ops;
+    for (size_t k = 0; k < ops.size(); ++k) {
+      const ir::Op& op = ops[k];
+      if (op.begin == op.end) continue;
       const std::vector<int32_t> members = call_members(op);
-      if (members.size() < 2 || !std::binary_search(members.begin(), members.end(), rank)) return;
+      if (members.size() < 2 || !std::binary_search(members.begin(), members.end(), rank)) continue;
       const auto it = index.find(members);
       if (it == index.end())
-        throw std::invalid_argument(fmt::format(
-            "NCCL lowering: no communicator for ranks {} (step {}, op {})", join(members), s, o));
-      const NcclGroup& group = table.groups[static_cast<size_t>(it->second)];
-      NcclCall call;
-      call.kind = op.kind == ir::OpKind::Reduce ? NcclCallKind::Reduce : NcclCallKind::Broadcast;
-      call.op_index = static_cast<uint32_t>(o);
-      call.comm = it->second;
-      call.root = group.sub_rank(op.root);
-      call.unit_begin = op.begin + slice * schedule.units;
-      call.unit_end = op.end + slice * schedule.units;
-      call.is_root = rank == op.root;
-      call.send_identity = call.is_root && call.kind == NcclCallKind::Reduce && !op.root_in_group();
-      out.calls.push_back(call);
-    });
+        throw std::invalid_argument(fmt::format("NCCL lowering: no communicator for ranks {} (step {}, op {})",
+                                                join(members), b, k));
+      mine[b].push_back({static_cast<uint32_t>(k), it->second});
+    }
+  }
+  // A compact pipeline is lowered from its base, step by step of its expansion
+  // (pipeline_form.hpp): the same calls as the materialized schedule's.
+  program.steps.resize(ir::expanded_step_count(schedule, schedule.slices));
+  for (size_t t = 0; t < program.steps.size(); ++t) {
+    NcclStep& out = program.steps[t];
+    size_t offset = 0;  // the index in step t of slice j's first op
+    for (size_t j = ir::first_slice_in_step(schedule, t); j <= ir::last_slice_in_step(schedule.slices, t); ++j) {
+      const size_t b = t - j;
+      for (const MyCall& my : mine[b]) {
+        const ir::Op& op = schedule.steps[b].ops[my.op];
+        const NcclGroup& group = table.groups[static_cast<size_t>(my.comm)];
+        NcclCall call;
+        call.kind = op.kind == ir::OpKind::Reduce ? NcclCallKind::Reduce : NcclCallKind::Broadcast;
+        call.op_index = static_cast<uint32_t>(offset + my.op);
+        call.comm = my.comm;
+        call.root = group.sub_rank(op.root);
+        call.unit_begin = op.begin + j * schedule.units;
+        call.unit_end = op.end + j * schedule.units;
+        call.is_root = rank == op.root;
+        call.send_identity = call.is_root && call.kind == NcclCallKind::Reduce && !op.root_in_group();
+        out.calls.push_back(call);
+      }
+      offset += schedule.steps[b].ops.size();
+    }
     mark_staged_writes(out);
   }
   return program;

@@ -85,48 +85,134 @@ void route_own_reads(RankProgram& program, uint64_t units) {
   program.copy_at_end = written.unwritten({0, units});
 }
 
+// One rank's share of a schedule's base and what it takes to number that share's messages in
+// the expansion: the rank's ops in each base step, their hops that touch the rank, and how many
+// receives each of those hops' receivers has before every base step. Two passes over the base,
+// whatever the slice count: a rank lowers its part of a pipeline without walking the rest.
+class RankShare {
+ public:
+  struct RankHop {
+    Hop hop;
+    uint32_t slot = 0;        // the hop's receiver among receivers()
+    uint64_t base_index = 0;  // the receiver's receives before this hop in the base
+  };
+  struct RankOp {
+    uint32_t op = 0;  // index in its base step
+    std::vector<RankHop> hops;
+  };
+
+  RankShare(const ir::Schedule& base, int32_t rank) : steps_(base.steps.size()), ops_(steps_) {
+    // Pass 1: the rank's ops (a membership test per op) and the receivers of their hops.
+    std::vector<int32_t> slot_of;  // by rank: its slot, or -1
+    for (size_t b = 0; b < steps_; ++b) {
+      const auto& ops = base.steps[b].ops;
+      for (size_t k = 0; k < ops.size(); ++k) {
+        const ir::Op& op = ops[k];
+        if (op.root != rank && std::find(op.group.begin(), op.group.end(), rank) == op.group.end()) continue;
+        RankOp mine;
+        mine.op = static_cast<uint32_t>(k);
+        for (const auto& hop : lower_op(op)) {
+          if (hop.src != rank && hop.dst != rank) continue;
+          const auto dst = static_cast<size_t>(hop.dst);
+          if (dst >= slot_of.size()) slot_of.resize(dst + 1, -1);
+          if (slot_of[dst] < 0) {
+            slot_of[dst] = static_cast<int32_t>(receivers_);
+            ++receivers_;
+          }
+          mine.hops.push_back({hop, static_cast<uint32_t>(slot_of[dst]), 0});
+        }
+        if (!mine.hops.empty()) ops_[b].push_back(std::move(mine));
+      }
+    }
+    // Pass 2: every op's hops, counting those receivers' receives in the base's (step, op,
+    // hop) order; the rank's hops take their receiver's count so far.
+    before_.assign(receivers_ * (steps_ + 1), 0);
+    std::vector<uint64_t> count(receivers_, 0);
+    for (size_t b = 0; b < steps_; ++b) {
+      for (size_t slot = 0; slot < receivers_; ++slot) before_[slot * (steps_ + 1) + b] = count[slot];
+      auto mine = ops_[b].begin();
+      const auto& ops = base.steps[b].ops;
+      for (size_t k = 0; k < ops.size(); ++k) {
+        RankOp* const my_op = mine != ops_[b].end() && mine->op == k ? &*mine++ : nullptr;
+        size_t my_hop = 0;
+        for (const auto& hop : lower_op(ops[k])) {
+          const auto dst = static_cast<size_t>(hop.dst);
+          const int32_t slot = dst < slot_of.size() ? slot_of[dst] : -1;
+          if (slot < 0) continue;
+          // Pass 1 kept exactly these hops of the op, in this order.
+          if (my_op && (hop.src == rank || hop.dst == rank)) my_op->hops[my_hop++].base_index = count[static_cast<size_t>(slot)];
+          ++count[static_cast<size_t>(slot)];
+        }
+      }
+    }
+    for (size_t slot = 0; slot < receivers_; ++slot) before_[slot * (steps_ + 1) + steps_] = count[slot];
+  }
+
+  const std::vector<RankOp>& ops(size_t base_step) const { return ops_[base_step]; }
+  size_t receivers() const { return receivers_; }
+  // The receiver's receives in base steps before `base_step` (0 ..= the base's step count).
+  uint64_t before(uint32_t slot, size_t base_step) const { return before_[slot * (steps_ + 1) + base_step]; }
+
+ private:
+  size_t steps_;
+  std::vector<std::vector<RankOp>> ops_;
+  size_t receivers_ = 0;
+  std::vector<uint64_t> before_;  // by slot, then base step
+};
+
 }  // namespace
 
 RankProgram lower_rank_program(const ir::Schedule& schedule, int32_t rank) {
+  // A compact pipeline is lowered from its base, step by step of its expansion
+  // (pipeline_form.hpp), taking only this rank's ops: the same program as the materialized
+  // schedule's, in time linear in the base plus the rank's share of the expansion.
   RankProgram program;
-  // A compact pipeline is lowered step by step of its expansion, read from the base
-  // (pipeline_form.hpp): the same program as the materialized schedule's.
+  const RankShare share(schedule, rank);
   program.steps.resize(ir::expanded_step_count(schedule, schedule.slices));
-  std::vector<uint64_t> receives_of;  // by rank: receives numbered so far
-  for (size_t s = 0; s < program.steps.size(); ++s) {
-    size_t o = 0;
-    ir::for_each_expanded_op(schedule, schedule.slices, s, [&](size_t slice, const ir::Op& op) {
-      const uint64_t offset = slice * schedule.units;
-      Task task;
-      task.op_index = static_cast<uint32_t>(o++);
-      task.reduce = op.kind == ir::OpKind::Reduce;
-      task.unit_begin = op.begin + offset;
-      task.unit_end = op.end + offset;
-      // Hops come in chain order or, for a star, in group order: a star root's sources, and so
-      // the order it combines them in, follow the group.
-      for (const auto& hop : lower_op(op)) {
-        const auto dst = static_cast<size_t>(hop.dst);
-        if (dst >= receives_of.size()) receives_of.resize(dst + 1, 0);
-        if (hop.src == rank) task.destinations.push_back({hop.dst, receives_of[dst]});
-        if (hop.dst == rank) {
-          task.sources.push_back({hop.src, receives_of[dst]});
-          task.add_own = hop.dst_contributes;
+  // Each receiver's receives in the expansion steps before the current one.
+  std::vector<uint64_t> earlier(share.receivers(), 0);
+  for (size_t t = 0; t < program.steps.size(); ++t) {
+    const size_t first = ir::first_slice_in_step(schedule, t);
+    const size_t last = ir::last_slice_in_step(schedule.slices, t);
+    size_t offset = 0;  // the index in step t of slice j's first op
+    for (size_t j = first; j <= last; ++j) {
+      const size_t b = t - j;
+      for (const auto& mine : share.ops(b)) {
+        const ir::Op& op = schedule.steps[b].ops[mine.op];
+        Task task;
+        task.op_index = static_cast<uint32_t>(offset + mine.op);
+        task.reduce = op.kind == ir::OpKind::Reduce;
+        task.unit_begin = op.begin + j * schedule.units;
+        task.unit_end = op.end + j * schedule.units;
+        // Hops come in chain order or, for a star, in group order: a star root's sources, and
+        // so the order it combines them in, follow the group.
+        for (const auto& [hop, slot, base_index] : mine.hops) {
+          // The receiver's receives before this one: in earlier expansion steps, in this step's
+          // slices before j (base steps b + 1 .. t - first), and in base step b before it.
+          const uint64_t index = earlier[slot] + share.before(slot, t - first + 1) -
+                                 share.before(slot, b + 1) + base_index - share.before(slot, b);
+          if (hop.src == rank) task.destinations.push_back({hop.dst, index});
+          if (hop.dst == rank) {
+            task.sources.push_back({hop.src, index});
+            task.add_own = hop.dst_contributes;
+          }
         }
-        ++receives_of[dst];
-      }
-      if (!task.receives() && !task.sends()) return;
-      if (task.add_own) {
-        // A chain member adds its own to the partial sum it receives; a star root takes its
-        // own at its place in the group.
-        task.own_position = 1;
-        if (op.shape == ir::OpShape::Star) {
-          const auto at = std::find(op.group.begin(), op.group.end(), op.root);
-          task.own_position = static_cast<uint32_t>(at - op.group.begin());
+        if (task.add_own) {
+          // A chain member adds its own to the partial sum it receives; a star root takes its
+          // own at its place in the group.
+          task.own_position = 1;
+          if (op.shape == ir::OpShape::Star) {
+            const auto at = std::find(op.group.begin(), op.group.end(), op.root);
+            task.own_position = static_cast<uint32_t>(at - op.group.begin());
+          }
         }
+        program.steps[t].tasks.push_back(std::move(task));
       }
-      program.steps[s].tasks.push_back(std::move(task));
-    });
-    mark_staged_writes(program.steps[s]);
+      offset += schedule.steps[b].ops.size();
+    }
+    for (uint32_t slot = 0; slot < share.receivers(); ++slot)
+      earlier[slot] += share.before(slot, t - first + 1) - share.before(slot, t - last);
+    mark_staged_writes(program.steps[t]);
   }
   route_own_reads(program, ir::expanded_units(schedule));
   return program;

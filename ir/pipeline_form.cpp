@@ -68,6 +68,36 @@ uint64_t expanded_op_count(const Schedule& schedule) {
   return ops * schedule.slices;
 }
 
+PipelineFootprint pipeline_footprint(const Schedule& base, int32_t world_size) {
+  PipelineFootprint footprint;
+  std::vector<uint64_t> rank_ops(static_cast<size_t>(std::max(world_size, 0)), 0);
+  const auto take_part = [&](int32_t rank) {
+    if (rank >= 0 && rank < world_size)
+      footprint.largest_rank_ops = std::max(footprint.largest_rank_ops, ++rank_ops[static_cast<size_t>(rank)]);
+  };
+  for (const Step& step : base.steps) {
+    footprint.ops += step.ops.size();
+    for (const Op& op : step.ops) {
+      footprint.group_members += op.group.size();
+      for (const int32_t rank : op.group) take_part(rank);
+      if (std::find(op.group.begin(), op.group.end(), op.root) == op.group.end()) take_part(op.root);
+    }
+  }
+  return footprint;
+}
+
+std::string pipeline_beyond_limits(const PipelineFootprint& base, uint64_t slices) {
+  const auto over = [&](uint64_t per_slice, uint64_t limit) { return per_slice > limit / std::max<uint64_t>(slices, 1); };
+  if (slices > kMaxPipelineSlices) return fmt::format("{} slices (limit {})", slices, kMaxPipelineSlices);
+  if (over(base.ops, kMaxExpandedOps) || over(base.group_members, kMaxExpandedGroupMembers))
+    return fmt::format("its pipeline would have {} ops and {} group members (limits {} and {})",
+                       base.ops * slices, base.group_members * slices, kMaxExpandedOps, kMaxExpandedGroupMembers);
+  if (over(base.largest_rank_ops, kMaxRankExpandedOps))
+    return fmt::format("one rank would take part in {} of its ops (limit {})", base.largest_rank_ops * slices,
+                       kMaxRankExpandedOps);
+  return {};
+}
+
 void require_materialized(const Schedule& schedule, std::string_view where) {
   if (schedule.slices != 1)
     throw std::logic_error(fmt::format("{}: schedule '{}' is a compact pipeline of {} slices; "

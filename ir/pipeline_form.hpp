@@ -15,17 +15,33 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "ir/plan.hpp"
 
 namespace flexplan::ir {
 
-// The largest pipeline plan.bin reads (the planner's own limits are within them), so that a
-// small file cannot claim an unbounded schedule: each rank's lowering walks the expansion.
+// The largest pipeline plan.bin reads, and so the largest the planner writes (one fact for
+// both), so that a small file cannot claim an unbounded schedule. A rank lowers only its own
+// share of the expansion (codegen/rank_program.hpp), so the most ops one rank takes part in is
+// bounded as well; the whole expansion is built only by tools that print or compile a plan
+// (materialize), and to explain a verifier's fault when it is at most kMaxExplainedExpansionOps.
 inline constexpr uint32_t kMaxPipelineSlices = 1024;
-inline constexpr uint64_t kMaxExpandedOps = 8'000'000;
-inline constexpr uint64_t kMaxExpandedGroupMembers = 64'000'000;
+inline constexpr uint64_t kMaxExpandedOps = 32'000'000;
+inline constexpr uint64_t kMaxExpandedGroupMembers = 256'000'000;
+inline constexpr uint64_t kMaxRankExpandedOps = 4'000'000;
+inline constexpr uint64_t kMaxExplainedExpansionOps = 8'000'000;
+
+// A base schedule's size as the pipeline limits see it: its ops, its group members, and the
+// most ops one rank of [0, world_size) takes part in (in the group or as the root).
+struct PipelineFootprint {
+  uint64_t ops = 0, group_members = 0, largest_rank_ops = 0;
+};
+PipelineFootprint pipeline_footprint(const Schedule& base, int32_t world_size);
+// Why `slices` slices of a base of this footprint are beyond the limits above; empty when
+// they are within them.
+std::string pipeline_beyond_limits(const PipelineFootprint&, uint64_t slices);
 
 // Throws std::invalid_argument for zero slices, for a base that is itself compact (slices > 1)
 // or when units * slices does not fit in 64 bits. Named "<base name>@<slices>" when slices > 1.

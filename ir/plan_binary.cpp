@@ -183,7 +183,7 @@ void decode_op(detail::ByteReader& in, Op& op, const Op* previous) {
   }
 }
 
-Schedule decode_schedule(detail::ByteReader& in) {
+Schedule decode_schedule(detail::ByteReader& in, int32_t world_size) {
   Schedule schedule;
   schedule.algorithm = in.utf8_string("algorithm name");
   schedule.collective = static_cast<Collective>(
@@ -221,17 +221,11 @@ Schedule decode_schedule(detail::ByteReader& in) {
       decode_op(in, step.ops[o], o > 0 ? &step.ops[o - 1] : nullptr);
   }
   if (slices == 1) return schedule;
-  uint64_t ops = 0, members = 0;
-  for (const Step& step : schedule.steps) {
-    ops += step.ops.size();
-    for (const Op& op : step.ops) members += op.group.size();
-  }
-  if (ops * slices > kMaxExpandedOps || members * slices > kMaxExpandedGroupMembers)
-    in.fail_at(slices_at, fmt::format("schedule '{}': a pipeline of {} slices of {} ops and {} "
-                                      "group members is larger than plan.bin allows ({} ops, {} "
-                                      "group members)",
-                                      name, slices, ops, members, kMaxExpandedOps,
-                                      kMaxExpandedGroupMembers));
+  // The planner keeps to the same limits (pipeline_form.hpp).
+  const std::string beyond = pipeline_beyond_limits(pipeline_footprint(schedule, world_size), slices);
+  if (!beyond.empty())
+    in.fail_at(slices_at, fmt::format("schedule '{}': a pipeline of {} slices larger than plan.bin allows: {}",
+                                      name, slices, beyond));
   // Kept compact, as written: whoever needs it whole calls materialize (pipeline_form.hpp). A
   // base without steps is its whole expansion already (as compact_pipeline gives it).
   if (schedule.steps.empty()) {
@@ -403,7 +397,7 @@ FingerprintedPlan decode_fingerprinted_plan(std::span<const uint8_t> bytes,
   for (size_t rank = 0; rank < plan.rank_names.size(); ++rank)
     plan.rank_names[rank] = in.utf8_string(fmt::format("rank name {}", rank));
   plan.schedules.resize(in.count(6, "schedule count"));
-  for (Schedule& schedule : plan.schedules) schedule = decode_schedule(in);
+  for (Schedule& schedule : plan.schedules) schedule = decode_schedule(in, plan.world_size);
   if (in.remaining() != 0)
     in.fail(fmt::format("{} unread bytes at the end of the payload", in.remaining()));
   return {std::move(plan), fingerprint};

@@ -34,7 +34,10 @@ void verify_schedule(const Schedule& schedule, int32_t world_size, const std::st
 void check_plan_fields(const Plan& plan);
 
 // check_plan_fields, then verify_schedule on every schedule; errors start with the schedule's
-// label, schedule_label(plan, i).
+// label, schedule_label(plan, i). A schedule holding the same collective, units and steps as an
+// earlier one (pipelines of one base, held compact) is not verified again. A compact pipeline
+// is verified as its base; a fault is explained on its expansion when that has at most
+// kMaxExplainedExpansionOps ops (pipeline_form.hpp), else on the base.
 void verify_plan(const Plan& plan);
 std::string schedule_label(const Plan& plan, size_t index);  // "schedule 1 (ring)"
 
@@ -59,7 +62,8 @@ int32_t schedule_slice(size_t index, size_t schedules, int32_t part, int32_t sli
 // name only ranks of the world. Schedule i's slice is schedule_slice(i, schedules, slice,
 // slices). Units are independent, so the slices 0 .. slices-1 together
 // check exactly what verify_plan checks (a rank that no op writes is then reported by its final
-// state rather than named up front).
+// state rather than named up front). Every slice skips the same repeated schedules as
+// verify_plan does.
 void verify_plan_slice(const Plan& plan, int32_t slice, int32_t slices);
 
 }  // namespace flexplan::ir

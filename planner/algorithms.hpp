@@ -66,9 +66,8 @@ bool schedule_fits_limits(const ScheduleSize&);
 // members that go through the evaluator for one algorithm's variants stay under this (about a
 // second of pricing). Variants beyond it are left out with a note.
 inline constexpr uint64_t kPipelinePricingBudget = 16'000'000;
-// A pipeline of S slices holds S times its base schedule's ops, all in plan.bin and verified at
-// job start; variants beyond this many ops are left out (a compact form for pipelines, expanded
-// per rank at load, would lift it).
-inline constexpr uint64_t kMaxPipelinedOps = 1'000'000;
+// A pipeline of S slices is held compact (its base and S) while planning and in plan.bin; the
+// largest it may be is plan.bin's (ir/pipeline_form.hpp: kMaxExpandedOps and the rest), so that
+// every plan written loads.
 
 }  // namespace flexplan

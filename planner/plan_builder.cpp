@@ -107,10 +107,7 @@ class PlanBuilder {
       candidate.priced = true;
       candidate.priced_by = "closed form";
       candidate.cost = std::move(*closed);
-    } else if (choice.slices > 1 && candidate.size.ops > kMaxPipelinedOps) {
-      candidate.left_out_because = fmt::format(
-          "its pipeline would have ~{} ops (limit for pipelined schedules {})",
-          candidate.size.ops, kMaxPipelinedOps);
+    } else if (choice.slices > 1 && !(candidate.left_out_because = beyond_pipeline_limits(candidate)).empty()) {
       note(fmt::format("{}: left out: {}", candidate.algorithm, candidate.left_out_because));
     } else if (choice.slices > 1 && schedule_fits_limits(base_size(*choice.row)) &&
                2 * base_size(*choice.row).group_members <= kPipelinePricingBudget) {
@@ -150,8 +147,7 @@ class PlanBuilder {
     auto& candidate = report_.candidates[index];
     auto start = Clock::now();
     const AlgorithmRow& row = *candidate.choice.row;
-    const bool compact = options_.compact_pipelines && candidate.choice.slices > 1;
-    auto schedule = compact ? ir::compact_pipeline(base_schedule(row), candidate.choice.slices)
+    auto schedule = compact(candidate.choice) ? ir::compact_pipeline(base_schedule(row), candidate.choice.slices)
                     : row.estimate == nullptr || row.pipelines ? candidate.choice.from_base(base_schedule(row))
                                                                 : candidate.choice.build(topo_);
     candidate.size = measured_size(schedule);
@@ -205,7 +201,7 @@ class PlanBuilder {
         const size_t index = racing[piece.curve];
         auto& candidate = report_.candidates[index];
         if (!candidate.built) {
-          if (!schedule_fits_limits(candidate.size)) {
+          if (!compact(candidate.choice) && !schedule_fits_limits(candidate.size)) {
             candidate.left_out_because = fmt::format(
                 "would win messages of {} and up, but {}",
                 format_bytes(static_cast<double>(piece.min_bytes)), too_big(candidate.size));
@@ -258,6 +254,25 @@ class PlanBuilder {
     return *base;
   }
 
+  // Whether the choice is built as a compact pipeline: its base alone is held in memory.
+  bool compact(const AlgorithmChoice& choice) const {
+    return options_.compact_pipelines && choice.slices > 1;
+  }
+
+  // Why a pipeline is left out before pricing, or empty: beyond what plan.bin allows
+  // (ir/pipeline_form.hpp), or, built whole, beyond the schedule limits. The size estimate
+  // settles most cases without building the base.
+  std::string beyond_pipeline_limits(const Candidate& candidate) {
+    const uint64_t slices = candidate.choice.slices;
+    if (!compact(candidate.choice) && !schedule_fits_limits(candidate.size)) return too_big(candidate.size);
+    const ir::PipelineFootprint estimate{candidate.size.ops / slices, candidate.size.group_members / slices, 0};
+    std::string why = ir::pipeline_beyond_limits(estimate, slices);
+    if (!why.empty() || !schedule_fits_limits(base_size(*candidate.choice.row))) return why;
+    auto& footprint = footprints_[candidate.choice.row];
+    if (!footprint) footprint = ir::pipeline_footprint(base_schedule(*candidate.choice.row), topo_.num_learners());
+    return ir::pipeline_beyond_limits(*footprint, slices);
+  }
+
   // The size of a pipelining row's unpipelined schedule (an estimate, or the built base).
   ScheduleSize base_size(const AlgorithmRow& row) {
     if (row.estimate != nullptr) return row.estimate(topo_);
@@ -276,6 +291,7 @@ class PlanBuilder {
   std::map<const AlgorithmRow*, std::optional<ir::Schedule>> bases_;
   std::vector<std::optional<ir::Schedule>> schedules_;  // by candidate index, once built
   std::map<const AlgorithmRow*, std::unique_ptr<PipelinePricer>> pricers_;  // over bases_
+  std::map<const AlgorithmRow*, std::optional<ir::PipelineFootprint>> footprints_;  // of bases_
   std::map<const AlgorithmRow*, uint64_t> pricing_spent_;
 };
 

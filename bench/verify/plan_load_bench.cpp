@@ -1,7 +1,8 @@
 // Times what one rank does with a plan.bin at job start (ir::load_job_plan: read, decode,
 // fields and structure, its slice of the symbolic execution) beside the parts of it and beside
 // verifying the whole plan at once, plus encoding and the fingerprint of a plan handed over in
-// memory (a loaded one gets it from the decoding pass).
+// memory (a loaded one gets it from the decoding pass), and the rank's lowering of every
+// schedule (the runtime lowers a schedule at its first call).
 // Usage: plan_load_bench PLAN.bin [RANKS_TO_TIME]   (default 3: the first, middle, last rank)
 #include <fmt/core.h>
 
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/rank_program.hpp"
 #include "ir/byte_io.hpp"
 #include "ir/file_bytes.hpp"
 #include "ir/job_plan.hpp"
@@ -87,6 +89,20 @@ int main(int argc, char** argv) {
   // The whole of a rank's load, fingerprint included (taken in the checksum's pass).
   row(fmt::format("load_job_plan for rank {} (all of the above)", slowest_rank),
       measure([&] { (void)load_job_plan(path, p, slowest_rank); }));
+  // What the runtime adds at each schedule's first call: the rank's program (pipelines
+  // lowered from their base, codegen/rank_program.hpp).
+  Timing slowest_lowering{0, 0};
+  int32_t slowest_lowering_rank = 0;
+  size_t tasks = 0;
+  for (int32_t rank : ranks) {
+    size_t rank_tasks = 0;
+    const Timing t = measure([&] {
+      for (const Schedule& s : plan.schedules)
+        for (const auto& step : flexplan::codegen::lower_rank_program(s, rank).steps) rank_tasks += step.tasks.size();
+    });
+    if (t.cpu_s >= slowest_lowering.cpu_s) slowest_lowering = t, slowest_lowering_rank = rank, tasks = rank_tasks;
+  }
+  row(fmt::format("lower every schedule for rank {} ({} tasks)", slowest_lowering_rank, tasks), slowest_lowering);
   row("verify_plan (the whole plan, one process)", measure([&] { verify_plan(plan); }));
   std::vector<uint8_t> encoded;
   row("encode_plan", measure([&] { encoded = encode_plan(plan); }));

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -253,6 +254,109 @@ TEST(PipelineForm, CompactPipelineOfAnEmptyBaseIsItsExpansion) {
   empty.steps.clear();
   EXPECT_EQ(compact_pipeline(empty, 4), expand_pipeline(empty, 4));
   EXPECT_EQ(encode_plan(plan_of({compact_pipeline(empty, 4)}, 3)), encode_plan(plan_of({expand_pipeline(empty, 4)}, 3)));
+}
+
+// What the limits count: every op a rank takes part in, in its group or as its root, once.
+TEST(PipelineForm, FootprintCountsEachRanksOps) {
+  Schedule base = ring_schedule(4);
+  base.steps = {Step{}};
+  base.steps[0].ops = {Op{OpKind::Reduce, 0, 1, 0, {1, 2}}, Op{OpKind::Reduce, 1, 2, 0, {0, 1}},
+                       Op{OpKind::Broadcast, 2, 3, 3, {3}}, Op{OpKind::Reduce, 3, 4, 9, {1}}};
+  const PipelineFootprint footprint = pipeline_footprint(base, 4);
+  EXPECT_EQ(footprint.ops, 4u);
+  EXPECT_EQ(footprint.group_members, 6u);
+  EXPECT_EQ(footprint.largest_rank_ops, 3u) << "rank 1: in three groups; rank 9 is outside the world";
+  EXPECT_EQ(pipeline_footprint(base, 2).largest_rank_ops, 3u);
+}
+
+// The limits hold exactly at their values and refuse one more, with the reason named.
+TEST(PipelineForm, LimitsHoldExactly) {
+  EXPECT_EQ(pipeline_beyond_limits({kMaxExpandedOps / 1000, 0, 1}, 1000), "");
+  EXPECT_NE(pipeline_beyond_limits({kMaxExpandedOps / 1000 + 1, 0, 1}, 1000).find("ops"), std::string::npos);
+  EXPECT_EQ(pipeline_beyond_limits({1, kMaxExpandedGroupMembers / 1000, 1}, 1000), "");
+  EXPECT_NE(pipeline_beyond_limits({1, kMaxExpandedGroupMembers / 1000 + 1, 1}, 1000).find("group members"),
+            std::string::npos);
+  EXPECT_EQ(pipeline_beyond_limits({1, 1, kMaxRankExpandedOps / 1000}, 1000), "");
+  EXPECT_NE(pipeline_beyond_limits({1, 1, kMaxRankExpandedOps / 1000 + 1}, 1000).find("one rank"),
+            std::string::npos);
+  EXPECT_NE(pipeline_beyond_limits({1, 1, 1}, kMaxPipelineSlices + 1).find("slices"), std::string::npos);
+  // No overflow on huge counts.
+  EXPECT_NE(pipeline_beyond_limits({uint64_t{1} << 62, 1, 1}, 1000), "");
+}
+
+// plan.bin refuses a pipeline beyond the limits, in the whole or in one rank's share, naming
+// the schedule; just within them it loads.
+TEST(PipelineForm, PlanBinRefusesPipelinesBeyondTheLimits) {
+  const auto decode_error = [](const Plan& plan) {
+    try {
+      decode_plan_unverified(encode_plan(plan), "plan.bin");
+    } catch (const PlanFormatError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  // Rank 0 roots every op of a two-rank base: its share is the whole expansion.
+  const auto pairs = [](int32_t world, uint64_t ops) {
+    Schedule base;
+    base.algorithm = "pairs";
+    base.units = ops;
+    base.steps = {Step{}};
+    for (uint64_t k = 0; k < ops; ++k) {
+      const int32_t low = static_cast<int32_t>(2 * (k % static_cast<uint64_t>(world / 2)));
+      base.steps[0].ops.push_back(Op{OpKind::Reduce, k, k + 1, low, {low, low + 1}});
+    }
+    return base;
+  };
+  const uint32_t slices = kMaxPipelineSlices;
+  const uint64_t rank_ops = kMaxRankExpandedOps / slices;
+  EXPECT_EQ(decode_error(plan_of({compact_pipeline(pairs(2, rank_ops), slices)}, 2)), "accepted");
+  const std::string share = decode_error(plan_of({compact_pipeline(pairs(2, rank_ops + 1), slices)}, 2));
+  EXPECT_NE(share.find("'pairs@1024'"), std::string::npos) << share;
+  EXPECT_NE(share.find("one rank would take part in"), std::string::npos) << share;
+  // Spread over many ranks, the whole expansion is the limit.
+  const uint64_t ops = kMaxExpandedOps / slices + 1;
+  const std::string whole = decode_error(plan_of({compact_pipeline(pairs(64, ops), slices)}, 64));
+  EXPECT_NE(whole.find("ops and"), std::string::npos) << whole;
+}
+
+// Pipelines of one base hold the same steps and are verified once; a schedule with the same
+// steps but other units or another collective is still checked, whole or in parts.
+TEST(PipelineForm, RepeatedStepsAreVerifiedOnce) {
+  const auto message = [](const std::function<void()>& check) {
+    try {
+      check();
+    } catch (const VerifyError& e) {
+      return std::string(e.what());
+    }
+    return std::string("verified");
+  };
+  const auto ranged = [](Schedule schedule, uint64_t min_bytes, std::optional<uint64_t> max_bytes) {
+    schedule.min_bytes = min_bytes;
+    schedule.max_bytes = max_bytes;
+    return schedule;
+  };
+  const Schedule base = ring_schedule(4);
+  const Plan shared = plan_of({ranged(compact_pipeline(base, 2), 0, 1024), ranged(compact_pipeline(base, 4), 1024, 4096),
+                               ranged(base, 4096, std::nullopt)},
+                              4);
+  EXPECT_EQ(message([&] { verify_plan(shared); }), "verified");
+  Schedule wider = base;
+  wider.units *= 2;  // the same steps leave half the units unreduced
+  Schedule other = base;
+  other.collective = Collective::Broadcast;
+  for (const Schedule& repeat : {wider, other}) {
+    // Every all-reduce size served once: the repeat takes the larger sizes, or all of its own
+    // collective's.
+    const bool allreduce = repeat.collective == Collective::AllReduce;
+    const Plan plan = plan_of({ranged(compact_pipeline(base, 2), 0, allreduce ? std::optional<uint64_t>(1024) : std::nullopt),
+                               ranged(repeat, allreduce ? 1024 : 0, std::nullopt)},
+                              4);
+    const std::string whole = message([&] { verify_plan(plan); });
+    EXPECT_NE(whole.find("schedule 1"), std::string::npos) << whole;
+    int rejected = 0;
+    for (int32_t part = 0; part < 4; ++part) rejected += message([&] { verify_plan_slice(plan, part, 4); }) != "verified";
+    EXPECT_GT(rejected, 0);
+  }
 }
 
 }  // namespace
