@@ -86,14 +86,15 @@ void route_own_reads(RankProgram& program, uint64_t units) {
 }
 
 // One rank's share of a schedule's base and what it takes to number that share's messages in
-// the expansion: the rank's ops in each base step, their hops that touch the rank, and how many
-// receives each of those hops' receivers has before every base step. Two passes over the base,
-// whatever the slice count: a rank lowers its part of a pipeline without walking the rest.
+// the expansion: the rank's ops in each base step, their hops that touch the rank, and, for
+// each receiver of those hops, its receives per base step (only the steps that have some). Two
+// passes over the base, whatever the slice count; memory in the base's size, not the world's
+// or receivers times steps.
 class RankShare {
  public:
   struct RankHop {
     Hop hop;
-    uint32_t slot = 0;        // the hop's receiver among receivers()
+    uint32_t slot = 0;        // the hop's receiver among the receivers
     uint64_t base_index = 0;  // the receiver's receives before this hop in the base
   };
   struct RankOp {
@@ -101,10 +102,10 @@ class RankShare {
     std::vector<RankHop> hops;
   };
 
-  RankShare(const ir::Schedule& base, int32_t rank) : steps_(base.steps.size()), ops_(steps_) {
+  RankShare(const ir::Schedule& base, int32_t rank) : ops_(base.steps.size()) {
     // Pass 1: the rank's ops (a membership test per op) and the receivers of their hops.
     std::vector<int32_t> slot_of;  // by rank: its slot, or -1
-    for (size_t b = 0; b < steps_; ++b) {
+    for (size_t b = 0; b < base.steps.size(); ++b) {
       const auto& ops = base.steps[b].ops;
       for (size_t k = 0; k < ops.size(); ++k) {
         const ir::Op& op = ops[k];
@@ -116,8 +117,8 @@ class RankShare {
           const auto dst = static_cast<size_t>(hop.dst);
           if (dst >= slot_of.size()) slot_of.resize(dst + 1, -1);
           if (slot_of[dst] < 0) {
-            slot_of[dst] = static_cast<int32_t>(receivers_);
-            ++receivers_;
+            slot_of[dst] = static_cast<int32_t>(receives_.size());
+            receives_.emplace_back();
           }
           mine.hops.push_back({hop, static_cast<uint32_t>(slot_of[dst]), 0});
         }
@@ -126,10 +127,7 @@ class RankShare {
     }
     // Pass 2: every op's hops, counting those receivers' receives in the base's (step, op,
     // hop) order; the rank's hops take their receiver's count so far.
-    before_.assign(receivers_ * (steps_ + 1), 0);
-    std::vector<uint64_t> count(receivers_, 0);
-    for (size_t b = 0; b < steps_; ++b) {
-      for (size_t slot = 0; slot < receivers_; ++slot) before_[slot * (steps_ + 1) + b] = count[slot];
+    for (size_t b = 0; b < base.steps.size(); ++b) {
       auto mine = ops_[b].begin();
       const auto& ops = base.steps[b].ops;
       for (size_t k = 0; k < ops.size(); ++k) {
@@ -139,25 +137,60 @@ class RankShare {
           const auto dst = static_cast<size_t>(hop.dst);
           const int32_t slot = dst < slot_of.size() ? slot_of[dst] : -1;
           if (slot < 0) continue;
+          Receives& receives = receives_[static_cast<size_t>(slot)];
           // Pass 1 kept exactly these hops of the op, in this order.
-          if (my_op && (hop.src == rank || hop.dst == rank)) my_op->hops[my_hop++].base_index = count[static_cast<size_t>(slot)];
-          ++count[static_cast<size_t>(slot)];
+          if (my_op && (hop.src == rank || hop.dst == rank)) my_op->hops[my_hop++].base_index = receives.total();
+          receives.add(b);
         }
       }
     }
-    for (size_t slot = 0; slot < receivers_; ++slot) before_[slot * (steps_ + 1) + steps_] = count[slot];
   }
 
   const std::vector<RankOp>& ops(size_t base_step) const { return ops_[base_step]; }
-  size_t receivers() const { return receivers_; }
-  // The receiver's receives in base steps before `base_step` (0 ..= the base's step count).
-  uint64_t before(uint32_t slot, size_t base_step) const { return before_[slot * (steps_ + 1) + base_step]; }
+  // The receiver's receives in base steps before `base_step`.
+  uint64_t before(uint32_t slot, size_t base_step) const { return receives_[slot].before(base_step).count; }
+  // The receiver's receives in the expansion steps before t of a pipeline of `slices`: base
+  // step b's receives recur in expansion steps b .. b + slices - 1, so it counts
+  // sum over b < t of R(b) min(t - b, slices) = [t C(t) - W(t)] - [u C(u) - W(u)], u = t - slices,
+  // with C(x) the receives before base step x and W(x) their sum of step numbers.
+  uint64_t before_expansion_step(uint32_t slot, size_t t, uint32_t slices) const {
+    const Receives& receives = receives_[slot];
+    const auto ramp = [&](size_t x) {
+      const Prefix prefix = receives.before(x);
+      return x * prefix.count - prefix.step_sum;
+    };
+    return ramp(t) - (t > slices ? ramp(t - slices) : 0);
+  }
 
  private:
-  size_t steps_;
+  struct Prefix {
+    uint64_t count = 0, step_sum = 0;  // receives before a step, and the sum of their steps
+  };
+  // One receiver's receives: the base steps that have some, ascending, with the running
+  // totals after each.
+  class Receives {
+   public:
+    void add(size_t step) {
+      if (steps_.empty() || steps_.back() != step) {
+        steps_.push_back(step);
+        after_.push_back(after_.empty() ? Prefix{} : after_.back());
+      }
+      after_.back().count += 1;
+      after_.back().step_sum += step;
+    }
+    uint64_t total() const { return after_.empty() ? 0 : after_.back().count; }
+    Prefix before(size_t step) const {
+      const auto at = std::lower_bound(steps_.begin(), steps_.end(), step) - steps_.begin();
+      return at == 0 ? Prefix{} : after_[static_cast<size_t>(at - 1)];
+    }
+
+   private:
+    std::vector<size_t> steps_;
+    std::vector<Prefix> after_;
+  };
+
   std::vector<std::vector<RankOp>> ops_;
-  size_t receivers_ = 0;
-  std::vector<uint64_t> before_;  // by slot, then base step
+  std::vector<Receives> receives_;  // by slot
 };
 
 }  // namespace
@@ -165,12 +198,10 @@ class RankShare {
 RankProgram lower_rank_program(const ir::Schedule& schedule, int32_t rank) {
   // A compact pipeline is lowered from its base, step by step of its expansion
   // (pipeline_form.hpp), taking only this rank's ops: the same program as the materialized
-  // schedule's, in time linear in the base plus the rank's share of the expansion.
+  // schedule's, in time about linear in the base plus the rank's share of the expansion.
   RankProgram program;
   const RankShare share(schedule, rank);
   program.steps.resize(ir::expanded_step_count(schedule, schedule.slices));
-  // Each receiver's receives in the expansion steps before the current one.
-  std::vector<uint64_t> earlier(share.receivers(), 0);
   for (size_t t = 0; t < program.steps.size(); ++t) {
     const size_t first = ir::first_slice_in_step(schedule, t);
     const size_t last = ir::last_slice_in_step(schedule.slices, t);
@@ -189,8 +220,9 @@ RankProgram lower_rank_program(const ir::Schedule& schedule, int32_t rank) {
         for (const auto& [hop, slot, base_index] : mine.hops) {
           // The receiver's receives before this one: in earlier expansion steps, in this step's
           // slices before j (base steps b + 1 .. t - first), and in base step b before it.
-          const uint64_t index = earlier[slot] + share.before(slot, t - first + 1) -
-                                 share.before(slot, b + 1) + base_index - share.before(slot, b);
+          const uint64_t index = share.before_expansion_step(slot, t, schedule.slices) +
+                                 share.before(slot, t - first + 1) - share.before(slot, b + 1) +
+                                 base_index - share.before(slot, b);
           if (hop.src == rank) task.destinations.push_back({hop.dst, index});
           if (hop.dst == rank) {
             task.sources.push_back({hop.src, index});
@@ -210,8 +242,6 @@ RankProgram lower_rank_program(const ir::Schedule& schedule, int32_t rank) {
       }
       offset += schedule.steps[b].ops.size();
     }
-    for (uint32_t slot = 0; slot < share.receivers(); ++slot)
-      earlier[slot] += share.before(slot, t - first + 1) - share.before(slot, t - last);
     mark_staged_writes(program.steps[t]);
   }
   route_own_reads(program, ir::expanded_units(schedule));

@@ -70,17 +70,39 @@ uint64_t expanded_op_count(const Schedule& schedule) {
 
 PipelineFootprint pipeline_footprint(const Schedule& base, int32_t world_size) {
   PipelineFootprint footprint;
-  std::vector<uint64_t> rank_ops(static_cast<size_t>(std::max(world_size, 0)), 0);
-  const auto take_part = [&](int32_t rank) {
-    if (rank >= 0 && rank < world_size)
-      footprint.largest_rank_ops = std::max(footprint.largest_rank_ops, ++rank_ops[static_cast<size_t>(rank)]);
+  // Each op's ranks once: its group, and its root when outside the group.
+  const auto for_each_rank = [&](auto&& take) {
+    for (const Step& step : base.steps)
+      for (const Op& op : step.ops) {
+        for (const int32_t rank : op.group)
+          if (rank >= 0 && rank < world_size) take(rank);
+        if (op.root >= 0 && op.root < world_size && std::find(op.group.begin(), op.group.end(), op.root) == op.group.end())
+          take(op.root);
+      }
   };
   for (const Step& step : base.steps) {
     footprint.ops += step.ops.size();
-    for (const Op& op : step.ops) {
-      footprint.group_members += op.group.size();
-      for (const int32_t rank : op.group) take_part(rank);
-      if (std::find(op.group.begin(), op.group.end(), op.root) == op.group.end()) take_part(op.root);
+    for (const Op& op : step.ops) footprint.group_members += op.group.size();
+  }
+  // Counted in a table by rank when the world is not much larger than the schedule, else by
+  // sorting the ranks taken part: memory in the schedule's size either way (a small plan.bin
+  // may claim a world of two billion).
+  const uint64_t taken = footprint.ops + footprint.group_members;
+  if (static_cast<uint64_t>(std::max(world_size, 0)) <= 4 * taken + 64) {
+    std::vector<uint64_t> rank_ops(static_cast<size_t>(std::max(world_size, 0)), 0);
+    for_each_rank([&](int32_t rank) {
+      footprint.largest_rank_ops = std::max(footprint.largest_rank_ops, ++rank_ops[static_cast<size_t>(rank)]);
+    });
+  } else {
+    std::vector<int32_t> ranks;
+    ranks.reserve(taken);
+    for_each_rank([&](int32_t rank) { ranks.push_back(rank); });
+    std::sort(ranks.begin(), ranks.end());
+    for (size_t run = 0; run < ranks.size();) {
+      size_t end = run;
+      while (end < ranks.size() && ranks[end] == ranks[run]) ++end;
+      footprint.largest_rank_ops = std::max<uint64_t>(footprint.largest_rank_ops, end - run);
+      run = end;
     }
   }
   return footprint;

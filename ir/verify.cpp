@@ -83,9 +83,8 @@ std::string byte_range(const Schedule& schedule) {
 
 // Checks the schedule's fields and the ops whose index, counting through all steps in order,
 // is in [first_op, last_op).
-void check_structure_labeled(const Schedule& schedule, int32_t world_size,
-                             const std::string& label, size_t first_op = 0,
-                             size_t last_op = SIZE_MAX) {
+// The fields of the schedule itself, not of its steps.
+void check_schedule_fields(const Schedule& schedule, int32_t world_size, const std::string& label) {
   if (world_size < 1) fail(label, fmt::format("world size {} must be at least 1", world_size));
   if (schedule.units == 0) fail(label, "units must be at least 1");
   if (schedule.max_bytes && *schedule.max_bytes <= schedule.min_bytes) {
@@ -94,6 +93,12 @@ void check_structure_labeled(const Schedule& schedule, int32_t world_size,
   if (static_cast<size_t>(schedule.collective) > static_cast<size_t>(Collective::Broadcast)) {
     fail(label, "invalid collective");
   }
+}
+
+void check_structure_labeled(const Schedule& schedule, int32_t world_size,
+                             const std::string& label, size_t first_op = 0,
+                             size_t last_op = SIZE_MAX) {
+  check_schedule_fields(schedule, world_size, label);
   // The size of what is checked (a slice's share, not the whole schedule), which decides
   // whether marks sized by the world pay off.
   size_t size = 0, counted = 0;
@@ -348,26 +353,51 @@ void check_plan_fields(const Plan& plan) {
 
 namespace {
 
-// Whether an earlier schedule of the plan holds the same collective, units and steps (the
-// planner's pipelines of one base do): verifying that one verified these steps, which are right
-// exactly when this schedule is, whether it holds them whole or as a compact pipeline's base.
-bool holds_the_steps_of_an_earlier_schedule(const Plan& plan, size_t index) {
-  const Schedule& schedule = plan.schedules[index];
-  for (size_t j = 0; j < index; ++j) {
-    const Schedule& earlier = plan.schedules[j];
-    if (earlier.collective == schedule.collective && earlier.units == schedule.units &&
-        earlier.steps == schedule.steps)
-      return true;
+// For each schedule, an earlier one holding the same collective, units and steps (the
+// planner's pipelines of one base do), or npos: verifying that one verified these steps, which
+// are right exactly when this schedule is, whether it holds them whole or as a compact
+// pipeline's base. Its own fields (the byte range) are still checked. Steps are compared in
+// full only where a hash of them agrees, so the cost is one pass over the plan.
+constexpr size_t kNoEarlier = SIZE_MAX;
+
+std::vector<size_t> repeated_schedules(const Plan& plan) {
+  const auto mix = [](uint64_t hash, uint64_t value) {
+    return (hash ^ value) * 0x100000001b3ull;  // FNV-1a, one 64-bit value at a time
+  };
+  std::vector<uint64_t> hashes;
+  std::vector<size_t> earlier(plan.schedules.size(), kNoEarlier);
+  for (size_t i = 0; i < plan.schedules.size(); ++i) {
+    const Schedule& schedule = plan.schedules[i];
+    uint64_t hash = mix(mix(0xcbf29ce484222325ull, schedule.units), static_cast<uint64_t>(schedule.collective));
+    for (const Step& step : schedule.steps) {
+      hash = mix(mix(mix(hash, static_cast<uint64_t>(step.phase)), static_cast<uint64_t>(step.level)), step.ops.size());
+      for (const Op& op : step.ops) {
+        hash = mix(mix(mix(hash, op.begin), op.end), static_cast<uint64_t>(op.root));
+        hash = mix(mix(hash, static_cast<uint64_t>(op.kind) * 2 + static_cast<uint64_t>(op.shape)), op.group.size());
+        for (const int32_t member : op.group) hash = mix(hash, static_cast<uint64_t>(member));
+      }
+    }
+    hashes.push_back(hash);
+    for (size_t j = 0; j < i && earlier[i] == kNoEarlier; ++j) {
+      const Schedule& other = plan.schedules[j];
+      if (earlier[j] == kNoEarlier && hashes[j] == hash && other.collective == schedule.collective &&
+          other.units == schedule.units && other.steps == schedule.steps)
+        earlier[i] = j;
+    }
   }
-  return false;
+  return earlier;
 }
 
 }  // namespace
 
 void verify_plan(const Plan& plan) {
   check_plan_fields(plan);
+  const std::vector<size_t> repeated = repeated_schedules(plan);
   for (size_t i = 0; i < plan.schedules.size(); ++i) {
-    if (holds_the_steps_of_an_earlier_schedule(plan, i)) continue;
+    if (repeated[i] != kNoEarlier) {
+      check_schedule_fields(plan.schedules[i], plan.world_size, schedule_label(plan, i));
+      continue;
+    }
     verify_schedule_labeled(plan.schedules[i], plan.world_size, schedule_label(plan, i));
   }
 }
@@ -435,12 +465,16 @@ void verify_plan_slice(const Plan& plan, int32_t part, int32_t slices) {
   if (slices < 1 || part < 0 || part >= slices)
     throw std::invalid_argument(fmt::format("slice {} of {} does not exist", part, slices));
   check_plan_fields(plan);
+  const std::vector<size_t> repeated = repeated_schedules(plan);
   for (size_t i = 0; i < plan.schedules.size(); ++i) {
-    // Every part skips the same schedules: the parts of the earlier one covered its steps.
-    if (holds_the_steps_of_an_earlier_schedule(plan, i)) continue;
     const Schedule& schedule = plan.schedules[i];
     const int32_t slice = schedule_slice(i, plan.schedules.size(), part, slices);
     const std::string label = schedule_label(plan, i);
+    // Every part skips the same schedules: the parts of the earlier one covered its steps.
+    if (repeated[i] != kNoEarlier) {
+      check_schedule_fields(schedule, plan.world_size, label);
+      continue;
+    }
     // A pipeline: the slices of all ranks tile its base, which is right exactly when the
     // pipeline is (pipeline_form.hpp); a fault is explained on the pipeline itself where its
     // slice shows it.

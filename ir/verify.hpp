@@ -35,7 +35,7 @@ void check_plan_fields(const Plan& plan);
 
 // check_plan_fields, then verify_schedule on every schedule; errors start with the schedule's
 // label, schedule_label(plan, i). A schedule holding the same collective, units and steps as an
-// earlier one (pipelines of one base, held compact) is not verified again. A compact pipeline
+// earlier one (pipelines of one base, held compact) has only its own fields checked again. A compact pipeline
 // is verified as its base; a fault is explained on its expansion when that has at most
 // kMaxExplainedExpansionOps ops (pipeline_form.hpp), else on the base.
 void verify_plan(const Plan& plan);

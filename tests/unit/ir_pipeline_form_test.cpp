@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -267,6 +268,13 @@ TEST(PipelineForm, FootprintCountsEachRanksOps) {
   EXPECT_EQ(footprint.group_members, 6u);
   EXPECT_EQ(footprint.largest_rank_ops, 3u) << "rank 1: in three groups; rank 9 is outside the world";
   EXPECT_EQ(pipeline_footprint(base, 2).largest_rank_ops, 3u);
+  // A world far larger than the schedule is counted by sorting (no table by rank): the same.
+  EXPECT_EQ(pipeline_footprint(base, INT32_MAX).largest_rank_ops, 3u);
+  // A small plan.bin claiming such a world decodes without a table of two billion ranks.
+  Plan huge_world;
+  huge_world.world_size = INT32_MAX;
+  huge_world.schedules = {compact_pipeline(ring_schedule(4), 2)};
+  EXPECT_EQ(decode_plan_unverified(encode_plan(huge_world), "mem"), huge_world);
 }
 
 // The limits hold exactly at their values and refuse one more, with the reason named.
@@ -340,6 +348,13 @@ TEST(PipelineForm, RepeatedStepsAreVerifiedOnce) {
                                ranged(base, 4096, std::nullopt)},
                               4);
   EXPECT_EQ(message([&] { verify_plan(shared); }), "verified");
+  // A repeat's own fields are still checked: an empty byte range between two others.
+  const Plan empty_range = plan_of({ranged(base, 0, 100), ranged(base, 100, 100), ranged(base, 100, std::nullopt)}, 4);
+  EXPECT_NE(message([&] { verify_plan(empty_range); }).find("schedule 1 (ring): message size range [100,100) is empty"),
+            std::string::npos)
+      << message([&] { verify_plan(empty_range); });
+  for (int32_t part = 0; part < 4; ++part)
+    EXPECT_NE(message([&] { verify_plan_slice(empty_range, part, 4); }), "verified") << "part " << part;
   Schedule wider = base;
   wider.units *= 2;  // the same steps leave half the units unreduced
   Schedule other = base;
