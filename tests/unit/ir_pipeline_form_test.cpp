@@ -219,30 +219,32 @@ TEST(PipelineForm, CompactPipelinesAreTheSamePipeline) {
 // the whole check and by each rank's slice of it: a base missing an op (its first fault is in
 // slice 0, where base and expansion agree on steps and units), and a base whose op runs past
 // its units (the expansion's first fault is that op in the last slice, a later step).
+// The verifier's message for a check, or "verified".
+std::string verify_message(const std::function<void()>& check) {
+  try {
+    check();
+  } catch (const VerifyError& e) {
+    return std::string(e.what());
+  }
+  return std::string("verified");
+}
+
 TEST(PipelineForm, CompactPipelineOfAWrongBaseIsRejectedAsItsExpansionIs) {
   Schedule missing_op = ring_schedule(4);
   missing_op.steps.back().ops.pop_back();
   Schedule past_units = ring_schedule(4);
   past_units.steps.back().ops.back().end = past_units.units + 1;
-  const auto message = [](const std::function<void()>& check) {
-    try {
-      check();
-    } catch (const VerifyError& e) {
-      return std::string(e.what());
-    }
-    return std::string("verified");
-  };
   for (const Schedule& bad_base : {missing_op, past_units}) {
     const Plan compact = plan_of({compact_pipeline(bad_base, 3)}, 4);
     const Plan whole = plan_of({expand_pipeline(bad_base, 3)}, 4);
-    const std::string expected = message([&] { verify_plan(whole); });
+    const std::string expected = verify_message([&] { verify_plan(whole); });
     EXPECT_NE(expected, "verified");
     EXPECT_NE(expected.find("ring@3"), std::string::npos) << expected;
-    EXPECT_EQ(message([&] { verify_plan(compact); }), expected);
+    EXPECT_EQ(verify_message([&] { verify_plan(compact); }), expected);
     int rejected = 0;
     for (int32_t part = 0; part < 4; ++part) {
-      const std::string expected_part = message([&] { verify_plan_slice(whole, part, 4); });
-      EXPECT_EQ(message([&] { verify_plan_slice(compact, part, 4); }), expected_part) << "part " << part;
+      const std::string expected_part = verify_message([&] { verify_plan_slice(whole, part, 4); });
+      EXPECT_EQ(verify_message([&] { verify_plan_slice(compact, part, 4); }), expected_part) << "part " << part;
       rejected += expected_part != "verified";
     }
     EXPECT_GT(rejected, 0);
@@ -330,14 +332,6 @@ TEST(PipelineForm, PlanBinRefusesPipelinesBeyondTheLimits) {
 // Pipelines of one base hold the same steps and are verified once; a schedule with the same
 // steps but other units or another collective is still checked, whole or in parts.
 TEST(PipelineForm, RepeatedStepsAreVerifiedOnce) {
-  const auto message = [](const std::function<void()>& check) {
-    try {
-      check();
-    } catch (const VerifyError& e) {
-      return std::string(e.what());
-    }
-    return std::string("verified");
-  };
   const auto ranged = [](Schedule schedule, uint64_t min_bytes, std::optional<uint64_t> max_bytes) {
     schedule.min_bytes = min_bytes;
     schedule.max_bytes = max_bytes;
@@ -347,14 +341,14 @@ TEST(PipelineForm, RepeatedStepsAreVerifiedOnce) {
   const Plan shared = plan_of({ranged(compact_pipeline(base, 2), 0, 1024), ranged(compact_pipeline(base, 4), 1024, 4096),
                                ranged(base, 4096, std::nullopt)},
                               4);
-  EXPECT_EQ(message([&] { verify_plan(shared); }), "verified");
+  EXPECT_EQ(verify_message([&] { verify_plan(shared); }), "verified");
   // A repeat's own fields are still checked: an empty byte range between two others.
   const Plan empty_range = plan_of({ranged(base, 0, 100), ranged(base, 100, 100), ranged(base, 100, std::nullopt)}, 4);
-  EXPECT_NE(message([&] { verify_plan(empty_range); }).find("schedule 1 (ring): message size range [100,100) is empty"),
+  EXPECT_NE(verify_message([&] { verify_plan(empty_range); }).find("schedule 1 (ring): message size range [100,100) is empty"),
             std::string::npos)
-      << message([&] { verify_plan(empty_range); });
+      << verify_message([&] { verify_plan(empty_range); });
   for (int32_t part = 0; part < 4; ++part)
-    EXPECT_NE(message([&] { verify_plan_slice(empty_range, part, 4); }), "verified") << "part " << part;
+    EXPECT_NE(verify_message([&] { verify_plan_slice(empty_range, part, 4); }), "verified") << "part " << part;
   Schedule wider = base;
   wider.units *= 2;  // the same steps leave half the units unreduced
   Schedule other = base;
@@ -366,10 +360,10 @@ TEST(PipelineForm, RepeatedStepsAreVerifiedOnce) {
     const Plan plan = plan_of({ranged(compact_pipeline(base, 2), 0, allreduce ? std::optional<uint64_t>(1024) : std::nullopt),
                                ranged(repeat, allreduce ? 1024 : 0, std::nullopt)},
                               4);
-    const std::string whole = message([&] { verify_plan(plan); });
+    const std::string whole = verify_message([&] { verify_plan(plan); });
     EXPECT_NE(whole.find("schedule 1"), std::string::npos) << whole;
     int rejected = 0;
-    for (int32_t part = 0; part < 4; ++part) rejected += message([&] { verify_plan_slice(plan, part, 4); }) != "verified";
+    for (int32_t part = 0; part < 4; ++part) rejected += verify_message([&] { verify_plan_slice(plan, part, 4); }) != "verified";
     EXPECT_GT(rejected, 0);
   }
 }
