@@ -98,9 +98,12 @@ void Engine::connect(const bootstrap::HostIdentity& host, const std::vector<int3
   std::string error;
   std::vector<uint8_t> address;
   try {
-    // Every chunk goes eager (docs/runtime.md, Eager chunks).
+    // Every chunk goes eager (docs/runtime.md, Eager chunks). With every endpoint in
+    // peer-failure mode (loopback TCP on one host), sends copy: UCX 1.13's TCP zero-copy path
+    // can abort a sender whose peer dies (docs/runtime.md, Timeouts and errors).
+    const bool copy_sends = options_.peer_failure == PeerFailureDetection::All;
     transport_ = std::make_unique<UcxTransport>(options_.blocking, plan_.world_size,
-                                                default_transports(single_host), /*eager=*/true);
+                                                default_transports(single_host), /*eager=*/true, copy_sends);
     address = transport_->address();
   } catch (const std::exception& e) {
     error = e.what();

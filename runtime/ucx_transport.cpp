@@ -28,7 +28,8 @@ constexpr size_t kAbortNoticeBytes = 4096;
 
 }  // namespace
 
-UcxTransport::UcxTransport(bool blocking, int32_t world_size, const char* transports, bool eager) {
+UcxTransport::UcxTransport(bool blocking, int32_t world_size, const char* transports, bool eager,
+                           bool copy_sends) {
   ucp_config_t* config = nullptr;
   check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read");
   auto modify = [&](const char* name, const std::string& value) {
@@ -45,6 +46,7 @@ UcxTransport::UcxTransport(bool blocking, int32_t world_size, const char* transp
   // chunking rule bounds every message, so no threshold is needed below it. The user's
   // UCX_RNDV_THRESH wins.
   if (eager && std::getenv("UCX_RNDV_THRESH") == nullptr) modify("RNDV_THRESH", "inf");
+  if (copy_sends && std::getenv("UCX_ZCOPY_THRESH") == nullptr) modify("ZCOPY_THRESH", "inf");
 
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;

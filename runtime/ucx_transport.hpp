@@ -23,9 +23,12 @@ class UcxTransport {
   // Context and worker. `blocking` adds UCP_FEATURE_WAKEUP for wait_for_event. UCX's own
   // configuration (UCX_TLS, UCX_NET_DEVICES, ...) comes from the environment as usual;
   // `transports`, if given, replaces UCX_TLS. `eager`, unless UCX_RNDV_THRESH is set, sends
-  // every message eagerly (RNDV_THRESH=inf; docs/runtime.md, Eager chunks). Throws
-  // RuntimeError.
-  UcxTransport(bool blocking, int32_t world_size, const char* transports = nullptr, bool eager = false);
+  // every message eagerly (RNDV_THRESH=inf; docs/runtime.md, Eager chunks). `copy_sends`,
+  // unless UCX_ZCOPY_THRESH is set, keeps sends off UCX's zero-copy path (ZCOPY_THRESH=inf):
+  // UCX 1.13's TCP transport can complete a zero-copy send twice when its peer dies and abort
+  // the sender (docs/runtime.md, Timeouts and errors). Throws RuntimeError.
+  UcxTransport(bool blocking, int32_t world_size, const char* transports = nullptr, bool eager = false,
+               bool copy_sends = false);
   ~UcxTransport();
   UcxTransport(const UcxTransport&) = delete;
   UcxTransport& operator=(const UcxTransport&) = delete;
