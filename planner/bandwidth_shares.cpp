@@ -3,12 +3,14 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <stdexcept>
 #include <utility>
 
 #include <ClpSimplex.hpp>
+#include <ClpSolve.hpp>
 #include <CoinPackedMatrix.hpp>
 #include <fmt/core.h>
 
@@ -133,14 +135,21 @@ std::vector<std::vector<char>> candidate_trees(const Topology& topo, const Orbit
 // A sparse LP in rows, handed to CLP in one piece.
 class LinearProgram {
  public:
+  struct Solution {
+    std::vector<double> columns;
+    std::vector<double> row_duals;
+    double objective = 0;
+  };
+
   int column(double lower = 0, double upper = COIN_DBL_MAX, double objective = 0) {
     lower_.push_back(lower);
     upper_.push_back(upper);
     objective_.push_back(objective);
     return static_cast<int>(lower_.size()) - 1;
   }
-  // lower <= sum of coefficient x column <= upper
-  void row(std::vector<std::pair<int, double>> terms, double lower, double upper) {
+  void add_to_objective(int col, double coefficient) { objective_[static_cast<size_t>(col)] += coefficient; }
+  // lower <= sum of coefficient x column <= upper; returns the row's index.
+  int row(std::vector<std::pair<int, double>> terms, double lower, double upper) {
     // Columns shared by an orbit appear once per member: add their coefficients up.
     std::sort(terms.begin(), terms.end());
     size_t kept = 0;
@@ -159,8 +168,11 @@ class LinearProgram {
     }
     row_lower_.push_back(lower);
     row_upper_.push_back(upper);
+    return r;
   }
-  std::vector<double> minimise() const {
+  size_t columns() const { return lower_.size(); }
+
+  Solution minimise() const {
     CoinPackedMatrix matrix(false, rows_.data(), cols_.data(), values_.data(),
                             static_cast<CoinBigIndex>(values_.size()));
     matrix.setDimensions(static_cast<int>(row_lower_.size()), static_cast<int>(lower_.size()));
@@ -168,19 +180,113 @@ class LinearProgram {
     model.setLogLevel(0);
     model.loadProblem(matrix, lower_.data(), upper_.data(), objective_.data(), row_lower_.data(),
                       row_upper_.data());
-    model.initialSolve();
+    // Dual simplex without presolve: on these LPs CLP's presolve took most of the time (a 16k-
+    // learner tree: 0.09 s against 0.38 s). CLP's default path is the fallback.
+    ClpSolve dual_only;
+    dual_only.setSolveType(ClpSolve::useDual);
+    dual_only.setPresolveType(ClpSolve::presolveOff);
+    model.initialSolve(dual_only);
+    if (!model.isProvenOptimal()) model.initialSolve();
     if (!model.isProvenOptimal())
       throw std::logic_error(fmt::format(
           "flexreduce-bw: the share LP ({} columns, {} rows) ended with CLP status {}",
           lower_.size(), row_lower_.size(), model.status()));
-    const double* solution = model.primalColumnSolution();
-    return std::vector<double>(solution, solution + lower_.size());
+    Solution solution;
+    solution.columns.assign(model.primalColumnSolution(), model.primalColumnSolution() + lower_.size());
+    solution.row_duals.assign(model.dualRowSolution(), model.dualRowSolution() + row_lower_.size());
+    solution.objective = model.objectiveValue();
+    return solution;
   }
 
  private:
   std::vector<double> lower_, upper_, objective_, row_lower_, row_upper_;
   std::vector<int> rows_, cols_;
   std::vector<double> values_;
+};
+
+// The share LP over some of the candidate virtual trees. Built two ways:
+// - the master (no prices): minimise the busiest link's load / bandwidth, the trees' weights
+//   free and summing to 1;
+// - a pricing problem (one tree, link prices given): that tree alone at weight 1, minimising
+//   the sum over links of price x load.
+// Bandwidths are relative to `slowest`, which keeps the numbers near 1.
+struct ShareLp {
+  struct Columns {
+    int weight = -1;
+    std::vector<std::vector<int>> held;  // by orbit, by ancestor index
+  };
+  LinearProgram lp;
+  int time = -1;                      // the master's objective column
+  std::vector<Columns> columns;       // by tree
+  std::vector<int> link_row;          // the master's load row, by node; -1 where none
+
+  ShareLp(const Topology& topo, const Orbits& orbits, double slowest,
+          const std::vector<const std::vector<char>*>& trees, const std::vector<double>* link_prices) {
+    const auto is_representative = [&](NodeId n) { return orbits.representative[orbits.of[n]] == n; };
+    if (link_prices == nullptr) time = lp.column(0, COIN_DBL_MAX, 1);  // in units of 1 / slowest
+    std::vector<std::vector<std::pair<int, double>>> link_load(topo.num_nodes());
+    std::vector<std::pair<int, double>> weights_sum;
+    columns.resize(trees.size());
+    for (size_t t = 0; t < trees.size(); ++t) {
+      const VirtualTree vt(topo, *trees[t]);
+      Columns& cols = columns[t];
+      cols.weight = link_prices == nullptr ? lp.column() : lp.column(1, 1);
+      weights_sum.emplace_back(cols.weight, 1.0);
+      cols.held.resize(orbits.representative.size());
+      const auto held = [&](NodeId n) -> const std::vector<int>& { return cols.held[orbits.of[n]]; };
+      for (NodeId u : vt.bottom_up())
+        if (is_representative(u))
+          for (size_t j = 0; j < vt.ancestors(u).size(); ++j) cols.held[orbits.of[u]].push_back(lp.column());
+      for (NodeId u : vt.bottom_up()) {
+        const auto& ancestors = vt.ancestors(u);
+        if (is_representative(u)) {
+          if (!vt.children(u).empty()) {
+            // After u's own step its children hold the class's whole range between them, and
+            // after each later step what u's subtree holds.
+            std::vector<std::pair<int, double>> own{{cols.weight, -1.0}};
+            for (NodeId c : vt.children(u)) own.emplace_back(held(c)[0], 1.0);
+            lp.row(std::move(own), 0, 0);
+            for (size_t j = 0; j < ancestors.size(); ++j) {
+              std::vector<std::pair<int, double>> later{{held(u)[j], -1.0}};
+              for (NodeId c : vt.children(u)) later.emplace_back(held(c)[j + 1], 1.0);
+              lp.row(std::move(later), 0, 0);
+            }
+          }
+          if (!ancestors.empty()) {
+            // Nested: what u holds only shrinks going up.
+            lp.row({{held(u)[0], 1.0}, {cols.weight, -1.0}}, -COIN_DBL_MAX, 0);
+            for (size_t j = 1; j < ancestors.size(); ++j)
+              lp.row({{held(u)[j], 1.0}, {held(u)[j - 1], -1.0}}, -COIN_DBL_MAX, 0);
+          }
+        }
+        if (ancestors.empty()) continue;  // the root
+        // L_u, added to every physical link on u's way up to its virtual parent (one row per
+        // orbit of links: every member of an orbit carries the same load).
+        std::vector<std::pair<int, double>> load{{cols.weight, 1.0}, {held(u).back(), -1.0}};
+        for (size_t j = 0; j < ancestors.size(); ++j) {
+          const double fan_in = static_cast<double>(vt.children(ancestors[j]).size()) - 1;
+          if (fan_in > 0) load.emplace_back(held(u)[j], fan_in);
+        }
+        for (NodeId link : vt.uplink_path(topo, u))
+          if (is_representative(link))
+            link_load[link].insert(link_load[link].end(), load.begin(), load.end());
+      }
+    }
+    lp.row(weights_sum, 1, 1);
+    link_row.assign(static_cast<size_t>(topo.num_nodes()), -1);
+    for (NodeId n = 0; n < topo.num_nodes(); ++n) {
+      if (!separates_learners(topo, n) || !is_representative(n)) continue;
+      auto terms = std::move(link_load[n]);
+      if (link_prices != nullptr) {
+        const double price = (*link_prices)[static_cast<size_t>(n)];
+        if (price != 0)
+          for (const auto& [col, coefficient] : terms) lp.add_to_objective(col, price * coefficient);
+        continue;
+      }
+      terms.emplace_back(time, -topo.uplink(n).bandwidth / slowest);
+      link_row[static_cast<size_t>(n)] = lp.row(std::move(terms), -COIN_DBL_MAX, 0);
+    }
+  }
 };
 
 }  // namespace
@@ -193,92 +299,80 @@ uint64_t share_lp_columns(const Topology& topo) {
   return columns;
 }
 
-BandwidthShares bandwidth_shares(const Topology& topo) {
+BandwidthShares bandwidth_shares(const Topology& topo, ShareSolve how) {
   BandwidthShares shares;
   if (topo.num_learners() < 2) return shares;
-  // Bandwidths relative to the slowest separating link keep the LP's numbers near 1.
   double slowest = 0;
   for (NodeId n = 0; n < topo.num_nodes(); ++n)
     if (separates_learners(topo, n))
       slowest = slowest == 0 ? topo.uplink(n).bandwidth : std::min(slowest, topo.uplink(n).bandwidth);
 
+  // Column generation over the candidate trees: the master starts with the tree itself; its
+  // link duals price every other tree (the pricing LP: that tree alone, minimising the priced
+  // load), and a tree enters when it would lower the master's optimum. By LP duality the loop
+  // ends at the optimum of the LP over all candidates, usually after one small solve: the
+  // master stops at once when it meets the floor (a lower bound on every schedule).
   const Orbits orbits = orbits_of(topo);
-  const auto is_representative = [&](NodeId n) { return orbits.representative[orbits.of[n]] == n; };
-  LinearProgram lp;
-  const int time = lp.column(0, COIN_DBL_MAX, 1);  // in units of 1 / slowest
-  std::vector<std::vector<std::pair<int, double>>> link_load(topo.num_nodes());
-  std::vector<std::pair<int, double>> weights_sum;
-  const auto trees = candidate_trees(topo, orbits);
-  struct Columns {
-    int weight;
-    std::vector<std::vector<int>> held;  // by orbit, by ancestor index
-  };
-  std::vector<Columns> columns(trees.size());
-  for (size_t t = 0; t < trees.size(); ++t) {
-    const VirtualTree vt(topo, trees[t]);
-    Columns& cols = columns[t];
-    cols.weight = lp.column();
-    weights_sum.emplace_back(cols.weight, 1.0);
-    cols.held.resize(orbits.representative.size());
-    const auto held = [&](NodeId n) -> const std::vector<int>& { return cols.held[orbits.of[n]]; };
-    for (NodeId u : vt.bottom_up())
-      if (is_representative(u))
-        for (size_t j = 0; j < vt.ancestors(u).size(); ++j) cols.held[orbits.of[u]].push_back(lp.column());
-    for (NodeId u : vt.bottom_up()) {
-      const auto& ancestors = vt.ancestors(u);
-      if (is_representative(u)) {
-        if (!vt.children(u).empty()) {
-          // After u's own step its children hold the class's whole range between them, and
-          // after each later step what u's subtree holds.
-          std::vector<std::pair<int, double>> own{{cols.weight, -1.0}};
-          for (NodeId c : vt.children(u)) own.emplace_back(held(c)[0], 1.0);
-          lp.row(std::move(own), 0, 0);
-          for (size_t j = 0; j < ancestors.size(); ++j) {
-            std::vector<std::pair<int, double>> later{{held(u)[j], -1.0}};
-            for (NodeId c : vt.children(u)) later.emplace_back(held(c)[j + 1], 1.0);
-            lp.row(std::move(later), 0, 0);
-          }
-        }
-        if (!ancestors.empty()) {
-          // Nested: what u holds only shrinks going up.
-          lp.row({{held(u)[0], 1.0}, {cols.weight, -1.0}}, -COIN_DBL_MAX, 0);
-          for (size_t j = 1; j < ancestors.size(); ++j)
-            lp.row({{held(u)[j], 1.0}, {held(u)[j - 1], -1.0}}, -COIN_DBL_MAX, 0);
-        }
+  const auto candidates = candidate_trees(topo, orbits);
+  const double floor_per_byte = cost_floor(topo).per_byte;
+  std::vector<char> in_master(candidates.size(), 0);
+  for (size_t t = 0; t < candidates.size(); ++t)
+    if (std::none_of(candidates[t].begin(), candidates[t].end(), [](char c) { return c != 0; }))
+      in_master[t] = 1;  // the tree itself
+  if (how == ShareSolve::all_trees || std::find(in_master.begin(), in_master.end(), 1) == in_master.end())
+    in_master.assign(candidates.size(), 1);
+  for (;;) {
+    std::vector<const std::vector<char>*> trees;
+    std::vector<size_t> tree_index;
+    for (size_t t = 0; t < candidates.size(); ++t)
+      if (in_master[t]) {
+        trees.push_back(&candidates[t]);
+        tree_index.push_back(t);
       }
-      if (ancestors.empty()) continue;  // the root
-      // L_u, added to every physical link on u's way up to its virtual parent (one row per
-      // orbit of links: every member of an orbit carries the same load).
-      std::vector<std::pair<int, double>> load{{cols.weight, 1.0}, {held(u).back(), -1.0}};
-      for (size_t j = 0; j < ancestors.size(); ++j) {
-        const double fan_in = static_cast<double>(vt.children(ancestors[j]).size()) - 1;
-        if (fan_in > 0) load.emplace_back(held(u)[j], fan_in);
+    const ShareLp master(topo, orbits, slowest, trees, nullptr);
+    const auto solution = master.lp.minimise();
+    const double optimum = solution.columns[static_cast<size_t>(master.time)];
+    bool entered = false;
+    if (optimum / slowest > floor_per_byte * (1 + 1e-9)) {
+      // The link prices: the master's load-row duals, scaled so that sum of price x relative
+      // bandwidth is 1. Then any mix of trees has a busiest link at least its priced load, and a
+      // tree whose cheapest priced load is below the optimum can lower it.
+      std::vector<double> prices(static_cast<size_t>(topo.num_nodes()), 0);
+      double scale = 0;
+      for (NodeId n = 0; n < topo.num_nodes(); ++n) {
+        const int row = master.link_row[static_cast<size_t>(n)];
+        if (row < 0) continue;
+        prices[static_cast<size_t>(n)] = std::abs(solution.row_duals[static_cast<size_t>(row)]);
+        scale += prices[static_cast<size_t>(n)] * topo.uplink(n).bandwidth / slowest;
       }
-      for (NodeId link : vt.uplink_path(topo, u))
-        if (is_representative(link))
-          link_load[link].insert(link_load[link].end(), load.begin(), load.end());
+      if (scale > 0) {
+        for (double& price : prices) price /= scale;
+        for (size_t t = 0; t < candidates.size(); ++t) {
+          if (in_master[t]) continue;
+          const ShareLp pricing(topo, orbits, slowest, {&candidates[t]}, &prices);
+          if (pricing.lp.minimise().objective < optimum * (1 - 1e-7)) in_master[t] = entered = true;
+        }
+      } else {
+        // No prices to go by (a degenerate dual): every candidate enters.
+        for (size_t t = 0; t < candidates.size(); ++t)
+          if (!in_master[t]) in_master[t] = entered = true;
+      }
     }
-  }
-  lp.row(weights_sum, 1, 1);
-  for (NodeId n = 0; n < topo.num_nodes(); ++n) {
-    if (!separates_learners(topo, n) || !is_representative(n)) continue;
-    auto terms = std::move(link_load[n]);
-    terms.emplace_back(time, -topo.uplink(n).bandwidth / slowest);
-    lp.row(std::move(terms), -COIN_DBL_MAX, 0);
-  }
+    if (entered) continue;
 
-  const auto solution = lp.minimise();
-  shares.per_byte = solution[time] / slowest;
-  for (size_t t = 0; t < trees.size(); ++t) {
-    const double weight = solution[columns[t].weight];
-    if (!(weight > 1e-9)) continue;
-    ShareClass& share = shares.classes.emplace_back();
-    share.transparent = trees[t];
-    share.weight = weight;
-    share.held.resize(topo.num_nodes());
-    for (NodeId u = 0; u < topo.num_nodes(); ++u)
-      for (int col : columns[t].held[orbits.of[u]])
-        share.held[u].push_back(std::clamp(solution[col] / weight, 0.0, 1.0));
+    shares.per_byte = optimum / slowest;
+    for (size_t i = 0; i < trees.size(); ++i) {
+      const double weight = solution.columns[static_cast<size_t>(master.columns[i].weight)];
+      if (!(weight > 1e-9)) continue;
+      ShareClass& share = shares.classes.emplace_back();
+      share.transparent = candidates[tree_index[i]];
+      share.weight = weight;
+      share.held.resize(topo.num_nodes());
+      for (NodeId u = 0; u < topo.num_nodes(); ++u)
+        for (int col : master.columns[i].held[orbits.of[u]])
+          share.held[u].push_back(std::clamp(solution.columns[static_cast<size_t>(col)] / weight, 0.0, 1.0));
+    }
+    break;
   }
   // Renormalise the weights the solver left at noise level out.
   double total = 0;

@@ -17,7 +17,9 @@
 // load / bandwidth, with the vector split among several virtual trees of the topology (the
 // tree itself, every switch alone made transparent where that might help, and the flat tree):
 // a rack whose uplink is faster than its machines' can pass their data up uncombined. On the
-// random trees of bench/planning the optimum meets the floor of floor.hpp.
+// random trees of bench/planning the optimum meets the floor of floor.hpp. The LP is solved by
+// column generation over the virtual trees (bandwidth_shares.cpp): the tree itself first, other
+// trees only when the link duals say they lower the optimum.
 #pragma once
 
 #include <cstdint>
@@ -43,7 +45,11 @@ struct BandwidthShares {
   std::vector<ShareClass> classes;  // those with a weight above zero
 };
 
-BandwidthShares bandwidth_shares(const Topology&);
+// How the LP is solved: by column generation over the candidate virtual trees (the planner's
+// way), or with every candidate in one LP. Both reach the same optimum (a unit test compares
+// them); column generation usually solves one LP the size of the tree alone.
+enum class ShareSolve { column_generation, all_trees };
+BandwidthShares bandwidth_shares(const Topology&, ShareSolve = ShareSolve::column_generation);
 
 // The LP's column count (one per orbit, virtual tree and ancestor, plus one per tree). Its
 // solving time grows faster than linearly with it: virtual trees beyond the tree itself and the
