@@ -1,6 +1,8 @@
 // libFuzzer harness for the plan.bin decoder. The input's first byte picks the mode: odd, the
 // rest is decoded as it is (header checks, checksum); even, the rest gets a correct payload
 // length and checksum first, so that the fuzzer explores the payload's decoding behind them.
+// The corpus (fuzz/corpus/plan_binary) holds plans written by flexplan behind a mode byte of 0,
+// so that mutations of their payloads get past the checksum.
 #include <cstdint>
 #include <cstring>
 #include <span>

@@ -18,6 +18,8 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <optional>
+#include <span>
 
 #include "flexplan/version.hpp"
 #include "ir/byte_io.hpp"
@@ -104,7 +106,18 @@ void encode_payload(detail::ByteWriter& out, const Plan& plan) {
   for (const std::string& name : plan.rank_names) out.string(name);
   out.varint(plan.schedules.size());
   std::vector<size_t> positions;
-  for (const Schedule& schedule : plan.schedules) {
+  // What each schedule wrote as its steps (a pipeline's base), so that a later schedule with the
+  // same steps (the same algorithm at another slice count) names it instead of repeating them.
+  std::vector<std::optional<PipelineBase>> recognised(plan.schedules.size());
+  std::vector<const Schedule*> written_steps(plan.schedules.size(), nullptr);
+  const auto op_count = [](const Schedule& schedule) {
+    size_t ops = 0;
+    for (const Step& step : schedule.steps) ops += step.ops.size();
+    return ops;
+  };
+  std::vector<size_t> written_ops(plan.schedules.size(), 0);
+  for (size_t i = 0; i < plan.schedules.size(); ++i) {
+    const Schedule& schedule = plan.schedules[i];
     out.string(schedule.algorithm);
     out.varint(static_cast<uint64_t>(schedule.collective));
     out.varint(schedule.min_bytes);
@@ -113,9 +126,21 @@ void encode_payload(detail::ByteWriter& out, const Plan& plan) {
     out.varint(expanded_units(schedule));
     // A pipeline is written as its base (pipeline_form.hpp): 1/slices of the size. A compact
     // one holds its base's steps already; a whole one is recognised op for op.
-    const auto pipeline = schedule.slices == 1 ? pipeline_base(schedule) : std::nullopt;
+    recognised[i] = schedule.slices == 1 ? pipeline_base(schedule) : std::nullopt;
+    const auto& pipeline = recognised[i];
     out.varint(pipeline ? pipeline->slices : schedule.slices);
     const Schedule& written = pipeline ? pipeline->base : schedule;
+    written_steps[i] = &written;
+    written_ops[i] = op_count(written);
+    size_t same = 0;  // how many schedules back the same steps were written; 0: none
+    for (size_t j = 0; j < i && same == 0; ++j) {
+      const Schedule& other = *written_steps[j];
+      if (other.units == written.units && written_ops[j] == written_ops[i] && !written.steps.empty() &&
+          other.steps == written.steps)
+        same = i - j;
+    }
+    out.varint(same);
+    if (same != 0) continue;
     out.varint(written.steps.size());
     for (const Step& step : written.steps) {
       out.varint(static_cast<uint64_t>(step.phase));
@@ -183,7 +208,20 @@ void decode_op(detail::ByteReader& in, Op& op, const Op* previous) {
   }
 }
 
-Schedule decode_schedule(detail::ByteReader& in, int32_t world_size) {
+void decode_step(detail::ByteReader& in, Step& step) {
+  step.phase = static_cast<Phase>(in.varint_at_most(static_cast<uint64_t>(Phase::Broadcast), "phase"));
+  const size_t level_at = in.offset();
+  const int64_t level = in.signed_varint("level");
+  if (level < std::numeric_limits<int32_t>::min() || level > std::numeric_limits<int32_t>::max())
+    in.fail_at(level_at, fmt::format("level {} does not fit in 32 bits", level));
+  step.level = static_cast<int32_t>(level);
+  step.ops.resize(in.count(5, "op count"));
+  for (size_t o = 0; o < step.ops.size(); ++o) decode_op(in, step.ops[o], o > 0 ? &step.ops[o - 1] : nullptr);
+}
+
+// `earlier`: the schedules decoded before this one, whose steps a later one may name.
+Schedule decode_schedule(detail::ByteReader& in, int32_t world_size, std::span<const Schedule> earlier,
+                         std::span<const uint64_t> earlier_base_units) {
   Schedule schedule;
   schedule.algorithm = in.utf8_string("algorithm name");
   schedule.collective = static_cast<Collective>(
@@ -205,22 +243,36 @@ Schedule decode_schedule(detail::ByteReader& in, int32_t world_size) {
                                       "into the slices",
                                       schedule.algorithm, schedule.units, slices, suffix));
   if (slices > 1) schedule.units /= slices;  // the base's, until expanded below
-  schedule.steps.resize(in.count(3, "step count"));
-  for (Step& step : schedule.steps) {
-    step.phase =
-        static_cast<Phase>(in.varint_at_most(static_cast<uint64_t>(Phase::Broadcast), "phase"));
-    const size_t level_at = in.offset();
-    const int64_t level = in.signed_varint("level");
-    if (level < std::numeric_limits<int32_t>::min() ||
-        level > std::numeric_limits<int32_t>::max()) {
-      in.fail_at(level_at, fmt::format("level {} does not fit in 32 bits", level));
-    }
-    step.level = static_cast<int32_t>(level);
-    step.ops.resize(in.count(5, "op count"));
-    for (size_t o = 0; o < step.ops.size(); ++o)
-      decode_op(in, step.ops[o], o > 0 ? &step.ops[o - 1] : nullptr);
+  const size_t same_at = in.offset();
+  const uint64_t same = in.varint("schedules back with the same steps");
+  if (same > earlier.size())
+    in.fail_at(same_at, fmt::format("schedule '{}' takes the steps of the schedule {} back, but "
+                                    "only {} come before it",
+                                    schedule.algorithm, same, earlier.size()));
+  if (same != 0) {
+    const size_t from = earlier.size() - same;
+    const Schedule& other = earlier[from];
+    if (earlier_base_units[from] != schedule.units || other.steps.empty())
+      in.fail_at(same_at, fmt::format("schedule '{}' takes the steps of schedule {} ('{}'), whose "
+                                      "{} units{} differ from its {}",
+                                      schedule.algorithm, from, other.algorithm,
+                                      earlier_base_units[from], other.steps.empty() ? " and no steps" : "",
+                                      schedule.units));
+    schedule.steps = other.steps;
+  } else {
+    schedule.steps.resize(in.count(3, "step count"));
+    for (Step& step : schedule.steps) decode_step(in, step);
   }
   if (slices == 1) return schedule;
+  // Slice j moves the base's ranges up by j x its units: a base range beyond them would reach
+  // into the next slice, or past 2^64 (a plan the verifier refuses, but whose expansion the
+  // printers would write with wrapped ranges).
+  for (size_t s = 0; s < schedule.steps.size(); ++s)
+    for (size_t o = 0; o < schedule.steps[s].ops.size(); ++o)
+      if (const Op& op = schedule.steps[s].ops[o]; op.end > schedule.units)
+        in.fail_at(slices_at, fmt::format("schedule '{}': op {} of its base's step {} covers units "
+                                          "[{}, {}), beyond the base's {}",
+                                          name, o, s, op.begin, op.end, schedule.units));
   // The planner keeps to the same limits (pipeline_form.hpp).
   const std::string beyond = pipeline_beyond_limits(pipeline_footprint(schedule, world_size), slices);
   if (!beyond.empty())
@@ -397,7 +449,12 @@ FingerprintedPlan decode_fingerprinted_plan(std::span<const uint8_t> bytes,
   for (size_t rank = 0; rank < plan.rank_names.size(); ++rank)
     plan.rank_names[rank] = in.utf8_string(fmt::format("rank name {}", rank));
   plan.schedules.resize(in.count(6, "schedule count"));
-  for (Schedule& schedule : plan.schedules) schedule = decode_schedule(in, plan.world_size);
+  std::vector<uint64_t> base_units;  // what each schedule's written steps cover
+  base_units.reserve(plan.schedules.size());
+  for (size_t i = 0; i < plan.schedules.size(); ++i) {
+    plan.schedules[i] = decode_schedule(in, plan.world_size, std::span(plan.schedules).first(i), base_units);
+    base_units.push_back(plan.schedules[i].units);
+  }
   if (in.remaining() != 0)
     in.fail(fmt::format("{} unread bytes at the end of the payload", in.remaining()));
   return {std::move(plan), fingerprint};

@@ -14,8 +14,9 @@
 namespace flexplan::ir {
 
 // 2: ops relative to the op before; 3: ops carry their shape; 4: a pipeline is written as its
-// base and slice count (ir/pipeline_form.hpp) and expanded when read.
-inline constexpr uint32_t kPlanFormatVersion = 4;
+// base and slice count (ir/pipeline_form.hpp) and expanded when read; 5: a schedule whose steps
+// an earlier schedule of the plan wrote (the same base at another slice count) names it.
+inline constexpr uint32_t kPlanFormatVersion = 5;
 
 // Serializes the plan as it is; does not verify (write_plan_file does).
 std::vector<uint8_t> encode_plan(const Plan& plan);

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <cmath>
 #include <cstdint>
 #include <map>
 #include <stdexcept>
@@ -170,8 +169,6 @@ class LinearProgram {
     row_upper_.push_back(upper);
     return r;
   }
-  size_t columns() const { return lower_.size(); }
-
   Solution minimise() const {
     CoinPackedMatrix matrix(false, rows_.data(), cols_.data(), values_.data(),
                             static_cast<CoinBigIndex>(values_.size()));
@@ -186,7 +183,11 @@ class LinearProgram {
     dual_only.setSolveType(ClpSolve::useDual);
     dual_only.setPresolveType(ClpSolve::presolveOff);
     model.initialSolve(dual_only);
-    if (!model.isProvenOptimal()) model.initialSolve();
+    if (!model.isProvenOptimal()) {  // afresh, not from the basis the dual simplex left
+      model.loadProblem(matrix, lower_.data(), upper_.data(), objective_.data(), row_lower_.data(),
+                        row_upper_.data());
+      model.initialSolve();
+    }
     if (!model.isProvenOptimal())
       throw std::logic_error(fmt::format(
           "flexreduce-bw: the share LP ({} columns, {} rows) ended with CLP status {}",
@@ -236,7 +237,8 @@ struct ShareLp {
       const auto held = [&](NodeId n) -> const std::vector<int>& { return cols.held[orbits.of[n]]; };
       for (NodeId u : vt.bottom_up())
         if (is_representative(u))
-          for (size_t j = 0; j < vt.ancestors(u).size(); ++j) cols.held[orbits.of[u]].push_back(lp.column());
+          for (size_t j = 0; j < vt.ancestors(u).size(); ++j)
+            cols.held[orbits.of[u]].push_back(lp.column(0, 1));  // at most the weight, itself at most 1
       for (NodeId u : vt.bottom_up()) {
         const auto& ancestors = vt.ancestors(u);
         if (is_representative(u)) {
@@ -319,8 +321,7 @@ BandwidthShares bandwidth_shares(const Topology& topo, ShareSolve how) {
   for (size_t t = 0; t < candidates.size(); ++t)
     if (std::none_of(candidates[t].begin(), candidates[t].end(), [](char c) { return c != 0; }))
       in_master[t] = 1;  // the tree itself
-  if (how == ShareSolve::all_trees || std::find(in_master.begin(), in_master.end(), 1) == in_master.end())
-    in_master.assign(candidates.size(), 1);
+  if (how == ShareSolve::all_trees) in_master.assign(candidates.size(), 1);
   for (;;) {
     std::vector<const std::vector<char>*> trees;
     std::vector<size_t> tree_index;
@@ -342,7 +343,8 @@ BandwidthShares bandwidth_shares(const Topology& topo, ShareSolve how) {
       for (NodeId n = 0; n < topo.num_nodes(); ++n) {
         const int row = master.link_row[static_cast<size_t>(n)];
         if (row < 0) continue;
-        prices[static_cast<size_t>(n)] = std::abs(solution.row_duals[static_cast<size_t>(row)]);
+        // CLP's duals of <= rows are <= 0 in a minimisation; noise of the other sign counts as 0.
+        prices[static_cast<size_t>(n)] = std::max(0.0, -solution.row_duals[static_cast<size_t>(row)]);
         scale += prices[static_cast<size_t>(n)] * topo.uplink(n).bandwidth / slowest;
       }
       if (scale > 0) {
@@ -350,7 +352,12 @@ BandwidthShares bandwidth_shares(const Topology& topo, ShareSolve how) {
         for (size_t t = 0; t < candidates.size(); ++t) {
           if (in_master[t]) continue;
           const ShareLp pricing(topo, orbits, slowest, {&candidates[t]}, &prices);
-          if (pricing.lp.minimise().objective < optimum * (1 - 1e-7)) in_master[t] = entered = true;
+          bool lowers = true;  // a pricing LP CLP cannot solve lets its tree in: always safe
+          try {
+            lowers = pricing.lp.minimise().objective < optimum * (1 - 1e-7);
+          } catch (const std::logic_error&) {
+          }
+          if (lowers) in_master[t] = entered = true;
         }
       } else {
         // No prices to go by (a degenerate dual): every candidate enters.

@@ -312,31 +312,46 @@ TEST(IrBinary, NeighbouringOpsAreCodedCompactly) {
   EXPECT_EQ(decode_plan_unverified(bytes, "mem"), plan);
 }
 
-// A sealed payload written field by field, for hostile op codings.
-std::vector<uint8_t> sealed_plan(int32_t world_size, const std::function<void(detail::ByteWriter&)>& ops,
-                                 uint64_t op_count, const std::string& algorithm = "x",
-                                 uint64_t slices = 1, uint64_t units = 8) {
+// A sealed plan.bin whose payload after the topology name and rank names (none) is written
+// field by field by `schedules`, for hostile codings.
+std::vector<uint8_t> sealed_payload(int32_t world_size,
+                                    const std::function<void(detail::ByteWriter&)>& schedules) {
   detail::ByteWriter payload;
-  payload.string("");      // topology name
-  payload.varint(0);       // no rank names
-  payload.varint(1);       // one schedule
-  payload.string(algorithm);
-  payload.varint(0);       // allreduce
-  payload.varint(0);       // min bytes
-  payload.varint(0);       // no max
-  payload.varint(units);
-  payload.varint(slices);  // 1: not written as a pipeline
-  payload.varint(1);       // one step
-  payload.varint(0);       // phase
-  payload.signed_varint(0);
-  payload.varint(op_count);
-  ops(payload);
+  payload.string("");  // topology name
+  payload.varint(0);   // no rank names
+  schedules(payload);
   auto bytes = encode_plan(testing::plan_of({}, world_size));
   bytes.resize(kHeaderSize);
   bytes.insert(bytes.end(), payload.buffer().begin(), payload.buffer().end());
   put_le(bytes, kLengthAt, bytes.size() - kHeaderSize, 8);
   reseal(bytes);
   return bytes;
+}
+
+// A schedule's fields up to its slice count.
+void schedule_head(detail::ByteWriter& payload, const std::string& algorithm, uint64_t units, uint64_t slices) {
+  payload.string(algorithm);
+  payload.varint(0);  // allreduce
+  payload.varint(0);  // min bytes
+  payload.varint(0);  // no max
+  payload.varint(units);
+  payload.varint(slices);  // 1: not written as a pipeline
+}
+
+// One schedule of one step, its ops written by `ops`.
+std::vector<uint8_t> sealed_plan(int32_t world_size, const std::function<void(detail::ByteWriter&)>& ops,
+                                 uint64_t op_count, const std::string& algorithm = "x",
+                                 uint64_t slices = 1, uint64_t units = 8) {
+  return sealed_payload(world_size, [&](detail::ByteWriter& payload) {
+    payload.varint(1);  // one schedule
+    schedule_head(payload, algorithm, units, slices);
+    payload.varint(0);  // its steps follow (not an earlier schedule's)
+    payload.varint(1);  // one step
+    payload.varint(0);  // phase
+    payload.signed_varint(0);
+    payload.varint(op_count);
+    ops(payload);
+  });
 }
 
 TEST(IrBinary, HostileOpCodingsAreRejected) {
@@ -524,6 +539,71 @@ TEST(IrBinary, BadPipelineFormsAreRejected) {
   EXPECT_NE(decode_error(sealed_plan(2, one_op, 1, "@2", 2, 8)).find("must end in"),
             std::string::npos)
       << "a name that is only the suffix";
+  // A base range beyond the base's units would run into the next slice, or wrap past 2^64 in the
+  // expansion (found by the fuzzer through the text round trip).
+  const std::string beyond = decode_error(sealed_plan(2, one_op, 1, "x@2", 2, 6));
+  EXPECT_NE(beyond.find("op 0 of its base's step 0 covers units [0, 4), beyond the base's 3"), std::string::npos)
+      << beyond;
+}
+
+// Pipelines of one base at several slice counts: the steps are written once, and later
+// schedules name the earlier one (format 5); a name past the schedules before it, or onto
+// steps of other units, is refused.
+TEST(IrBinary, RepeatedStepsAreWrittenOnce) {
+  Schedule base;
+  base.algorithm = "fan";
+  base.units = 64;
+  for (int s = 0; s < 3; ++s) {
+    Step step{Phase::ReduceScatter, s, {}};
+    for (int32_t r = 0; r < 8; ++r)
+      step.ops.push_back(Op{OpKind::Reduce, uint64_t(r) * 8, uint64_t(r) * 8 + 8, r, {(r + 1) % 8, (r + 3) % 8}});
+    base.steps.push_back(step);
+  }
+  const Plan one = testing::plan_of({compact_pipeline(base, 2)}, 8);
+  Plan three = testing::plan_of({compact_pipeline(base, 2), compact_pipeline(base, 4), compact_pipeline(base, 8)}, 8);
+  three.schedules[1].min_bytes = 100;
+  three.schedules[2].min_bytes = 200;
+  const auto one_bytes = encode_plan(one), three_bytes = encode_plan(three);
+  EXPECT_LT(three_bytes.size() - one_bytes.size(), 40u) << "the two later pipelines name the first's steps";
+  const Plan decoded = decode_plan_unverified(three_bytes, "mem");
+  EXPECT_EQ(decoded, three);
+  EXPECT_EQ(decoded.schedules[2].steps, base.steps);
+
+  auto decode_error = [](const std::vector<uint8_t>& bytes) {
+    try {
+      decode_plan_unverified(bytes, "plan.bin");
+    } catch (const PlanFormatError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  // Schedule 0 writes one step of one op over a base of 4 units; schedule 1 names it from
+  // `back` schedules back, with `units` units in `slices` slices.
+  auto two = [&](uint64_t back, uint64_t units, uint64_t slices) {
+    return sealed_payload(2, [&](detail::ByteWriter& out) {
+      out.varint(2);
+      schedule_head(out, "x@2", 8, 2);
+      out.varint(0);
+      out.varint(1);  // one step
+      out.varint(0);
+      out.signed_varint(0);
+      out.varint(1);  // one op: reduce [0, 4) from rank 1 to rank 0
+      out.varint(0);
+      out.signed_varint(0);
+      out.varint(4);
+      out.signed_varint(0);
+      out.varint(1);
+      out.signed_varint(1);
+      schedule_head(out, "x@" + std::to_string(slices), units, slices);
+      out.varint(back);
+    });
+  };
+  EXPECT_EQ(decode_error(two(1, 16, 4)), "accepted");
+  EXPECT_NE(decode_error(two(2, 16, 4)).find("takes the steps of the schedule 2 back, but only 1 come before it"),
+            std::string::npos)
+      << decode_error(two(2, 16, 4));
+  EXPECT_NE(decode_error(two(1, 12, 4)).find("whose 4 units differ from its 3"), std::string::npos)
+      << decode_error(two(1, 12, 4));
 }
 
 }  // namespace
