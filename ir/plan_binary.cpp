@@ -219,9 +219,33 @@ void decode_step(detail::ByteReader& in, Step& step) {
   for (size_t o = 0; o < step.ops.size(); ++o) decode_op(in, step.ops[o], o > 0 ? &step.ops[o - 1] : nullptr);
 }
 
-// `earlier`: the schedules decoded before this one, whose steps a later one may name.
-Schedule decode_schedule(detail::ByteReader& in, int32_t world_size, std::span<const Schedule> earlier,
-                         std::span<const uint64_t> earlier_base_units) {
+// What the schedules decoded so far wrote, for later ones that name their steps. Naming copies
+// the steps, so the copies are bounded by what the file wrote out: at most kNamedCopies times
+// its ops and group members (the planner names a base once per slice count, nine times at most),
+// which keeps a small file from claiming a large plan.
+constexpr uint64_t kNamedCopies = 16;
+struct Earlier {
+  std::span<const Schedule> schedules;
+  std::vector<uint64_t> base_units;      // the units each one's written steps cover
+  std::vector<uint64_t> ops, members;    // its steps' ops and group members
+  uint64_t written_ops = 0, written_members = 0, copied_ops = 0, copied_members = 0;
+
+  void add(const Schedule& schedule, bool named) {
+    uint64_t step_ops = 0, step_members = 0;
+    for (const Step& step : schedule.steps) {
+      step_ops += step.ops.size();
+      for (const Op& op : step.ops) step_members += op.group.size();
+    }
+    base_units.push_back(schedule.units);
+    ops.push_back(step_ops);
+    members.push_back(step_members);
+    (named ? copied_ops : written_ops) += step_ops;
+    (named ? copied_members : written_members) += step_members;
+  }
+};
+
+// `named`: set when the schedule's steps are copied from an earlier one.
+Schedule decode_schedule(detail::ByteReader& in, int32_t world_size, const Earlier& earlier, bool& named) {
   Schedule schedule;
   schedule.algorithm = in.utf8_string("algorithm name");
   schedule.collective = static_cast<Collective>(
@@ -245,20 +269,32 @@ Schedule decode_schedule(detail::ByteReader& in, int32_t world_size, std::span<c
   if (slices > 1) schedule.units /= slices;  // the base's, until expanded below
   const size_t same_at = in.offset();
   const uint64_t same = in.varint("schedules back with the same steps");
-  if (same > earlier.size())
+  const size_t before = earlier.schedules.size();
+  if (same > before)
     in.fail_at(same_at, fmt::format("schedule '{}' takes the steps of the schedule {} back, but "
                                     "only {} come before it",
-                                    schedule.algorithm, same, earlier.size()));
+                                    schedule.algorithm, same, before));
   if (same != 0) {
-    const size_t from = earlier.size() - same;
-    const Schedule& other = earlier[from];
-    if (earlier_base_units[from] != schedule.units || other.steps.empty())
+    const size_t from = before - same;
+    const Schedule& other = earlier.schedules[from];
+    if (other.steps.empty())
+      in.fail_at(same_at, fmt::format("schedule '{}' takes the steps of schedule {} ('{}'), which "
+                                      "has none",
+                                      schedule.algorithm, from, other.algorithm));
+    if (earlier.base_units[from] != schedule.units)
       in.fail_at(same_at, fmt::format("schedule '{}' takes the steps of schedule {} ('{}'), whose "
-                                      "{} units{} differ from its {}",
+                                      "{} units differ from its {}",
                                       schedule.algorithm, from, other.algorithm,
-                                      earlier_base_units[from], other.steps.empty() ? " and no steps" : "",
-                                      schedule.units));
+                                      earlier.base_units[from], schedule.units));
+    if (earlier.copied_ops + earlier.ops[from] > kNamedCopies * earlier.written_ops ||
+        earlier.copied_members + earlier.members[from] > kNamedCopies * earlier.written_members)
+      in.fail_at(same_at, fmt::format("schedule '{}' takes the steps of schedule {} ('{}'): the "
+                                      "plan's named steps would copy more than {} times the {} ops "
+                                      "and {} group members written out",
+                                      schedule.algorithm, from, other.algorithm, kNamedCopies,
+                                      earlier.written_ops, earlier.written_members));
     schedule.steps = other.steps;
+    named = true;
   } else {
     schedule.steps.resize(in.count(3, "step count"));
     for (Step& step : schedule.steps) decode_step(in, step);
@@ -449,11 +485,12 @@ FingerprintedPlan decode_fingerprinted_plan(std::span<const uint8_t> bytes,
   for (size_t rank = 0; rank < plan.rank_names.size(); ++rank)
     plan.rank_names[rank] = in.utf8_string(fmt::format("rank name {}", rank));
   plan.schedules.resize(in.count(6, "schedule count"));
-  std::vector<uint64_t> base_units;  // what each schedule's written steps cover
-  base_units.reserve(plan.schedules.size());
+  Earlier earlier;
   for (size_t i = 0; i < plan.schedules.size(); ++i) {
-    plan.schedules[i] = decode_schedule(in, plan.world_size, std::span(plan.schedules).first(i), base_units);
-    base_units.push_back(plan.schedules[i].units);
+    earlier.schedules = std::span(plan.schedules).first(i);
+    bool named = false;
+    plan.schedules[i] = decode_schedule(in, plan.world_size, earlier, named);
+    earlier.add(plan.schedules[i], named);
   }
   if (in.remaining() != 0)
     in.fail(fmt::format("{} unread bytes at the end of the payload", in.remaining()));

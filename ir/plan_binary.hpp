@@ -34,7 +34,8 @@ Plan decode_plan_unverified(std::span<const uint8_t> bytes, const std::string& s
 // equal plans get equal fingerprints whichever flexplan version wrote them. Ranks compare it at
 // job start; generated program libraries embed it. A file decoded by
 // decode_fingerprinted_plan is fingerprinted from its own bytes: a valid file coded otherwise
-// than encode_plan would (longer varints, the other group form) fingerprints differently, which
+// than encode_plan would (longer varints, the other group form, steps written out that it would
+// name or named from another schedule) fingerprints differently, which
 // fails safe (ranks holding differently coded copies refuse to run together).
 uint64_t plan_fingerprint(const Plan& plan);
 

@@ -599,11 +599,101 @@ TEST(IrBinary, RepeatedStepsAreWrittenOnce) {
     });
   };
   EXPECT_EQ(decode_error(two(1, 16, 4)), "accepted");
+  // Naming a schedule without steps, and copying more than 16 times what the file wrote out.
+  const std::string none = decode_error(sealed_payload(2, [&](detail::ByteWriter& out) {
+    out.varint(2);
+    schedule_head(out, "x", 8, 1);
+    out.varint(0);
+    out.varint(0);  // no steps
+    schedule_head(out, "x", 8, 1);
+    out.varint(1);
+  }));
+  EXPECT_NE(none.find("takes the steps of schedule 0 ('x'), which has none"), std::string::npos) << none;
+  auto named = [&](int copies) {
+    return sealed_payload(2, [&](detail::ByteWriter& out) {
+      out.varint(1 + static_cast<uint64_t>(copies));
+      schedule_head(out, "x", 4, 1);
+      out.varint(0);
+      out.varint(1);  // one step of one op: reduce [0, 4) from rank 1 to rank 0
+      out.varint(0);
+      out.signed_varint(0);
+      out.varint(1);
+      out.varint(0);
+      out.signed_varint(0);
+      out.varint(4);
+      out.signed_varint(0);
+      out.varint(1);
+      out.signed_varint(1);
+      for (int c = 0; c < copies; ++c) {
+        schedule_head(out, "x", 4, 1);
+        out.varint(1 + static_cast<uint64_t>(c));  // all name the first
+      }
+    });
+  };
+  EXPECT_EQ(decode_error(named(16)), "accepted");
+  EXPECT_NE(decode_error(named(17)).find("would copy more than 16 times the 1 ops and 1 group members written out"),
+            std::string::npos)
+      << decode_error(named(17));
   EXPECT_NE(decode_error(two(2, 16, 4)).find("takes the steps of the schedule 2 back, but only 1 come before it"),
             std::string::npos)
       << decode_error(two(2, 16, 4));
   EXPECT_NE(decode_error(two(1, 12, 4)).find("whose 4 units differ from its 3"), std::string::npos)
       << decode_error(two(1, 12, 4));
+}
+
+// Two bases interleaved, whole expansions and unpipelined bases among them: each schedule names
+// its own base (not merely the one before it), the file's fingerprint is the plan's, steps over
+// other units are written again, and a named copy is held to the pipeline limits at its own
+// slice count.
+TEST(IrBinary, NamedStepsFollowTheirOwnBase) {
+  const auto base_of = [](const std::string& name, int32_t shift) {
+    Schedule base;
+    base.algorithm = name;
+    base.units = 48;
+    for (int s = 0; s < 2; ++s) {
+      Step step{Phase::ReduceScatter, s, {}};
+      for (int32_t r = 0; r < 6; ++r)
+        step.ops.push_back(Op{OpKind::Reduce, uint64_t(r) * 8, uint64_t(r) * 8 + 8, r, {(r + shift) % 6}});
+      base.steps.push_back(step);
+    }
+    return base;
+  };
+  const Schedule a = base_of("a", 1), b = base_of("b", 2);
+  Plan plan = testing::plan_of({a, compact_pipeline(b, 2), compact_pipeline(a, 2), expand_pipeline(b, 4),
+                                compact_pipeline(a, 8), b},
+                               6);
+  const auto bytes = encode_plan(plan);
+  const auto decoded = decode_fingerprinted_plan(bytes, "mem");
+  EXPECT_EQ(materialize(decoded.plan), materialize(plan));
+  EXPECT_EQ(decoded.fingerprint, plan_fingerprint(plan));
+  EXPECT_EQ(decoded.plan.schedules[4].steps, a.steps);
+  EXPECT_EQ(decoded.plan.schedules[5].steps, b.steps);
+
+  // The same steps over other units are not the same schedule's steps: written again.
+  Schedule same = a, wider = a;
+  same.algorithm = wider.algorithm = "w";
+  wider.units = 96;
+  const auto named = encode_plan(testing::plan_of({a, same}, 6));
+  const auto both = encode_plan(testing::plan_of({a, wider}, 6));
+  EXPECT_GT(both.size(), named.size() + 40) << "written out, not named";
+  EXPECT_EQ(decode_plan_unverified(both, "mem"), testing::plan_of({a, wider}, 6));
+
+  // 32,000 ops fit at 2 slices; named at 1024 they would be 32.8 million, past the limit.
+  Schedule big;
+  big.algorithm = "big";
+  big.units = 32'000;
+  Step step{Phase::ReduceScatter, 0, {}};
+  for (uint64_t u = 0; u < big.units; ++u) step.ops.push_back(Op{OpKind::Reduce, u, u + 1, 0, {1}});
+  big.steps = {step};
+  try {
+    decode_plan_unverified(encode_plan(testing::plan_of({compact_pipeline(big, 2), compact_pipeline(big, 1024)}, 2)),
+                           "plan.bin");
+    ADD_FAILURE() << "a named copy past the limits was accepted";
+  } catch (const PlanFormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("'big@1024': a pipeline of 1024 slices larger than plan.bin allows"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
