@@ -312,6 +312,16 @@ TEST(IrBinary, NeighbouringOpsAreCodedCompactly) {
   EXPECT_EQ(decode_plan_unverified(bytes, "mem"), plan);
 }
 
+// The decoder's message for hostile bytes, or "accepted".
+std::string decode_error(const std::vector<uint8_t>& bytes) {
+  try {
+    decode_plan_unverified(bytes, "plan.bin");
+  } catch (const PlanFormatError& e) {
+    return std::string(e.what());
+  }
+  return "accepted";
+}
+
 // A sealed plan.bin whose payload after the topology name and rank names (none) is written
 // field by field by `schedules`, for hostile codings.
 std::vector<uint8_t> sealed_payload(int32_t world_size,
@@ -338,6 +348,25 @@ void schedule_head(detail::ByteWriter& payload, const std::string& algorithm, ui
   payload.varint(slices);  // 1: not written as a pipeline
 }
 
+// One op reducing [0, 4) from rank 1 to rank 0, the first of its step.
+void write_one_reduce(detail::ByteWriter& out) {
+  out.varint(0);  // reduce, group list, chain
+  out.signed_varint(0);
+  out.varint(4);
+  out.signed_varint(0);
+  out.varint(1);
+  out.signed_varint(1);
+}
+
+// A schedule's steps written out: one step holding that op alone.
+void write_one_step(detail::ByteWriter& out) {
+  out.varint(1);  // one step
+  out.varint(0);  // phase
+  out.signed_varint(0);
+  out.varint(1);  // one op
+  write_one_reduce(out);
+}
+
 // One schedule of one step, its ops written by `ops`.
 std::vector<uint8_t> sealed_plan(int32_t world_size, const std::function<void(detail::ByteWriter&)>& ops,
                                  uint64_t op_count, const std::string& algorithm = "x",
@@ -355,14 +384,6 @@ std::vector<uint8_t> sealed_plan(int32_t world_size, const std::function<void(de
 }
 
 TEST(IrBinary, HostileOpCodingsAreRejected) {
-  auto decode_error = [](const std::vector<uint8_t>& bytes) {
-    try {
-      decode_plan_unverified(bytes, "plan.bin");
-    } catch (const PlanFormatError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
   auto op = [](detail::ByteWriter& out, uint64_t head, int64_t begin, uint64_t length,
                int64_t root) {
     out.varint(head);
@@ -510,23 +531,7 @@ TEST(IrBinary, PipelinesAreWrittenAsTheirBase) {
 }
 
 TEST(IrBinary, BadPipelineFormsAreRejected) {
-  auto decode_error = [](const std::vector<uint8_t>& bytes) {
-    try {
-      decode_plan_unverified(bytes, "plan.bin");
-    } catch (const PlanFormatError& e) {
-      return std::string(e.what());
-    }
-    return std::string("accepted");
-  };
-  // One op reducing [0, 4) of a base of 4 units from rank 1 to rank 0.
-  auto one_op = [](detail::ByteWriter& out) {
-    out.varint(0);  // reduce, group list, chain
-    out.signed_varint(0);
-    out.varint(4);
-    out.signed_varint(0);
-    out.varint(1);
-    out.signed_varint(1);
-  };
+  const auto one_op = write_one_reduce;
   EXPECT_EQ(decode_error(sealed_plan(2, one_op, 1, "x@2", 2, 8)), "accepted");
   EXPECT_NE(decode_error(sealed_plan(2, one_op, 1, "x@2", 0, 8)).find("pipeline slices 0 out of range"),
             std::string::npos);
@@ -569,14 +574,6 @@ TEST(IrBinary, RepeatedStepsAreWrittenOnce) {
   EXPECT_EQ(decoded, three);
   EXPECT_EQ(decoded.schedules[2].steps, base.steps);
 
-  auto decode_error = [](const std::vector<uint8_t>& bytes) {
-    try {
-      decode_plan_unverified(bytes, "plan.bin");
-    } catch (const PlanFormatError& e) {
-      return std::string(e.what());
-    }
-    return std::string("accepted");
-  };
   // Schedule 0 writes one step of one op over a base of 4 units; schedule 1 names it from
   // `back` schedules back, with `units` units in `slices` slices.
   auto two = [&](uint64_t back, uint64_t units, uint64_t slices) {
@@ -584,16 +581,7 @@ TEST(IrBinary, RepeatedStepsAreWrittenOnce) {
       out.varint(2);
       schedule_head(out, "x@2", 8, 2);
       out.varint(0);
-      out.varint(1);  // one step
-      out.varint(0);
-      out.signed_varint(0);
-      out.varint(1);  // one op: reduce [0, 4) from rank 1 to rank 0
-      out.varint(0);
-      out.signed_varint(0);
-      out.varint(4);
-      out.signed_varint(0);
-      out.varint(1);
-      out.signed_varint(1);
+      write_one_step(out);
       schedule_head(out, "x@" + std::to_string(slices), units, slices);
       out.varint(back);
     });
@@ -614,16 +602,7 @@ TEST(IrBinary, RepeatedStepsAreWrittenOnce) {
       out.varint(1 + static_cast<uint64_t>(copies));
       schedule_head(out, "x", 4, 1);
       out.varint(0);
-      out.varint(1);  // one step of one op: reduce [0, 4) from rank 1 to rank 0
-      out.varint(0);
-      out.signed_varint(0);
-      out.varint(1);
-      out.varint(0);
-      out.signed_varint(0);
-      out.varint(4);
-      out.signed_varint(0);
-      out.varint(1);
-      out.signed_varint(1);
+      write_one_step(out);
       for (int c = 0; c < copies; ++c) {
         schedule_head(out, "x", 4, 1);
         out.varint(1 + static_cast<uint64_t>(c));  // all name the first
