@@ -162,8 +162,24 @@ int32_t decode_rank(detail::ByteReader& in, int64_t base, const char* what) {
   return static_cast<int32_t>(base + delta);
 }
 
+// An op in the group-edits form repeats the group before it for a few bytes, so a file could
+// claim far more group members than it has bytes. Plans flexplan writes hold at most about 1.3
+// members per payload byte (docs/ir.md); a file may hold 64 per byte, plus a million.
+constexpr uint64_t kGroupMembersPerByte = 64, kGroupMembersAnyway = uint64_t{1} << 20;
+struct GroupMemberBudget {
+  uint64_t left;
+  uint64_t payload_bytes;
+  void spend(detail::ByteReader& in, size_t at, size_t members) {
+    if (members > left)
+      in.fail_at(at, fmt::format("the ops' groups hold more members than a payload of {} bytes may "
+                                 "({} per byte, plus {})",
+                                 payload_bytes, kGroupMembersPerByte, kGroupMembersAnyway));
+    left -= members;
+  }
+};
+
 // Decodes into `op` in place (a step's ops are sized first), so that no op is built and moved.
-void decode_op(detail::ByteReader& in, Op& op, const Op* previous) {
+void decode_op(detail::ByteReader& in, Op& op, const Op* previous, GroupMemberBudget& members) {
   const size_t head_at = in.offset();
   const uint64_t head = in.varint_at_most(7, "op kind, group form and shape");
   op.kind = static_cast<OpKind>(head & 1);
@@ -179,6 +195,7 @@ void decode_op(detail::ByteReader& in, Op& op, const Op* previous) {
   if (((head >> 1) & 1) == kGroupEdits) {
     if (!previous)
       in.fail_at(head_at, "the first op of a step cannot edit the group of an op before it");
+    members.spend(in, head_at, previous->group.size());
     op.group = previous->group;
     const size_t edits = in.count(2, "group edit count");
     if (edits > op.group.size())
@@ -202,13 +219,14 @@ void decode_op(detail::ByteReader& in, Op& op, const Op* previous) {
     if (size > kMaxRank + 1)  // only in a file of gigabytes; a group's ranks are distinct
       in.fail_at(size_at, fmt::format("group size {} exceeds the {} ranks there can be", size,
                                       kMaxRank + 1));
+    members.spend(in, size_at, size);
     op.group.resize(size);
     int64_t before = op.root;
     for (int32_t& member : op.group) before = member = decode_rank(in, before, "group member");
   }
 }
 
-void decode_step(detail::ByteReader& in, Step& step) {
+void decode_step(detail::ByteReader& in, Step& step, GroupMemberBudget& members) {
   step.phase = static_cast<Phase>(in.varint_at_most(static_cast<uint64_t>(Phase::Broadcast), "phase"));
   const size_t level_at = in.offset();
   const int64_t level = in.signed_varint("level");
@@ -216,7 +234,8 @@ void decode_step(detail::ByteReader& in, Step& step) {
     in.fail_at(level_at, fmt::format("level {} does not fit in 32 bits", level));
   step.level = static_cast<int32_t>(level);
   step.ops.resize(in.count(5, "op count"));
-  for (size_t o = 0; o < step.ops.size(); ++o) decode_op(in, step.ops[o], o > 0 ? &step.ops[o - 1] : nullptr);
+  for (size_t o = 0; o < step.ops.size(); ++o)
+    decode_op(in, step.ops[o], o > 0 ? &step.ops[o - 1] : nullptr, members);
 }
 
 // What the schedules decoded so far wrote, for later ones that name their steps. Naming copies
@@ -245,7 +264,8 @@ struct Earlier {
 };
 
 // `named`: set when the schedule's steps are copied from an earlier one.
-Schedule decode_schedule(detail::ByteReader& in, int32_t world_size, const Earlier& earlier, bool& named) {
+Schedule decode_schedule(detail::ByteReader& in, int32_t world_size, const Earlier& earlier, bool& named,
+                         GroupMemberBudget& members) {
   Schedule schedule;
   schedule.algorithm = in.utf8_string("algorithm name");
   schedule.collective = static_cast<Collective>(
@@ -297,7 +317,7 @@ Schedule decode_schedule(detail::ByteReader& in, int32_t world_size, const Earli
     named = true;
   } else {
     schedule.steps.resize(in.count(3, "step count"));
-    for (Step& step : schedule.steps) decode_step(in, step);
+    for (Step& step : schedule.steps) decode_step(in, step, members);
   }
   if (slices == 1) return schedule;
   // Slice j moves the base's ranges up by j x its units: a base range beyond them would reach
@@ -486,10 +506,11 @@ FingerprintedPlan decode_fingerprinted_plan(std::span<const uint8_t> bytes,
     plan.rank_names[rank] = in.utf8_string(fmt::format("rank name {}", rank));
   plan.schedules.resize(in.count(6, "schedule count"));
   Earlier earlier;
+  GroupMemberBudget members{kGroupMembersPerByte * payload.size() + kGroupMembersAnyway, payload.size()};
   for (size_t i = 0; i < plan.schedules.size(); ++i) {
     earlier.schedules = std::span(plan.schedules).first(i);
     bool named = false;
-    plan.schedules[i] = decode_schedule(in, plan.world_size, earlier, named);
+    plan.schedules[i] = decode_schedule(in, plan.world_size, earlier, named, members);
     earlier.add(plan.schedules[i], named);
   }
   if (in.remaining() != 0)

@@ -675,5 +675,32 @@ TEST(IrBinary, NamedStepsFollowTheirOwnBase) {
   }
 }
 
+// Ops in the group-edits form repeat the group before them for a few bytes each: a file may not
+// claim more than 64 group members per payload byte (plus a million) that way.
+TEST(IrBinary, RepeatedGroupsAreBoundedByTheFileSize) {
+  const auto repeats = [](int copies) {
+    return sealed_plan(4096, [&](detail::ByteWriter& out) {
+      out.varint(0);  // reduce [0, 1) to rank 0 from ranks 1..2000, as a list
+      out.signed_varint(0);
+      out.varint(1);
+      out.signed_varint(0);
+      out.varint(2000);
+      for (int m = 0; m < 2000; ++m) out.signed_varint(1);
+      for (int c = 0; c < copies; ++c) {  // the next unit, the same group: no edits
+        out.varint(2);
+        out.signed_varint(0);
+        out.varint(1);
+        out.signed_varint(0);
+        out.varint(0);
+      }
+    }, 1 + static_cast<uint64_t>(copies), "x", 1, 1 + static_cast<uint64_t>(copies));
+  };
+  EXPECT_EQ(decode_error(repeats(100)), "accepted");
+  const auto bytes = repeats(2000);
+  EXPECT_LT(bytes.size(), 16'000u);
+  EXPECT_NE(decode_error(bytes).find("the ops' groups hold more members than a payload of"), std::string::npos)
+      << decode_error(bytes);
+}
+
 }  // namespace
 }  // namespace flexplan::ir
