@@ -110,12 +110,6 @@ void encode_payload(detail::ByteWriter& out, const Plan& plan) {
   // same steps (the same algorithm at another slice count) names it instead of repeating them.
   std::vector<std::optional<PipelineBase>> recognised(plan.schedules.size());
   std::vector<const Schedule*> written_steps(plan.schedules.size(), nullptr);
-  const auto op_count = [](const Schedule& schedule) {
-    size_t ops = 0;
-    for (const Step& step : schedule.steps) ops += step.ops.size();
-    return ops;
-  };
-  std::vector<size_t> written_ops(plan.schedules.size(), 0);
   for (size_t i = 0; i < plan.schedules.size(); ++i) {
     const Schedule& schedule = plan.schedules[i];
     out.string(schedule.algorithm);
@@ -131,14 +125,9 @@ void encode_payload(detail::ByteWriter& out, const Plan& plan) {
     out.varint(pipeline ? pipeline->slices : schedule.slices);
     const Schedule& written = pipeline ? pipeline->base : schedule;
     written_steps[i] = &written;
-    written_ops[i] = op_count(written);
     size_t same = 0;  // how many schedules back the same steps were written; 0: none
-    for (size_t j = 0; j < i && same == 0; ++j) {
-      const Schedule& other = *written_steps[j];
-      if (other.units == written.units && written_ops[j] == written_ops[i] && !written.steps.empty() &&
-          other.steps == written.steps)
-        same = i - j;
-    }
+    for (size_t j = 0; j < i && same == 0 && !written.steps.empty(); ++j)
+      if (written_steps[j]->units == written.units && written_steps[j]->steps == written.steps) same = i - j;
     out.varint(same);
     if (same != 0) continue;
     out.varint(written.steps.size());
@@ -249,23 +238,23 @@ struct Earlier {
   std::vector<uint64_t> ops, members;    // its steps' ops and group members
   uint64_t written_ops = 0, written_members = 0, copied_ops = 0, copied_members = 0;
 
-  void add(const Schedule& schedule, bool named) {
-    uint64_t step_ops = 0, step_members = 0;
-    for (const Step& step : schedule.steps) {
-      step_ops += step.ops.size();
-      for (const Op& op : step.ops) step_members += op.group.size();
-    }
+  // `group_members`: what decoding the schedule spent of the budget; `named_from`: the schedule
+  // whose steps it copied, if any.
+  void add(const Schedule& schedule, uint64_t group_members, std::optional<size_t> named_from) {
+    uint64_t step_ops = 0;
+    for (const Step& step : schedule.steps) step_ops += step.ops.size();
+    if (named_from) group_members = members[*named_from];
     base_units.push_back(schedule.units);
     ops.push_back(step_ops);
-    members.push_back(step_members);
-    (named ? copied_ops : written_ops) += step_ops;
-    (named ? copied_members : written_members) += step_members;
+    members.push_back(group_members);
+    (named_from ? copied_ops : written_ops) += step_ops;
+    (named_from ? copied_members : written_members) += group_members;
   }
 };
 
-// `named`: set when the schedule's steps are copied from an earlier one.
-Schedule decode_schedule(detail::ByteReader& in, int32_t world_size, const Earlier& earlier, bool& named,
-                         GroupMemberBudget& members) {
+// `named_from`: set to the earlier schedule whose steps this one copies.
+Schedule decode_schedule(detail::ByteReader& in, int32_t world_size, const Earlier& earlier,
+                         std::optional<size_t>& named_from, GroupMemberBudget& members) {
   Schedule schedule;
   schedule.algorithm = in.utf8_string("algorithm name");
   schedule.collective = static_cast<Collective>(
@@ -314,7 +303,7 @@ Schedule decode_schedule(detail::ByteReader& in, int32_t world_size, const Earli
                                       schedule.algorithm, from, other.algorithm, kNamedCopies,
                                       earlier.written_ops, earlier.written_members));
     schedule.steps = other.steps;
-    named = true;
+    named_from = from;
   } else {
     schedule.steps.resize(in.count(3, "step count"));
     for (Step& step : schedule.steps) decode_step(in, step, members);
@@ -509,9 +498,10 @@ FingerprintedPlan decode_fingerprinted_plan(std::span<const uint8_t> bytes,
   GroupMemberBudget members{kGroupMembersPerByte * payload.size() + kGroupMembersAnyway, payload.size()};
   for (size_t i = 0; i < plan.schedules.size(); ++i) {
     earlier.schedules = std::span(plan.schedules).first(i);
-    bool named = false;
-    plan.schedules[i] = decode_schedule(in, plan.world_size, earlier, named, members);
-    earlier.add(plan.schedules[i], named);
+    std::optional<size_t> named_from;
+    const uint64_t members_left = members.left;
+    plan.schedules[i] = decode_schedule(in, plan.world_size, earlier, named_from, members);
+    earlier.add(plan.schedules[i], members_left - members.left, named_from);
   }
   if (in.remaining() != 0)
     in.fail(fmt::format("{} unread bytes at the end of the payload", in.remaining()));
