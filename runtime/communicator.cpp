@@ -65,6 +65,7 @@ int Communicator::size() const { return engine_->plan().world_size; }
 const ir::Plan& Communicator::plan() const { return engine_->plan(); }
 const std::string& Communicator::learner_name() const { return engine_->learner_name(); }
 const Options& Communicator::options() const { return engine_->options(); }
+bool Communicator::single_copy() const { return engine_->single_copy(); }
 
 void Communicator::allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op) {
   iallreduce(send, recv, count, type, op).wait();

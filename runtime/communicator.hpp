@@ -72,6 +72,8 @@ class Communicator {
   const ir::Plan& plan() const;
   const std::string& learner_name() const;  // plan.rank_names[rank()], or "" if unnamed
   const Options& options() const;
+  // Whether long chunks to some peer on this host go by single copy (docs/runtime.md).
+  bool single_copy() const;
 
   // recv = op over all ranks' send, element-wise. In place when send == recv or send is null.
   // Uses the plan's schedule for count * size_of(type) bytes.

@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 
@@ -127,6 +128,59 @@ void Engine::connect(const bootstrap::HostIdentity& host, const std::vector<int3
     error = e.what();
   }
   bootstrap::raise_if_any_failed(*group_, error, "connecting UCX endpoints");
+  setup_single_copy(plan_rank_of);
+}
+
+void Engine::setup_single_copy(const std::vector<int32_t>& plan_rank_of) {
+  // Every process tries to read every other of its host, then all learn all the verdicts, so
+  // that both ends of every link decide alike.
+  const std::string target = single_copy::publish_probe_target();
+  const auto targets = bootstrap::exchange_by_plan_rank(
+      *group_, std::vector<uint8_t>(target.begin(), target.end()), plan_rank_of);
+  std::string why_not;
+  if (options_.single_copy == SingleCopy::Off) why_not = "FLEXPLAN_SINGLE_COPY=off";
+  for (size_t peer = 0; peer < targets.size() && why_not.empty(); ++peer) {
+    if (!same_host_[peer] || peer == static_cast<size_t>(rank_)) continue;
+    const std::string reason = single_copy::probe(std::string(targets[peer].begin(), targets[peer].end()));
+    if (!reason.empty()) why_not = fmt::format("cannot read {}: {}", describe_rank(static_cast<int32_t>(peer)), reason);
+  }
+  const std::string mine = fmt::format("{} {} {}", static_cast<int>(options_.single_copy),
+                                       options_.single_copy_min_bytes, why_not);
+  const auto all = bootstrap::exchange_by_plan_rank(*group_, std::vector<uint8_t>(mine.begin(), mine.end()),
+                                                    plan_rank_of);
+  std::map<size_t, std::vector<size_t>> by_min_bytes;
+  std::string refusals;
+  bool required = false;
+  for (size_t r = 0; r < all.size(); ++r) {
+    const std::string record(all[r].begin(), all[r].end());
+    int mode = 0;
+    size_t min_bytes = 0;
+    int consumed = 0;
+    if (std::sscanf(record.c_str(), "%d %zu %n", &mode, &min_bytes, &consumed) < 2)
+      throw RuntimeError(fmt::format("flexplan: a malformed single-copy record from rank {}", r));
+    by_min_bytes[min_bytes].push_back(r);
+    required = required || mode == static_cast<int>(SingleCopy::On);
+    if (record.size() > static_cast<size_t>(consumed))
+      refusals += fmt::format("\n  rank {}: {}", r, record.substr(static_cast<size_t>(consumed)));
+  }
+  if (by_min_bytes.size() > 1) {
+    std::string message = "flexplan: the ranks use different single-copy thresholds (FLEXPLAN_SINGLE_COPY_MIN_BYTES):";
+    for (const auto& [bytes, ranks] : by_min_bytes) message += fmt::format("\n  {} bytes: ranks {}", bytes, fmt::join(ranks, ", "));
+    throw InputError(message);
+  }
+  if (!refusals.empty()) {
+    if (required)
+      throw RuntimeError("flexplan: single copy between the processes of a host was asked for "
+                         "(FLEXPLAN_SINGLE_COPY=on) but is not possible:" + refusals);
+    return;  // chunks go through UCX's shared-memory FIFO
+  }
+  single_copy_pids_.assign(targets.size(), 0);
+  for (size_t peer = 0; peer < targets.size(); ++peer)
+    if (same_host_[peer] && peer != static_cast<size_t>(rank_))
+      single_copy_pids_[peer] = single_copy::pid_of(std::string(targets[peer].begin(), targets[peer].end()));
+  // A job without two processes on a host has nothing to send so.
+  if (std::all_of(single_copy_pids_.begin(), single_copy_pids_.end(), [](pid_t pid) { return pid == 0; }))
+    single_copy_pids_.clear();
 }
 
 Engine::~Engine() { shutdown(); }
@@ -248,8 +302,10 @@ std::shared_ptr<Operation> Engine::start(const AllreduceArgs& args_in) {
   if (!broken_.empty()) {
     throw RuntimeError("flexplan: the communicator is unusable after an earlier error: " + broken_);
   }
-  const ExecContext context{transport_.get(), &pool_,           &plan_,      rank_,
-                            options_.chunk_bytes, options_.window, &same_host_, &quarantine_};
+  const ExecContext context{transport_.get(),    &pool_,          &plan_,
+                            rank_,                options_.chunk_bytes, options_.window,
+                            &same_host_,          &quarantine_,    &single_copy_pids_,
+                            options_.single_copy_min_bytes};
   auto operation =
       std::make_shared<Operation>(context, next_sequence_++, schedule, program_for(schedule), args);
   if (!operation->done()) {

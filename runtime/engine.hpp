@@ -38,6 +38,8 @@ class Engine {
   const ir::Plan& plan() const { return plan_; }
   const Options& options() const { return options_; }
   const std::string& learner_name() const { return learner_name_; }
+  // Whether chunks to some peer of this host go by single copy.
+  bool single_copy() const { return !single_copy_pids_.empty(); }
 
   // Starts an all-reduce (posting its first transfers). Throws RuntimeError on bad arguments
   // or a broken communicator.
@@ -60,6 +62,9 @@ class Engine {
                                       const std::string& source,
                                       const bootstrap::HostIdentity& host);
   void connect(const bootstrap::HostIdentity& host, const std::vector<int32_t>& plan_rank_of);
+  // Whether chunks between processes of this host go by single copy (single_copy.hpp): every
+  // rank probes its host's others and all agree. Collective.
+  void setup_single_copy(const std::vector<int32_t>& plan_rank_of);
   // UCX_TLS to impose, or nullptr for UCX's own choice (docs/runtime.md, UCX transports).
   const char* default_transports(bool single_host) const;
   struct Outstanding {
@@ -107,6 +112,7 @@ class Engine {
   std::unique_ptr<UcxTransport> transport_;
 
   std::vector<bool> same_host_;  // by plan rank
+  std::vector<pid_t> single_copy_pids_;  // by plan rank (ExecContext::single_copy_pids)
   // This rank's programs: lowered on first use, or all taken from the generated library at creation.
   std::map<const ir::Schedule*, codegen::RankProgram> programs_;
   std::unique_ptr<GeneratedPrograms> generated_;

@@ -22,6 +22,8 @@ Operation::Operation(const ExecContext& context, uint64_t sequence, const ir::Sc
       element_size_(size_of(args.type)),
       input_(static_cast<const std::byte*>(args.send)),
       buffer_(static_cast<std::byte*>(args.recv)) {
+  ack_receive_.owner = this;
+  ack_receive_.notify = &Operation::on_completion;
   // Out of place, the result forms in the receive buffer while the input is read where it
   // is: the send buffer is never written, and never copied whole.
   start_step();
@@ -119,6 +121,7 @@ void Operation::start_step() {
       for (uint32_t s = 0; s < runs_[r].slots.size(); ++s) {
         Slot& slot = runs_[r].slots[s];
         slot.transfers.resize(transfers);
+        if (!context_.single_copy_pids->empty()) slot.descriptors.resize(transfers);
         if (task.reduce) slot.scratch.resize(task.sources.size());
         for (uint32_t t = 0; t < transfers; ++t) {
           Transfer& transfer = slot.transfers[t];
@@ -143,7 +146,8 @@ void Operation::start_step() {
   if (args_.op == ReduceOp::Avg && args_.count > 0) {
     kernels::divide(buffer_, args_.count, args_.type, static_cast<uint64_t>(context_.plan->world_size));
   }
-  done_ = true;
+  steps_done_ = true;
+  done_ = ack_sends_in_flight_ == 0;
 }
 
 void Operation::finish_step() {
@@ -175,6 +179,7 @@ bool Operation::advance() {
       release_requests();
       return true;
     }
+    if (steps_done_) return moved;  // acks still leaving; done_ is set when the last has
     if (incomplete_runs_ > 0) return moved;
     finish_step();  // and go straight on with the next step's transfers
     moved = true;
@@ -187,15 +192,25 @@ bool Operation::advance() {
 
 // --- chunks ----------------------------------------------------------------------------------
 
-void Operation::on_completion(UcxTransport::Completion* completion, ucs_status_t status, size_t length) {
+void Operation::on_completion(UcxTransport::Completion* completion, ucs_status_t status, size_t length,
+                              uint64_t tag) {
   auto* transfer = static_cast<Transfer*>(completion);
   transfer->status = status;
   transfer->length = length;
+  transfer->tag = tag;
   transfer->owner->ready_.push_back(transfer);
 }
 
 void Operation::handle_completion(Transfer& transfer) {
   if (transfer.request == nullptr) return;  // released meanwhile (a failure)
+  if (&transfer == &ack_receive_) {
+    on_ack();
+    return;
+  }
+  if (transfer.run == kAckSend) {
+    on_ack_sent(transfer);
+    return;
+  }
   TaskRun& run = runs_[transfer.run];
   Slot& slot = run.slots[transfer.slot];
   ucp_request_free(transfer.request);
@@ -249,14 +264,19 @@ void Operation::start_chunk(TaskRun& run, size_t chunk) {
   slot.pending = task.sources.size();
   const size_t bytes = chunk_bytes(run, chunk);
   for (uint32_t i = 0; i < task.sources.size() && !failed(); ++i) {
-    std::byte* target = run.dest + offset;  // a broadcast's one source lands in place
+    void* target = run.dest + offset;  // a broadcast's one source lands in place
     if (task.reduce) {
       slot.scratch[i] = context_.pool->acquire(run.chunk_elements * element_size_);
       target = slot.scratch[i].get();
     }
+    size_t length = bytes;
+    if (single_copy(task.sources[i].rank, bytes)) {  // the descriptor comes; the data is read
+      target = &slot.descriptors[i];
+      length = sizeof(single_copy::Descriptor);
+    }
     Transfer& transfer = slot.transfers[i];
     const ucs_status_ptr_t request =
-        context_.transport->recv(target, bytes, tag_of(task.sources[i], chunk), &transfer);
+        context_.transport->recv(target, length, tag_of(task.sources[i], chunk), &transfer);
     if (UCS_PTR_IS_ERR(request)) {
       complete_receive(run, slot, i, UCS_PTR_STATUS(request), 0);
       continue;
@@ -270,8 +290,12 @@ void Operation::post_sends(TaskRun& run, Slot& slot, const std::byte* data) {
   const size_t bytes = chunk_bytes(run, slot.chunk);
   slot.state = ChunkState::Sending;
   slot.pending = task.destinations.size();
-  for (size_t j = 0; j < task.destinations.size(); ++j) {
+  for (size_t j = 0; j < task.destinations.size() && !failed(); ++j) {
     const codegen::Link& to = task.destinations[j];
+    if (single_copy(to.rank, bytes)) {
+      send_descriptor(run, slot, j, data, bytes);
+      continue;
+    }
     Transfer& transfer = slot.transfers[task.sources.size() + j];
     const ucs_status_ptr_t request =
         context_.transport->send(to.rank, data, bytes, tag_of(to, slot.chunk), &transfer);
@@ -314,12 +338,15 @@ void Operation::complete_receive(TaskRun& run, Slot& slot, uint32_t source, ucs_
                               : ""));
     return;
   }
+  const bool by_descriptor = single_copy(from, expected);
+  if (by_descriptor && length == sizeof(single_copy::Descriptor)) length = slot.descriptors[source].bytes;
   if (length != expected) {
     set_error(fmt::format("{}: {}: chunk {} from {} has {} bytes, expected {} (do all ranks pass "
                           "the same count and type?)",
                           describe(), where(run), slot.chunk, peer(from), length, expected));
     return;
   }
+  if (by_descriptor && !read_by_descriptor(run, slot, source, expected)) return;
   if (--slot.pending == 0) on_received(run, slot);
 }
 
@@ -371,6 +398,148 @@ void Operation::on_received(TaskRun& run, Slot& slot) {
   finish_chunk(slot);
 }
 
+// --- single copy -----------------------------------------------------------------------------
+
+bool Operation::single_copy(int32_t peer, size_t bytes) const {
+  const auto& pids = *context_.single_copy_pids;
+  return bytes >= context_.single_copy_min_bytes && !pids.empty() && pids[static_cast<size_t>(peer)] != 0;
+}
+
+void Operation::send_descriptor(TaskRun& run, Slot& slot, size_t j, const std::byte* data, size_t bytes) {
+  const codegen::Link& to = run.task->destinations[j];
+  const size_t index = run.task->sources.size() + j;
+  Transfer& transfer = slot.transfers[index];
+  uint64_t cookie = awaiting_ack_.size();
+  if (!free_cookies_.empty()) {
+    cookie = free_cookies_.back();
+    free_cookies_.pop_back();
+  } else {
+    awaiting_ack_.push_back(nullptr);
+  }
+  awaiting_ack_[cookie] = &transfer;
+  // The slot keeps the descriptor until the ack, which comes only after it was delivered.
+  single_copy::Descriptor& descriptor = slot.descriptors[index];
+  descriptor = {reinterpret_cast<uint64_t>(data), bytes, cookie};
+  const ucs_status_ptr_t request =
+      context_.transport->send(to.rank, &descriptor, sizeof descriptor, tag_of(to, slot.chunk));
+  if (UCS_PTR_IS_ERR(request)) {
+    awaiting_ack_[cookie] = nullptr;
+    free_cookies_.push_back(cookie);
+    set_error(fmt::format("{}: {}: sending chunk {} to {} failed: {}", describe(), where(run), slot.chunk,
+                          peer(to.rank), ucs_status_string(UCS_PTR_STATUS(request))));
+    return;
+  }
+  // UCX finishes the send by itself; what tells the transfer's end is the ack.
+  if (request != nullptr) ucp_request_free(request);
+  transfer.awaiting_ack = true;
+  ++acks_awaited_;
+  ++sends_in_flight_;
+  ++sends_on_host_in_flight_;
+  post_ack_receive();
+}
+
+bool Operation::read_by_descriptor(TaskRun& run, Slot& slot, uint32_t source, size_t bytes) {
+  const codegen::Task& task = *run.task;
+  const int32_t from = task.sources[source].rank;
+  const single_copy::Descriptor descriptor = slot.descriptors[source];
+  void* target = task.reduce ? static_cast<void*>(slot.scratch[source].get())
+                             : run.dest + slot.chunk * run.chunk_elements * element_size_;
+  const std::string why = single_copy::read((*context_.single_copy_pids)[static_cast<size_t>(from)],
+                                            descriptor.address, target, bytes);
+  if (!why.empty()) {
+    set_error(fmt::format("{}: {}: reading chunk {} ({} bytes) by single copy from {} failed: {}",
+                          describe(), where(run), slot.chunk, bytes, peer(from), why));
+    return false;
+  }
+  // The sender may reuse the memory now. An empty message: nothing to keep alive for UCX, but
+  // the operation is not done before it left: the sender waits for it, and this process may
+  // leave the runtime once the operation is done.
+  static const char nothing = 0;
+  Transfer* ack = nullptr;
+  if (!free_ack_sends_.empty()) {
+    ack = free_ack_sends_.back();
+    free_ack_sends_.pop_back();
+  } else {
+    ack = &ack_sends_.emplace_back();
+    ack->owner = this;
+    ack->notify = &Operation::on_completion;
+    ack->run = kAckSend;
+  }
+  ack->index = static_cast<uint32_t>(from);
+  const ucs_status_ptr_t request =
+      context_.transport->send(from, &nothing, 0, tag::ack(sequence_, descriptor.cookie), ack);
+  if (UCS_PTR_IS_ERR(request)) {
+    free_ack_sends_.push_back(ack);
+    set_error(fmt::format("{}: {}: acknowledging chunk {} to {} failed: {}", describe(), where(run),
+                          slot.chunk, peer(from), ucs_status_string(UCS_PTR_STATUS(request))));
+    return false;
+  }
+  if (request == nullptr) {  // sent at once
+    free_ack_sends_.push_back(ack);
+    return true;
+  }
+  ack->request = request;
+  ++ack_sends_in_flight_;
+  ++sends_in_flight_;
+  ++sends_on_host_in_flight_;
+  return true;
+}
+
+void Operation::on_ack_sent(Transfer& ack) {
+  ucp_request_free(ack.request);
+  ack.request = nullptr;
+  free_ack_sends_.push_back(&ack);
+  --ack_sends_in_flight_;
+  --sends_in_flight_;
+  --sends_on_host_in_flight_;
+  if (ack.status != UCS_OK) {
+    set_error(fmt::format("{}: acknowledging a single-copy chunk to {} failed: {}", describe(),
+                          peer(static_cast<int32_t>(ack.index)), ucs_status_string(ack.status)));
+    return;
+  }
+  if (steps_done_ && ack_sends_in_flight_ == 0) done_ = true;
+}
+
+void Operation::post_ack_receive() {
+  if (ack_receive_.request != nullptr || acks_awaited_ == 0 || failed()) return;
+  const ucs_status_ptr_t request = context_.transport->recv(
+      nullptr, 0, tag::ack(sequence_, 0), &ack_receive_, tag::kAckMask);
+  if (UCS_PTR_IS_ERR(request)) {
+    set_error(fmt::format("{}: posting the receive for single-copy acknowledgements failed: {}",
+                          describe(), ucs_status_string(UCS_PTR_STATUS(request))));
+    return;
+  }
+  ack_receive_.request = request;  // its completion may already be queued on ready_
+}
+
+void Operation::on_ack() {
+  ucp_request_free(ack_receive_.request);
+  ack_receive_.request = nullptr;
+  if (ack_receive_.status != UCS_OK) {
+    set_error(fmt::format("{}: receiving a single-copy acknowledgement failed: {}", describe(),
+                          ucs_status_string(ack_receive_.status)));
+    return;
+  }
+  const uint64_t cookie = tag::cookie_of(ack_receive_.tag);
+  if (cookie >= awaiting_ack_.size() || awaiting_ack_[cookie] == nullptr) {
+    set_error(fmt::format("{}: a single-copy acknowledgement names cookie {}, which no send awaits",
+                          describe(), cookie));
+    return;
+  }
+  Transfer& sent = *awaiting_ack_[cookie];
+  awaiting_ack_[cookie] = nullptr;
+  free_cookies_.push_back(cookie);
+  sent.awaiting_ack = false;
+  --acks_awaited_;
+  --sends_in_flight_;
+  --sends_on_host_in_flight_;
+  post_ack_receive();
+  TaskRun& run = runs_[sent.run];
+  Slot& slot = run.slots[sent.slot];
+  if (--slot.pending == 0) finish_chunk(slot);
+  if (!failed()) slide_window(run);
+}
+
 // --- failure ---------------------------------------------------------------------------------
 
 std::string Operation::waiting_for() const {
@@ -380,7 +549,7 @@ std::string Operation::waiting_for() const {
       const Slot& slot = run.slots[chunk % run.slots.size()];
       if (slot.state != ChunkState::Receiving && slot.state != ChunkState::Sending) continue;
       for (size_t t = 0; t < slot.transfers.size(); ++t) {
-        if (slot.transfers[t].request == nullptr) continue;
+        if (!slot.transfers[t].in_flight()) continue;
         if (t < task.sources.size()) {
           return fmt::format("{}: waiting to receive chunk {} of {} ({} bytes, tag {:#018x}) from {}",
                              where(run), chunk, run.chunks, chunk_bytes(run, chunk),
@@ -408,13 +577,15 @@ void Operation::release_requests() {
       bool in_flight = false;
       for (size_t t = 0; t < slot.transfers.size(); ++t) {
         Transfer& transfer = slot.transfers[t];
+        if (!transfer.in_flight()) continue;
+        in_flight = true;
+        transfer.awaiting_ack = false;  // a receiver may still read the data: quarantined below
         if (transfer.request == nullptr) continue;
         // Cancelling tells the completion (queued on ready_, dropped below); freeing stops
         // any later notification.
         if (t < run.task->sources.size()) context_.transport->cancel(transfer.request);
         ucp_request_free(transfer.request);
         transfer.request = nullptr;
-        in_flight = true;
       }
       // A transfer may still touch the slot's scratch until the transport closes.
       if (in_flight)
@@ -424,6 +595,21 @@ void Operation::release_requests() {
     }
     if (run.stage) context_.quarantine->push_back(std::move(run.stage));
   }
+  if (ack_receive_.request != nullptr) {
+    context_.transport->cancel(ack_receive_.request);
+    ucp_request_free(ack_receive_.request);
+    ack_receive_.request = nullptr;
+  }
+  awaiting_ack_.clear();
+  free_cookies_.clear();
+  acks_awaited_ = 0;
+  for (Transfer& ack : ack_sends_) {
+    if (ack.request != nullptr) ucp_request_free(ack.request);  // the message is static
+    ack.request = nullptr;
+  }
+  ack_sends_.clear();
+  free_ack_sends_.clear();
+  ack_sends_in_flight_ = 0;
   runs_.clear();
   ready_.clear();
   sends_in_flight_ = 0;

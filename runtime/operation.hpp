@@ -8,9 +8,14 @@
 // task's fixed order and sends the result on (or, at the root, writes it), and a broadcast
 // member forwards what landed. A rank enters step s+1 only once all its step-s tasks finished,
 // sends included; tags carry the step, so no barrier is needed.
+//
+// Between processes of one host, long chunks go by single copy (single_copy.hpp): the sender
+// sends a descriptor instead of the data and its send completes when the receiver's
+// acknowledgement arrives; the receiver reads the chunk out of the sender's memory.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -18,6 +23,7 @@
 #include "ir/plan.hpp"
 #include "runtime/datatype.hpp"
 #include "runtime/scratch_pool.hpp"
+#include "runtime/single_copy.hpp"
 #include "runtime/ucx_transport.hpp"
 
 namespace flexplan {
@@ -34,6 +40,10 @@ struct ExecContext {
   const std::vector<bool>* same_host;
   // Scratch that UCX may still read after an abort; freed only after the transport closes.
   std::vector<ScratchPool::Buffer>* quarantine;
+  // By plan rank: the pid of a peer on this host that chunks go to and come from by single copy
+  // (single_copy.hpp), 0 for the others; empty when single copy is off.
+  const std::vector<pid_t>* single_copy_pids;
+  size_t single_copy_min_bytes;  // the smallest chunk that goes so
 };
 
 struct AllreduceArgs {
@@ -83,6 +93,9 @@ class Operation {
     void* request = nullptr;
     ucs_status_t status = UCS_OK;  // as told on completion
     size_t length = 0;
+    uint64_t tag = 0;
+    bool awaiting_ack = false;  // a single-copy send: in flight until the receiver acknowledges
+    bool in_flight() const { return request != nullptr || awaiting_ack; }
   };
   // One chunk in flight: its receives from every source, then its sends to every destination.
   struct Slot {
@@ -93,6 +106,9 @@ class Operation {
     // Reduce receivers: the chunk received from each source; the first then holds the
     // combined data that is sent on.
     std::vector<ScratchPool::Buffer> scratch;
+    // Single copy: the descriptor received from each source or sent to each destination (by
+    // transfer index); empty when single copy is off.
+    std::vector<single_copy::Descriptor> descriptors;
   };
   struct TaskRun {
     const codegen::Task* task = nullptr;
@@ -112,7 +128,8 @@ class Operation {
   // Out of place: copies the input's unit ranges from the send to the receive buffer.
   void copy_input(const std::vector<codegen::UnitRange>& ranges);
   void finish_step();
-  static void on_completion(UcxTransport::Completion* completion, ucs_status_t status, size_t length);
+  static void on_completion(UcxTransport::Completion* completion, ucs_status_t status, size_t length,
+                            uint64_t tag);
   void handle_completion(Transfer& transfer);
   // Retires finished chunks at the window's low end and starts chunks at its high end.
   void slide_window(TaskRun& run);
@@ -125,6 +142,17 @@ class Operation {
   void post_sends(TaskRun& run, Slot& slot, const std::byte* data);
   void finish_chunk(Slot& slot);
   void release_requests();
+  // Single copy: whether a chunk of `bytes` to or from `peer` goes so (both ends decide alike).
+  bool single_copy(int32_t peer, size_t bytes) const;
+  // Sends the descriptor of `data` to destination j; the transfer then awaits the ack.
+  void send_descriptor(TaskRun& run, Slot& slot, size_t j, const std::byte* data, size_t bytes);
+  // A descriptor from source `source` arrived: reads the chunk, acknowledges it. False on error.
+  bool read_by_descriptor(TaskRun& run, Slot& slot, uint32_t source, size_t bytes);
+  // Keeps one receive posted for this operation's acknowledgements while any are awaited.
+  void post_ack_receive();
+  void on_ack();
+  void on_ack_sent(Transfer& ack);
+  static constexpr uint32_t kAckSend = ~uint32_t{0};  // Transfer::run of an ack being sent
 
   size_t chunk_bytes(const TaskRun& run, size_t chunk) const;
   uint64_t tag_of(const codegen::Link& link, size_t chunk) const;
@@ -148,6 +176,16 @@ class Operation {
   std::vector<Transfer*> ready_;  // completed, not yet handled
   size_t sends_in_flight_ = 0;
   size_t sends_on_host_in_flight_ = 0;
+  // Single-copy sends awaiting their ack, by cookie (the index; free cookies are reused).
+  std::vector<Transfer*> awaiting_ack_;
+  std::vector<uint64_t> free_cookies_;
+  size_t acks_awaited_ = 0;
+  Transfer ack_receive_;  // the receive masked to this operation's acks
+  // Acks this rank sends that UCX has not sent yet (index: the peer); reused once sent.
+  std::deque<Transfer> ack_sends_;
+  std::vector<Transfer*> free_ack_sends_;
+  size_t ack_sends_in_flight_ = 0;
+  bool steps_done_ = false;  // every step finished; done_ waits for the acks to leave
   bool done_ = false;
   std::string error_;
 };

@@ -76,6 +76,21 @@ Options Options::from_env() {
       throw InputError(fmt::format("FLEXPLAN_PEER_FAILURE='{}': expected remote, all or none", text));
     }
   }
+  if (const char* v = env("FLEXPLAN_SINGLE_COPY")) {
+    const std::string_view text = v;
+    if (text == "auto") {
+      options.single_copy = SingleCopy::Auto;
+    } else if (text == "on" || text == "1") {
+      options.single_copy = SingleCopy::On;
+    } else if (text == "off" || text == "0") {
+      options.single_copy = SingleCopy::Off;
+    } else {
+      throw InputError(fmt::format("FLEXPLAN_SINGLE_COPY='{}': expected auto, on or off", text));
+    }
+  }
+  if (const char* v = env("FLEXPLAN_SINGLE_COPY_MIN_BYTES")) {
+    options.single_copy_min_bytes = parse_positive("FLEXPLAN_SINGLE_COPY_MIN_BYTES", v);
+  }
   return options;
 }
 

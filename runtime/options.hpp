@@ -7,6 +7,7 @@
 #include <string>
 
 #include "codegen/chunking.hpp"
+#include "runtime/single_copy.hpp"
 
 namespace flexplan {
 
@@ -16,6 +17,8 @@ enum class RankMapping {
 };
 
 enum class PeerFailureDetection { Remote, All, None };
+
+enum class SingleCopy { Auto, On, Off };
 
 struct Options {
   // An operation that makes no progress for this long while the caller drives it fails with
@@ -49,6 +52,14 @@ struct Options {
   // over shared memory, and a dead local peer is caught by the timeout. `All` also covers local
   // peers, at the price of loopback TCP between them. FLEXPLAN_PEER_FAILURE=remote|all|none.
   PeerFailureDetection peer_failure = PeerFailureDetection::Remote;
+  // Chunks between processes of one host read straight from the sender's memory
+  // (runtime/single_copy.hpp). Auto: when every process can read every other of its host
+  // (checked at creation); On: creation fails where one cannot; Off: UCX's shared-memory FIFO.
+  // FLEXPLAN_SINGLE_COPY=auto|on|off.
+  SingleCopy single_copy = SingleCopy::Auto;
+  // The smallest chunk sent by single copy. Must be equal on every rank (checked at creation).
+  // FLEXPLAN_SINGLE_COPY_MIN_BYTES.
+  size_t single_copy_min_bytes = single_copy::kDefaultMinBytes;
   // A library built from `flexplan codegen PLAN --target cpp` for this very plan: the ranks run
   // its generated programs instead of lowering the plan themselves (docs/codegen.md). Creation
   // fails on every rank if it cannot be loaded or was generated for another plan.

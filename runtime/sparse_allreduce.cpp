@@ -1,7 +1,7 @@
 // The sparse all-reduce's steps over UCX tagged messages: the transfer schedule
 // (ir/sparse_exchange.hpp) run one step at a time, one message per peer and step.
 //
-// Tags: (sequence, step << 24 | sender rank, 0). Each sender sends a receiver at most one
+// Tags: (sequence, step << 23 | sender rank, 0). Each sender sends a receiver at most one
 // message per step, so the tag alone names it.
 #include "runtime/sparse_allreduce.hpp"
 
@@ -44,10 +44,10 @@ struct SparseResidualAccess {
 
 namespace {
 
-constexpr int kStepBits = 24;
+constexpr int kSenderBits = 23;  // below the step: ranks < 2^23, steps < 2^(31 - 23) = 256
 
 uint64_t sparse_tag(uint64_t sequence, uint64_t step, int32_t sender) {
-  return tag::make(sequence, (step << kStepBits) | static_cast<uint64_t>(sender), 0);
+  return tag::make(sequence, (step << kSenderBits) | static_cast<uint64_t>(sender), 0);
 }
 
 size_t selected_count(double density, uint64_t slice_length) {
@@ -565,12 +565,12 @@ void run_sparse_allreduce(const SparseContext& context, const SparseArgs& args) 
   if (args.iterations < 0 || args.iterations > 64) {
     throw InputError(fmt::format("flexplan sparse_allreduce: {} MSTopK iterations (0 to 64)", args.iterations));
   }
-  if (context.exchange->schedule.steps.size() >= (size_t{1} << (tag::kReceiveBits - kStepBits))) {
+  if (context.exchange->schedule.steps.size() >= (size_t{1} << (tag::kReceiveBits - kSenderBits))) {
     throw InputError(fmt::format("flexplan sparse_allreduce: the exchange has {} steps, more than its tags number",
                                  context.exchange->schedule.steps.size()));
   }
-  if (context.layout->machine_of.size() >= (size_t{1} << kStepBits)) {
-    throw InputError("flexplan sparse_allreduce: at most 2^24 ranks");
+  if (context.layout->machine_of.size() >= (size_t{1} << kSenderBits)) {
+    throw InputError("flexplan sparse_allreduce: at most 2^23 ranks");
   }
   if (args.count > 0 && args.buffer == nullptr) {
     throw InputError(fmt::format("flexplan sparse_allreduce: null buffer for {} elements", args.count));

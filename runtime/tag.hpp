@@ -4,8 +4,13 @@
 // since every op's chain has one sender per receiver, on a given receiver the tag alone names
 // the message, whichever peer sends it and however operations overlap.
 //
-//   63        52 51                          20 19          0
-//   [ seq 12    ][ receive index 32           ][ chunk 20   ]
+//   63        52 51   50                      20 19          0
+//   [ seq 12    ][ack][ receive index 31        ][ chunk 20   ]
+//
+// Tags with the ack bit set are single-copy acknowledgements (single_copy.hpp): a receiver that
+// read a chunk straight out of its sender's memory tells the sender so under ack(sequence,
+// cookie), the cookie being what the sender put in the chunk's descriptor. The sender takes
+// every ack of an operation with one receive masked to (sequence, ack bit).
 //
 // Sequence numbers wrap at 2^12. An operation is issued only while it is less than
 // kMaxAhead = 2^11 numbers ahead of the oldest unfinished one on its rank, and every
@@ -24,9 +29,10 @@
 namespace flexplan::tag {
 
 inline constexpr int kChunkBits = 20;
-inline constexpr int kReceiveBits = 32;
+inline constexpr int kReceiveBits = 31;
+inline constexpr int kAckBits = 1;
 inline constexpr int kSequenceBits = 12;
-static_assert(kChunkBits + kReceiveBits + kSequenceBits == 64);
+static_assert(kChunkBits + kReceiveBits + kAckBits + kSequenceBits == 64);
 static_assert(codegen::kMaxChunksPerRange == uint64_t{1} << kChunkBits,
               "the chunking rule must never cut more chunks than the tag numbers");
 
@@ -38,9 +44,18 @@ inline constexpr uint64_t kFullMask = ~uint64_t{0};
 
 inline uint64_t make(uint64_t sequence, uint64_t receive_index, uint64_t chunk) {
   constexpr uint64_t sequence_mask = (uint64_t{1} << kSequenceBits) - 1;
-  return ((sequence & sequence_mask) << (kReceiveBits + kChunkBits)) | (receive_index << kChunkBits) |
-         chunk;
+  return ((sequence & sequence_mask) << (kAckBits + kReceiveBits + kChunkBits)) |
+         (receive_index << kChunkBits) | chunk;
 }
+
+inline constexpr uint64_t kAckBit = uint64_t{1} << (kReceiveBits + kChunkBits);
+inline constexpr uint64_t kMaxCookie = (uint64_t{1} << (kReceiveBits + kChunkBits)) - 1;
+
+// A single-copy acknowledgement of operation `sequence`, naming the sender's cookie.
+inline uint64_t ack(uint64_t sequence, uint64_t cookie) { return make(sequence, 0, 0) | kAckBit | cookie; }
+// Matches every ack of operation `sequence` (the bits above the cookie).
+inline constexpr uint64_t kAckMask = ~kMaxCookie;
+inline uint64_t cookie_of(uint64_t ack_tag) { return ack_tag & kMaxCookie; }
 
 // The one tag of abort notices (no data message has this receive index).
 inline constexpr uint64_t abort_tag() { return kMaxReceives << kChunkBits; }

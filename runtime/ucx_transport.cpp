@@ -178,14 +178,15 @@ ucs_status_ptr_t UcxTransport::send(int32_t peer, const void* buffer, size_t byt
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     param.cb.send = [](void*, ucs_status_t status, void* user_data) {
       auto* c = static_cast<Completion*>(user_data);
-      c->notify(c, status, 0);
+      c->notify(c, status, 0, 0);
     };
     param.user_data = completion;
   }
   return ucp_tag_send_nbx(endpoints_[static_cast<size_t>(peer)], buffer, bytes, tag, &param);
 }
 
-ucs_status_ptr_t UcxTransport::recv(void* buffer, size_t bytes, uint64_t tag, Completion* completion) {
+ucs_status_ptr_t UcxTransport::recv(void* buffer, size_t bytes, uint64_t tag, Completion* completion,
+                                    uint64_t tag_mask) {
   ucp_request_param_t param{};
   // UCX 1.13 leaves the receive info unset when a receive completes at once, and the length is
   // what tells a count mismatch: always take a request.
@@ -194,11 +195,12 @@ ucs_status_ptr_t UcxTransport::recv(void* buffer, size_t bytes, uint64_t tag, Co
     param.op_attr_mask |= UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     param.cb.recv = [](void*, ucs_status_t status, const ucp_tag_recv_info_t* info, void* user_data) {
       auto* c = static_cast<Completion*>(user_data);
-      c->notify(c, status, status == UCS_OK && info != nullptr ? info->length : 0);
+      const bool told = status == UCS_OK && info != nullptr;
+      c->notify(c, status, told ? info->length : 0, told ? info->sender_tag : 0);
     };
     param.user_data = completion;
   }
-  return ucp_tag_recv_nbx(worker_, buffer, bytes, tag, tag::kFullMask, &param);
+  return ucp_tag_recv_nbx(worker_, buffer, bytes, tag, tag_mask, &param);
 }
 
 bool UcxTransport::progress() {

@@ -43,9 +43,10 @@ class UcxTransport {
                const std::vector<bool>& detect_failure);
 
   // Told when a transfer's request completes, from inside progress() (or inside recv() when the
-  // message is already there): its status and, for a receive, the received length.
+  // message is already there): its status and, for a receive, the received length and the tag
+  // it was sent with (which a masked receive needs).
   struct Completion {
-    void (*notify)(Completion* self, ucs_status_t status, size_t length) = nullptr;
+    void (*notify)(Completion* self, ucs_status_t status, size_t length, uint64_t tag) = nullptr;
   };
 
   // Non-blocking tagged transfers. A send returns nullptr when complete at once (nothing is
@@ -56,7 +57,8 @@ class UcxTransport {
   // request that is still in progress stops its notification.
   ucs_status_ptr_t send(int32_t peer, const void* buffer, size_t bytes, uint64_t tag,
                         Completion* completion = nullptr);
-  ucs_status_ptr_t recv(void* buffer, size_t bytes, uint64_t tag, Completion* completion = nullptr);
+  ucs_status_ptr_t recv(void* buffer, size_t bytes, uint64_t tag, Completion* completion = nullptr,
+                        uint64_t tag_mask = ~uint64_t{0});
   void cancel(void* request) { ucp_request_cancel(worker_, request); }
 
   // Drives UCX until it has nothing more to do now; true if anything happened.

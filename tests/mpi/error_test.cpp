@@ -150,6 +150,28 @@ TEST(Creation, DifferentChunkSizesFailEveryRank) {
   EXPECT_NE(message.find("chunk sizes"), std::string::npos) << message;
 }
 
+TEST(Creation, DifferentSingleCopyThresholdsFailEveryRank) {
+  Options options = Options::from_env();
+  options.single_copy_min_bytes = world_rank() == 0 ? 4096 : 8192;
+  const std::string message = error_of([&] { Communicator comm(good_plan(world_size()), MPI_COMM_WORLD, options); });
+  EXPECT_NE(message.find("single-copy thresholds"), std::string::npos) << message;
+  EXPECT_NE(message.find("4096 bytes: ranks 0"), std::string::npos) << message;
+}
+
+// One host: every process can read the others, so single copy is on unless a rank turns it
+// off, and a rank that requires it then fails creation everywhere, naming the rank that refused.
+TEST(Creation, SingleCopyIsOnAlikeOrRefusedByName) {
+  {
+    Communicator comm(good_plan(world_size()), MPI_COMM_WORLD, Options::from_env());
+    EXPECT_TRUE(comm.single_copy());
+  }
+  Options options = Options::from_env();
+  options.single_copy = world_rank() == 0 ? SingleCopy::On : SingleCopy::Off;
+  const std::string message = error_of([&] { Communicator comm(good_plan(world_size()), MPI_COMM_WORLD, options); });
+  EXPECT_NE(message.find("FLEXPLAN_SINGLE_COPY=on) but is not possible"), std::string::npos) << message;
+  EXPECT_NE(message.find("rank 1: FLEXPLAN_SINGLE_COPY=off"), std::string::npos) << message;
+}
+
 TEST(Creation, UnknownLearnerNameFailsEveryRank) {
   const ir::Plan plan = good_plan(world_size());
   Options options = Options::from_env();

@@ -97,13 +97,23 @@ TEST(Kernels, Float16SumRoundsOncePerCombine) {
 TEST(Tags, FieldsDoNotOverlapAndSequenceWraps) {
   const uint64_t t = tag::make(5, tag::kMaxReceives - 1, codegen::kMaxChunksPerRange - 1);
   EXPECT_EQ(t >> 52, 5u);
-  EXPECT_EQ((t >> 20) & 0xffffffff, tag::kMaxReceives - 1);
+  EXPECT_EQ((t >> 20) & 0x7fffffff, tag::kMaxReceives - 1);
+  EXPECT_EQ(t & tag::kAckBit, 0u);
   EXPECT_EQ(t & 0xfffff, codegen::kMaxChunksPerRange - 1);
   EXPECT_EQ(tag::make(5 + (uint64_t{1} << tag::kSequenceBits), 1, 2), tag::make(5, 1, 2));
   EXPECT_NE(tag::make(5, 1, 2), tag::make(5, 2, 1));
   // No data tag is the abort tag, whatever its sequence number and chunk.
   EXPECT_NE(tag::make(0, tag::kMaxReceives - 1, codegen::kMaxChunksPerRange - 1), tag::abort_tag());
   EXPECT_EQ(tag::abort_tag() >> 20, tag::kMaxReceives);
+  // Acks carry the ack bit, which no data or abort tag has; the mask takes every ack of one
+  // operation and none of another's.
+  const uint64_t a = tag::ack(5, tag::kMaxCookie);
+  EXPECT_EQ(a >> 52, 5u);
+  EXPECT_NE(a & tag::kAckBit, 0u);
+  EXPECT_EQ(tag::cookie_of(a), tag::kMaxCookie);
+  EXPECT_EQ(a & tag::kAckMask, tag::ack(5, 0));
+  EXPECT_NE(tag::ack(6, 3) & tag::kAckMask, tag::ack(5, 0));
+  EXPECT_NE(tag::abort_tag() & tag::kAckMask, tag::ack(0, 0));
   // Two operations in flight are less than 2^12 apart, so their tags differ.
   EXPECT_LE(2 * tag::kMaxAhead, uint64_t{1} << tag::kSequenceBits);
 }

@@ -1,0 +1,51 @@
+// Single-copy transfers between processes of one host: the receiver reads a chunk straight out
+// of its sender's memory with Linux cross-memory attach (process_vm_readv), where UCX's
+// shared-memory FIFO copies it twice (into the FIFO, out of it). The runtime's own, not UCX's
+// CMA, because a failed read must fail the operation, not abort the process (docs/runtime.md,
+// Single-copy transfers).
+//
+// A chunk sent this way is a descriptor message under the chunk's tag (where the data lies in
+// the sender, and a cookie); the receiver reads, then answers with an empty message under
+// tag::ack(sequence, cookie), and only then may the sender reuse the memory.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace flexplan::single_copy {
+
+// Chunks of at least this many bytes go by single copy between processes of one host; smaller
+// ones through the FIFO, where the descriptor and the acknowledgement would cost more than the
+// copies they save (docs/flexbench.md).
+inline constexpr size_t kDefaultMinBytes = 32 * 1024;
+
+struct Descriptor {
+  uint64_t address = 0;  // in the sender's address space
+  uint64_t bytes = 0;
+  uint64_t cookie = 0;   // echoed in the acknowledgement's tag
+};
+
+// What a process publishes so that the others of its host can check that they can read it:
+// its pid, and the address and value of a word only it holds.
+struct ProbeTarget {
+  pid_t pid = 0;
+  uint64_t address = 0;
+  uint64_t nonce = 0;
+};
+// This process's target (the same on every call), as bytes for the bootstrap exchange.
+std::string publish_probe_target();
+// Whether this process can read the published target: the read succeeds and finds the nonce
+// (so the pid is that very process, not another in a different pid namespace). Empty on
+// success, else why not ("process_vm_readv: Operation not permitted").
+std::string probe(const std::string& published);
+// The pid in a published target.
+pid_t pid_of(const std::string& published);
+
+// Reads `bytes` from `remote` in process `pid` into `local`. Empty on success, else the
+// system's reason (a peer that died: "No such process").
+std::string read(pid_t pid, uint64_t remote, void* local, size_t bytes);
+
+}  // namespace flexplan::single_copy
