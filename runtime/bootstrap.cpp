@@ -154,7 +154,7 @@ int32_t plan_rank_for(const ir::Plan& plan, const Options& options, int mpi_rank
 }
 
 void check_tag_limits(const ir::Plan& plan) {
-  // A rank's receives in a schedule number at most the schedule's ops; 2^32 - 1 of them would
+  // A rank's receives in a schedule number at most the schedule's ops; 2^31 - 1 of them would
   // take a plan of tens of GB, so no plan that loads comes near.
   for (const auto& schedule : plan.schedules) {
     const uint64_t ops = ir::expanded_op_count(schedule);

@@ -134,11 +134,12 @@ void Engine::connect(const bootstrap::HostIdentity& host, const std::vector<int3
 void Engine::setup_single_copy(const std::vector<int32_t>& plan_rank_of) {
   // Every process tries to read every other of its host, then all learn all the verdicts, so
   // that both ends of every link decide alike.
-  const std::string target = single_copy::publish_probe_target();
+  const bool wanted = options_.single_copy != SingleCopy::Off;
+  const std::string target = wanted ? single_copy::publish_probe_target() : std::string();
   const auto targets = bootstrap::exchange_by_plan_rank(
       *group_, std::vector<uint8_t>(target.begin(), target.end()), plan_rank_of);
   std::string why_not;
-  if (options_.single_copy == SingleCopy::Off) why_not = "FLEXPLAN_SINGLE_COPY=off";
+  if (!wanted) why_not = "FLEXPLAN_SINGLE_COPY=off";
   for (size_t peer = 0; peer < targets.size() && why_not.empty(); ++peer) {
     if (!same_host_[peer] || peer == static_cast<size_t>(rank_)) continue;
     const std::string reason = single_copy::probe(std::string(targets[peer].begin(), targets[peer].end()));

@@ -121,7 +121,10 @@ void Operation::start_step() {
       for (uint32_t s = 0; s < runs_[r].slots.size(); ++s) {
         Slot& slot = runs_[r].slots[s];
         slot.transfers.resize(transfers);
-        if (!context_.single_copy_pids->empty()) slot.descriptors.resize(transfers);
+        // Only where a chunk (the first is the longest) is long enough to go by single copy.
+        if (!context_.single_copy_pids->empty() && runs_[r].chunks > 0 &&
+            chunk_bytes(runs_[r], 0) >= context_.single_copy_min_bytes)
+          slot.descriptors = context_.pool->acquire(transfers * sizeof(single_copy::Descriptor));
         if (task.reduce) slot.scratch.resize(task.sources.size());
         for (uint32_t t = 0; t < transfers; ++t) {
           Transfer& transfer = slot.transfers[t];
@@ -152,6 +155,8 @@ void Operation::start_step() {
 
 void Operation::finish_step() {
   for (TaskRun& run : runs_) {
+    for (Slot& slot : run.slots)
+      if (slot.descriptors) context_.pool->release(std::move(slot.descriptors));
     if (run.stage) {
       if (run.elements > 0) {
         std::memcpy(buffer_ + run.first_element * element_size_, run.stage.get(),
@@ -264,14 +269,11 @@ void Operation::start_chunk(TaskRun& run, size_t chunk) {
   slot.pending = task.sources.size();
   const size_t bytes = chunk_bytes(run, chunk);
   for (uint32_t i = 0; i < task.sources.size() && !failed(); ++i) {
-    void* target = run.dest + offset;  // a broadcast's one source lands in place
-    if (task.reduce) {
-      slot.scratch[i] = context_.pool->acquire(run.chunk_elements * element_size_);
-      target = slot.scratch[i].get();
-    }
+    if (task.reduce) slot.scratch[i] = context_.pool->acquire(run.chunk_elements * element_size_);
+    void* target = receive_target(run, slot, i);
     size_t length = bytes;
     if (single_copy(task.sources[i].rank, bytes)) {  // the descriptor comes; the data is read
-      target = &slot.descriptors[i];
+      target = descriptor_at(slot, i);
       length = sizeof(single_copy::Descriptor);
     }
     Transfer& transfer = slot.transfers[i];
@@ -339,14 +341,30 @@ void Operation::complete_receive(TaskRun& run, Slot& slot, uint32_t source, ucs_
     return;
   }
   const bool by_descriptor = single_copy(from, expected);
-  if (by_descriptor && length == sizeof(single_copy::Descriptor)) length = slot.descriptors[source].bytes;
+  single_copy::Descriptor descriptor;
+  if (by_descriptor) {
+    if (!single_copy::is_descriptor(descriptor_at(slot, source), length, &descriptor)) {
+      set_error(fmt::format("{}: {}: chunk {} from {} is not the single-copy descriptor expected ({} "
+                            "bytes; do all ranks pass the same count and type?)",
+                            describe(), where(run), slot.chunk, peer(from), length));
+      return;
+    }
+    length = descriptor.bytes;
+  } else if (expected == sizeof(single_copy::Descriptor) && on_host(from) &&
+             !context_.single_copy_pids->empty() &&
+             single_copy::is_descriptor(receive_target(run, slot, source), length)) {
+    set_error(fmt::format("{}: {}: chunk {} from {} is a single-copy descriptor where {} bytes of "
+                          "data were expected (do all ranks pass the same count and type?)",
+                          describe(), where(run), slot.chunk, peer(from), expected));
+    return;
+  }
   if (length != expected) {
     set_error(fmt::format("{}: {}: chunk {} from {} has {} bytes, expected {} (do all ranks pass "
                           "the same count and type?)",
                           describe(), where(run), slot.chunk, peer(from), length, expected));
     return;
   }
-  if (by_descriptor && !read_by_descriptor(run, slot, source, expected)) return;
+  if (by_descriptor && !read_by_descriptor(run, slot, source, descriptor)) return;
   if (--slot.pending == 0) on_received(run, slot);
 }
 
@@ -400,6 +418,15 @@ void Operation::on_received(TaskRun& run, Slot& slot) {
 
 // --- single copy -----------------------------------------------------------------------------
 
+std::byte* Operation::receive_target(const TaskRun& run, Slot& slot, uint32_t source) const {
+  if (run.task->reduce) return slot.scratch[source].get();
+  return run.dest + slot.chunk * run.chunk_elements * element_size_;  // a broadcast's one source
+}
+
+std::byte* Operation::descriptor_at(Slot& slot, size_t transfer) {
+  return slot.descriptors.get() + transfer * sizeof(single_copy::Descriptor);
+}
+
 bool Operation::single_copy(int32_t peer, size_t bytes) const {
   const auto& pids = *context_.single_copy_pids;
   return bytes >= context_.single_copy_min_bytes && !pids.empty() && pids[static_cast<size_t>(peer)] != 0;
@@ -417,11 +444,13 @@ void Operation::send_descriptor(TaskRun& run, Slot& slot, size_t j, const std::b
     awaiting_ack_.push_back(nullptr);
   }
   awaiting_ack_[cookie] = &transfer;
-  // The slot keeps the descriptor until the ack, which comes only after it was delivered.
-  single_copy::Descriptor& descriptor = slot.descriptors[index];
-  descriptor = {reinterpret_cast<uint64_t>(data), bytes, cookie};
+  // The slot keeps the descriptor until the ack, which comes only after it was delivered (or,
+  // if the operation fails first, in quarantine: UCX may still be sending it).
+  const single_copy::Descriptor descriptor{single_copy::kMagic, reinterpret_cast<uint64_t>(data), bytes, cookie};
+  std::byte* message = descriptor_at(slot, index);
+  std::memcpy(message, &descriptor, sizeof descriptor);
   const ucs_status_ptr_t request =
-      context_.transport->send(to.rank, &descriptor, sizeof descriptor, tag_of(to, slot.chunk));
+      context_.transport->send(to.rank, message, sizeof descriptor, tag_of(to, slot.chunk));
   if (UCS_PTR_IS_ERR(request)) {
     awaiting_ack_[cookie] = nullptr;
     free_cookies_.push_back(cookie);
@@ -431,21 +460,22 @@ void Operation::send_descriptor(TaskRun& run, Slot& slot, size_t j, const std::b
   }
   // UCX finishes the send by itself; what tells the transfer's end is the ack.
   if (request != nullptr) ucp_request_free(request);
+  // Counted as a send in flight to this host, so that blocking mode yields the core while the
+  // peer reads: on shared cores the reader is the one that needs it (measured in
+  // docs/flexbench.md against sleeping until the ack wakes this rank). Not counted among the
+  // sends that cap blocking sleeps at 1 ms: the ack itself wakes a sleeping rank.
   transfer.awaiting_ack = true;
   ++acks_awaited_;
-  ++sends_in_flight_;
   ++sends_on_host_in_flight_;
   post_ack_receive();
 }
 
-bool Operation::read_by_descriptor(TaskRun& run, Slot& slot, uint32_t source, size_t bytes) {
-  const codegen::Task& task = *run.task;
-  const int32_t from = task.sources[source].rank;
-  const single_copy::Descriptor descriptor = slot.descriptors[source];
-  void* target = task.reduce ? static_cast<void*>(slot.scratch[source].get())
-                             : run.dest + slot.chunk * run.chunk_elements * element_size_;
+bool Operation::read_by_descriptor(TaskRun& run, Slot& slot, uint32_t source,
+                                   const single_copy::Descriptor& descriptor) {
+  const int32_t from = run.task->sources[source].rank;
+  const size_t bytes = descriptor.bytes;
   const std::string why = single_copy::read((*context_.single_copy_pids)[static_cast<size_t>(from)],
-                                            descriptor.address, target, bytes);
+                                            descriptor.address, receive_target(run, slot, source), bytes);
   if (!why.empty()) {
     set_error(fmt::format("{}: {}: reading chunk {} ({} bytes) by single copy from {} failed: {}",
                           describe(), where(run), slot.chunk, bytes, peer(from), why));
@@ -460,7 +490,7 @@ bool Operation::read_by_descriptor(TaskRun& run, Slot& slot, uint32_t source, si
     ack = free_ack_sends_.back();
     free_ack_sends_.pop_back();
   } else {
-    ack = &ack_sends_.emplace_back();
+    ack = ack_sends_.emplace_back(std::make_unique<Transfer>()).get();
     ack->owner = this;
     ack->notify = &Operation::on_completion;
     ack->run = kAckSend;
@@ -531,7 +561,6 @@ void Operation::on_ack() {
   free_cookies_.push_back(cookie);
   sent.awaiting_ack = false;
   --acks_awaited_;
-  --sends_in_flight_;
   --sends_on_host_in_flight_;
   post_ack_receive();
   TaskRun& run = runs_[sent.run];
@@ -587,10 +616,13 @@ void Operation::release_requests() {
         ucp_request_free(transfer.request);
         transfer.request = nullptr;
       }
-      // A transfer may still touch the slot's scratch until the transport closes.
-      if (in_flight)
+      // A transfer may still touch the slot's scratch and descriptors (a descriptor's send is
+      // not tracked: its ack tells it arrived) until the transport closes.
+      if (in_flight) {
         for (ScratchPool::Buffer& buffer : slot.scratch)
           if (buffer) context_.quarantine->push_back(std::move(buffer));
+        if (slot.descriptors) context_.quarantine->push_back(std::move(slot.descriptors));
+      }
       slot.state = ChunkState::Idle;
     }
     if (run.stage) context_.quarantine->push_back(std::move(run.stage));
@@ -603,9 +635,9 @@ void Operation::release_requests() {
   awaiting_ack_.clear();
   free_cookies_.clear();
   acks_awaited_ = 0;
-  for (Transfer& ack : ack_sends_) {
-    if (ack.request != nullptr) ucp_request_free(ack.request);  // the message is static
-    ack.request = nullptr;
+  for (const auto& ack : ack_sends_) {
+    if (ack->request != nullptr) ucp_request_free(ack->request);  // the message is static
+    ack->request = nullptr;
   }
   ack_sends_.clear();
   free_ack_sends_.clear();

@@ -15,7 +15,7 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -106,9 +106,9 @@ class Operation {
     // Reduce receivers: the chunk received from each source; the first then holds the
     // combined data that is sent on.
     std::vector<ScratchPool::Buffer> scratch;
-    // Single copy: the descriptor received from each source or sent to each destination (by
-    // transfer index); empty when single copy is off.
-    std::vector<single_copy::Descriptor> descriptors;
+    // Single copy: room for the descriptor received from each source or sent to each
+    // destination (by transfer index, descriptor_at); none when single copy is off.
+    ScratchPool::Buffer descriptors;
   };
   struct TaskRun {
     const codegen::Task* task = nullptr;
@@ -147,7 +147,10 @@ class Operation {
   // Sends the descriptor of `data` to destination j; the transfer then awaits the ack.
   void send_descriptor(TaskRun& run, Slot& slot, size_t j, const std::byte* data, size_t bytes);
   // A descriptor from source `source` arrived: reads the chunk, acknowledges it. False on error.
-  bool read_by_descriptor(TaskRun& run, Slot& slot, uint32_t source, size_t bytes);
+  bool read_by_descriptor(TaskRun& run, Slot& slot, uint32_t source, const single_copy::Descriptor& descriptor);
+  // Where a receive from `source` lands: its scratch slot (reduce), else the destination.
+  std::byte* receive_target(const TaskRun& run, Slot& slot, uint32_t source) const;
+  static std::byte* descriptor_at(Slot& slot, size_t transfer);
   // Keeps one receive posted for this operation's acknowledgements while any are awaited.
   void post_ack_receive();
   void on_ack();
@@ -182,7 +185,8 @@ class Operation {
   size_t acks_awaited_ = 0;
   Transfer ack_receive_;  // the receive masked to this operation's acks
   // Acks this rank sends that UCX has not sent yet (index: the peer); reused once sent.
-  std::deque<Transfer> ack_sends_;
+  // (Owned one by one: the transfers' addresses are UCX's user data; allocated only when used.)
+  std::vector<std::unique_ptr<Transfer>> ack_sends_;
   std::vector<Transfer*> free_ack_sends_;
   size_t ack_sends_in_flight_ = 0;
   bool steps_done_ = false;  // every step finished; done_ waits for the acks to leave

@@ -23,10 +23,18 @@ namespace flexplan::single_copy {
 inline constexpr size_t kDefaultMinBytes = 32 * 1024;
 
 struct Descriptor {
+  uint64_t magic = 0;    // kMagic: tells a descriptor from data of the same length
   uint64_t address = 0;  // in the sender's address space
   uint64_t bytes = 0;
   uint64_t cookie = 0;   // echoed in the acknowledgement's tag
 };
+// A receiver expecting a descriptor checks it; one expecting 32 bytes of data from a peer that
+// sent a descriptor instead (ranks passing different counts) recognises it by it.
+inline constexpr uint64_t kMagic = 0x79706f632d656c67;  // "gle-copy"
+
+// Whether a message of `length` bytes is a descriptor (copied out, since UCX buffers need not
+// be aligned for it).
+bool is_descriptor(const void* message, size_t length, Descriptor* out = nullptr);
 
 // What a process publishes so that the others of its host can check that they can read it:
 // its pid, and the address and value of a word only it holds.
@@ -35,7 +43,9 @@ struct ProbeTarget {
   uint64_t address = 0;
   uint64_t nonce = 0;
 };
-// This process's target (the same on every call), as bytes for the bootstrap exchange.
+// This process's target (the same on every call), as bytes for the bootstrap exchange. Where
+// the kernel restricts reads to a process's descendants (Yama ptrace_scope 1), first lets any
+// process of this user read this one (prctl PR_SET_PTRACER), as MPI libraries do for CMA.
 std::string publish_probe_target();
 // Whether this process can read the published target: the read succeeds and finds the nonce
 // (so the pid is that very process, not another in a different pid namespace). Empty on
