@@ -141,7 +141,8 @@ void Engine::setup_single_copy(const std::vector<int32_t>& plan_rank_of) {
   std::string why_not;
   if (!wanted) why_not = "FLEXPLAN_SINGLE_COPY=off";
   for (size_t peer = 0; peer < targets.size() && why_not.empty(); ++peer) {
-    if (!same_host_[peer] || peer == static_cast<size_t>(rank_)) continue;
+    // A peer that publishes nothing has single copy off and says so itself.
+    if (!same_host_[peer] || peer == static_cast<size_t>(rank_) || targets[peer].empty()) continue;
     const std::string reason = single_copy::probe(std::string(targets[peer].begin(), targets[peer].end()));
     if (!reason.empty()) why_not = fmt::format("cannot read {}: {}", describe_rank(static_cast<int32_t>(peer)), reason);
   }
@@ -164,16 +165,17 @@ void Engine::setup_single_copy(const std::vector<int32_t>& plan_rank_of) {
     if (record.size() > static_cast<size_t>(consumed))
       refusals += fmt::format("\n  rank {}: {}", r, record.substr(static_cast<size_t>(consumed)));
   }
-  if (by_min_bytes.size() > 1) {
-    std::string message = "flexplan: the ranks use different single-copy thresholds (FLEXPLAN_SINGLE_COPY_MIN_BYTES):";
-    for (const auto& [bytes, ranks] : by_min_bytes) message += fmt::format("\n  {} bytes: ranks {}", bytes, fmt::join(ranks, ", "));
-    throw InputError(message);
-  }
   if (!refusals.empty()) {
     if (required)
       throw RuntimeError("flexplan: single copy between the processes of a host was asked for "
                          "(FLEXPLAN_SINGLE_COPY=on) but is not possible:" + refusals);
     return;  // chunks go through UCX's shared-memory FIFO
+  }
+  // The threshold decides how each chunk goes, at both ends: it must agree where single copy is on.
+  if (by_min_bytes.size() > 1) {
+    std::string message = "flexplan: the ranks use different single-copy thresholds (FLEXPLAN_SINGLE_COPY_MIN_BYTES):";
+    for (const auto& [bytes, ranks] : by_min_bytes) message += fmt::format("\n  {} bytes: ranks {}", bytes, fmt::join(ranks, ", "));
+    throw InputError(message);
   }
   single_copy_pids_.assign(targets.size(), 0);
   for (size_t peer = 0; peer < targets.size(); ++peer)

@@ -352,7 +352,11 @@ void Operation::complete_receive(TaskRun& run, Slot& slot, uint32_t source, ucs_
     length = descriptor.bytes;
   } else if (expected == sizeof(single_copy::Descriptor) && on_host(from) &&
              !context_.single_copy_pids->empty() &&
-             single_copy::is_descriptor(receive_target(run, slot, source), length)) {
+             single_copy::is_descriptor(receive_target(run, slot, source), length, &descriptor) &&
+             descriptor.bytes >= context_.single_copy_min_bytes && descriptor.address != 0 &&
+             descriptor.cookie <= tag::kMaxCookie) {
+    // (32 bytes of data that begin with the magic word and read as a plausible descriptor: a
+    // peer that sent a long chunk where this rank expects a short one.)
     set_error(fmt::format("{}: {}: chunk {} from {} is a single-copy descriptor where {} bytes of "
                           "data were expected (do all ranks pass the same count and type?)",
                           describe(), where(run), slot.chunk, peer(from), expected));
@@ -591,6 +595,8 @@ std::string Operation::waiting_for() const {
       }
     }
   }
+  if (ack_sends_in_flight_ > 0)
+    return fmt::format("step {}: {} single-copy acknowledgements still leaving", step_, ack_sends_in_flight_);
   return fmt::format("step {}", step_);
 }
 

@@ -184,7 +184,7 @@ class Operation {
   std::vector<uint64_t> free_cookies_;
   size_t acks_awaited_ = 0;
   Transfer ack_receive_;  // the receive masked to this operation's acks
-  // Acks this rank sends that UCX has not sent yet (index: the peer); reused once sent.
+  // Acks this rank sends that UCX has not sent yet (Transfer::index: the peer); reused once sent.
   // (Owned one by one: the transfers' addresses are UCX's user data; allocated only when used.)
   std::vector<std::unique_ptr<Transfer>> ack_sends_;
   std::vector<Transfer*> free_ack_sends_;
