@@ -24,11 +24,12 @@ if [ "$reports" -ne "$survivors" ]; then
 fi
 # In peer-failure mode UCX reports the dead peer at once, by rank and name: through its error
 # callback, or as the failed status of a send to it when that send completes first; or a
-# single-copy read from it fails first (the kernel finds no such process). Otherwise a
+# single-copy read from it fails first (the kernel finds no such process), or the ack of a
+# chunk read from it just before it died. Otherwise a
 # transfer to it may fail (naming it), or the timeout fires; a stalled peer always trips the
 # timeout.
 case $mode in
-  kill) expected="UCX reports peer rank $survivors \(.*\) failed|sending chunk [0-9]+ to rank $survivors \(.*\) failed|by single copy from rank $survivors \(.*\) failed"
+  kill) expected="UCX reports peer rank $survivors \(.*\) failed|sending chunk [0-9]+ to rank $survivors \(.*\) failed|by single copy from rank $survivors \(.*\) failed|acknowledging .*chunk.* to rank $survivors \(.*\) failed"
         limit_ms=$timeout_ms ;;
   kill-default) expected="rank $survivors \(.*\) failed|no progress for $timeout_ms ms"
                 limit_ms=$((2 * timeout_ms)) ;;
