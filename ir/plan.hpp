@@ -104,9 +104,12 @@ Collective collective_from_string(std::string_view);
 // The schedule serving a message of `bytes` bytes; throws std::out_of_range if none does.
 const Schedule& select_schedule(const Plan&, Collective, uint64_t bytes);
 
-// Unit u of a `count`-element buffer is element floor(u * count / units); 128-bit so that
-// neither factor needs to be small.
+// Unit u of a `count`-element buffer is element floor(u * count / units); 128-bit where the
+// product needs it, so that neither factor needs to be small (a 128-bit division costs several
+// times a 64-bit one, and the runtime maps ranges on every operation).
 inline uint64_t unit_to_element(uint64_t u, uint64_t units, uint64_t count) {
+  uint64_t product = 0;
+  if (!__builtin_mul_overflow(u, count, &product)) return product / units;
   return static_cast<uint64_t>((static_cast<unsigned __int128>(u) * count) / units);
 }
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -309,8 +310,16 @@ std::shared_ptr<Operation> Engine::start(const AllreduceArgs& args_in) {
                             rank_,                options_.chunk_bytes, options_.window,
                             &same_host_,          &quarantine_,    &single_copy_pids_,
                             options_.single_copy_min_bytes};
-  auto operation =
-      std::make_shared<Operation>(context, next_sequence_++, schedule, program_for(schedule), args);
+  // The last operation's storage is reused once nothing else holds it (its Request is gone):
+  // a loop of blocking all-reduces then allocates nothing per call.
+  std::shared_ptr<Operation> operation;
+  if (spare_ && spare_.use_count() == 1 && spare_->reusable()) {
+    operation = spare_;
+    operation->restart(next_sequence_++, schedule, program_for(schedule), args);
+  } else {
+    operation = std::make_shared<Operation>(context, next_sequence_++, schedule, program_for(schedule), args);
+    spare_ = operation;
+  }
   if (!operation->done()) {
     outstanding_.push_back({operation, Clock::now()});
     progress();  // post the first transfers now, so peers can start
@@ -322,14 +331,6 @@ std::shared_ptr<Operation> Engine::start(const AllreduceArgs& args_in) {
 
 bool Engine::progress() {
   bool moved = transport_->progress();
-  const auto now = Clock::now();
-  // Time spent outside the runtime (the caller computing) is not the operations' fault. Idle
-  // waits inside wait() are the runtime's own time: they mark last_in_runtime_ too.
-  if (now - last_in_runtime_ > options_.timeout / 2) {
-    for (auto& entry : outstanding_) entry.last_moved = now;
-  }
-  last_in_runtime_ = now;
-
   if (!abort_seen_) {
     if (const auto notice = transport_->abort_notice()) {
       abort_seen_ = true;
@@ -345,18 +346,36 @@ bool Engine::progress() {
              /*tell_peers=*/true);
   }
 
+  bool any_open = false;
   for (auto& entry : outstanding_) {
-    Operation& operation = *entry.operation;
-    if (operation.advance()) {
-      entry.last_moved = now;
-      moved = true;
-    } else if (!operation.done() && !operation.failed() && now - entry.last_moved > options_.timeout) {
-      operation.fail(fmt::format("no progress for {} ms (FLEXPLAN_TIMEOUT_MS): the peer is dead, "
-                                 "stuck outside the runtime, or issuing different operations",
-                                 options_.timeout.count()));
+    entry.moved_this_pass = entry.operation->advance();
+    moved = moved || entry.moved_this_pass;
+    any_open = any_open || (!entry.operation->done() && !entry.operation->failed());
+  }
+  // The clock only while an operation stays open (a read costs about as much as an idle pass
+  // through UCX): the pass that completes a blocking all-reduce reads none.
+  if (any_open) {
+    const auto now = Clock::now();
+    // Time spent outside the runtime (the caller computing) is not the operations' fault. Idle
+    // waits inside wait() are the runtime's own time: they mark last_in_runtime_ too.
+    if (now - last_in_runtime_ > options_.timeout / 2) {
+      for (auto& entry : outstanding_) entry.last_moved = now;
     }
-    if (operation.failed() && broken_.empty()) {
-      broken_ = operation.error();
+    last_in_runtime_ = now;
+    for (auto& entry : outstanding_) {
+      Operation& operation = *entry.operation;
+      if (entry.moved_this_pass) {
+        entry.last_moved = now;
+      } else if (!operation.done() && !operation.failed() && now - entry.last_moved > options_.timeout) {
+        operation.fail(fmt::format("no progress for {} ms (FLEXPLAN_TIMEOUT_MS): the peer is dead, "
+                                   "stuck outside the runtime, or issuing different operations",
+                                   options_.timeout.count()));
+      }
+    }
+  }
+  for (auto& entry : outstanding_) {
+    if (entry.operation->failed() && broken_.empty()) {
+      broken_ = entry.operation->error();
       tell_peers(broken_);
       fail_all("abandoned after an earlier error: " + broken_, /*tell_peers=*/false);
     }
@@ -486,14 +505,16 @@ void Engine::drive(Operation& operation) {
   // sleeps on the worker's event fd. It keeps yielding while a send to a peer on this host is
   // in flight: that send waits for the peer to drain UCX's shared-memory FIFO (512 KiB), which
   // takes the peer's running, perhaps on this very core, and no event says when it drained.
-  auto idle_since = Clock::now();
+  std::optional<Clock::time_point> idle_since;  // since the last pass that moved; read when idle
   while (!operation.done() && !operation.failed()) {
     if (progress() || operation.done() || operation.failed()) {
-      idle_since = Clock::now();
+      idle_since.reset();
       continue;
     }
     if (!transport_->blocking()) continue;
-    if (Clock::now() - idle_since < options_.yield_before_sleep || any_send_on_host_pending()) {
+    const auto now = Clock::now();
+    if (!idle_since) idle_since = now;
+    if (now - *idle_since < options_.yield_before_sleep || any_send_on_host_pending()) {
       sched_yield();
     } else {
       const auto cap = any_send_pending() ? kSendPendingSleep : kMaxSleep;

@@ -70,6 +70,7 @@ class Engine {
   struct Outstanding {
     std::shared_ptr<Operation> operation;
     Clock::time_point last_moved;
+    bool moved_this_pass = false;
   };
 
   const ir::Schedule& select(uint64_t bytes) const;
@@ -117,6 +118,7 @@ class Engine {
   std::map<const ir::Schedule*, codegen::RankProgram> programs_;
   std::unique_ptr<GeneratedPrograms> generated_;
   std::deque<Outstanding> outstanding_;
+  std::shared_ptr<Operation> spare_;  // the newest operation, reused by start() once free
   uint64_t next_sequence_ = 0;
   // When the runtime last had control: a progress pass, or an idle wait inside wait().
   Clock::time_point last_in_runtime_ = Clock::now();

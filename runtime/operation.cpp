@@ -14,16 +14,39 @@ namespace flexplan {
 
 Operation::Operation(const ExecContext& context, uint64_t sequence, const ir::Schedule& schedule,
                      const codegen::RankProgram& program, const AllreduceArgs& args)
-    : context_(context),
-      sequence_(sequence),
-      schedule_(schedule),
-      program_(program),
-      args_(args),
-      element_size_(size_of(args.type)),
-      input_(static_cast<const std::byte*>(args.send)),
-      buffer_(static_cast<std::byte*>(args.recv)) {
+    : context_(context) {
   ack_receive_.owner = this;
   ack_receive_.notify = &Operation::on_completion;
+  restart(sequence, schedule, program, args);
+}
+
+bool Operation::reusable() const {
+  return done_ && error_.empty() && ready_.empty() && ack_receive_.request == nullptr &&
+         acks_awaited_ == 0 && ack_sends_in_flight_ == 0;
+}
+
+void Operation::restart(uint64_t sequence, const ir::Schedule& schedule, const codegen::RankProgram& program,
+                        const AllreduceArgs& args) {
+  sequence_ = sequence;
+  schedule_ = &schedule;
+  program_ = &program;
+  args_ = args;
+  element_size_ = size_of(args.type);
+  input_ = static_cast<const std::byte*>(args.send);
+  buffer_ = static_cast<std::byte*>(args.recv);
+  step_ = 0;
+  retire_runs();
+  incomplete_runs_ = 0;
+  ready_.clear();
+  sends_in_flight_ = 0;
+  sends_on_host_in_flight_ = 0;
+  awaiting_ack_.clear();  // every cookie was free (nothing awaited)
+  free_cookies_.clear();
+  acks_awaited_ = 0;
+  ack_sends_in_flight_ = 0;  // every ack transfer is on free_ack_sends_ then
+  steps_done_ = false;
+  done_ = false;
+  error_.clear();
   // Out of place, the result forms in the receive buffer while the input is read where it
   // is: the send buffer is never written, and never copied whole.
   start_step();
@@ -32,8 +55,8 @@ Operation::Operation(const ExecContext& context, uint64_t sequence, const ir::Sc
 void Operation::copy_input(const std::vector<codegen::UnitRange>& ranges) {
   if (input_ == buffer_ || args_.count == 0) return;
   for (const codegen::UnitRange& range : ranges) {
-    const uint64_t begin = ir::unit_to_element(range.begin, ir::expanded_units(schedule_), args_.count);
-    const uint64_t end = ir::unit_to_element(range.end, ir::expanded_units(schedule_), args_.count);
+    const uint64_t begin = ir::unit_to_element(range.begin, ir::expanded_units(*schedule_), args_.count);
+    const uint64_t end = ir::unit_to_element(range.end, ir::expanded_units(*schedule_), args_.count);
     std::memcpy(buffer_ + begin * element_size_, input_ + begin * element_size_,
                 (end - begin) * element_size_);
   }
@@ -42,7 +65,7 @@ void Operation::copy_input(const std::vector<codegen::UnitRange>& ranges) {
 Operation::~Operation() { release_requests(); }
 
 std::string Operation::describe() const {
-  return fmt::format("allreduce #{} ({}, {} x {} {})", sequence_, schedule_.algorithm, args_.count,
+  return fmt::format("allreduce #{} ({}, {} x {} {})", sequence_, schedule_->algorithm, args_.count,
                      to_string(args_.type), to_string(args_.op));
 }
 
@@ -56,8 +79,8 @@ std::string Operation::peer(int32_t rank) const {
 
 std::string Operation::where(const TaskRun& run) const {
   // Program steps and op indices are the whole schedule's; a compact one finds them in its base.
-  const auto& step = schedule_.steps[ir::expanded_step_label(schedule_, step_)];
-  const auto [op, offset] = ir::expanded_op(schedule_, step_, run.task->op_index);
+  const auto& step = schedule_->steps[ir::expanded_step_label(*schedule_, step_)];
+  const auto [op, offset] = ir::expanded_op(*schedule_, step_, run.task->op_index);
   return fmt::format("step {} ({}, level {}), op {} ({} of units [{}, {}) to root {})", step_,
                      ir::to_string(step.phase), step.level, run.task->op_index,
                      ir::to_string(op->kind), op->begin + offset, op->end + offset, op->root);
@@ -79,18 +102,23 @@ void Operation::set_error(const std::string& message) {
 // --- steps -----------------------------------------------------------------------------------
 
 void Operation::start_step() {
-  const uint64_t units = ir::expanded_units(schedule_);  // the program's ranges are the whole schedule's
+  const uint64_t units = ir::expanded_units(*schedule_);  // the program's ranges are the whole schedule's
   // A zero-count operation runs the one-element operation's tasks with empty messages, so that
   // it too completes only once every rank has issued it (tag.hpp: the sequence argument).
   const uint64_t mapped_count = std::max<uint64_t>(args_.count, 1);
-  for (; step_ < program_.steps.size(); ++step_) {
-    runs_.clear();
-    copy_input(program_.steps[step_].copy_in);
-    for (const codegen::Task& task : program_.steps[step_].tasks) {
+  for (; step_ < program_->steps.size(); ++step_) {
+    retire_runs();
+    copy_input(program_->steps[step_].copy_in);
+    for (const codegen::Task& task : program_->steps[step_].tasks) {
       const uint64_t begin = ir::unit_to_element(task.unit_begin, units, mapped_count);
       const uint64_t end = ir::unit_to_element(task.unit_end, units, mapped_count);
       if (begin == end) continue;  // fewer elements than units: every rank skips it alike
-      TaskRun run;
+      // A spare run keeps its slots' storage; every field is set anew.
+      TaskRun& run = runs_.emplace_back();
+      if (!spare_runs_.empty()) {
+        run = std::move(spare_runs_.back());
+        spare_runs_.pop_back();
+      }
       run.task = &task;
       run.first_element = begin;
       run.elements = args_.count == 0 ? 0 : end - begin;
@@ -104,14 +132,15 @@ void Operation::start_step() {
         run.chunks = chunking.chunks;
       }
       run.own = (task.own_from_send ? input_ : buffer_) + begin * element_size_;
+      run.stage = {};
       if (task.stage_writes) {
         run.stage = context_.pool->acquire(run.elements * element_size_);
         run.dest = run.stage.get();
       } else {
         run.dest = buffer_ + begin * element_size_;
       }
+      run.lo = run.hi = 0;
       run.slots.resize(std::min<size_t>(context_.window, run.chunks));
-      runs_.push_back(std::move(run));
     }
     if (runs_.empty()) continue;
     incomplete_runs_ = runs_.size();
@@ -120,14 +149,23 @@ void Operation::start_step() {
       const size_t transfers = task.sources.size() + task.destinations.size();
       for (uint32_t s = 0; s < runs_[r].slots.size(); ++s) {
         Slot& slot = runs_[r].slots[s];
+        slot.chunk = 0;
+        slot.state = ChunkState::Idle;
+        slot.pending = 0;
         slot.transfers.resize(transfers);
         // Only where a chunk (the first is the longest) is long enough to go by single copy.
         if (!context_.single_copy_pids->empty() && runs_[r].chunks > 0 &&
             chunk_bytes(runs_[r], 0) >= context_.single_copy_min_bytes)
           slot.descriptors = context_.pool->acquire(transfers * sizeof(single_copy::Descriptor));
+        slot.scratch.clear();  // (its buffers were released with the slot's last chunk)
         if (task.reduce) slot.scratch.resize(task.sources.size());
         for (uint32_t t = 0; t < transfers; ++t) {
           Transfer& transfer = slot.transfers[t];
+          transfer.request = nullptr;
+          transfer.status = UCS_OK;
+          transfer.length = 0;
+          transfer.tag = 0;
+          transfer.awaiting_ack = false;
           transfer.owner = this;
           transfer.run = r;
           transfer.slot = s;
@@ -145,7 +183,7 @@ void Operation::start_step() {
   }
   // All steps done: ranges no step wrote hold this rank's input (one rank alone), and avg
   // is the sum over the world.
-  copy_input(program_.copy_at_end);
+  copy_input(program_->copy_at_end);
   if (args_.op == ReduceOp::Avg && args_.count > 0) {
     kernels::divide(buffer_, args_.count, args_.type, static_cast<uint64_t>(context_.plan->world_size));
   }
@@ -165,9 +203,15 @@ void Operation::finish_step() {
       context_.pool->release(std::move(run.stage));
     }
   }
-  runs_.clear();
+  retire_runs();
   ++step_;
   start_step();
+}
+
+void Operation::retire_runs() {
+  // In reverse, so that the next step's first task takes the first run back.
+  for (auto it = runs_.rbegin(); it != runs_.rend(); ++it) spare_runs_.push_back(std::move(*it));
+  runs_.clear();
 }
 
 bool Operation::advance() {

@@ -62,6 +62,13 @@ class Operation {
   Operation(const Operation&) = delete;
   Operation& operator=(const Operation&) = delete;
 
+  // Whether restart() may take this operation: done, not failed, nothing of it in flight.
+  bool reusable() const;
+  // Starts a new operation in this one's storage, keeping its vectors' capacity: an operation
+  // of the same schedule then allocates nothing (docs/runtime.md, The cost of one operation).
+  void restart(uint64_t sequence, const ir::Schedule& schedule, const codegen::RankProgram& program,
+               const AllreduceArgs& args);
+
   // Moves whatever can move now; true if anything did. A transfer error fails the operation
   // (failed() then holds the message); it never throws.
   bool advance();
@@ -128,6 +135,8 @@ class Operation {
   // Out of place: copies the input's unit ranges from the send to the receive buffer.
   void copy_input(const std::vector<codegen::UnitRange>& ranges);
   void finish_step();
+  // Moves the current step's runs to spare_runs_, their buffers already released.
+  void retire_runs();
   static void on_completion(UcxTransport::Completion* completion, ucs_status_t status, size_t length,
                             uint64_t tag);
   void handle_completion(Transfer& transfer);
@@ -167,14 +176,16 @@ class Operation {
 
   ExecContext context_;
   uint64_t sequence_;
-  const ir::Schedule& schedule_;
-  const codegen::RankProgram& program_;
+  const ir::Schedule* schedule_;
+  const codegen::RankProgram* program_;
   AllreduceArgs args_;
   size_t element_size_;
   const std::byte* input_;  // the send buffer (== buffer_ in place)
   std::byte* buffer_;       // the receive buffer, where the result forms
   size_t step_ = 0;
-  std::vector<TaskRun> runs_;
+  std::vector<TaskRun> runs_;  // the current step's tasks
+  // Runs of finished steps, kept for their slots' storage (a restarted operation reuses them).
+  std::vector<TaskRun> spare_runs_;
   size_t incomplete_runs_ = 0;  // of the current step
   std::vector<Transfer*> ready_;  // completed, not yet handled
   size_t sends_in_flight_ = 0;

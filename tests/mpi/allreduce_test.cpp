@@ -15,6 +15,7 @@
 
 #include "planner/algorithm_table.hpp"
 #include "planner/algorithms.hpp"
+#include "planner/plan_builder.hpp"
 #include "topology/topology.hpp"
 #include "runtime/communicator.hpp"
 #include "runtime/tag.hpp"
@@ -230,6 +231,57 @@ void several_outstanding() {
                                 500 + j, &detail),
               0u)
         << "outstanding job " << j << ": " << detail;
+  }
+}
+
+// The runtime reuses the storage of a finished operation for the next one (docs/runtime.md,
+// The cost of one operation). Back-to-back operations switch schedules (different steps,
+// tasks, chunk counts and windows), counts (empty, one element, many chunks), types and in or
+// out of place, with a nonblocking operation held open now and then so that the next cannot
+// reuse it: every result must still be exact.
+void reused_operations_switch_shapes() {
+  PlanOptions plan_options;
+  plan_options.algorithms = {"ring", "recursive-doubling", "rabenseifner", "flexreduce-bw@4", "rd-leader"};
+  ir::Plan plan = build_plan(random_tree(world_size(), 29), plan_options);
+  Options options = Options::from_env();
+  options.chunk_bytes = 4096;
+  options.window = 3;
+  Communicator comm(std::move(plan), MPI_COMM_WORLD, options);
+  std::vector<std::string> algorithms{""};  // the plan's own choice first
+  for (const ir::Schedule& schedule : comm.plan().schedules) algorithms.push_back(schedule.algorithm);
+  const std::array<std::tuple<size_t, DataType, ReduceOp>, 6> shapes{{
+      {300001, DataType::Int32, ReduceOp::Sum},
+      {1, DataType::Float64, ReduceOp::Max},
+      {0, DataType::Float32, ReduceOp::Sum},
+      {4099, DataType::Int64, ReduceOp::Prod},
+      {7, DataType::UInt8, ReduceOp::Min},
+      {65521, DataType::Float32, ReduceOp::Avg},
+  }};
+  uint64_t salt = 700;
+  for (size_t round = 0; round < 3; ++round) {
+    for (const std::string& algorithm : algorithms) {
+      comm.force_algorithm(algorithm);
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        const auto& [count, type, op] = shapes[(i + round) % shapes.size()];
+        const bool in_place = (i + round) % 2 == 0;
+        std::string detail;
+        EXPECT_EQ(allreduce_and_check(comm, count, type, op, in_place, salt++, &detail), 0u)
+            << "round " << round << ", " << (algorithm.empty() ? "plan's choice" : algorithm) << ", "
+            << to_string(type) << " " << to_string(op) << ", count " << count
+            << (in_place ? " in place: " : " out of place: ") << detail;
+      }
+      // Held open while the next operation starts, which must then get storage of its own.
+      std::vector<int64_t> held(5003);
+      fill_input(held.data(), held.size(), DataType::Int64, ReduceOp::Sum, comm.rank(), salt);
+      Request request = comm.iallreduce(held.data(), held.data(), held.size(), DataType::Int64, ReduceOp::Sum);
+      std::string detail;
+      EXPECT_EQ(allreduce_and_check(comm, 1009, DataType::Int32, ReduceOp::Sum, false, salt + 1, &detail), 0u)
+          << "while an operation is held open, " << algorithm << ": " << detail;
+      request.wait();
+      EXPECT_EQ(verify_everywhere(held.data(), held.size(), DataType::Int64, ReduceOp::Sum, salt, &detail), 0u)
+          << "the operation held open, " << algorithm << ": " << detail;
+      salt += 2;
+    }
   }
 }
 
@@ -454,6 +506,7 @@ void register_tests() {
   add_test("Types", "StarAlgorithmsAllTypesAllOps", star_algorithms_all_types_all_ops);
   add_test("Stars", "ResultsRepeatBitForBit", star_results_repeat_bit_for_bit);
   add_test("Nonblocking", "SeveralOutstanding", several_outstanding);
+  add_test("Reuse", "OperationsSwitchSchedulesAndShapes", reused_operations_switch_shapes);
   if (world_size() >= 3) {
     add_test("Nonblocking", "SequenceWrapsWithAnOperationHeldOpen", sequence_wraps_with_an_operation_held_open);
   }
