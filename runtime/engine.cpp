@@ -227,6 +227,7 @@ void Engine::shutdown() {
     }
   }
   transport_->close_endpoints(/*force=*/true, std::chrono::milliseconds(1000));
+  spare_.reset();  // (a finished operation holds no UCX request, but none outlives the worker)
   transport_.reset();
   if (!clean) group_->abandon();
   group_.reset();
@@ -306,19 +307,28 @@ std::shared_ptr<Operation> Engine::start(const AllreduceArgs& args_in) {
   if (!broken_.empty()) {
     throw RuntimeError("flexplan: the communicator is unusable after an earlier error: " + broken_);
   }
-  const ExecContext context{transport_.get(),    &pool_,          &plan_,
-                            rank_,                options_.chunk_bytes, options_.window,
-                            &same_host_,          &quarantine_,    &single_copy_pids_,
-                            options_.single_copy_min_bytes};
   // The last operation's storage is reused once nothing else holds it (its Request is gone):
   // a loop of blocking all-reduces then allocates nothing per call.
   std::shared_ptr<Operation> operation;
-  if (spare_ && spare_.use_count() == 1 && spare_->reusable()) {
-    operation = spare_;
-    operation->restart(next_sequence_++, schedule, program_for(schedule), args);
-  } else {
-    operation = std::make_shared<Operation>(context, next_sequence_++, schedule, program_for(schedule), args);
-    spare_ = operation;
+  const codegen::RankProgram& program = program_for(schedule);
+  try {
+    if (spare_ && spare_.use_count() == 1 && spare_->reusable()) {
+      operation = spare_;
+      operation->restart(next_sequence_++, schedule, program, args);
+    } else {
+      const ExecContext context{transport_.get(),    &pool_,          &plan_,
+                                rank_,                options_.chunk_bytes, options_.window,
+                                &same_host_,          &quarantine_,    &single_copy_pids_,
+                                options_.single_copy_min_bytes};
+      operation = std::make_shared<Operation>(context, next_sequence_++, schedule, program, args);
+      spare_ = operation;
+    }
+  } catch (const std::exception& e) {
+    // (Out of memory while posting its first transfers.) This rank has used a sequence number
+    // its peers will wait on: the communicator cannot go on.
+    broken_ = fmt::format("starting allreduce #{} failed: {}", next_sequence_ - 1, e.what());
+    tell_peers(broken_);
+    throw RuntimeError("flexplan: " + broken_);
   }
   if (!operation->done()) {
     outstanding_.push_back({operation, Clock::now()});
@@ -348,9 +358,12 @@ bool Engine::progress() {
 
   bool any_open = false;
   for (auto& entry : outstanding_) {
-    entry.moved_this_pass = entry.operation->advance();
+    Operation& operation = *entry.operation;
+    entry.moved_this_pass = operation.advance();
     moved = moved || entry.moved_this_pass;
-    any_open = any_open || (!entry.operation->done() && !entry.operation->failed());
+    // A failure breaks the communicator at once: the later operations fail before they move.
+    if (operation.failed() && broken_.empty()) break_on(operation);
+    any_open = any_open || (!operation.done() && !operation.failed());
   }
   // The clock only while an operation stays open (a read costs about as much as an idle pass
   // through UCX): the pass that completes a blocking all-reduce reads none.
@@ -374,16 +387,18 @@ bool Engine::progress() {
     }
   }
   for (auto& entry : outstanding_) {
-    if (entry.operation->failed() && broken_.empty()) {
-      broken_ = entry.operation->error();
-      tell_peers(broken_);
-      fail_all("abandoned after an earlier error: " + broken_, /*tell_peers=*/false);
-    }
+    if (entry.operation->failed() && broken_.empty()) break_on(*entry.operation);  // (timed out)
   }
   std::erase_if(outstanding_, [](const Outstanding& entry) {
     return entry.operation->done() || entry.operation->failed();
   });
   return moved;
+}
+
+void Engine::break_on(const Operation& failed) {
+  broken_ = failed.error();
+  tell_peers(broken_);
+  fail_all("abandoned after an earlier error: " + broken_, /*tell_peers=*/false);
 }
 
 void Engine::fail_all(const std::string& why, bool tell_peers) {

@@ -88,6 +88,8 @@ class Engine {
   // Fails every outstanding operation with `why`; the first failure breaks the communicator and,
   // with `tell_peers`, sends every peer an abort notice of it (docs/runtime.md, Abort).
   void fail_all(const std::string& why, bool tell_peers);
+  // `failed` is the first failure: records it, tells the peers, fails every other operation.
+  void break_on(const Operation& failed);
   void tell_peers(const std::string& cause);
   std::string describe_rank(int32_t rank) const;  // "rank 3 (switch/m1/gpu0)"
   void throw_if_failed(const Operation& operation) const;

@@ -22,7 +22,8 @@ Operation::Operation(const ExecContext& context, uint64_t sequence, const ir::Sc
 
 bool Operation::reusable() const {
   return done_ && error_.empty() && ready_.empty() && ack_receive_.request == nullptr &&
-         acks_awaited_ == 0 && ack_sends_in_flight_ == 0;
+         acks_awaited_ == 0 && ack_sends_in_flight_ == 0 && sends_in_flight_ == 0 &&
+         sends_on_host_in_flight_ == 0;
 }
 
 void Operation::restart(uint64_t sequence, const ir::Schedule& schedule, const codegen::RankProgram& program,
@@ -49,7 +50,13 @@ void Operation::restart(uint64_t sequence, const ir::Schedule& schedule, const c
   error_.clear();
   // Out of place, the result forms in the receive buffer while the input is read where it
   // is: the send buffer is never written, and never copied whole.
-  start_step();
+  try {
+    start_step();
+  } catch (const std::exception& e) {  // out of memory: no request may outlive its transfer
+    set_error(fmt::format("{}: starting failed: {}", describe(), e.what()));
+    release_requests();
+    throw;
+  }
 }
 
 void Operation::copy_input(const std::vector<codegen::UnitRange>& ranges) {
@@ -209,8 +216,11 @@ void Operation::finish_step() {
 }
 
 void Operation::retire_runs() {
-  // In reverse, so that the next step's first task takes the first run back.
-  for (auto it = runs_.rbegin(); it != runs_.rend(); ++it) spare_runs_.push_back(std::move(*it));
+  // In reverse, so that the next step's first task takes the first run back. A step of more
+  // tasks than that is large anyway: its storage is not kept for the communicator's lifetime.
+  constexpr size_t kMaxSpareRuns = 1024;
+  for (auto it = runs_.rbegin(); it != runs_.rend() && spare_runs_.size() < kMaxSpareRuns; ++it)
+    spare_runs_.push_back(std::move(*it));
   runs_.clear();
 }
 
