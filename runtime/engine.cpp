@@ -227,7 +227,7 @@ void Engine::shutdown() {
     }
   }
   transport_->close_endpoints(/*force=*/true, std::chrono::milliseconds(1000));
-  spare_.reset();  // (a finished operation holds no UCX request, but none outlives the worker)
+  spares_.clear();  // (a finished operation holds no UCX request, but none outlives the worker)
   transport_.reset();
   if (!clean) group_->abandon();
   group_.reset();
@@ -307,13 +307,17 @@ std::shared_ptr<Operation> Engine::start(const AllreduceArgs& args_in) {
   if (!broken_.empty()) {
     throw RuntimeError("flexplan: the communicator is unusable after an earlier error: " + broken_);
   }
-  // The last operation's storage is reused once nothing else holds it (its Request is gone):
-  // a loop of blocking all-reduces then allocates nothing per call.
+  // A recent operation's storage is reused once nothing else holds it (its Request is gone):
+  // a loop of blocking all-reduces, or of a few nonblocking ones in flight at once, then
+  // allocates nothing per call.
   std::shared_ptr<Operation> operation;
   const codegen::RankProgram& program = program_for(schedule);
   try {
-    if (spare_ && spare_.use_count() == 1 && spare_->reusable()) {
-      operation = spare_;
+    const auto free = std::find_if(spares_.begin(), spares_.end(), [](const auto& spare) {
+      return spare.use_count() == 1 && spare->reusable();
+    });
+    if (free != spares_.end()) {
+      operation = *free;
       operation->restart(next_sequence_++, schedule, program, args);
     } else {
       const ExecContext context{transport_.get(),    &pool_,          &plan_,
@@ -321,7 +325,9 @@ std::shared_ptr<Operation> Engine::start(const AllreduceArgs& args_in) {
                                 &same_host_,          &quarantine_,    &single_copy_pids_,
                                 options_.single_copy_min_bytes};
       operation = std::make_shared<Operation>(context, next_sequence_++, schedule, program, args);
-      spare_ = operation;
+      // Kept for reuse; beyond kMaxSpares the oldest is let go.
+      if (spares_.size() == kMaxSpares) spares_.erase(spares_.begin());
+      spares_.push_back(operation);
     }
   } catch (const std::exception& e) {
     // (Out of memory while posting its first transfers.) This rank has used a sequence number

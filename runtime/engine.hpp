@@ -120,7 +120,9 @@ class Engine {
   std::map<const ir::Schedule*, codegen::RankProgram> programs_;
   std::unique_ptr<GeneratedPrograms> generated_;
   std::deque<Outstanding> outstanding_;
-  std::shared_ptr<Operation> spare_;  // the newest operation, reused by start() once free
+  // The newest operations, oldest first, reused by start() once free.
+  static constexpr size_t kMaxSpares = 16;
+  std::vector<std::shared_ptr<Operation>> spares_;
   uint64_t next_sequence_ = 0;
   // When the runtime last had control: a progress pass, or an idle wait inside wait().
   Clock::time_point last_in_runtime_ = Clock::now();

@@ -270,17 +270,27 @@ void reused_operations_switch_shapes() {
             << to_string(type) << " " << to_string(op) << ", count " << count
             << (in_place ? " in place: " : " out of place: ") << detail;
       }
-      // Held open while the next operation starts, which must then get storage of its own.
-      std::vector<int64_t> held(5003);
-      fill_input(held.data(), held.size(), DataType::Int64, ReduceOp::Sum, comm.rank(), salt);
-      Request request = comm.iallreduce(held.data(), held.data(), held.size(), DataType::Int64, ReduceOp::Sum);
+      // Held open (1 to 3 at once) while the next operations start, which must then get
+      // storage of their own or of another finished operation.
+      const size_t held_count = 1 + round;
+      std::vector<std::vector<int64_t>> held(held_count, std::vector<int64_t>(5003));
+      std::vector<Request> requests;
+      for (size_t h = 0; h < held_count; ++h) {
+        fill_input(held[h].data(), held[h].size(), DataType::Int64, ReduceOp::Sum, comm.rank(), salt + h);
+        requests.push_back(
+            comm.iallreduce(held[h].data(), held[h].data(), held[h].size(), DataType::Int64, ReduceOp::Sum));
+      }
       std::string detail;
-      EXPECT_EQ(allreduce_and_check(comm, 1009, DataType::Int32, ReduceOp::Sum, false, salt + 1, &detail), 0u)
-          << "while an operation is held open, " << algorithm << ": " << detail;
-      request.wait();
-      EXPECT_EQ(verify_everywhere(held.data(), held.size(), DataType::Int64, ReduceOp::Sum, salt, &detail), 0u)
-          << "the operation held open, " << algorithm << ": " << detail;
-      salt += 2;
+      for (size_t k = 0; k < 2; ++k) {
+        EXPECT_EQ(allreduce_and_check(comm, 1009, DataType::Int32, ReduceOp::Sum, k == 0, salt + 10 + k, &detail), 0u)
+            << "while " << held_count << " operations are held open, " << algorithm << ": " << detail;
+      }
+      for (size_t h = held_count; h-- > 0;) {
+        requests[h].wait();
+        EXPECT_EQ(verify_everywhere(held[h].data(), held[h].size(), DataType::Int64, ReduceOp::Sum, salt + h, &detail), 0u)
+            << "operation " << h << " held open, " << algorithm << ": " << detail;
+      }
+      salt += 12;
     }
   }
 }
