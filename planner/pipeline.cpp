@@ -167,6 +167,14 @@ void PipelinePricer::add(const SparseLoads& loads) {
   }
 }
 
+double PipelinePricer::busiest_total() {
+  clear_loads();
+  for (const BaseStep& step : steps_) add(step.loads);
+  const double busiest = busiest_;
+  clear_loads();
+  return busiest;
+}
+
 void PipelinePricer::clear_loads() {
   for (uint32_t direction : touched_) load_[direction] = 0;
   touched_.clear();

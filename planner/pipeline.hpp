@@ -38,6 +38,9 @@ class PipelinePricer {
   ScheduleCost cost(uint32_t slices);
   // The group members cost(slices) would price that are not priced yet: the work it takes.
   uint64_t work(uint32_t slices) const;
+  // Seconds per message byte of the busiest link direction under all base steps' loads at
+  // once: every pipeline of the base takes at least this times the message size.
+  double busiest_total();
 
  private:
   // A hop of a base step, lowered once: its ends, its round, and the index of its chain among

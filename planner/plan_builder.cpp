@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -41,7 +42,24 @@ class PlanBuilder {
 
   PlanReport run() {
     report_.floor = cost_floor(topo_);
-    for (const auto& choice : requested()) price(choice);
+    const auto choices = requested();
+    report_.candidates.resize(choices.size());
+    schedules_.resize(choices.size());
+    // Pipelined variants after every unpipelined candidate, those of the rows whose base moves
+    // bytes fastest first (each row's own still most slices first): they are the ones a bound
+    // can skip, and the cheaper the prices found before them, the more it skips.
+    std::vector<size_t> order(choices.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    for (const size_t i : order)
+      if (choices[i].slices == 1) price(i, choices[i]);
+    std::vector<size_t> pipelines;
+    for (const size_t i : order)
+      if (choices[i].slices > 1) pipelines.push_back(i);
+    for (const size_t i : pipelines) base_pace(*choices[i].row);  // (computed once per row)
+    std::stable_sort(pipelines.begin(), pipelines.end(), [&](size_t a, size_t b) {
+      return base_pace(*choices[a].row) < base_pace(*choices[b].row);
+    });
+    for (const size_t i : pipelines) price(i, choices[i]);
     auto pieces = winning_pieces();
     assemble(pieces);
     return std::move(report_);
@@ -87,10 +105,75 @@ class PlanBuilder {
     return choices;
   }
 
-  void price(const AlgorithmChoice& choice) {
-    const size_t index = report_.candidates.size();
-    report_.candidates.emplace_back();
-    schedules_.emplace_back();
+  // Seconds per message byte on the busiest link of the busiest step of a row's priced base
+  // (infinite if unpriced): what its pipelines approach for large messages at best.
+  double base_pace(const AlgorithmRow& row) {
+    const Candidate* base = base_candidate(row);
+    if (base == nullptr || !base->priced) return std::numeric_limits<double>::infinity();
+    auto& pace = paces_[&row];
+    if (!pace) {
+      pace = 0;
+      if (auto it = pricers_.find(&row); it != pricers_.end() && it->second) {
+        pace = it->second->busiest_total();
+      } else {  // priced without windows (a closed form): the busiest step, a weaker bound
+        for (const StepCost& step : base->cost.steps) pace = std::max(*pace, step.per_byte);
+      }
+    }
+    return *pace;
+  }
+
+  const Candidate* base_candidate(const AlgorithmRow& row) const {
+    for (const auto& candidate : report_.candidates)
+      if (candidate.choice.row == &row && candidate.choice.slices == 1) return &candidate;
+    return nullptr;
+  }
+
+  // The sizes at which prices are compared for pruning: 1 B to 1 PiB (cheapest_pieces' span),
+  // four per doubling, after 0.
+  static const std::vector<double>& grid() {
+    static const std::vector<double> sizes = [] {
+      std::vector<double> s{0};
+      for (int i = 0; i <= 4 * 50; ++i) s.push_back(std::exp2(i / 4.0));
+      return s;
+    }();
+    return sizes;
+  }
+
+  // Folds a priced candidate into the cheapest price so far at each grid size.
+  void record_price(const Candidate& candidate) {
+    // Only prices that stay in the race: a candidate too big to build leaves it if it wins.
+    if (!candidate.racing()) return;
+    if (!candidate.built && !compact(candidate.choice) && !schedule_fits_limits(candidate.size)) return;
+    if (cheapest_.empty()) cheapest_.assign(grid().size(), std::numeric_limits<double>::infinity());
+    const double factor = 1 + candidate.choice.row->selection_margin;
+    for (size_t g = 0; g < grid().size(); ++g)
+      cheapest_[g] = std::min(cheapest_[g], candidate.cost.at(grid()[g]) * factor);
+  }
+
+  // Whether a pipelined variant of `row` cannot win any size. Prices grow with the size, so
+  // for sizes between grid points a and b its price is at least its bound at a and the
+  // cheapest at most the cheapest at b: the bound at a above the cheapest at b, for every
+  // neighbouring pair, rules out every size in between. A margin of 1% covers the chain
+  // thinning at probe sizes (schedule_cost.cpp) and rounding.
+  bool cannot_win(const AlgorithmRow& row) {
+    if (!options_.prune_pipelines || cheapest_.empty()) return false;
+    const Candidate* base = base_candidate(row);
+    if (base == nullptr || !base->priced) return false;
+    const double factor = 1 + row.selection_margin;
+    const double pace = base_pace(row);
+    const auto& sizes = grid();
+    for (size_t g = 0; g + 1 < sizes.size(); ++g) {
+      if (pipeline_lower_bound(base->cost, pace, sizes[g]) * factor <= 1.01 * cheapest_[g + 1]) return false;
+    }
+    return true;
+  }
+
+  void price(size_t index, const AlgorithmChoice& choice) {
+    price_candidate(index, choice);
+    record_price(report_.candidates[index]);
+  }
+
+  void price_candidate(size_t index, const AlgorithmChoice& choice) {
     auto& candidate = report_.candidates[index];
     candidate.choice = choice;
     candidate.algorithm = choice.name();
@@ -109,6 +192,10 @@ class PlanBuilder {
       candidate.cost = std::move(*closed);
     } else if (choice.slices > 1 && !(candidate.left_out_because = beyond_pipeline_limits(candidate)).empty()) {
       note(fmt::format("{}: left out: {}", candidate.algorithm, candidate.left_out_because));
+    } else if (choice.slices > 1 && cannot_win(*choice.row)) {
+      candidate.left_out_because =
+          "cannot win: a lower bound of its price is above the cheapest price at every size";
+      note(fmt::format("{}: not priced: {}", candidate.algorithm, candidate.left_out_because));
     } else if (choice.slices > 1 && schedule_fits_limits(base_size(*choice.row)) &&
                2 * base_size(*choice.row).group_members <= kPipelinePricingBudget) {
       // Priced from the base schedule's windows (pipeline.hpp); built only if it wins.
@@ -293,9 +380,27 @@ class PlanBuilder {
   std::map<const AlgorithmRow*, std::unique_ptr<PipelinePricer>> pricers_;  // over bases_
   std::map<const AlgorithmRow*, std::optional<ir::PipelineFootprint>> footprints_;  // of bases_
   std::map<const AlgorithmRow*, uint64_t> pricing_spent_;
+  std::vector<double> cheapest_;  // by grid() size: the cheapest racing price so far, margins in
+  std::map<const AlgorithmRow*, std::optional<double>> paces_;  // base_pace by row
 };
 
 constexpr double kRelativeTie = 1e-9;
+
+}  // namespace
+
+double pipeline_lower_bound(const ScheduleCost& base, double busiest_total, double bytes) {
+  double latencies = 0, hops = 0;
+  for (const StepCost& step : base.steps) {
+    double slowest_chain = 0;
+    for (const ChainCost& chain : step.chains) slowest_chain = std::max(slowest_chain, chain.latency);
+    const double times = static_cast<double>(step.repeat);
+    latencies += times * std::max(step.hop_latency, slowest_chain);
+    hops += times * step.hop_latency;
+  }
+  return std::max(latencies, hops + busiest_total * bytes);
+}
+
+namespace {
 
 // Index of the cheapest curve at n; ties within kRelativeTie go to the lower index.
 size_t cheapest_at(std::span<const PriceCurve> curves, double n, std::vector<double>& prices) {

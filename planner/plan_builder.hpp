@@ -33,7 +33,19 @@ struct PlanOptions {
   // expanding them: for a plan that is only verified and written, as `flexplan plan` does.
   // Code that reads a schedule's steps as the whole schedule needs ir::materialize first.
   bool compact_pipelines = false;
+  // Skip pricing a pipelined variant that cannot win any size: a lower bound of its price,
+  // from its base's steps (pipeline_lower_bound), is above the cheapest price found so far at
+  // every size. Same plan either way; off only to check that.
+  bool prune_pipelines = true;
 };
+
+// A lower bound of the price of `base` cut into any number of slices (pipeline.hpp): the
+// pipeline's windows hold every base step, each in a window of its own while slice 1 runs, so
+// they take at least the base steps' hop latencies and chain latencies one after another; and
+// every link must carry the whole load of all steps, `busiest_total` seconds per message byte
+// on the busiest (PipelinePricer::busiest_total; the busiest step's per_byte is a weaker
+// stand-in).
+double pipeline_lower_bound(const ScheduleCost& base, double busiest_total, double bytes);
 
 ir::Plan build_plan(const Topology&, const PlanOptions&);
 

@@ -239,7 +239,9 @@ TEST(PlannerBuildPlan, WinnersTooBigToBuildLeaveTheRace) {
 TEST(PlannerBuildPlan, LosersWithClosedFormsAreNotBuilt) {
   const auto report = build_plan_report(machines({2, 3}), PlanOptions{});
   for (const auto& candidate : report.candidates) {
-    EXPECT_TRUE(candidate.priced) << candidate.algorithm;
+    // (Or a pipeline skipped because it cannot win.)
+    EXPECT_TRUE(candidate.priced || candidate.left_out_because.rfind("cannot win", 0) == 0)
+        << candidate.algorithm;
     if (candidate.algorithm == "ring") {
       EXPECT_FALSE(candidate.built);
       EXPECT_EQ(candidate.priced_by, "closed form");
@@ -276,6 +278,45 @@ TEST(PlannerBuildPlan, CompactPipelinesAreTheSamePlan) {
     }
   }
   EXPECT_GT(compact_seen, 0) << "no tree's plan had a pipeline: the test tests nothing";
+}
+
+// Pipelines that cannot win are not priced (PlanOptions::prune_pipelines): the plan is the
+// same, byte for byte, as with every pipeline priced, on random trees of a held-back seed, the
+// adversarial family and machines with different links; and wherever a pipeline is priced, its
+// price is at least the lower bound the pruning uses, at every size.
+TEST(PlannerBuildPlan, PrunedPipelinesChangeNothingAndTheBoundHolds) {
+  testing::RandomTrees trees(77031);
+  std::vector<Topology> topologies{machines({2, 3, 4}, kPcie, kEthernet), machines({2, 3})};
+  for (int t = 0; t < 16; ++t) topologies.push_back(trees.next(t < 8 ? 24 : 120));
+  int pruned = 0, bounds_checked = 0;
+  for (const Topology& topo : topologies) {
+    PlanOptions all;
+    all.prune_pipelines = false;
+    const auto whole = build_plan_report(topo, all);
+    const auto pruning = build_plan_report(topo, PlanOptions{});
+    EXPECT_EQ(ir::encode_plan(pruning.plan), ir::encode_plan(whole.plan)) << topo.name();
+    ASSERT_EQ(pruning.candidates.size(), whole.candidates.size());
+    for (size_t c = 0; c < whole.candidates.size(); ++c) {
+      const Candidate& candidate = whole.candidates[c];
+      EXPECT_EQ(pruning.candidates[c].algorithm, candidate.algorithm);
+      if (pruning.candidates[c].left_out_because.rfind("cannot win", 0) == 0) ++pruned;
+      if (candidate.choice.slices == 1 || !candidate.priced) continue;
+      const Candidate* base = nullptr;
+      for (const auto& other : whole.candidates)
+        if (other.choice.row == candidate.choice.row && other.choice.slices == 1) base = &other;
+      if (base == nullptr || !base->priced || base->priced_by != "evaluator") continue;
+      PipelinePricer pricer(topo, candidate.choice.row->build(topo), CostParams{});
+      const double pace = pricer.busiest_total();
+      for (double n = 0; n < 1e15; n = n == 0 ? 1 : n * 1.7) {
+        const double bound = pipeline_lower_bound(base->cost, pace, n);
+        EXPECT_GE(candidate.cost.at(n), bound * (1 - 1e-6))
+            << topo.name() << " " << candidate.algorithm << " at " << n << " bytes";
+      }
+      ++bounds_checked;
+    }
+  }
+  EXPECT_GT(pruned, 0) << "nothing was pruned: the test tests nothing";
+  EXPECT_GT(bounds_checked, 0);
 }
 
 // A forced pipeline, held compact, is priced as its expansion; code that reads a schedule's
