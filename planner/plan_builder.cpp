@@ -139,7 +139,7 @@ class PlanBuilder {
     return sizes;
   }
 
-  // Folds a priced candidate into the cheapest price so far at each grid size.
+  // Folds a priced candidate into the cheapest price bound so far at each grid size.
   void record_price(const Candidate& candidate) {
     // Only prices that stay in the race: a candidate too big to build leaves it if it wins.
     if (!candidate.racing()) return;
@@ -147,15 +147,16 @@ class PlanBuilder {
     if (cheapest_.empty()) cheapest_.assign(grid().size(), std::numeric_limits<double>::infinity());
     const double factor = 1 + candidate.choice.row->selection_margin;
     for (size_t g = 0; g < grid().size(); ++g)
-      cheapest_[g] = std::min(cheapest_[g], candidate.cost.at(grid()[g]) * factor);
+      cheapest_[g] = std::min(cheapest_[g], price_upper_bound(candidate.cost, grid()[g]) * factor);
   }
 
-  // Whether a pipelined variant of `row` cannot win any size. Prices grow with the size, so
-  // for sizes between grid points a and b its price is at least its bound at a and the
-  // cheapest at most the cheapest at b: the bound at a above the cheapest at b, for every
-  // neighbouring pair, rules out every size in between. A margin of 1% covers the chain
+  // Whether a pipelined variant of `row` cannot win any size. Prices need not grow with the
+  // size (a range cut into one more chunk can finish sooner), but both bounds do: for sizes
+  // between grid points a and b its price is at least its lower bound at a, and some racing
+  // price at most its upper bound at b (price_upper_bound); the first above the second, for
+  // every neighbouring pair, rules out every size in between. A margin of 1% covers the chain
   // thinning at probe sizes (schedule_cost.cpp) and rounding.
-  bool cannot_win(const AlgorithmRow& row) {
+  bool cannot_win(const AlgorithmRow& row, uint32_t slices) {
     if (!options_.prune_pipelines || cheapest_.empty()) return false;
     const Candidate* base = base_candidate(row);
     if (base == nullptr || !base->priced) return false;
@@ -163,7 +164,8 @@ class PlanBuilder {
     const double pace = base_pace(row);
     const auto& sizes = grid();
     for (size_t g = 0; g + 1 < sizes.size(); ++g) {
-      if (pipeline_lower_bound(base->cost, pace, sizes[g]) * factor <= 1.01 * cheapest_[g + 1]) return false;
+      if (pipeline_lower_bound(base->cost, pace, slices, sizes[g]) * factor <= 1.01 * cheapest_[g + 1])
+        return false;
     }
     return true;
   }
@@ -192,7 +194,7 @@ class PlanBuilder {
       candidate.cost = std::move(*closed);
     } else if (choice.slices > 1 && !(candidate.left_out_because = beyond_pipeline_limits(candidate)).empty()) {
       note(fmt::format("{}: left out: {}", candidate.algorithm, candidate.left_out_because));
-    } else if (choice.slices > 1 && cannot_win(*choice.row)) {
+    } else if (choice.slices > 1 && cannot_win(*choice.row, choice.slices)) {
       candidate.left_out_because =
           "cannot win: a lower bound of its price is above the cheapest price at every size";
       note(fmt::format("{}: not priced: {}", candidate.algorithm, candidate.left_out_because));
@@ -380,7 +382,8 @@ class PlanBuilder {
   std::map<const AlgorithmRow*, std::unique_ptr<PipelinePricer>> pricers_;  // over bases_
   std::map<const AlgorithmRow*, std::optional<ir::PipelineFootprint>> footprints_;  // of bases_
   std::map<const AlgorithmRow*, uint64_t> pricing_spent_;
-  std::vector<double> cheapest_;  // by grid() size: the cheapest racing price so far, margins in
+  // By grid() size: the least price_upper_bound of the racing candidates so far, margins in.
+  std::vector<double> cheapest_;
   std::map<const AlgorithmRow*, std::optional<double>> paces_;  // base_pace by row
 };
 
@@ -388,16 +391,42 @@ constexpr double kRelativeTie = 1e-9;
 
 }  // namespace
 
-double pipeline_lower_bound(const ScheduleCost& base, double busiest_total, double bytes) {
-  double latencies = 0, hops = 0;
+double price_upper_bound(const ScheduleCost& cost, double bytes) {
+  // ChainCost::at is latency + chunk * first_chunk + (range - chunk) * steady, at most
+  // latency + range * max(first_chunk, steady) since chunk <= range: nondecreasing in bytes.
+  double total = 0;
+  for (const StepCost& step : cost.steps) {
+    double time = step.per_byte * bytes + step.hop_latency;
+    for (const ChainCost& chain : step.chains)
+      time = std::max(time, chain.latency + chain.share * bytes * std::max(chain.first_chunk, chain.steady));
+    total += static_cast<double>(step.repeat) * time;
+  }
+  return total;
+}
+
+double pipeline_lower_bound(const ScheduleCost& base, double busiest_total, uint32_t slices, double bytes) {
+  // The first slice's run: each base step at bytes / slices, each step's price at least its
+  // bandwidth term and its chains' floors, which grow with the size as prices need not.
+  // ChainCost::at is latency + chunk (first_chunk - steady) + range steady, with the chunk
+  // range / ceil(range / c) at least range c / (range + c) (at most range); with first_chunk
+  // below steady, at least latency + range first_chunk.
+  const double slice = bytes / slices;
+  const double c = base.chunk_bytes;
+  const auto chain_floor = [&](const ChainCost& chain) {
+    const double range = chain.share * slice;
+    if (chain.first_chunk < chain.steady) return chain.latency + range * chain.first_chunk;
+    const double chunk = range > 0 ? range * c / (range + c) : 0;
+    return chain.latency + chunk * (chain.first_chunk - chain.steady) + range * chain.steady;
+  };
+  double first_slice = 0, hops = 0;
   for (const StepCost& step : base.steps) {
-    double slowest_chain = 0;
-    for (const ChainCost& chain : step.chains) slowest_chain = std::max(slowest_chain, chain.latency);
+    double time = step.per_byte * slice + step.hop_latency;
+    for (const ChainCost& chain : step.chains) time = std::max(time, chain_floor(chain));
     const double times = static_cast<double>(step.repeat);
-    latencies += times * std::max(step.hop_latency, slowest_chain);
+    first_slice += times * time;
     hops += times * step.hop_latency;
   }
-  return std::max(latencies, hops + busiest_total * bytes);
+  return std::max(first_slice, hops + busiest_total * bytes);
 }
 
 namespace {

@@ -39,13 +39,16 @@ struct PlanOptions {
   bool prune_pipelines = true;
 };
 
-// A lower bound of the price of `base` cut into any number of slices (pipeline.hpp): the
-// pipeline's windows hold every base step, each in a window of its own while slice 1 runs, so
-// they take at least the base steps' hop latencies and chain latencies one after another; and
-// every link must carry the whole load of all steps, `busiest_total` seconds per message byte
-// on the busiest (PipelinePricer::busiest_total; the busiest step's per_byte is a weaker
-// stand-in).
-double pipeline_lower_bound(const ScheduleCost& base, double busiest_total, double bytes);
+// A lower bound of the price of `base` cut into `slices` slices (pipeline.hpp), nondecreasing
+// in the size: the pipeline's windows hold each base step, while the first slice runs, in a
+// window of its own, whose price is at least that step's at bytes / slices (a window adds
+// loads, hops and chains); and every link carries the load of all base steps in all,
+// `busiest_total` seconds per message byte on the busiest (PipelinePricer::busiest_total; the
+// busiest step's per_byte is a weaker stand-in) besides the windows' hop latencies.
+double pipeline_lower_bound(const ScheduleCost& base, double busiest_total, uint32_t slices, double bytes);
+// An upper bound of cost.at(n) for every n <= bytes (cost.at itself may fall where a range
+// gets one more chunk; this does not).
+double price_upper_bound(const ScheduleCost& cost, double bytes);
 
 ir::Plan build_plan(const Topology&, const PlanOptions&);
 

@@ -307,10 +307,15 @@ TEST(PlannerBuildPlan, PrunedPipelinesChangeNothingAndTheBoundHolds) {
       if (base == nullptr || !base->priced || base->priced_by != "evaluator") continue;
       PipelinePricer pricer(topo, candidate.choice.row->build(topo), CostParams{});
       const double pace = pricer.busiest_total();
+      double previous_upper = 0;
       for (double n = 0; n < 1e15; n = n == 0 ? 1 : n * 1.7) {
-        const double bound = pipeline_lower_bound(base->cost, pace, n);
+        const double bound = pipeline_lower_bound(base->cost, pace, candidate.choice.slices, n);
         EXPECT_GE(candidate.cost.at(n), bound * (1 - 1e-6))
             << topo.name() << " " << candidate.algorithm << " at " << n << " bytes";
+        const double upper = price_upper_bound(candidate.cost, n);
+        EXPECT_LE(candidate.cost.at(n), upper * (1 + 1e-12)) << topo.name() << " " << candidate.algorithm;
+        EXPECT_GE(upper, previous_upper) << "the upper bound must grow with the size";
+        previous_upper = upper;
       }
       ++bounds_checked;
     }
