@@ -48,13 +48,14 @@ class PlanBuilder {
     // Pipelined variants after every unpipelined candidate, those of the rows whose base moves
     // bytes fastest first (each row's own still most slices first): they are the ones a bound
     // can skip, and the cheaper the prices found before them, the more it skips.
-    std::vector<size_t> order(choices.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    for (const size_t i : order)
-      if (choices[i].slices == 1) price(i, choices[i]);
     std::vector<size_t> pipelines;
-    for (const size_t i : order)
-      if (choices[i].slices > 1) pipelines.push_back(i);
+    for (size_t i = 0; i < choices.size(); ++i) {
+      if (choices[i].slices == 1) {
+        price(i, choices[i]);
+      } else {
+        pipelines.push_back(i);
+      }
+    }
     for (const size_t i : pipelines) base_pace(*choices[i].row);  // (computed once per row)
     std::stable_sort(pipelines.begin(), pipelines.end(), [&](size_t a, size_t b) {
       return base_pace(*choices[a].row) < base_pace(*choices[b].row);
@@ -108,10 +109,12 @@ class PlanBuilder {
   // Seconds per message byte on the busiest link of the busiest step of a row's priced base
   // (infinite if unpriced): what its pipelines approach for large messages at best.
   double base_pace(const AlgorithmRow& row) {
-    const Candidate* base = base_candidate(row);
-    if (base == nullptr || !base->priced) return std::numeric_limits<double>::infinity();
     auto& pace = paces_[&row];
-    if (!pace) {
+    if (pace) return *pace;
+    const Candidate* base = base_candidate(row);
+    if (base == nullptr || !base->priced) {
+      pace = std::numeric_limits<double>::infinity();
+    } else {
       pace = 0;
       if (auto it = pricers_.find(&row); it != pricers_.end() && it->second) {
         pace = it->second->busiest_total();

@@ -2,6 +2,7 @@
 // restricting algorithms, and skipping schedules too big to build.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -281,41 +282,70 @@ TEST(PlannerBuildPlan, CompactPipelinesAreTheSamePlan) {
 }
 
 // Pipelines that cannot win are not priced (PlanOptions::prune_pipelines): the plan is the
-// same, byte for byte, as with every pipeline priced, on random trees of a held-back seed, the
-// adversarial family and machines with different links; and wherever a pipeline is priced, its
-// price is at least the lower bound the pruning uses, at every size.
-TEST(PlannerBuildPlan, PrunedPipelinesChangeNothingAndTheBoundHolds) {
+// same, byte for byte, as with every pipeline priced, on random trees of a held-back seed and
+// machines with different links, some with a hop overhead, reductions priced and small or
+// large chunks. Both bounds the pruning relies on are checked: every priced pipeline costs at
+// least pipeline_lower_bound, and every racing price is at most price_upper_bound, which grows
+// with the size, also just below each chunk boundary where a price may fall.
+TEST(PlannerBuildPlan, PrunedPipelinesChangeNothingAndTheBoundsHold) {
   testing::RandomTrees trees(77031);
   std::vector<Topology> topologies{machines({2, 3, 4}, kPcie, kEthernet), machines({2, 3})};
   for (int t = 0; t < 16; ++t) topologies.push_back(trees.next(t < 8 ? 24 : 120));
+  std::mt19937_64 rng(4242);
   int pruned = 0, bounds_checked = 0;
-  for (const Topology& topo : topologies) {
+  for (size_t t = 0; t < topologies.size(); ++t) {
+    const Topology& topo = topologies[t];
     PlanOptions all;
     all.prune_pipelines = false;
+    if (t % 3 == 1) {
+      all.cost.hop_overhead = 2e-6;
+      all.cost.reduce_bandwidth = 4e9;
+      all.cost.chunk_bytes = std::uniform_int_distribution<int>(0, 1)(rng) ? 4096 : double(1 << 26);
+    }
+    PlanOptions pruning = all;
+    pruning.prune_pipelines = true;
     const auto whole = build_plan_report(topo, all);
-    const auto pruning = build_plan_report(topo, PlanOptions{});
-    EXPECT_EQ(ir::encode_plan(pruning.plan), ir::encode_plan(whole.plan)) << topo.name();
-    ASSERT_EQ(pruning.candidates.size(), whole.candidates.size());
+    const auto pruned_report = build_plan_report(topo, pruning);
+    EXPECT_EQ(ir::encode_plan(pruned_report.plan), ir::encode_plan(whole.plan)) << topo.name();
+    ASSERT_EQ(pruned_report.candidates.size(), whole.candidates.size());
     for (size_t c = 0; c < whole.candidates.size(); ++c) {
       const Candidate& candidate = whole.candidates[c];
-      EXPECT_EQ(pruning.candidates[c].algorithm, candidate.algorithm);
-      if (pruning.candidates[c].left_out_because.rfind("cannot win", 0) == 0) ++pruned;
-      if (candidate.choice.slices == 1 || !candidate.priced) continue;
-      const Candidate* base = nullptr;
-      for (const auto& other : whole.candidates)
-        if (other.choice.row == candidate.choice.row && other.choice.slices == 1) base = &other;
-      if (base == nullptr || !base->priced || base->priced_by != "evaluator") continue;
-      PipelinePricer pricer(topo, candidate.choice.row->build(topo), CostParams{});
-      const double pace = pricer.busiest_total();
+      EXPECT_EQ(pruned_report.candidates[c].algorithm, candidate.algorithm);
+      if (pruned_report.candidates[c].left_out_because.rfind("cannot win", 0) == 0) ++pruned;
+      if (!candidate.priced) continue;
+      // The upper bound: sizes on a grid and just below chunk boundaries of every chain.
+      std::vector<double> sizes;
+      for (double n = 0; n < 1e15; n = n == 0 ? 1 : n * 1.7) sizes.push_back(n);
+      for (const StepCost& step : candidate.cost.steps)
+        for (const ChainCost& chain : step.chains)
+          for (double chunks = 1; chunks <= 8 && chain.share > 0; ++chunks)
+            sizes.push_back(chunks * candidate.cost.chunk_bytes / chain.share * (1 - 1e-9));
+      std::sort(sizes.begin(), sizes.end());
       double previous_upper = 0;
-      for (double n = 0; n < 1e15; n = n == 0 ? 1 : n * 1.7) {
-        const double bound = pipeline_lower_bound(base->cost, pace, candidate.choice.slices, n);
-        EXPECT_GE(candidate.cost.at(n), bound * (1 - 1e-6))
-            << topo.name() << " " << candidate.algorithm << " at " << n << " bytes";
+      for (const double n : sizes) {
         const double upper = price_upper_bound(candidate.cost, n);
         EXPECT_LE(candidate.cost.at(n), upper * (1 + 1e-12)) << topo.name() << " " << candidate.algorithm;
         EXPECT_GE(upper, previous_upper) << "the upper bound must grow with the size";
         previous_upper = upper;
+      }
+      if (candidate.choice.slices == 1) continue;
+      const Candidate* base = nullptr;
+      for (const auto& other : whole.candidates)
+        if (other.choice.row == candidate.choice.row && other.choice.slices == 1) base = &other;
+      if (base == nullptr || !base->priced) continue;
+      // The planner's pace: the pricer's busiest_total for a base priced by windows, else the
+      // busiest step.
+      double pace = 0;
+      if (base->priced_by == "evaluator") {
+        PipelinePricer pricer(topo, candidate.choice.row->build(topo), all.cost);
+        pace = pricer.busiest_total();
+      } else {
+        for (const StepCost& step : base->cost.steps) pace = std::max(pace, step.per_byte);
+      }
+      for (const double n : sizes) {
+        const double bound = pipeline_lower_bound(base->cost, pace, candidate.choice.slices, n);
+        EXPECT_GE(candidate.cost.at(n), bound * (1 - 1e-6))
+            << topo.name() << " " << candidate.algorithm << " at " << n << " bytes";
       }
       ++bounds_checked;
     }
