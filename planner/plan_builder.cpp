@@ -22,6 +22,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Message sizes are compared on a grid from 1 B to 1 PiB, four points per doubling: where
+// cheapest_pieces looks for changes of winner, and where pipelines are pruned.
+constexpr int kGridPerDoubling = 4, kGridDoublings = 50;
+
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -131,12 +135,12 @@ class PlanBuilder {
     return nullptr;
   }
 
-  // The sizes at which prices are compared for pruning: 1 B to 1 PiB (cheapest_pieces' span),
-  // four per doubling, after 0.
+  // The sizes at which prices are compared for pruning: 0, then cheapest_pieces' span.
   static const std::vector<double>& grid() {
     static const std::vector<double> sizes = [] {
       std::vector<double> s{0};
-      for (int i = 0; i <= 4 * 50; ++i) s.push_back(std::exp2(i / 4.0));
+      for (int i = 0; i <= kGridPerDoubling * kGridDoublings; ++i)
+        s.push_back(std::exp2(static_cast<double>(i) / kGridPerDoubling));
       return s;
     }();
     return sizes;
@@ -145,8 +149,7 @@ class PlanBuilder {
   // Folds a priced candidate into the cheapest price bound so far at each grid size.
   void record_price(const Candidate& candidate) {
     // Only prices that stay in the race: a candidate too big to build leaves it if it wins.
-    if (!candidate.racing()) return;
-    if (!candidate.built && !compact(candidate.choice) && !schedule_fits_limits(candidate.size)) return;
+    if (!candidate.racing() || too_big_to_build(candidate)) return;
     if (cheapest_.empty()) cheapest_.assign(grid().size(), std::numeric_limits<double>::infinity());
     const double factor = 1 + candidate.choice.row->selection_margin;
     for (size_t g = 0; g < grid().size(); ++g)
@@ -293,7 +296,7 @@ class PlanBuilder {
         const size_t index = racing[piece.curve];
         auto& candidate = report_.candidates[index];
         if (!candidate.built) {
-          if (!compact(candidate.choice) && !schedule_fits_limits(candidate.size)) {
+          if (too_big_to_build(candidate)) {
             candidate.left_out_because = fmt::format(
                 "would win messages of {} and up, but {}",
                 format_bytes(static_cast<double>(piece.min_bytes)), too_big(candidate.size));
@@ -344,6 +347,12 @@ class PlanBuilder {
                        measured_size(*base).ops, seconds_since(start)));
     }
     return *base;
+  }
+
+  // Whether a priced candidate, unbuilt, would leave the race if it won: its schedule is
+  // beyond the size limits (a compact pipeline was checked against plan.bin's before pricing).
+  bool too_big_to_build(const Candidate& candidate) const {
+    return !candidate.built && !compact(candidate.choice) && !schedule_fits_limits(candidate.size);
   }
 
   // Whether the choice is built as a compact pipeline: its base alone is held in memory.
@@ -449,7 +458,6 @@ size_t cheapest_at(std::span<const PriceCurve> curves, double n, std::vector<dou
 
 std::vector<EnvelopePiece> cheapest_pieces(std::span<const PriceCurve> curves) {
   if (curves.empty()) throw std::invalid_argument("cheapest_pieces: no curves");
-  constexpr int kPerDoubling = 4, kDoublings = 50;
   std::vector<double> prices;
   const auto winner_at = [&](uint64_t n) {
     return cheapest_at(curves, static_cast<double>(n), prices);
@@ -472,8 +480,8 @@ std::vector<EnvelopePiece> cheapest_pieces(std::span<const PriceCurve> curves) {
   uint64_t previous = 1;
   size_t previous_winner = winner_at(previous);
   pieces.push_back({previous_winner, 0, std::nullopt});
-  for (int k = 1; k <= kPerDoubling * kDoublings; ++k) {
-    const auto n = static_cast<uint64_t>(std::round(std::exp2(static_cast<double>(k) / kPerDoubling)));
+  for (int k = 1; k <= kGridPerDoubling * kGridDoublings; ++k) {
+    const auto n = static_cast<uint64_t>(std::round(std::exp2(static_cast<double>(k) / kGridPerDoubling)));
     if (n <= previous) continue;
     const size_t winner = winner_at(n);
     refine(refine, previous, previous_winner, n, winner);
