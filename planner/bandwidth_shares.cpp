@@ -5,6 +5,7 @@
 #include <bit>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <utility>
 
@@ -64,11 +65,13 @@ Orbits orbits_of(const Topology& topo) {
 }
 
 // The virtual trees worth offering: the tree itself, the flat tree, and each orbit of switches
-// made transparent where their uplinks could carry their children's data uncombined (at least
-// 1.5 times as fast as the slowest child's link), the most promising first, at most
-// kMaxSingles. Transparency is given to whole orbits so that the symmetry argument holds.
+// made transparent where their uplinks could carry some of their children's data uncombined (at
+// least as fast as the slowest child's link, both taken as the slowest link through switches of
+// one child), the highest ratio first, at most kMaxSingles. Even a ratio of 1 can pay: three
+// equal links at a switch meet the floor only with a third of the vector passed up uncombined.
+// Transparency is given to whole orbits so that the symmetry argument holds.
 constexpr size_t kMaxSingles = 48;
-constexpr double kPromising = 1.5;
+constexpr double kPromising = 1.0;
 
 // The LP columns one virtual tree adds: its weight, and one per orbit representative and
 // virtual ancestor. A node's virtual ancestors are its active (non-transparent) physical
@@ -76,9 +79,7 @@ constexpr double kPromising = 1.5;
 // kMaxSingles + 2 trees for the column count and again for the LP, and building each one on a
 // 16k-learner tree took milliseconds.
 uint64_t tree_columns(const Topology& topo, const Orbits& orbits, const std::vector<char>& transparent) {
-  const auto active = [&](NodeId n) {
-    return n == topo.root() || topo.is_learner(n) || !transparent[static_cast<size_t>(n)];
-  };
+  const auto active = [&](NodeId n) { return !passes_through(topo, transparent, n); };
   std::vector<uint32_t> active_above(static_cast<size_t>(topo.num_nodes()), 0);
   uint64_t columns = 1;
   for (NodeId n : orbits.top_down) {
@@ -90,9 +91,26 @@ uint64_t tree_columns(const Topology& topo, const Orbits& orbits, const std::vec
   return columns;
 }
 
+// The tree with every switch of one orbit made transparent.
+std::vector<char> orbit_transparent(const Topology& topo, const Orbits& orbits, int orbit) {
+  std::vector<char> tree(static_cast<size_t>(topo.num_nodes()), 0);
+  for (NodeId n = 0; n < topo.num_nodes(); ++n)
+    if (orbits.of[n] == orbit) tree[static_cast<size_t>(n)] = 1;
+  return tree;
+}
+
+// Switches that can be made transparent: not the root, two children or more (a switch of one
+// child passes its data through anyway).
+bool can_be_transparent(const Topology& topo, NodeId n) {
+  return n != topo.root() && !topo.is_learner(n) && topo.degree(n) >= 2;
+}
+
 // The tree itself and the flat tree always (when they fit kMaxShareLpColumns together), then
-// the single-orbit trees in order of promise while the LP stays within the limit.
-std::vector<std::vector<char>> candidate_trees(const Topology& topo, const Orbits& orbits) {
+// the single-orbit trees in order of promise while the LP stays within the limit; with
+// `every_single`, every single-orbit tree, promising or not and without the limits (the whole LP
+// that tests compare column generation with).
+std::vector<std::vector<char>> candidate_trees(const Topology& topo, const Orbits& orbits,
+                                               bool every_single = false) {
   const size_t nodes = static_cast<size_t>(topo.num_nodes());
   std::vector<std::vector<char>> trees{std::vector<char>(nodes, 0)};
   std::vector<std::pair<double, int>> singles;  // (ratio, orbit)
@@ -103,26 +121,23 @@ std::vector<std::vector<char>> candidate_trees(const Topology& topo, const Orbit
     flat[static_cast<size_t>(n)] = 1;
     any_switch = true;
     const int orbit = orbits.of[n];
-    if (topo.degree(n) < 2 || orbits.representative[orbit] != n) continue;
-    double slowest_child = topo.uplink(topo.children(n).front()).bandwidth;
-    for (NodeId child : topo.children(n))
-      slowest_child = std::min(slowest_child, topo.uplink(child).bandwidth);
-    const double ratio = topo.uplink(n).bandwidth / slowest_child;
-    if (ratio >= kPromising) singles.emplace_back(ratio, orbit);
+    if (!can_be_transparent(topo, n) || orbits.representative[orbit] != n) continue;
+    double slowest_child = below_bottleneck(topo, topo.children(n).front());
+    for (NodeId child : topo.children(n)) slowest_child = std::min(slowest_child, below_bottleneck(topo, child));
+    const double ratio = above_bottleneck(topo, n) / slowest_child;
+    if (ratio >= kPromising || every_single) singles.emplace_back(ratio, orbit);
   }
   std::sort(singles.begin(), singles.end(), [](const auto& a, const auto& b) {
     return a.first != b.first ? a.first > b.first : a.second < b.second;
   });
-  if (singles.size() > kMaxSingles) singles.resize(kMaxSingles);
+  if (singles.size() > kMaxSingles && !every_single) singles.resize(kMaxSingles);
   if (any_switch) trees.push_back(std::move(flat));
   uint64_t columns = 1;  // the objective
   for (const auto& tree : trees) columns += tree_columns(topo, orbits, tree);
   for (const auto& [ratio, orbit] : singles) {
-    std::vector<char> tree(nodes, 0);
-    for (NodeId n = 0; n < topo.num_nodes(); ++n)
-      if (orbits.of[n] == orbit) tree[static_cast<size_t>(n)] = 1;
+    auto tree = orbit_transparent(topo, orbits, orbit);
     const uint64_t more = tree_columns(topo, orbits, tree);
-    if (columns + more > kMaxShareLpColumns) continue;
+    if (columns + more > kMaxShareLpColumns && !every_single) continue;
     columns += more;
     trees.push_back(std::move(tree));
   }
@@ -315,13 +330,14 @@ BandwidthShares bandwidth_shares(const Topology& topo, ShareSolve how) {
   // ends at the optimum of the LP over all candidates, usually after one small solve: the
   // master stops at once when it meets the floor (a lower bound on every schedule).
   const Orbits orbits = orbits_of(topo);
-  const auto candidates = candidate_trees(topo, orbits);
+  auto candidates = candidate_trees(topo, orbits, how == ShareSolve::all_trees);
   const double floor_per_byte = cost_floor(topo).per_byte;
   std::vector<char> in_master(candidates.size(), 0);
   for (size_t t = 0; t < candidates.size(); ++t)
     if (std::none_of(candidates[t].begin(), candidates[t].end(), [](char c) { return c != 0; }))
       in_master[t] = 1;  // the tree itself
   if (how == ShareSolve::all_trees) in_master.assign(candidates.size(), 1);
+  std::set<int> proposed;  // orbits whose transparent tree the duals have proposed
   for (;;) {
     std::vector<const std::vector<char>*> trees;
     std::vector<size_t> tree_index;
@@ -349,15 +365,41 @@ BandwidthShares bandwidth_shares(const Topology& topo, ShareSolve how) {
       }
       if (scale > 0) {
         for (double& price : prices) price /= scale;
-        for (size_t t = 0; t < candidates.size(); ++t) {
-          if (in_master[t]) continue;
-          const ShareLp pricing(topo, orbits, slowest, {&candidates[t]}, &prices);
-          bool lowers = true;  // a pricing LP CLP cannot solve lets its tree in: always safe
+        const auto lowers = [&](const std::vector<char>& tree) {
+          const ShareLp pricing(topo, orbits, slowest, {&tree}, &prices);
           try {
-            lowers = pricing.lp.minimise().objective < optimum * (1 - 1e-7);
+            return pricing.lp.minimise().objective < optimum * (1 - 1e-7);
           } catch (const std::logic_error&) {
+            return true;  // a pricing LP CLP cannot solve lets its tree in: always safe
           }
-          if (lowers) in_master[t] = entered = true;
+        };
+        for (size_t t = 0; t < candidates.size(); ++t)
+          if (!in_master[t] && lowers(candidates[t])) in_master[t] = entered = true;
+        // Trees the list above left out (it keeps the most promising by bandwidth ratio alone):
+        // the two switches nearest above each binding link, made transparent. Their children
+        // then no longer receive partial sums there, which is the load a binding link below
+        // them can shed; a mix of such trees meets the floor where one tree cannot (three
+        // equal links at one switch: 4/3 of a link's time mixed, 3/2 combined).
+        if (!entered && how == ShareSolve::column_generation) {
+          uint64_t master_columns = 1;
+          for (const auto* tree : trees) master_columns += tree_columns(topo, orbits, *tree);
+          for (NodeId n = 0; n < topo.num_nodes(); ++n) {
+            if (prices[static_cast<size_t>(n)] <= 0) continue;
+            int found = 0;
+            for (NodeId a = topo.parent(n); a != topo.root() && found < 2; a = topo.parent(a)) {
+              if (!can_be_transparent(topo, a)) continue;
+              ++found;
+              if (!proposed.insert(orbits.of[a]).second) continue;
+              auto tree = orbit_transparent(topo, orbits, orbits.of[a]);
+              if (std::find(candidates.begin(), candidates.end(), tree) != candidates.end()) continue;
+              const uint64_t more = tree_columns(topo, orbits, tree);
+              if (master_columns + more > kMaxShareLpColumns || !lowers(tree)) continue;
+              master_columns += more;
+              candidates.push_back(std::move(tree));
+              in_master.push_back(1);
+              entered = true;
+            }
+          }
         }
       } else {
         // No prices to go by (a degenerate dual): every candidate enters.

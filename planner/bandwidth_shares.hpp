@@ -16,10 +16,11 @@
 // The shares x are the solution of a linear program that minimises the busiest link's
 // load / bandwidth, with the vector split among several virtual trees of the topology (the
 // tree itself, every switch alone made transparent where that might help, and the flat tree):
-// a rack whose uplink is faster than its machines' can pass their data up uncombined. On the
+// a rack whose uplink is faster than its machines' can pass their data up uncombined. On most
 // random trees of bench/planning the optimum meets the floor of floor.hpp. The LP is solved by
 // column generation over the virtual trees (bandwidth_shares.cpp): the tree itself first, other
-// trees only when the link duals say they lower the optimum.
+// trees only when the link duals say they lower the optimum, and when none of those offered
+// does, the switches just above the links the duals price, made transparent.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,8 @@
 // The bandwidth and latency floors of an all-reduce on a tree (floor.hpp).
 #include "planner/floor.hpp"
 
+#include <algorithm>
+
 #include <fmt/core.h>
 
 namespace flexplan {
@@ -8,6 +10,22 @@ namespace flexplan {
 bool separates_learners(const Topology& topo, NodeId n) {
   const size_t below = topo.learners_under(n).size();
   return n != topo.root() && below > 0 && below < static_cast<size_t>(topo.num_learners());
+}
+
+double below_bottleneck(const Topology& topo, NodeId c) {
+  double bandwidth = topo.uplink(c).bandwidth;
+  while (!topo.is_learner(c) && topo.degree(c) == 1) {
+    c = topo.children(c).front();
+    bandwidth = std::min(bandwidth, topo.uplink(c).bandwidth);
+  }
+  return bandwidth;
+}
+
+double above_bottleneck(const Topology& topo, NodeId n) {
+  double bandwidth = topo.uplink(n).bandwidth;
+  for (NodeId at = topo.parent(n); at != topo.root() && topo.degree(at) == 1; at = topo.parent(at))
+    bandwidth = std::min(bandwidth, topo.uplink(at).bandwidth);
+  return bandwidth;
 }
 
 CostFloor cost_floor(const Topology& topo) {
@@ -21,22 +39,29 @@ CostFloor cost_floor(const Topology& topo) {
     }
   };
   for (NodeId n = 0; n < topo.num_nodes(); ++n) {
-    if (separates_learners(topo, n))
+    if (separates_learners(topo, n)) {
       raise(1 / topo.uplink(n).bandwidth,
             [&] { return fmt::format("the link above '{}'", topo.full_name(n)); });
+      floor.per_byte_own_uplinks = std::max(floor.per_byte_own_uplinks, 1 / topo.uplink(n).bandwidth);
+    }
     if (topo.is_learner(n)) continue;
     int groups = topo.degree(n);
-    double bandwidth = 0;
-    for (NodeId child : topo.children(n)) bandwidth += topo.uplink(child).bandwidth;
+    double bandwidth = 0, own_uplinks = 0;
+    for (NodeId child : topo.children(n)) {
+      bandwidth += below_bottleneck(topo, child);
+      own_uplinks += topo.uplink(child).bandwidth;
+    }
     if (separates_learners(topo, n)) {
       ++groups;
-      bandwidth += topo.uplink(n).bandwidth;
+      bandwidth += above_bottleneck(topo, n);
+      own_uplinks += topo.uplink(n).bandwidth;
     }
-    if (groups >= 2)
-      raise(2.0 * (groups - 1) / bandwidth, [&] {
-        return fmt::format("branch '{}' ({} groups)",
-                           n == topo.root() ? std::string("root") : topo.full_name(n), groups);
-      });
+    if (groups < 2) continue;
+    raise(2.0 * (groups - 1) / bandwidth, [&] {
+      return fmt::format("branch '{}' ({} groups)",
+                         n == topo.root() ? std::string("root") : topo.full_name(n), groups);
+    });
+    floor.per_byte_own_uplinks = std::max(floor.per_byte_own_uplinks, 2.0 * (groups - 1) / own_uplinks);
   }
 
   // Diameter: at every branch, the two children with the farthest learners below them.

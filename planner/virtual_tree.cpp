@@ -5,6 +5,11 @@
 
 namespace flexplan {
 
+bool passes_through(const Topology& topo, const std::vector<char>& transparent, NodeId n) {
+  if (n == topo.root() || topo.is_learner(n)) return false;
+  return transparent[static_cast<size_t>(n)] != 0 || topo.degree(n) < 2;
+}
+
 VirtualTree::VirtualTree(const Topology& topo, const std::vector<char>& transparent)
     : parent_(topo.num_nodes(), kInactive),
       children_(topo.num_nodes()),
@@ -20,8 +25,7 @@ VirtualTree::VirtualTree(const Topology& topo, const std::vector<char>& transpar
     const NodeId n = stack.back();
     stack.pop_back();
     top_down.push_back(n);
-    const bool is_active =
-        n == topo.root() || topo.is_learner(n) || !transparent[static_cast<size_t>(n)];
+    const bool is_active = passes_through(topo, transparent, n) == false;
     if (is_active) {
       const NodeId up = n == topo.root() ? -1 : nearest_active[topo.parent(n)];
       parent_[n] = up;

@@ -10,9 +10,16 @@
 
 namespace flexplan {
 
+// Whether switch n is inactive in the virtual tree `transparent` describes: made transparent, or
+// a switch with one child, which combines nothing (its child's data crosses its uplink as it is)
+// and so never needs a step of its own. Keeping such a switch active would also make its
+// child's transparency useless: the grandchildren would hang from it and combine there.
+bool passes_through(const Topology&, const std::vector<char>& transparent, NodeId n);
+
 class VirtualTree {
  public:
-  // `transparent[n]` for every node; the root and learners are never transparent.
+  // `transparent[n]` for every node; the root and learners are never transparent, switches of
+  // one child always are (passes_through).
   VirtualTree(const Topology&, const std::vector<char>& transparent);
 
   bool active(NodeId n) const { return parent_[n] != kInactive; }

@@ -329,6 +329,26 @@ TEST(CostFloor, BranchTermByHand) {
   EXPECT_EQ(floor.bound_by, "branch 'root' (9 groups)");
 }
 
+// A group's link is the slowest between it and the branch: learner a sits behind a fast switch
+// of one child and its own 100 MB/s link, the rest of the tree behind s's 100 MB/s uplink and a
+// fast switch of one child above it. Three groups of 100 MB/s at s: 2 x 2 / 0.3 GB/s, where
+// their own uplinks (10 + 0.1 + 10 GB/s) gave the branch far less than a link's 1 / 0.1 GB/s.
+TEST(CostFloor, BranchGroupsCountTheSlowestLinkOnTheirWayOut) {
+  testing::TreeBuilder b;
+  const Link slow{100e6, 1e-6}, fast{10e9, 1e-6};
+  const NodeId top = b.add_switch(b.root(), "top", fast);  // one child: s
+  const NodeId s = b.add_switch(top, "s", slow);
+  b.add_learner(b.add_switch(s, "a_box", fast), "a", slow);
+  const NodeId m = b.add_switch(s, "b", slow);
+  for (int g = 0; g < 3; ++g) b.add_learner(m, "g" + std::to_string(g), fast);
+  const NodeId far = b.add_switch(b.root(), "far", fast);
+  for (int g = 0; g < 2; ++g) b.add_learner(far, "g" + std::to_string(g), fast);
+  const auto floor = cost_floor(b.build());
+  expect_close(floor.per_byte, 4 / 0.3e9);
+  EXPECT_EQ(floor.bound_by, "branch 'root/top/s' (3 groups)");
+  expect_close(floor.per_byte_own_uplinks, 1 / 100e6);
+}
+
 TEST(CostBandwidth, NcclTestsConventions) {
   expect_close(algorithm_bandwidth(1e9, 0.5), 2e9);
   expect_close(bus_bandwidth(1e9, 0.5, 8), 2e9 * 2 * 7 / 8);

@@ -1,7 +1,8 @@
 // The share LP of flexreduce-bw (planner/bandwidth_shares.hpp): column generation over the
-// virtual trees reaches the optimum of the LP that holds every candidate tree at once, never
+// virtual trees reaches the optimum of the LP that holds every single-switch tree at once, never
 // goes below the floor, does bring in other trees where the tree itself is not optimal, and
-// returns shares whose busiest link is the optimum it reports.
+// returns shares whose busiest link is the optimum it reports; three equal links meeting at a
+// switch are mixed to the floor, also where that switch is not among the promising ones.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -62,6 +63,42 @@ TEST(BandwidthShares, ColumnGenerationReachesTheWholeLpsOptimum) {
   // Column generation started from the tree itself and brought others in on some trees, so the
   // comparison above covered that path too.
   EXPECT_GT(needed_other_trees, 0);
+}
+
+// Learner a behind a 100 MB/s link (and a fast switch of one child), machine b behind 100 MB/s,
+// both under switch s whose uplink is 100 MB/s too; `decoys` fast-uplinked machines beside s.
+// Three groups of 100 MB/s at s: the floor is 2 x 2 / 3 of a link's time per byte. Combining at
+// s costs 3/2 (whoever owns an item's sum sends and receives it twice); passing a's and b's data
+// up uncombined costs the uplink 2; a mix of 2/3 combined, 1/3 passed up meets the floor.
+Topology three_slow_groups(int decoys) {
+  testing::TreeBuilder b;
+  const Link slow{100e6, 1e-6}, fast{10e9, 1e-6};
+  const NodeId s = b.add_switch(b.root(), "s", slow);
+  b.add_learner(b.add_switch(s, "a_box", fast), "a", slow);  // a switch of one child
+  const NodeId m = b.add_switch(s, "b", slow);
+  for (int g = 0; g < 3; ++g) b.add_learner(m, "g" + std::to_string(g), fast);
+  const NodeId far = b.add_switch(b.root(), "far", fast);
+  for (int g = 0; g < 4; ++g) b.add_learner(far, "g" + std::to_string(g), fast);
+  // Machines whose uplinks are faster than their learners' links: by the bandwidth ratio alone
+  // they promise more than s, each one an orbit of its own.
+  for (int d = 0; d < decoys; ++d) {
+    const NodeId box = b.add_switch(b.root(), "decoy" + std::to_string(d), Link{20e9 + 1e8 * d, 1e-6});
+    for (int g = 0; g < 2; ++g) b.add_learner(box, "g" + std::to_string(g), Link{1e9, 1e-6});
+  }
+  return b.build();
+}
+
+TEST(BandwidthShares, ThreeEqualLinksAtASwitchAreMixedToTheFloor) {
+  for (int decoys : {0, 60}) {
+    SCOPED_TRACE(std::to_string(decoys) + " decoys");
+    const Topology topo = three_slow_groups(decoys);
+    const double floor = cost_floor(topo).per_byte;
+    EXPECT_NEAR(floor, 4.0 / 3 / 100e6, 1e-20);
+    const auto shares = bandwidth_shares(topo);
+    EXPECT_NEAR(shares.per_byte, floor, floor * 1e-6);
+    EXPECT_NEAR(busiest_link(topo, shares), floor, floor * 1e-6);
+    EXPECT_TRUE(uses_other_trees(shares));
+  }
 }
 
 }  // namespace
