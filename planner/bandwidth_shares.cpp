@@ -66,8 +66,8 @@ Orbits orbits_of(const Topology& topo) {
 
 // The virtual trees worth offering: the tree itself, the flat tree, and each orbit of switches
 // made transparent where their uplinks could carry some of their children's data uncombined (at
-// least as fast as the slowest child's link, both taken as the slowest link through switches of
-// one child), the highest ratio first, at most kMaxSingles. Even a ratio of 1 can pay: three
+// least as fast as the slowest child's link, both taken as the minimum cuts of floor.hpp's
+// group_cuts), the highest ratio first, at most kMaxSingles. Even a ratio of 1 can pay: three
 // equal links at a switch meet the floor only with a third of the vector passed up uncombined.
 // Transparency is given to whole orbits so that the symmetry argument holds.
 constexpr size_t kMaxSingles = 48;
@@ -116,15 +116,16 @@ std::vector<std::vector<char>> candidate_trees(const Topology& topo, const Orbit
   std::vector<std::pair<double, int>> singles;  // (ratio, orbit)
   std::vector<char> flat(nodes, 0);
   bool any_switch = false;
+  const GroupCuts cuts = group_cuts(topo);
   for (NodeId n = 0; n < topo.num_nodes(); ++n) {
     if (n == topo.root() || topo.is_learner(n)) continue;
     flat[static_cast<size_t>(n)] = 1;
     any_switch = true;
     const int orbit = orbits.of[n];
     if (!can_be_transparent(topo, n) || orbits.representative[orbit] != n) continue;
-    double slowest_child = below_bottleneck(topo, topo.children(n).front());
-    for (NodeId child : topo.children(n)) slowest_child = std::min(slowest_child, below_bottleneck(topo, child));
-    const double ratio = above_bottleneck(topo, n) / slowest_child;
+    double slowest_child = cuts.below[static_cast<size_t>(topo.children(n).front())];
+    for (NodeId child : topo.children(n)) slowest_child = std::min(slowest_child, cuts.below[static_cast<size_t>(child)]);
+    const double ratio = cuts.above[static_cast<size_t>(n)] / slowest_child;
     if (ratio >= kPromising || every_single) singles.emplace_back(ratio, orbit);
   }
   std::sort(singles.begin(), singles.end(), [](const auto& a, const auto& b) {
@@ -338,6 +339,8 @@ BandwidthShares bandwidth_shares(const Topology& topo, ShareSolve how) {
       in_master[t] = 1;  // the tree itself
   if (how == ShareSolve::all_trees) in_master.assign(candidates.size(), 1);
   std::set<int> proposed;  // orbits whose transparent tree the duals have proposed
+  std::ptrdiff_t switches = 0;  // what the flat tree makes transparent
+  for (NodeId n = 0; n < topo.num_nodes(); ++n) switches += n != topo.root() && !topo.is_learner(n);
   for (;;) {
     std::vector<const std::vector<char>*> trees;
     std::vector<size_t> tree_index;
@@ -396,6 +399,33 @@ BandwidthShares bandwidth_shares(const Topology& topo, ShareSolve how) {
               if (master_columns + more > kMaxShareLpColumns || !lowers(tree)) continue;
               master_columns += more;
               candidates.push_back(std::move(tree));
+              in_master.push_back(1);
+              entered = true;
+            }
+          }
+        }
+        // Each tree above sheds load at one place. Where links bind at two places, a tree that
+        // helps one leaves the other's load as it was, and no such tree lowers the optimum: the
+        // master mixes one helper per place, each for part of the vector. The tree transparent
+        // wherever any tree the master mixes is (the flat tree aside) helps at every place at
+        // once, for the whole vector.
+        if (!entered && how == ShareSolve::column_generation) {
+          std::vector<char> united(static_cast<size_t>(topo.num_nodes()), 0);
+          int parts = 0;
+          uint64_t master_columns = 1;
+          for (size_t i = 0; i < trees.size(); ++i) {
+            master_columns += tree_columns(topo, orbits, *trees[i]);
+            if (!(solution.columns[static_cast<size_t>(master.columns[i].weight)] > 1e-9)) continue;
+            const auto& tree = *trees[i];
+            const auto transparent = std::count(tree.begin(), tree.end(), char{1});
+            if (transparent == 0 || transparent == switches) continue;  // the tree itself, flat
+            for (size_t n = 0; n < tree.size(); ++n) united[n] = united[n] || tree[n];
+            ++parts;
+          }
+          if (parts >= 2 && std::find(candidates.begin(), candidates.end(), united) == candidates.end()) {
+            const uint64_t more = tree_columns(topo, orbits, united);
+            if (master_columns + more <= kMaxShareLpColumns && lowers(united)) {
+              candidates.push_back(std::move(united));
               in_master.push_back(1);
               entered = true;
             }

@@ -12,26 +12,40 @@ bool separates_learners(const Topology& topo, NodeId n) {
   return n != topo.root() && below > 0 && below < static_cast<size_t>(topo.num_learners());
 }
 
-double below_bottleneck(const Topology& topo, NodeId c) {
-  double bandwidth = topo.uplink(c).bandwidth;
-  while (!topo.is_learner(c) && topo.degree(c) == 1) {
-    c = topo.children(c).front();
-    bandwidth = std::min(bandwidth, topo.uplink(c).bandwidth);
+GroupCuts group_cuts(const Topology& topo) {
+  GroupCuts cuts;
+  cuts.below.assign(static_cast<size_t>(topo.num_nodes()), 0);
+  cuts.above.assign(static_cast<size_t>(topo.num_nodes()), 0);
+  for (int learner = 0; learner < topo.num_learners(); ++learner) {
+    const NodeId n = topo.learner_node(learner);
+    cuts.below[static_cast<size_t>(n)] = topo.uplink(n).bandwidth;
   }
-  return bandwidth;
-}
-
-double above_bottleneck(const Topology& topo, NodeId n) {
-  double bandwidth = topo.uplink(n).bandwidth;
-  for (NodeId at = topo.parent(n); at != topo.root() && topo.degree(at) == 1; at = topo.parent(at))
-    bandwidth = std::min(bandwidth, topo.uplink(at).bandwidth);
-  return bandwidth;
+  // Bottom up: a switch's learners are cut off by its uplink, or by cutting each child's.
+  std::vector<double> children_sum(static_cast<size_t>(topo.num_nodes()), 0);
+  for (int level = 0; level < topo.num_levels(); ++level)
+    for (NodeId n : topo.nodes_at_level(level)) {
+      for (NodeId c : topo.children(n)) children_sum[static_cast<size_t>(n)] += cuts.below[static_cast<size_t>(c)];
+      cuts.below[static_cast<size_t>(n)] =
+          n == topo.root() ? children_sum[static_cast<size_t>(n)]
+                           : std::min(topo.uplink(n).bandwidth, children_sum[static_cast<size_t>(n)]);
+    }
+  // Top down: the learners outside switch n are cut off from it by its uplink, or at its parent
+  // by cutting the parent's other children and what lies outside the parent.
+  for (int level = topo.num_levels() - 1; level-- > 0;)
+    for (NodeId n : topo.nodes_at_level(level)) {
+      const NodeId p = topo.parent(n);
+      const double at_parent = cuts.above[static_cast<size_t>(p)] + children_sum[static_cast<size_t>(p)] -
+                               cuts.below[static_cast<size_t>(n)];
+      cuts.above[static_cast<size_t>(n)] = std::min(topo.uplink(n).bandwidth, at_parent);
+    }
+  return cuts;
 }
 
 CostFloor cost_floor(const Topology& topo) {
   CostFloor floor;
   const int learners = topo.num_learners();
   if (learners < 2) return floor;
+  const GroupCuts cuts = group_cuts(topo);
   const auto raise = [&](double per_byte, auto describe) {
     if (per_byte > floor.per_byte) {
       floor.per_byte = per_byte;
@@ -48,12 +62,12 @@ CostFloor cost_floor(const Topology& topo) {
     int groups = topo.degree(n);
     double bandwidth = 0, own_uplinks = 0;
     for (NodeId child : topo.children(n)) {
-      bandwidth += below_bottleneck(topo, child);
+      bandwidth += cuts.below[static_cast<size_t>(child)];
       own_uplinks += topo.uplink(child).bandwidth;
     }
     if (separates_learners(topo, n)) {
       ++groups;
-      bandwidth += above_bottleneck(topo, n);
+      bandwidth += cuts.above[static_cast<size_t>(n)];
       own_uplinks += topo.uplink(n).bandwidth;
     }
     if (groups < 2) continue;

@@ -5,14 +5,17 @@
 //     groups (its children, plus the rest of the tree behind its uplink when that holds
 //     learners): combining and redistributing every item across M groups takes 2 (M - 1)
 //     transfers, each leaving one group through its link and entering another through its.
-//     A group's link is the slowest one between it and the branch node: switches of a single
-//     child put their uplinks on the group's only way out too;
+//     A group's link bandwidth is what it can send towards the branch node at most: the minimum
+//     cut between its learners and the node (group_cuts), which is less than its uplink where
+//     slower links lie beyond it (a switch of one child above a slow learner link, or a rest of
+//     the tree whose learners all sit behind slow links);
 // and the latency floor, the diameter latency: the largest one-way path latency between two
 // learners, which some learner's contribution must cross to reach another.
 #pragma once
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "topology/topology.hpp"
 
@@ -22,12 +25,18 @@ namespace flexplan {
 // traffic in every algorithm.
 bool separates_learners(const Topology&, NodeId n);
 
-// The slowest link between a subtree and the rest when switches of one child lie in between:
-// below_bottleneck(c) is the slowest of c's uplink and the uplinks under it down to the first
-// node of two or more children; above_bottleneck(n), for an n that separates learners, the
-// slowest of n's uplink and its ancestors' up to the first one with another child.
-double below_bottleneck(const Topology&, NodeId c);
-double above_bottleneck(const Topology&, NodeId n);
+// What a group can send towards a branch node per second: the least total bandwidth of links
+// whose removal cuts every learner of the group off from that node (a minimum cut; on a tree,
+// a node's learners are cut off by its uplink or by cutting each child's learners off).
+struct GroupCuts {
+  // By node: its learners cut off from its parent (for the root, from nothing: the sum of its
+  // children's cuts, unused).
+  std::vector<double> below;
+  // By switch: the learners outside its subtree cut off from it, by its uplink or at its parent
+  // (the parent's other children and what lies outside the parent); 0 for the root.
+  std::vector<double> above;
+};
+GroupCuts group_cuts(const Topology&);
 
 struct CostFloor {
   double per_byte = 0;        // bandwidth floor, seconds per message byte

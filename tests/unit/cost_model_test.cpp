@@ -329,8 +329,9 @@ TEST(CostFloor, BranchTermByHand) {
   EXPECT_EQ(floor.bound_by, "branch 'root' (9 groups)");
 }
 
-// A group's link is the slowest between it and the branch: learner a sits behind a fast switch
-// of one child and its own 100 MB/s link, the rest of the tree behind s's 100 MB/s uplink and a
+// A group's link is the slowest between it and the branch (here: on a chain of switches of one
+// child; group_cuts in general): learner a sits behind a fast switch of one child and its own
+// 100 MB/s link, the rest of the tree behind s's 100 MB/s uplink and a
 // fast switch of one child above it. Three groups of 100 MB/s at s: 2 x 2 / 0.3 GB/s, where
 // their own uplinks (10 + 0.1 + 10 GB/s) gave the branch far less than a link's 1 / 0.1 GB/s.
 TEST(CostFloor, BranchGroupsCountTheSlowestLinkOnTheirWayOut) {
@@ -346,6 +347,86 @@ TEST(CostFloor, BranchGroupsCountTheSlowestLinkOnTheirWayOut) {
   const auto floor = cost_floor(b.build());
   expect_close(floor.per_byte, 4 / 0.3e9);
   EXPECT_EQ(floor.bound_by, "branch 'root/top/s' (3 groups)");
+  expect_close(floor.per_byte_own_uplinks, 1 / 100e6);
+}
+
+// Maximum flow from node `from` to the learners marked in `sink`, every tree link carrying its
+// bandwidth each way: by max-flow/min-cut, what a group of learners can send towards a node.
+double max_flow_to(const Topology& topo, NodeId from, const std::vector<char>& sink) {
+  const size_t nodes = static_cast<size_t>(topo.num_nodes()), target = nodes;
+  std::vector<std::vector<double>> capacity(nodes + 1, std::vector<double>(nodes + 1, 0));
+  for (NodeId n = 0; n < topo.num_nodes(); ++n) {
+    if (n != topo.root()) {
+      const auto p = static_cast<size_t>(topo.parent(n));
+      capacity[p][static_cast<size_t>(n)] = capacity[static_cast<size_t>(n)][p] = topo.uplink(n).bandwidth;
+    }
+    if (sink[static_cast<size_t>(n)]) capacity[static_cast<size_t>(n)][target] = 1e300;
+  }
+  double flow = 0;
+  for (;;) {  // Edmonds-Karp: shortest augmenting paths
+    std::vector<int> before(nodes + 1, -1);
+    std::vector<size_t> queue{static_cast<size_t>(from)};
+    before[static_cast<size_t>(from)] = static_cast<int>(from);
+    for (size_t at = 0; at < queue.size() && before[target] < 0; ++at)
+      for (size_t v = 0; v <= nodes; ++v)
+        if (before[v] < 0 && capacity[queue[at]][v] > 0) {
+          before[v] = static_cast<int>(queue[at]);
+          queue.push_back(v);
+        }
+    if (before[target] < 0) return flow;
+    double push = 1e300;
+    for (size_t v = target; v != static_cast<size_t>(from); v = static_cast<size_t>(before[v]))
+      push = std::min(push, capacity[static_cast<size_t>(before[v])][v]);
+    for (size_t v = target; v != static_cast<size_t>(from); v = static_cast<size_t>(before[v])) {
+      capacity[static_cast<size_t>(before[v])][v] -= push;
+      capacity[v][static_cast<size_t>(before[v])] += push;
+    }
+    flow += push;
+  }
+}
+
+// group_cuts against a maximum flow on random trees: for every switch, each child's learners
+// towards it, and every learner outside it towards it.
+TEST(CostFloor, GroupCutsAreMaximumFlows) {
+  testing::RandomTrees trees(20261126);
+  for (int i = 0; i < 150; ++i) {
+    const auto topo = trees.next(30);
+    const auto cuts = group_cuts(topo);
+    for (NodeId n = 0; n < topo.num_nodes(); ++n) {
+      if (topo.is_learner(n)) continue;
+      for (NodeId c : topo.children(n)) {
+        std::vector<char> group(static_cast<size_t>(topo.num_nodes()), 0);
+        for (int rank : topo.learners_under(c)) group[static_cast<size_t>(topo.learner_node(rank))] = 1;
+        EXPECT_NEAR(cuts.below[static_cast<size_t>(c)], max_flow_to(topo, n, group),
+                    cuts.below[static_cast<size_t>(c)] * 1e-12) << "tree " << i << " child " << topo.full_name(c);
+      }
+      if (!separates_learners(topo, n)) continue;
+      std::vector<char> rest(static_cast<size_t>(topo.num_nodes()), 0);
+      for (int rank = 0; rank < topo.num_learners(); ++rank) rest[static_cast<size_t>(topo.learner_node(rank))] = 1;
+      for (int rank : topo.learners_under(n)) rest[static_cast<size_t>(topo.learner_node(rank))] = 0;
+      EXPECT_NEAR(cuts.above[static_cast<size_t>(n)], max_flow_to(topo, n, rest),
+                  cuts.above[static_cast<size_t>(n)] * 1e-12) << "tree " << i << " above " << topo.full_name(n);
+    }
+  }
+}
+
+// The rest of the tree behind a slow link that is not on the branch's own way up: machine x's
+// learners sit behind one 100 MB/s link under a fast switch of one child; learner y and machine z
+// sit behind 100 MB/s each under switch s, whose uplink is fast. At s, three groups of 100 MB/s.
+TEST(CostFloor, TheRestOfTheTreeCountsItsMinimumCut) {
+  testing::TreeBuilder b;
+  const Link slow{100e6, 1e-6}, fast{25e9, 1e-6};
+  const NodeId x = b.add_switch(b.add_switch(b.root(), "x_box", fast), "x", slow);
+  for (int g = 0; g < 4; ++g) b.add_learner(x, "g" + std::to_string(g), fast);
+  const NodeId s = b.add_switch(b.root(), "s", fast);
+  b.add_learner(s, "y", slow);
+  const NodeId z = b.add_switch(s, "z", slow);
+  for (int g = 0; g < 3; ++g) b.add_learner(z, "g" + std::to_string(g), fast);
+  const auto topo = b.build();
+  expect_close(group_cuts(topo).above[static_cast<size_t>(s)], 100e6);
+  const auto floor = cost_floor(topo);
+  expect_close(floor.per_byte, 4 / 0.3e9);
+  EXPECT_EQ(floor.bound_by, "branch 'root/s' (3 groups)");
   expect_close(floor.per_byte_own_uplinks, 1 / 100e6);
 }
 

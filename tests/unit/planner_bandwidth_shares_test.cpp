@@ -101,5 +101,32 @@ TEST(BandwidthShares, ThreeEqualLinksAtASwitchAreMixedToTheFloor) {
   }
 }
 
+// Two racks of three learners behind 100 MB/s links each, under fast uplinks of different speeds
+// (so two orbits), beside a fast machine and a slow one. Combining in a rack costs its owner's link 1 + 2x, so
+// the floor (each learner's link once each way) needs both racks passed up uncombined: the tree
+// transparent at both, which no single-switch tree is. Mixing the two single-rack trees helps
+// each rack for only part of the vector (9/7 of the floor at best).
+TEST(BandwidthShares, BindingPlacesAreHelpedAtOnce) {
+  testing::TreeBuilder b;
+  const Link slow{100e6, 1e-6};
+  for (int r = 0; r < 2; ++r) {
+    const NodeId rack = b.add_switch(b.root(), "rack" + std::to_string(r), Link{10e9 * (r + 1), 1e-6});
+    for (int g = 0; g < 3; ++g) b.add_learner(rack, "g" + std::to_string(g), slow);
+  }
+  const NodeId far = b.add_switch(b.root(), "far", Link{10e9, 1e-6});
+  for (int g = 0; g < 2; ++g) b.add_learner(far, "g" + std::to_string(g), Link{10e9, 1e-6});
+  // A machine that must combine (its uplink carries one vector at most), so the flat tree fails.
+  const NodeId machine = b.add_switch(b.root(), "machine", slow);
+  for (int g = 0; g < 3; ++g) b.add_learner(machine, "g" + std::to_string(g), Link{10e9, 1e-6});
+  const Topology topo = b.build();
+  const double floor = cost_floor(topo).per_byte;
+  EXPECT_NEAR(floor, 1 / 100e6, 1e-20);
+  const auto shares = bandwidth_shares(topo);
+  EXPECT_NEAR(shares.per_byte, floor, floor * 1e-6);
+  EXPECT_NEAR(busiest_link(topo, shares), floor, floor * 1e-6);
+  // The LP over the tree itself, the flat tree and each single-switch tree stays above it.
+  EXPECT_GT(bandwidth_shares(topo, ShareSolve::all_trees).per_byte, floor * 1.1);
+}
+
 }  // namespace
 }  // namespace flexplan
