@@ -64,6 +64,28 @@ Orbits orbits_of(const Topology& topo) {
   return orbits;
 }
 
+// Machines: switches of two or more children, all of them learners. Where a machine is active in
+// a virtual tree its learners need no columns of their own (ShareLp): whatever the machine's
+// subtree holds after each step can be split among its learners in fixed proportions, and the
+// learners' links then take their loads exactly when their sum does (bandwidth_shares.hpp).
+std::vector<char> machines_of(const Topology& topo) {
+  std::vector<char> machine(static_cast<size_t>(topo.num_nodes()), 0);
+  for (NodeId n = 0; n < topo.num_nodes(); ++n) {
+    if (topo.is_learner(n) || topo.degree(n) < 2) continue;
+    const auto kids = topo.children(n);
+    machine[static_cast<size_t>(n)] =
+        std::all_of(kids.begin(), kids.end(), [&](NodeId c) { return topo.is_learner(c); });
+  }
+  return machine;
+}
+
+// A learner whose machine is active in the virtual tree `transparent` describes.
+bool in_active_machine(const Topology& topo, const std::vector<char>& machine,
+                       const std::vector<char>& transparent, NodeId n) {
+  return topo.is_learner(n) && n != topo.root() && machine[static_cast<size_t>(topo.parent(n))] &&
+         !passes_through(topo, transparent, topo.parent(n));
+}
+
 // The virtual trees worth offering: the tree itself, the flat tree, and each orbit of switches
 // made transparent where their uplinks could carry some of their children's data uncombined (at
 // least as fast as the slowest child's link, both taken as the minimum cuts of floor.hpp's
@@ -74,7 +96,11 @@ constexpr size_t kMaxSingles = 48;
 constexpr double kPromising = 1.0;
 
 // The LP columns one virtual tree adds: its weight, and one per orbit representative and
-// virtual ancestor. A node's virtual ancestors are its active (non-transparent) physical
+// virtual ancestor, counted as if machines' learners had columns of their own (ShareLp needs
+// none): the limits on what the LP holds were set in this measure, and it also tracks how many
+// pieces the schedule cuts the vector into, which bounds the pipelines that fit (a mix of
+// trees that the LP could now solve made the 16k tree's base 2.6 times as large, and its
+// pipelines stop at @4). A node's virtual ancestors are its active (non-transparent) physical
 // ancestors, so they are counted top down without building the VirtualTree: a plan sizes up to
 // kMaxSingles + 2 trees for the column count and again for the LP, and building each one on a
 // 16k-learner tree took milliseconds.
@@ -224,9 +250,22 @@ class LinearProgram {
 // The share LP over some of the candidate virtual trees. Built two ways:
 // - the master (no prices): minimise the busiest link's load / bandwidth, the trees' weights
 //   free and summing to 1;
-// - a pricing problem (one tree, link prices given): that tree alone at weight 1, minimising
-//   the sum over links of price x load.
+// - a pricing problem (one tree, prices given for the master's rows): that tree alone at
+//   weight 1, minimising the priced sum of those rows' loads.
 // Bandwidths are relative to `slowest`, which keeps the numbers near 1.
+//
+// Learners of a machine that is active in a tree have no columns there. Their machine's
+// columns say what its subtree holds after each step; split in proportions beta_l (summing to
+// 1, the same in every tree where the machine is active), learner l holds beta_l of it. Then
+// l's load is W + beta_l C + E_l: W the weight of those trees (l sends what it gives up and
+// receives the rest once, "1" per unit of vector), C the rest of the machine's load in them
+// (linear in its columns: (k - 1) x what it holds at each step, less what it keeps at the
+// root, k the step's fan-in), E_l l's load in the other trees (its own columns there). Every
+// link of l then fits, W + beta_l C + E_l <= t w_l, for some such betas exactly when
+//   W + E_l <= t w_l for every learner l (its link row), and
+//   sum over l of (W + E_l) + C <= t sum over l of w_l (the machine row),
+// since C >= 0: take beta_l in proportion to each row's slack. On a tree of machines this
+// removes most columns (learners are most nodes) without changing the optimum.
 struct ShareLp {
   struct Columns {
     int weight = -1;
@@ -236,29 +275,56 @@ struct ShareLp {
   int time = -1;                      // the master's objective column
   std::vector<Columns> columns;       // by tree
   std::vector<int> link_row;          // the master's load row, by node; -1 where none
+  std::vector<int> machine_row;       // the master's machine row, by machine; -1 where none
+  // Kept to split each active machine's holdings after solving: the load terms of each
+  // learner's link (by node, orbit representatives only) and each machine's C (by node).
+  std::vector<std::vector<std::pair<int, double>>> learner_terms, machine_terms;
 
-  ShareLp(const Topology& topo, const Orbits& orbits, double slowest,
-          const std::vector<const std::vector<char>*>& trees, const std::vector<double>* link_prices) {
+  // `prices` (pricing problems only): by node, the price of its link row; machine_prices the
+  // price of each machine row.
+  ShareLp(const Topology& topo, const Orbits& orbits, const std::vector<char>& machine, double slowest,
+          const std::vector<const std::vector<char>*>& trees, const std::vector<double>* prices,
+          const std::vector<double>* machine_prices) {
     const auto is_representative = [&](NodeId n) { return orbits.representative[orbits.of[n]] == n; };
-    if (link_prices == nullptr) time = lp.column(0, COIN_DBL_MAX, 1);  // in units of 1 / slowest
+    const bool pricing = prices != nullptr;
+    if (!pricing) time = lp.column(0, COIN_DBL_MAX, 1);  // in units of 1 / slowest
     std::vector<std::vector<std::pair<int, double>>> link_load(topo.num_nodes());
+    std::vector<std::vector<std::pair<int, double>>> machine_load(topo.num_nodes());  // the C terms
+    std::vector<char> machine_active(static_cast<size_t>(topo.num_nodes()), 0);
     std::vector<std::pair<int, double>> weights_sum;
     columns.resize(trees.size());
     for (size_t t = 0; t < trees.size(); ++t) {
       const VirtualTree vt(topo, *trees[t]);
       Columns& cols = columns[t];
-      cols.weight = link_prices == nullptr ? lp.column() : lp.column(1, 1);
+      cols.weight = pricing ? lp.column(1, 1) : lp.column();
       weights_sum.emplace_back(cols.weight, 1.0);
       cols.held.resize(orbits.representative.size());
       const auto held = [&](NodeId n) -> const std::vector<int>& { return cols.held[orbits.of[n]]; };
+      const auto split = [&](NodeId n) { return in_active_machine(topo, machine, *trees[t], n); };
       for (NodeId u : vt.bottom_up())
-        if (is_representative(u))
+        if (is_representative(u) && !split(u))
           for (size_t j = 0; j < vt.ancestors(u).size(); ++j)
             cols.held[orbits.of[u]].push_back(lp.column(0, 1));  // at most the weight, itself at most 1
       for (NodeId u : vt.bottom_up()) {
         const auto& ancestors = vt.ancestors(u);
+        if (split(u)) {
+          // Its link: W here, the rest through the machine row.
+          if (is_representative(u)) link_load[u].emplace_back(cols.weight, 1.0);
+          continue;
+        }
         if (is_representative(u)) {
-          if (!vt.children(u).empty()) {
+          if (machine[static_cast<size_t>(u)]) {
+            // C: (k - 1) x the whole range at u's own step, (k_a - 1) x what u holds after each
+            // later step a, less what it keeps at the root.
+            auto& c = machine_load[u];
+            machine_active[static_cast<size_t>(u)] = 1;
+            c.emplace_back(cols.weight, static_cast<double>(vt.children(u).size()) - 1);
+            for (size_t j = 0; j < ancestors.size(); ++j) {
+              const double fan_in = static_cast<double>(vt.children(ancestors[j]).size()) - 1;
+              if (fan_in > 0) c.emplace_back(held(u)[j], fan_in);
+            }
+            c.emplace_back(ancestors.empty() ? cols.weight : held(u).back(), -1.0);
+          } else if (!vt.children(u).empty()) {
             // After u's own step its children hold the class's whole range between them, and
             // after each later step what u's subtree holds.
             std::vector<std::pair<int, double>> own{{cols.weight, -1.0}};
@@ -292,11 +358,36 @@ struct ShareLp {
     }
     lp.row(weights_sum, 1, 1);
     link_row.assign(static_cast<size_t>(topo.num_nodes()), -1);
+    machine_row.assign(static_cast<size_t>(topo.num_nodes()), -1);
+    learner_terms.resize(static_cast<size_t>(topo.num_nodes()));
+    machine_terms.resize(static_cast<size_t>(topo.num_nodes()));
+    // Machine rows first, while every learner's terms are at hand: each child's are those of its
+    // orbit's representative (orbit members carry the same load).
+    for (NodeId m = 0; m < topo.num_nodes(); ++m) {
+      if (!machine_active[static_cast<size_t>(m)]) continue;
+      auto terms = std::move(machine_load[m]);
+      machine_terms[static_cast<size_t>(m)] = terms;
+      double bandwidth = 0;
+      for (NodeId l : topo.children(m)) {
+        const auto& own = link_load[orbits.representative[orbits.of[l]]];
+        terms.insert(terms.end(), own.begin(), own.end());
+        bandwidth += topo.uplink(l).bandwidth / slowest;
+        learner_terms[static_cast<size_t>(orbits.representative[orbits.of[l]])] = own;
+      }
+      if (pricing) {
+        const double price = (*machine_prices)[static_cast<size_t>(m)];
+        if (price != 0)
+          for (const auto& [col, coefficient] : terms) lp.add_to_objective(col, price * coefficient);
+        continue;
+      }
+      terms.emplace_back(time, -bandwidth);
+      machine_row[static_cast<size_t>(m)] = lp.row(std::move(terms), -COIN_DBL_MAX, 0);
+    }
     for (NodeId n = 0; n < topo.num_nodes(); ++n) {
       if (!separates_learners(topo, n) || !is_representative(n)) continue;
       auto terms = std::move(link_load[n]);
-      if (link_prices != nullptr) {
-        const double price = (*link_prices)[static_cast<size_t>(n)];
+      if (pricing) {
+        const double price = (*prices)[static_cast<size_t>(n)];
         if (price != 0)
           for (const auto& [col, coefficient] : terms) lp.add_to_objective(col, price * coefficient);
         continue;
@@ -331,6 +422,7 @@ BandwidthShares bandwidth_shares(const Topology& topo, ShareSolve how) {
   // ends at the optimum of the LP over all candidates, usually after one small solve: the
   // master stops at once when it meets the floor (a lower bound on every schedule).
   const Orbits orbits = orbits_of(topo);
+  const auto machine = machines_of(topo);
   auto candidates = candidate_trees(topo, orbits, how == ShareSolve::all_trees);
   const double floor_per_byte = cost_floor(topo).per_byte;
   std::vector<char> in_master(candidates.size(), 0);
@@ -349,7 +441,7 @@ BandwidthShares bandwidth_shares(const Topology& topo, ShareSolve how) {
         trees.push_back(&candidates[t]);
         tree_index.push_back(t);
       }
-    const ShareLp master(topo, orbits, slowest, trees, nullptr);
+    const ShareLp master(topo, orbits, machine, slowest, trees, nullptr, nullptr);
     const auto solution = master.lp.minimise();
     const double optimum = solution.columns[static_cast<size_t>(master.time)];
     bool entered = false;
@@ -357,19 +449,53 @@ BandwidthShares bandwidth_shares(const Topology& topo, ShareSolve how) {
       // The link prices: the master's load-row duals, scaled so that sum of price x relative
       // bandwidth is 1. Then any mix of trees has a busiest link at least its priced load, and a
       // tree whose cheapest priced load is below the optimum can lower it.
+      // Machine rows are priced the same way, with their learners' bandwidths summed.
       std::vector<double> prices(static_cast<size_t>(topo.num_nodes()), 0);
+      std::vector<double> machine_prices(static_cast<size_t>(topo.num_nodes()), 0);
       double scale = 0;
       for (NodeId n = 0; n < topo.num_nodes(); ++n) {
-        const int row = master.link_row[static_cast<size_t>(n)];
-        if (row < 0) continue;
         // CLP's duals of <= rows are <= 0 in a minimisation; noise of the other sign counts as 0.
-        prices[static_cast<size_t>(n)] = std::max(0.0, -solution.row_duals[static_cast<size_t>(row)]);
-        scale += prices[static_cast<size_t>(n)] * topo.uplink(n).bandwidth / slowest;
+        if (const int row = master.link_row[static_cast<size_t>(n)]; row >= 0) {
+          prices[static_cast<size_t>(n)] = std::max(0.0, -solution.row_duals[static_cast<size_t>(row)]);
+          scale += prices[static_cast<size_t>(n)] * topo.uplink(n).bandwidth / slowest;
+        }
+        if (const int row = master.machine_row[static_cast<size_t>(n)]; row >= 0) {
+          machine_prices[static_cast<size_t>(n)] = std::max(0.0, -solution.row_duals[static_cast<size_t>(row)]);
+          for (NodeId l : topo.children(n))
+            scale += machine_prices[static_cast<size_t>(n)] * topo.uplink(l).bandwidth / slowest;
+        }
       }
       if (scale > 0) {
         for (double& price : prices) price /= scale;
+        for (double& price : machine_prices) price /= scale;
+        // A machine row's price is a price on each of its learners' links too.
+        const auto priced = [&](NodeId n) {
+          return prices[static_cast<size_t>(n)] > 0 ||
+                 (topo.is_learner(n) && n != topo.root() && machine_prices[static_cast<size_t>(topo.parent(n))] > 0);
+        };
+        // A tree differs from the tree itself only under the nearest active ancestor A of each
+        // switch it makes transparent: there the switch's children hang from A instead, and no
+        // other link's load changes form. The tree itself prices at the optimum or above (it is
+        // in the master), so a tree whose changes reach no priced link cannot lower it, and
+        // needs no pricing LP (each one is the size of the whole LP).
+        std::vector<char> priced_inside(static_cast<size_t>(topo.num_nodes()), 0);  // below n's uplink
+        for (int level = 0; level < topo.num_levels(); ++level)
+          for (NodeId n : topo.nodes_at_level(level))
+            for (NodeId c : topo.children(n))
+              if (priced(c) || priced_inside[static_cast<size_t>(c)])
+                priced_inside[static_cast<size_t>(n)] = 1;
+        const auto could_lower = [&](const std::vector<char>& tree) {
+          for (NodeId n = 0; n < topo.num_nodes(); ++n) {
+            if (!tree[static_cast<size_t>(n)] || !can_be_transparent(topo, n)) continue;
+            NodeId above = topo.parent(n);
+            while (passes_through(topo, tree, above)) above = topo.parent(above);
+            if (priced_inside[static_cast<size_t>(above)]) return true;
+          }
+          return false;
+        };
         const auto lowers = [&](const std::vector<char>& tree) {
-          const ShareLp pricing(topo, orbits, slowest, {&tree}, &prices);
+          if (!could_lower(tree)) return false;
+          const ShareLp pricing(topo, orbits, machine, slowest, {&tree}, &prices, &machine_prices);
           try {
             return pricing.lp.minimise().objective < optimum * (1 - 1e-7);
           } catch (const std::logic_error&) {
@@ -387,7 +513,7 @@ BandwidthShares bandwidth_shares(const Topology& topo, ShareSolve how) {
           uint64_t master_columns = 1;
           for (const auto* tree : trees) master_columns += tree_columns(topo, orbits, *tree);
           for (NodeId n = 0; n < topo.num_nodes(); ++n) {
-            if (prices[static_cast<size_t>(n)] <= 0) continue;
+            if (!priced(n)) continue;
             int found = 0;
             for (NodeId a = topo.parent(n); a != topo.root() && found < 2; a = topo.parent(a)) {
               if (!can_be_transparent(topo, a)) continue;
@@ -440,6 +566,43 @@ BandwidthShares bandwidth_shares(const Topology& topo, ShareSolve how) {
     if (entered) continue;
 
     shares.per_byte = optimum / slowest;
+    // Each active machine's learners split what it holds (ShareLp): learner l takes the fraction
+    // beta_l, with beta_l C at most the slack of its link row. Learner orbits are filled in
+    // order of their slack per learner, largest first, so that as few learners as the links
+    // allow hold anything (every holder is another piece of the schedule); by learner orbit,
+    // the same in every tree.
+    std::vector<double> split(orbits.representative.size(), 0);
+    const auto value = [&](const std::vector<std::pair<int, double>>& terms) {
+      double sum = 0;
+      for (const auto& [col, coefficient] : terms) sum += coefficient * solution.columns[static_cast<size_t>(col)];
+      return sum;
+    };
+    for (NodeId m = 0; m < topo.num_nodes(); ++m) {
+      if (master.machine_row[static_cast<size_t>(m)] < 0) continue;
+      const double carried = std::max(0.0, value(master.machine_terms[static_cast<size_t>(m)]));  // C
+      std::map<int, std::pair<double, int>> by_orbit;  // learner orbit: slack per learner, learners
+      for (NodeId l : topo.children(m)) {
+        const double load = value(master.learner_terms[orbits.representative[orbits.of[l]]]);
+        auto& [slack, count] = by_orbit[orbits.of[l]];
+        slack = std::max(0.0, optimum * topo.uplink(l).bandwidth / slowest - load);
+        ++count;
+      }
+      std::vector<std::pair<double, int>> order;  // (slack, orbit), largest slack first
+      for (const auto& [orbit, entry] : by_orbit) order.emplace_back(entry.first, orbit);
+      std::sort(order.begin(), order.end(), std::greater<>());
+      double left = 1;  // of the machine's holdings, not yet given out
+      for (const auto& [slack, orbit] : order) {
+        const int count = by_orbit[orbit].second;
+        const double each = std::min(carried > 0 ? slack / carried : 1.0, left / count);
+        split[orbit] = each;
+        left -= each * count;
+      }
+      if (left > 1e-9) {  // rounding: the rest in proportion to what each orbit took
+        const double taken = 1 - left;
+        for (const auto& [slack, orbit] : order)
+          split[orbit] = taken > 0 ? split[orbit] / taken : 1.0 / topo.degree(m);
+      }
+    }
     for (size_t i = 0; i < trees.size(); ++i) {
       const double weight = solution.columns[static_cast<size_t>(master.columns[i].weight)];
       if (!(weight > 1e-9)) continue;
@@ -450,6 +613,13 @@ BandwidthShares bandwidth_shares(const Topology& topo, ShareSolve how) {
       for (NodeId u = 0; u < topo.num_nodes(); ++u)
         for (int col : master.columns[i].held[orbits.of[u]])
           share.held[u].push_back(std::clamp(solution.columns[static_cast<size_t>(col)] / weight, 0.0, 1.0));
+      for (NodeId u = 0; u < topo.num_nodes(); ++u) {
+        if (!in_active_machine(topo, machine, share.transparent, u)) continue;
+        const double beta = split[orbits.of[u]];
+        auto& held = share.held[u];
+        held = {beta};
+        for (double h : share.held[topo.parent(u)]) held.push_back(beta * h);
+      }
     }
     break;
   }
