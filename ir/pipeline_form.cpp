@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "ir/errors.hpp"
+
 namespace flexplan::ir {
 
 namespace {
@@ -38,6 +40,15 @@ Schedule compact_pipeline(Schedule base, uint32_t slices) {
 
 Schedule materialize(const Schedule& schedule) {
   if (schedule.slices == 1) return schedule;
+  uint64_t members = 0;
+  for (const Step& step : schedule.steps)
+    for (const Op& op : step.ops) members += op.group.size();
+  const uint64_t ops = expanded_op_count(schedule);
+  if (ops > kMaxMaterializedOps || members > kMaxMaterializedGroupMembers / schedule.slices)
+    throw TooLargeToExpand(fmt::format(
+        "schedule '{}' expands to {} ops and {} group members, more than the {} and {} held whole "
+        "to print or compile it (it runs as it is: plan.bin and the runtime keep it compact)",
+        schedule.algorithm, ops, members * schedule.slices, kMaxMaterializedOps, kMaxMaterializedGroupMembers));
   const auto pipeline = pipeline_base(schedule);
   Schedule whole = expand_pipeline(pipeline->base, pipeline->slices);
   whole.algorithm = schedule.algorithm;

@@ -23,15 +23,21 @@
 namespace flexplan::ir {
 
 // The largest pipeline plan.bin reads, and so the largest the planner writes (one fact for
-// both), so that a small file cannot claim an unbounded schedule. A rank lowers only its own
-// share of the expansion (codegen/rank_program.hpp), so the most ops one rank takes part in is
-// bounded as well; the whole expansion is built only by tools that print or compile a plan
-// (materialize), and to explain a verifier's fault when it is at most kMaxExplainedExpansionOps.
+// both), so that a small file cannot claim an unbounded schedule. A compact pipeline costs the
+// decoder, the verifier and the planner its base only, and a rank lowers only its own share of
+// the expansion (codegen/rank_program.hpp), so what binds a job is the most ops one rank takes
+// part in (kMaxRankExpandedOps). The expansion's own size is bounded by what the runtime can
+// number: a rank's receives in a schedule are at most its ops, and the tags number them in 31
+// bits (runtime/tag.hpp checks kMaxExpandedOps against that). The whole expansion is built only
+// by tools that print or compile a plan (materialize, up to kMaxMaterializedOps), and to
+// explain a verifier's fault when it is at most kMaxExplainedExpansionOps.
 inline constexpr uint32_t kMaxPipelineSlices = 1024;
-inline constexpr uint64_t kMaxExpandedOps = 32'000'000;
-inline constexpr uint64_t kMaxExpandedGroupMembers = 256'000'000;
+inline constexpr uint64_t kMaxExpandedOps = (uint64_t{1} << 31) - 1;
+inline constexpr uint64_t kMaxExpandedGroupMembers = uint64_t{1} << 35;
 inline constexpr uint64_t kMaxRankExpandedOps = 4'000'000;
 inline constexpr uint64_t kMaxExplainedExpansionOps = 8'000'000;
+inline constexpr uint64_t kMaxMaterializedOps = 32'000'000;
+inline constexpr uint64_t kMaxMaterializedGroupMembers = 256'000'000;
 
 // A base schedule's size as the pipeline limits see it: its ops, its group members, and the
 // most ops one rank of [0, world_size) takes part in (in the group or as the root).
@@ -52,7 +58,8 @@ Schedule expand_pipeline(const Schedule& base, uint32_t slices);
 // Throws as expand_pipeline does.
 Schedule compact_pipeline(Schedule base, uint32_t slices);
 // A schedule held whole: a copy of one that already is, the expansion of a compact one (under
-// its own name). Bounded by nothing but memory: callers keep to the planner's pipeline limits.
+// its own name). Throws TooLargeToExpand (errors.hpp) for an expansion of more than
+// kMaxMaterializedOps ops or kMaxMaterializedGroupMembers group members (a few GB held whole).
 Schedule materialize(const Schedule&);
 // Every schedule of the plan held whole (for tools that index a schedule's steps: codegen).
 Plan materialize(const Plan&);

@@ -158,11 +158,11 @@ ScheduleSize rd_leader_size(const Topology& topo) {
 }
 
 std::string flexreduce_bw_unsuitable(const Topology& topo) {
-  const uint64_t columns = share_lp_columns(topo);
-  if (columns <= kMaxShareLpColumns) return {};
+  const uint64_t columns = tree_lp_columns(topo);
+  if (columns <= kMaxTreeLpColumns) return {};
   return fmt::format("its share LP would have {} columns (limit {}: identical machines and racks "
                      "share columns, this tree has too few alike)",
-                     columns, kMaxShareLpColumns);
+                     columns, kMaxTreeLpColumns);
 }
 
 ScheduleSize torus_2d_size(const Topology& topo) {

@@ -62,9 +62,9 @@ inline constexpr uint64_t kMaxScheduleOps = 8'000'000;
 inline constexpr uint64_t kMaxScheduleGroupMembers = 64'000'000;
 bool schedule_fits_limits(const ScheduleSize&);
 
-// Pipelined variants are priced from their base schedule's windows (pipeline.hpp); the group
-// members that go through the evaluator for one algorithm's variants stay under this (about a
-// second of pricing). Variants beyond it are left out with a note.
+// Pipelined variants are priced from their base schedule's windows (pipeline.hpp); the work of
+// pricing one algorithm's variants (PipelinePricer::work: chain hops walked, link loads added)
+// stays under this (about a second). Variants beyond it are left out with a note.
 inline constexpr uint64_t kPipelinePricingBudget = 16'000'000;
 // A pipeline of S slices is held compact (its base and S) while planning and in plan.bin; the
 // largest it may be is plan.bin's (ir/pipeline_form.hpp: kMaxExpandedOps and the rest), so that

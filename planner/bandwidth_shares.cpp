@@ -97,15 +97,20 @@ constexpr double kPromising = 1.0;
 
 // The LP columns one virtual tree adds: its weight, and one per orbit representative and
 // virtual ancestor, counted as if machines' learners had columns of their own (ShareLp needs
-// none): the limits on what the LP holds were set in this measure, and it also tracks how many
+// none) unless `machines_out` gives the machines: the limits on what the LP holds were set in
+// the first measure, and it also tracks how many
 // pieces the schedule cuts the vector into, which bounds the pipelines that fit (a mix of
 // trees that the LP could now solve made the 16k tree's base 2.6 times as large, and its
 // pipelines stop at @4). A node's virtual ancestors are its active (non-transparent) physical
 // ancestors, so they are counted top down without building the VirtualTree: a plan sizes up to
 // kMaxSingles + 2 trees for the column count and again for the LP, and building each one on a
 // 16k-learner tree took milliseconds.
-uint64_t tree_columns(const Topology& topo, const Orbits& orbits, const std::vector<char>& transparent) {
-  const auto active = [&](NodeId n) { return !passes_through(topo, transparent, n); };
+uint64_t tree_columns(const Topology& topo, const Orbits& orbits, const std::vector<char>& transparent,
+                      const std::vector<char>* machines_out = nullptr) {
+  const auto active = [&](NodeId n) {
+    return !passes_through(topo, transparent, n) &&
+           !(machines_out != nullptr && in_active_machine(topo, *machines_out, transparent, n));
+  };
   std::vector<uint32_t> active_above(static_cast<size_t>(topo.num_nodes()), 0);
   uint64_t columns = 1;
   for (NodeId n : orbits.top_down) {
@@ -158,9 +163,11 @@ std::vector<std::vector<char>> candidate_trees(const Topology& topo, const Orbit
     return a.first != b.first ? a.first > b.first : a.second < b.second;
   });
   if (singles.size() > kMaxSingles && !every_single) singles.resize(kMaxSingles);
-  if (any_switch) trees.push_back(std::move(flat));
-  uint64_t columns = 1;  // the objective
-  for (const auto& tree : trees) columns += tree_columns(topo, orbits, tree);
+  uint64_t columns = 1 + tree_columns(topo, orbits, trees.front());  // the objective, the tree itself
+  if (any_switch && (every_single || columns + tree_columns(topo, orbits, flat) <= kMaxShareLpColumns)) {
+    columns += tree_columns(topo, orbits, flat);
+    trees.push_back(std::move(flat));
+  }
   for (const auto& [ratio, orbit] : singles) {
     auto tree = orbit_transparent(topo, orbits, orbit);
     const uint64_t more = tree_columns(topo, orbits, tree);
@@ -400,12 +407,11 @@ struct ShareLp {
 
 }  // namespace
 
-uint64_t share_lp_columns(const Topology& topo) {
+uint64_t tree_lp_columns(const Topology& topo) {
   if (topo.num_learners() < 2) return 0;
   const Orbits orbits = orbits_of(topo);
-  uint64_t columns = 1;
-  for (const auto& tree : candidate_trees(topo, orbits)) columns += tree_columns(topo, orbits, tree);
-  return columns;
+  const auto machine = machines_of(topo);
+  return 1 + tree_columns(topo, orbits, std::vector<char>(static_cast<size_t>(topo.num_nodes()), 0), &machine);
 }
 
 BandwidthShares bandwidth_shares(const Topology& topo, ShareSolve how) {

@@ -52,11 +52,15 @@ struct BandwidthShares {
 enum class ShareSolve { column_generation, all_trees };
 BandwidthShares bandwidth_shares(const Topology&, ShareSolve = ShareSolve::column_generation);
 
-// The LP's column count (one per orbit, virtual tree and ancestor, plus one per tree). Its
-// solving time grows faster than linearly with it: virtual trees beyond the tree itself and the
-// flat tree are offered only while the LP stays within kMaxShareLpColumns, and the planner
-// leaves flexreduce-bw out when even those two exceed it (algorithm_table.cpp).
-uint64_t share_lp_columns(const Topology&);
+// The share LP's size limits. Its solving time grows faster than linearly with its columns
+// (one per orbit, virtual tree and ancestor, plus one per tree). The first LP solved holds the
+// tree itself alone, machines' learners out: tree_lp_columns counts it, and the planner leaves
+// flexreduce-bw out beyond kMaxTreeLpColumns (algorithm_table.cpp; a 128k-learner tree's takes
+// CLP about 2 s). Other virtual trees (the flat tree, switches made transparent) are offered
+// only while they and the tree itself stay within kMaxShareLpColumns, counted with learners in:
+// that also bounds how many pieces the schedule cuts the vector into.
+uint64_t tree_lp_columns(const Topology&);
+inline constexpr uint64_t kMaxTreeLpColumns = 64'000;
 inline constexpr uint64_t kMaxShareLpColumns = 20'000;
 
 }  // namespace flexplan

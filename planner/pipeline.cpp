@@ -24,7 +24,7 @@ PipelinePricer::PipelinePricer(const Topology& topo, const ir::Schedule& base,
       inverse_bandwidth_(3 * static_cast<size_t>(topo.num_nodes()), 0),
       load_(3 * static_cast<size_t>(topo.num_nodes()), 0),
       steps_(base.steps.size()),
-      members_before_(base.steps.size() + 1, 0) {
+      work_before_(base.steps.size() + 1, 0) {
   ir::require_materialized(base, "PipelinePricer");
   if (base.units == 0)
     throw std::invalid_argument(fmt::format("schedule '{}' has zero units", base.algorithm));
@@ -92,11 +92,9 @@ PipelinePricer::PipelinePricer(const Topology& topo, const ir::Schedule& base,
     BaseStep& step = steps_[s];
     hops.clear();
     sums.clear();
-    uint64_t members = 0;
     const auto& ops = base.steps[s].ops;
     for (size_t i = 0; i < ops.size(); ++i) {
       const ir::Op& op = ops[i];
-      members += op.group.size() + 1;
       const auto bad_rank = [&](int32_t rank) { return rank < 0 || rank >= topo.num_learners(); };
       if (bad_rank(op.root) || std::any_of(op.group.begin(), op.group.end(), bad_rank) ||
           op.end < op.begin || op.end > base.units)
@@ -129,7 +127,6 @@ PipelinePricer::PipelinePricer(const Topology& topo, const ir::Schedule& base,
         step.chains.push_back(chain);
       }
     }
-    members_before_[s + 1] = members_before_[s] + members;
     step.loads = loads_of(hops.begin(), hops.end());
     // The receivers' reductions, summed per learner like the link directions.
     for (const auto& [at, share] : sums) {
@@ -138,7 +135,16 @@ PipelinePricer::PipelinePricer(const Topology& topo, const ir::Schedule& base,
     }
     for (uint32_t at : touched_) step.loads.emplace_back(at, load_[at]);
     clear_loads();
-    if (step.chains.empty()) continue;
+    const auto record_work = [&] {
+      uint64_t entries = step.loads.size();
+      for (const auto& loads : step.round_loads) entries += loads.size();
+      work_before_[s + 1] = work_before_[s] + 2 * step.chain_hops.size() + step.chains.size() +
+                            entries / kLoadEntriesPerWork;
+    };
+    if (step.chains.empty()) {
+      record_work();
+      continue;
+    }
     // Hops in order of round, each round's in op order (a counting sort: rounds are few).
     uint32_t rounds = 0;
     for (const auto& [hop, share] : hops) rounds = std::max(rounds, hop.round + 1);
@@ -156,6 +162,7 @@ PipelinePricer::PipelinePricer(const Topology& topo, const ir::Schedule& base,
                                      by_round.begin() + static_cast<ptrdiff_t>(round_begin[r + 1]));
     for (const auto& [hop, share] : by_round)
       if (hop.chain >= 0) step.chain_hops.push_back(hop);
+    record_work();
   }
 }
 
@@ -268,11 +275,10 @@ std::vector<std::pair<std::pair<size_t, size_t>, uint64_t>> PipelinePricer::wind
 }
 
 uint64_t PipelinePricer::work(uint32_t slices) const {
-  uint64_t members = 0;
+  uint64_t work = 0;
   for (const auto& [window, repeat] : windows(slices))
-    if (!windows_.contains(window))
-      members += members_before_[window.second + 1] - members_before_[window.first];
-  return members;
+    if (!windows_.contains(window)) work += work_before_[window.second + 1] - work_before_[window.first];
+  return work;
 }
 
 ScheduleCost PipelinePricer::cost(uint32_t slices) {

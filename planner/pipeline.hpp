@@ -36,8 +36,12 @@ class PipelinePricer {
   PipelinePricer(const Topology&, const ir::Schedule& base, const CostParams&);
   // Equal (up to rounding) to evaluate_schedule(topo, pipeline_slices(base, slices), params).
   ScheduleCost cost(uint32_t slices);
-  // The group members cost(slices) would price that are not priced yet: the work it takes.
+  // The work cost(slices) would do on windows not priced yet, in units of one walk of a chain
+  // hop's path (a window walks each hop of its chains twice, and adds every link load of its
+  // steps; kLoadEntriesPerWork such additions count as one walk). Schedules of star ops have no
+  // chains, so their pipelines cost little to price whatever their size.
   uint64_t work(uint32_t slices) const;
+  static constexpr uint64_t kLoadEntriesPerWork = 8;
   // Seconds per message byte of the busiest link direction under all base steps' loads at
   // once: every pipeline of the base takes at least this times the message size.
   double busiest_total();
@@ -79,7 +83,7 @@ class PipelinePricer {
   double busiest_ = 0;
   std::vector<BaseStep> steps_;
   std::map<std::pair<size_t, size_t>, StepCost> windows_;
-  std::vector<uint64_t> members_before_;  // group members of base steps 0 .. s-1
+  std::vector<uint64_t> work_before_;  // pricing work of base steps 0 .. s-1 (work())
 };
 
 }  // namespace flexplan

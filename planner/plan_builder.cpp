@@ -211,8 +211,8 @@ class PlanBuilder {
       const uint64_t work = pricer(*choice.row).work(choice.slices);
       if (spent + work > kPipelinePricingBudget) {
         candidate.left_out_because = fmt::format(
-            "pricing it would take {} more group members through the evaluator (budget {} per "
-            "algorithm)", work, kPipelinePricingBudget);
+            "pricing it would take {} more units of work (chain hops walked, link loads added; "
+            "budget {} per algorithm)", work, kPipelinePricingBudget);
         note(fmt::format("{}: left out: {}", candidate.algorithm, candidate.left_out_because));
         return;
       }

@@ -153,9 +153,14 @@ int32_t plan_rank_for(const ir::Plan& plan, const Options& options, int mpi_rank
       host.local_rank, host.host, matches.size()));
 }
 
+// plan.bin refuses pipelines beyond this (ir/pipeline_form.hpp): one fact for both.
+static_assert(ir::kMaxExpandedOps <= tag::kMaxReceives,
+              "a pipeline plan.bin accepts must be numberable by the tags");
+
 void check_tag_limits(const ir::Plan& plan) {
-  // A rank's receives in a schedule number at most the schedule's ops; 2^31 - 1 of them would
-  // take a plan of tens of GB, so no plan that loads comes near.
+  // A rank's receives in a schedule number at most the schedule's ops. Pipelines that decode are
+  // within it (the static_assert above); a schedule held whole of 2^31 - 1 ops would take a plan
+  // of tens of GB, so none that loads comes near.
   for (const auto& schedule : plan.schedules) {
     const uint64_t ops = ir::expanded_op_count(schedule);
     if (ops > tag::kMaxReceives) {

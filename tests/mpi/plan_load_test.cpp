@@ -82,8 +82,9 @@ TEST(SlicedLoad, PipelinesLoadCompactAndRun) {
     const std::string path = write_bytes("piped", ir::encode_plan(plan));
     const std::string name = algorithm;
     const auto slices = static_cast<uint32_t>(std::stoul(name.substr(name.find('@') + 1)));
-    if (!plan.schedules.at(0).steps.empty())  // (one rank: no steps, nothing to hold compact)
+    if (!plan.schedules.at(0).steps.empty()) {  // (one rank: no steps, nothing to hold compact)
       ASSERT_EQ(ir::read_plan_file(path).schedules.at(0).slices, slices) << "loaded compact";
+    }
     Communicator comm(path, MPI_COMM_WORLD);
     std::string detail;
     for (size_t count : {size_t{1}, size_t{7}, size_t{100003}})

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/errors.hpp"
 #include "ir/pipeline_form.hpp"
 #include "ir/plan_binary.hpp"
 #include "ir/plan_json.hpp"
@@ -327,6 +328,29 @@ TEST(PipelineForm, PlanBinRefusesPipelinesBeyondTheLimits) {
   const uint64_t ops = kMaxExpandedOps / slices + 1;
   const std::string whole = decode_error(plan_of({compact_pipeline(pairs(64, ops), slices)}, 64));
   EXPECT_NE(whole.find("ops and"), std::string::npos) << whole;
+}
+
+// Held whole only up to kMaxMaterializedOps: beyond, the tools that print or compile a plan get
+// an error naming the schedule, and the pipeline still loads compact.
+TEST(PipelineForm, MaterializeRefusesExpansionsTooLargeToHold) {
+  Schedule base;
+  base.algorithm = "pairs";
+  const uint64_t ops = kMaxMaterializedOps / kMaxPipelineSlices + 1;
+  base.units = ops;
+  base.steps = {Step{}};
+  for (uint64_t k = 0; k < ops; ++k) {
+    const auto low = static_cast<int32_t>(2 * (k % 32));
+    base.steps[0].ops.push_back(Op{OpKind::Reduce, k, k + 1, low, {low, low + 1}});
+  }
+  const Schedule big = compact_pipeline(base, kMaxPipelineSlices);
+  try {
+    materialize(big);
+    ADD_FAILURE() << "expanded";
+  } catch (const TooLargeToExpand& e) {
+    EXPECT_NE(std::string(e.what()).find("'pairs@1024' expands to 32001024 ops"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(decode_plan_unverified(encode_plan(plan_of({big}, 64)), "mem").schedules.at(0).slices, kMaxPipelineSlices);
+  EXPECT_EQ(materialize(compact_pipeline(ring_schedule(4), 3)), expand_pipeline(ring_schedule(4), 3));
 }
 
 // Pipelines of one base hold the same steps and are verified once; a schedule with the same
