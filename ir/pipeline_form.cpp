@@ -148,7 +148,7 @@ Schedule expand_pipeline(const Schedule& base, uint32_t slices) {
   piped.units = base.units * slices;
   piped.steps.resize(expanded_step_count(base, slices));
   for (size_t t = 0; t < piped.steps.size(); ++t) {
-    Step& step = piped.steps[t];
+    Step& step = piped.steps.edit()[t];
     step.phase = base.steps[expanded_step_label(base, t)].phase;
     step.level = base.steps[expanded_step_label(base, t)].level;
     // Reserved: regrowing was half of a million-op pipeline's build.
@@ -202,9 +202,9 @@ std::optional<PipelineBase> pipeline_base(const Schedule& piped) {
     if (later > ops) return std::nullopt;
     counts[k] = ops - later;
     const Step& from = piped.steps[k];
-    base.steps[k].phase = from.phase;
-    base.steps[k].level = from.level;
-    base.steps[k].ops.assign(from.ops.begin(), from.ops.begin() + static_cast<ptrdiff_t>(counts[k]));
+    base.steps.edit()[k].phase = from.phase;
+    base.steps.edit()[k].level = from.level;
+    base.steps.edit()[k].ops.assign(from.ops.begin(), from.ops.begin() + static_cast<ptrdiff_t>(counts[k]));
   }
 
   // The schedule must be the expansion op for op.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ir/rank_list.hpp"
+#include "ir/shared_vector.hpp"
 
 namespace flexplan::ir {
 
@@ -72,7 +73,9 @@ struct Schedule {
   uint64_t min_bytes = 0;                // the schedule serves messages of
   std::optional<uint64_t> max_bytes;     // [min_bytes, max_bytes); no max means unbounded
   uint64_t units = 1;
-  std::vector<Step> steps;
+  // Shared with copies of the schedule until one is changed (shared_vector.hpp): the planner's
+  // pipelines of one base and plan.bin's named copies hold their steps once.
+  SharedVector<Step> steps;
   // A pipeline held compact: `units` and `steps` are its base's, run on `slices` slices one
   // step apart (ir/pipeline_form.hpp), and `algorithm` ends in "@slices" (plan.bin decodes
   // pipelines so). 1 for a schedule held whole. Code that reads steps and has not been taught

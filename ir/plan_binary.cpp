@@ -306,7 +306,7 @@ Schedule decode_schedule(detail::ByteReader& in, int32_t world_size, const Earli
     named_from = from;
   } else {
     schedule.steps.resize(in.count(3, "step count"));
-    for (Step& step : schedule.steps) decode_step(in, step, members);
+    for (Step& step : schedule.steps.edit()) decode_step(in, step, members);
   }
   if (slices == 1) return schedule;
   // Slice j moves the base's ranges up by j x its units: a base range beyond them would reach

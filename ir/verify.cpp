@@ -366,8 +366,22 @@ std::vector<size_t> repeated_schedules(const Plan& plan) {
   };
   std::vector<uint64_t> hashes;
   std::vector<size_t> earlier(plan.schedules.size(), kNoEarlier);
+  const auto same_steps_of = [&](const Schedule& a, const Schedule& b) {
+    return a.collective == b.collective && a.units == b.units;
+  };
   for (size_t i = 0; i < plan.schedules.size(); ++i) {
     const Schedule& schedule = plan.schedules[i];
+    // Steps held once in memory (a decoded named copy, the planner's pipelines of one base)
+    // need no hash and no comparison.
+    for (size_t j = 0; j < i && earlier[i] == kNoEarlier; ++j)
+      if (earlier[j] == kNoEarlier && schedule.steps.shares(plan.schedules[j].steps) &&
+          same_steps_of(schedule, plan.schedules[j]))
+        earlier[i] = j;
+    if (earlier[i] != kNoEarlier) {
+      const uint64_t shared = hashes[earlier[i]];
+      hashes.push_back(shared);
+      continue;
+    }
     uint64_t hash = mix(mix(0xcbf29ce484222325ull, schedule.units), static_cast<uint64_t>(schedule.collective));
     for (const Step& step : schedule.steps) {
       hash = mix(mix(mix(hash, static_cast<uint64_t>(step.phase)), static_cast<uint64_t>(step.level)), step.ops.size());
@@ -380,8 +394,8 @@ std::vector<size_t> repeated_schedules(const Plan& plan) {
     hashes.push_back(hash);
     for (size_t j = 0; j < i && earlier[i] == kNoEarlier; ++j) {
       const Schedule& other = plan.schedules[j];
-      if (earlier[j] == kNoEarlier && hashes[j] == hash && other.collective == schedule.collective &&
-          other.units == schedule.units && other.steps == schedule.steps)
+      if (earlier[j] == kNoEarlier && hashes[j] == hash && same_steps_of(other, schedule) &&
+          other.steps == schedule.steps)
         earlier[i] = j;
     }
   }

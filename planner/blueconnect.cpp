@@ -42,9 +42,9 @@ class BlueConnectPlanner {
     schedule.units = dfs_order_.size();  // the product of the fan-outs: every chunk is exact
     const int levels = static_cast<int>(fan_outs_.size());
     for (int level = 0; level < levels; ++level)
-      append_ring_reduce_scatter(schedule.steps, rings_at(level), level);
+      append_ring_reduce_scatter(schedule.steps.edit(), rings_at(level), level);
     for (int level = levels - 1; level >= 0; --level)
-      append_ring_all_gather(schedule.steps, rings_at(level), level);
+      append_ring_all_gather(schedule.steps.edit(), rings_at(level), level);
     return schedule;
   }
 

@@ -187,7 +187,7 @@ ScheduleCost hierarchical_cost(const Topology& topo, const CostParams& params) {
     leaders.push_back(machine.leader);
     if (machine.learners.size() < 2) continue;
     for (int s = 0; s < 2; ++s)
-      local.steps[s].ops.push_back({s == 0 ? ir::OpKind::Reduce : ir::OpKind::Broadcast, 0, 1,
+      local.steps.edit()[s].ops.push_back({s == 0 ? ir::OpKind::Reduce : ir::OpKind::Broadcast, 0, 1,
                                     machine.leader, machine.learners});
   }
   const auto local_steps = evaluate_steps(topo, local, params);

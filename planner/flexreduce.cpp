@@ -56,7 +56,7 @@ class FlexReducePlanner {
       for (NodeId x : topo_.nodes_at_level(level)) assign_ranges(x, step.ops);
       if (!step.ops.empty()) schedule.steps.push_back(std::move(step));
     }
-    append_mirror_all_gather(schedule.steps);
+    append_mirror_all_gather(schedule.steps.edit());
     return schedule;
   }
 

@@ -44,8 +44,8 @@ ir::Schedule plan_hierarchical(const Topology& topo) {
   if (!reduce.ops.empty()) schedule.steps.push_back(std::move(reduce));
   const RingSpec rings[] = {leaders};
   const int32_t top = topo.num_levels() - 1;
-  append_ring_reduce_scatter(schedule.steps, rings, top);
-  append_ring_all_gather(schedule.steps, rings, top);
+  append_ring_reduce_scatter(schedule.steps.edit(), rings, top);
+  append_ring_all_gather(schedule.steps.edit(), rings, top);
   auto broadcast = local_step(machines, ir::OpKind::Broadcast, schedule.units);
   if (!broadcast.ops.empty()) schedule.steps.push_back(std::move(broadcast));
   return schedule;

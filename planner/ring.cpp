@@ -23,8 +23,8 @@ ir::Schedule plan_ring(const Topology& topo) {
   schedule.units = std::max<uint64_t>(ring.end, 1);
   const int32_t level = topo.num_levels() - 1;  // a ring crosses the root's links
   const RingSpec rings[] = {ring};
-  append_ring_reduce_scatter(schedule.steps, rings, level);
-  append_ring_all_gather(schedule.steps, rings, level);
+  append_ring_reduce_scatter(schedule.steps.edit(), rings, level);
+  append_ring_all_gather(schedule.steps.edit(), rings, level);
   return schedule;
 }
 

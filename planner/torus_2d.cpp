@@ -38,10 +38,10 @@ ir::Schedule plan_torus_2d(const Topology& topo) {
     across.push_back(std::move(ring));
   }
   const int32_t top = topo.num_levels() - 1;
-  append_ring_reduce_scatter(schedule.steps, local, 0);
-  append_ring_reduce_scatter(schedule.steps, across, top);
-  append_ring_all_gather(schedule.steps, across, top);
-  append_ring_all_gather(schedule.steps, local, 0);
+  append_ring_reduce_scatter(schedule.steps.edit(), local, 0);
+  append_ring_reduce_scatter(schedule.steps.edit(), across, top);
+  append_ring_all_gather(schedule.steps.edit(), across, top);
+  append_ring_all_gather(schedule.steps.edit(), local, 0);
   return schedule;
 }
 

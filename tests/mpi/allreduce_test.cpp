@@ -317,20 +317,20 @@ ir::Plan held_and_quick_plan(int world) {
   held.units = 2;
   held.max_bytes = uint64_t{1} << 40;
   held.steps.resize(2);
-  held.steps[0].ops.push_back({reduce, 0, 2, 1, with({0}, rest, {1})});  // 0 -> 2 -> ... -> 1
-  held.steps[1].ops.push_back({broadcast, 0, 1, 1, with({0}, rest, {})});  // 1 -> 0 -> 2 -> ...
-  held.steps[1].ops.push_back({broadcast, 1, 2, 1, with({0}, rest, {})});
+  held.steps.edit()[0].ops.push_back({reduce, 0, 2, 1, with({0}, rest, {1})});  // 0 -> 2 -> ... -> 1
+  held.steps.edit()[1].ops.push_back({broadcast, 0, 1, 1, with({0}, rest, {})});  // 1 -> 0 -> 2 -> ...
+  held.steps.edit()[1].ops.push_back({broadcast, 1, 2, 1, with({0}, rest, {})});
   ir::Schedule quick;
   quick.algorithm = "quick";
   quick.units = 2;
   quick.min_bytes = uint64_t{1} << 40;
   quick.steps.resize(4);
-  quick.steps[0].ops.push_back({reduce, 0, 1, 1, {0, 1}});  // 0 -> 1
-  quick.steps[0].ops.push_back({reduce, 1, 2, 1, {0, 1}});
-  quick.steps[1].ops.push_back({broadcast, 0, 1, 1, {0}});  // 1 -> 0: rank 0 holds 0 + 1
-  quick.steps[1].ops.push_back({broadcast, 1, 2, 1, {0}});
-  quick.steps[2].ops.push_back({reduce, 0, 2, 0, with({}, rest, {0})});  // 2 -> ... -> 0
-  quick.steps[3].ops.push_back({broadcast, 0, 2, 0, with({1}, rest, {})});
+  quick.steps.edit()[0].ops.push_back({reduce, 0, 1, 1, {0, 1}});  // 0 -> 1
+  quick.steps.edit()[0].ops.push_back({reduce, 1, 2, 1, {0, 1}});
+  quick.steps.edit()[1].ops.push_back({broadcast, 0, 1, 1, {0}});  // 1 -> 0: rank 0 holds 0 + 1
+  quick.steps.edit()[1].ops.push_back({broadcast, 1, 2, 1, {0}});
+  quick.steps.edit()[2].ops.push_back({reduce, 0, 2, 0, with({}, rest, {0})});  // 2 -> ... -> 0
+  quick.steps.edit()[3].ops.push_back({broadcast, 0, 2, 0, with({1}, rest, {})});
   plan.schedules = {held, quick};
   return plan;
 }

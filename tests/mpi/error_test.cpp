@@ -138,7 +138,7 @@ TEST(Creation, MissingPlanFileNamesThePath) {
 
 TEST(Creation, PlanThatFailsVerificationInMemory) {
   ir::Plan broken = hand_ring_plan(world_size());
-  broken.schedules[0].steps.erase(broken.schedules[0].steps.begin());  // drops contributions
+  broken.schedules[0].steps.edit().erase(broken.schedules[0].steps.edit().begin());  // drops contributions
   const std::string message = error_of([&] { Communicator comm(broken, MPI_COMM_WORLD); });
   EXPECT_NE(message.find("(in memory)"), std::string::npos) << message;
 }

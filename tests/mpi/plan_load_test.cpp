@@ -103,7 +103,7 @@ TEST(SlicedLoad, PipelinesLoadCompactAndRun) {
 TEST(SlicedLoad, FaultInOneSliceFailsEveryRank) {
   const int world = world_size();
   ir::Plan plan = tree_plan(world);
-  for (ir::Step& step : plan.schedules[0].steps) {
+  for (ir::Step& step : plan.schedules[0].steps.edit()) {
     for (ir::Op& op : step.ops) {
       if (op.kind == ir::OpKind::Broadcast && op.group.back() == world - 1)
         op.end = static_cast<uint64_t>(world - 1);

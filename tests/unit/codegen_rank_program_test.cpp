@@ -379,7 +379,7 @@ TEST(RankProgram, EveryoneReducesTheSameRangeNeedsStaging) {
   EXPECT_EQ(run_programs(schedule, world, 3, false), "");
   EXPECT_EQ(run_programs(schedule, world, 10, true), "");
   // The same as stars: each root writes what it sends to the other roots.
-  for (ir::Op& each : schedule.steps[0].ops) each.shape = ir::OpShape::Star;
+  for (ir::Op& each : schedule.steps.edit()[0].ops) each.shape = ir::OpShape::Star;
   for (int r = 0; r < world; ++r) {
     const RankProgram program = lower_rank_program(schedule, r);
     for (const Task& task : program.steps[0].tasks)

@@ -152,7 +152,7 @@ TEST(CostEvaluator, ReductionsAreALearnersResource) {
   ir::Schedule broadcast;
   broadcast.units = 1;
   broadcast.steps.resize(1);
-  broadcast.steps[0].ops.push_back({ir::OpKind::Broadcast, 0, 1, 0, {0, 1}});
+  broadcast.steps.edit()[0].ops.push_back({ir::OpKind::Broadcast, 0, 1, 0, {0, 1}});
   expect_close(evaluate_schedule(topo, broadcast, reducing).at(n),
                evaluate_schedule(topo, broadcast).at(n));
 }
@@ -171,7 +171,7 @@ TEST(CostEvaluator, OnlyReceiversThatSumLoadTheirReductions) {
     one.steps.resize(1);
     ir::Op op{ir::OpKind::Reduce, 0, 1, root, std::move(group)};
     op.shape = shape;
-    one.steps[0].ops.push_back(op);
+    one.steps.edit()[0].ops.push_back(op);
     return evaluate_schedule(topo, one, reducing).asymptote().per_byte;
   };
   EXPECT_NEAR(slope(ir::OpShape::Chain, 2, {0, 1}), 1 / 1e9, 1e-12);    // 1 sums, 2 stores
@@ -183,7 +183,7 @@ TEST(CostEvaluator, OnlyReceiversThatSumLoadTheirReductions) {
 TEST(CostEvaluator, RejectsOpsOutsideTheTopology) {
   const auto topo = machines({2, 2});
   auto schedule = plan_ring(topo);
-  schedule.steps[1].ops[2].root = 9;
+  schedule.steps.edit()[1].ops[2].root = 9;
   try {
     evaluate_schedule(topo, schedule);
     FAIL() << "a rank outside the topology was priced";

@@ -49,7 +49,7 @@ void reseal(std::vector<uint8_t>& bytes) {
 TEST(IrBinary, RoundTripsExactly) {
   Plan plan = testing::two_range_plan(6);
   plan.rank_names[3] = "switch/m0/gpu \"3\"\n";
-  plan.schedules[1].steps[0].level = -2;
+  plan.schedules[1].steps.edit()[0].level = -2;
   plan.schedules[0].min_bytes = 0;
   plan.schedules[1].max_bytes.reset();
   EXPECT_EQ(decode_plan(encode_plan(plan), "mem"), plan);
@@ -102,7 +102,7 @@ TEST(IrBinary, FingerprintCoversThePlanNotTheWriter) {
     p.rank_names.push_back("m9/gpu0");
   }));
   EXPECT_TRUE(differs([](Plan& p) { p.rank_names[2] += "x"; }));
-  EXPECT_TRUE(differs([](Plan& p) { p.schedules[1].steps[0].ops[0].end += 1; }));
+  EXPECT_TRUE(differs([](Plan& p) { p.schedules[1].steps.edit()[0].ops[0].end += 1; }));
   EXPECT_TRUE(differs([](Plan& p) { p.schedules[0].min_bytes += 1; }));
 }
 
@@ -111,7 +111,7 @@ TEST(IrBinary, StarOpsRoundTrip) {
   Plan plan = testing::two_range_plan(6);
   size_t stars = 0;
   for (auto& schedule : plan.schedules)
-    for (auto& step : schedule.steps)
+    for (auto& step : schedule.steps.edit())
       for (size_t o = 0; o < step.ops.size(); o += 2) {
         step.ops[o].shape = OpShape::Star;
         ++stars;
@@ -304,8 +304,8 @@ TEST(IrBinary, NeighbouringOpsAreCodedCompactly) {
                           uint64_t(k) * 1000 + 999, group[static_cast<size_t>(k % 64)], group});
   }
   schedule.steps = {step, step};
-  schedule.steps[1].ops[500].group.pop_back();  // a size change: coded as a list again
-  schedule.steps[1].ops[501].group[0] = 0;      // an edit back to a smaller rank
+  schedule.steps.edit()[1].ops[500].group.pop_back();  // a size change: coded as a list again
+  schedule.steps.edit()[1].ops[501].group[0] = 0;      // an edit back to a smaller rank
   const Plan plan = testing::plan_of({schedule}, p);
   const auto bytes = encode_plan(plan);
   EXPECT_LT(bytes.size() - kHeaderSize, 2 * 1000 * 16 + p * 24) << "64-member groups, 2000 ops";
@@ -455,8 +455,8 @@ TEST(IrBinary, HostileOpCodingsAreRejected) {
 // written (found by fuzzing the text form, which now refuses it as well).
 TEST(IrBinary, RangesEndingBeforeTheyBeginCannotBeWritten) {
   Plan plan = testing::two_range_plan(3);
-  plan.schedules[0].steps[0].ops[0].begin = 2;
-  plan.schedules[0].steps[0].ops[0].end = 1;
+  plan.schedules[0].steps.edit()[0].ops[0].begin = 2;
+  plan.schedules[0].steps.edit()[0].ops[0].end = 1;
   try {
     encode_plan(plan);
     ADD_FAILURE() << "encoded";
@@ -492,7 +492,7 @@ TEST(IrBinary, FilesRoundTripAndWritingVerifies) {
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
 
   Plan wrong = plan;
-  wrong.schedules[1].steps[0].ops.pop_back();
+  wrong.schedules[1].steps.edit()[0].ops.pop_back();
   EXPECT_THROW(write_plan_file((dir / "wrong.bin").string(), wrong), VerifyError);
   EXPECT_FALSE(std::filesystem::exists(dir / "wrong.bin"));
 
@@ -525,7 +525,7 @@ TEST(IrBinary, PipelinesAreWrittenAsTheirBase) {
   EXPECT_EQ(materialize(decode_plan(bytes, "mem")), testing::plan_of({piped}, 6));
   // Named as a pipeline but not one: written in full, read back as it was.
   Schedule not_piped = piped;
-  not_piped.steps[3].ops[0].group = {not_piped.steps[3].ops[0].root};
+  not_piped.steps.edit()[3].ops[0].group = {not_piped.steps.edit()[3].ops[0].root};
   const Plan odd = testing::plan_of({not_piped}, 6);
   EXPECT_EQ(decode_plan_unverified(encode_plan(odd), "mem"), odd);
 }

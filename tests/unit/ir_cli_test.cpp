@@ -67,7 +67,7 @@ TEST_F(IrCli, VerifyReportsEachSchedule) {
 
 TEST_F(IrCli, VerifyFailureExitsOneNamingTheFault) {
   Plan plan = testing::two_range_plan(4);
-  plan.schedules[1].steps.back().ops.back().end =
+  plan.schedules[1].steps.edit().back().ops.back().end =
       2;  // the tree's last broadcast, 2 -> 3, cut short
   const std::string file = write_bytes("wrong.bin", encode_plan(plan));
   const auto result = run_flexplan("verify " + file);

@@ -50,7 +50,7 @@ TEST(IrJson, RoundTrips) {
   plan.topology_hash.clear();
   plan.rank_names.clear();
   plan.schedules[0].units = UINT64_MAX;
-  plan.schedules[0].steps[0].level = -1;
+  plan.schedules[0].steps.edit()[0].level = -1;
   EXPECT_TRUE(plan_to_json(plan)["topology"]["hash"].is_null());
   EXPECT_EQ(plan_from_json(plan_to_json(plan)), plan);
   // Through text as well: what `inspect --format json` prints parses back to the same plan.

@@ -129,16 +129,16 @@ TEST(PipelineForm, OnlyExactExpansionsAreRecognised) {
   EXPECT_FALSE(pipeline_base(renamed));
   // One op of the last slice moved to another root: no longer an expansion.
   Schedule tampered = piped;
-  tampered.steps.back().ops.back().root = (tampered.steps.back().ops.back().root + 1) % 4;
+  tampered.steps.edit().back().ops.back().root = (tampered.steps.edit().back().ops.back().root + 1) % 4;
   EXPECT_FALSE(pipeline_base(tampered));
   // An op dropped from a middle step.
   tampered = piped;
-  tampered.steps[2].ops.pop_back();
+  tampered.steps.edit()[2].ops.pop_back();
   EXPECT_FALSE(pipeline_base(tampered));
   // The label of the last step changed: it is base step m - 1's, which step m - 1 also
   // carries. (A label that occurs once is the base's own label, still an expansion.)
   tampered = piped;
-  tampered.steps.back().level += 1;
+  tampered.steps.edit().back().level += 1;
   EXPECT_FALSE(pipeline_base(tampered));
 }
 
@@ -154,12 +154,12 @@ TEST(PipelineForm, VerifierRejectsPipelinesWrongInOneSlice) {
 
   // The last step holds only the last slice: drop its one op there.
   Schedule wrong = piped;
-  wrong.steps.back().ops.pop_back();
+  wrong.steps.edit().back().ops.pop_back();
   EXPECT_THROW(verify_schedule(wrong, 4), VerifyError);
 
   // A wrong base makes a wrong pipeline, reported under the pipeline's name.
   Schedule bad_base = base;
-  bad_base.steps.back().ops.pop_back();
+  bad_base.steps.edit().back().ops.pop_back();
   const Schedule bad_piped = expand_pipeline(bad_base, 3);
   ASSERT_TRUE(pipeline_base(bad_piped));
   try {
@@ -232,9 +232,9 @@ std::string verify_message(const std::function<void()>& check) {
 
 TEST(PipelineForm, CompactPipelineOfAWrongBaseIsRejectedAsItsExpansionIs) {
   Schedule missing_op = ring_schedule(4);
-  missing_op.steps.back().ops.pop_back();
+  missing_op.steps.edit().back().ops.pop_back();
   Schedule past_units = ring_schedule(4);
-  past_units.steps.back().ops.back().end = past_units.units + 1;
+  past_units.steps.edit().back().ops.back().end = past_units.units + 1;
   for (const Schedule& bad_base : {missing_op, past_units}) {
     const Plan compact = plan_of({compact_pipeline(bad_base, 3)}, 4);
     const Plan whole = plan_of({expand_pipeline(bad_base, 3)}, 4);
@@ -264,7 +264,7 @@ TEST(PipelineForm, CompactPipelineOfAnEmptyBaseIsItsExpansion) {
 TEST(PipelineForm, FootprintCountsEachRanksOps) {
   Schedule base = ring_schedule(4);
   base.steps = {Step{}};
-  base.steps[0].ops = {Op{OpKind::Reduce, 0, 1, 0, {1, 2}}, Op{OpKind::Reduce, 1, 2, 0, {0, 1}},
+  base.steps.edit()[0].ops = {Op{OpKind::Reduce, 0, 1, 0, {1, 2}}, Op{OpKind::Reduce, 1, 2, 0, {0, 1}},
                        Op{OpKind::Broadcast, 2, 3, 3, {3}}, Op{OpKind::Reduce, 3, 4, 9, {1}}};
   const PipelineFootprint footprint = pipeline_footprint(base, 4);
   EXPECT_EQ(footprint.ops, 4u);
@@ -314,7 +314,7 @@ TEST(PipelineForm, PlanBinRefusesPipelinesBeyondTheLimits) {
     base.steps = {Step{}};
     for (uint64_t k = 0; k < ops; ++k) {
       const int32_t low = static_cast<int32_t>(2 * (k % static_cast<uint64_t>(world / 2)));
-      base.steps[0].ops.push_back(Op{OpKind::Reduce, k, k + 1, low, {low, low + 1}});
+      base.steps.edit()[0].ops.push_back(Op{OpKind::Reduce, k, k + 1, low, {low, low + 1}});
     }
     return base;
   };
@@ -340,7 +340,7 @@ TEST(PipelineForm, MaterializeRefusesExpansionsTooLargeToHold) {
   base.steps = {Step{}};
   for (uint64_t k = 0; k < ops; ++k) {
     const auto low = static_cast<int32_t>(2 * (k % 32));
-    base.steps[0].ops.push_back(Op{OpKind::Reduce, k, k + 1, low, {low, low + 1}});
+    base.steps.edit()[0].ops.push_back(Op{OpKind::Reduce, k, k + 1, low, {low, low + 1}});
   }
   const Schedule big = compact_pipeline(base, kMaxPipelineSlices);
   try {

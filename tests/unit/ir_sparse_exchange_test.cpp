@@ -161,7 +161,7 @@ TEST(SparseExchange, RandomTreesVerifyAndExchangeOnlyBetweenOwners) {
     for (size_t s = 0; s < x.schedule.steps.size(); ++s)
       for (size_t o = 0; o < x.schedule.steps[s].ops.size(); ++o) {
         Schedule broken = x.schedule;
-        broken.steps[s].ops.erase(broken.steps[s].ops.begin() + static_cast<ptrdiff_t>(o));
+        broken.steps.edit()[s].ops.erase(broken.steps.edit()[s].ops.begin() + static_cast<ptrdiff_t>(o));
         EXPECT_THROW(verify_schedule(broken, plan.world_size), std::exception) << where << ": step " << s << " op " << o;
       }
   }

@@ -70,7 +70,7 @@ TEST(IrText, RoundTripsAwkwardNames) {
   plan.rank_names = {"a b", "quote\"back\\slash", "tab\tnew\nline\x01#"};
   plan.schedules[0].algorithm = "my ring";
   plan.schedules[1].algorithm = "";
-  plan.schedules[1].steps[0].level = -3;
+  plan.schedules[1].steps.edit()[0].level = -3;
   plan.schedules[0].max_bytes = UINT64_MAX;
   const std::string text = print_plan_text(plan);
   EXPECT_NE(text.find("topology \"\" -\n"), std::string::npos) << text;
@@ -101,7 +101,7 @@ TEST(IrText, CommentsAndIndentationAreFree) {
 // form round-trips; the verifier then says what is wrong (found by fuzzing: an empty group).
 TEST(IrText, HoldsWhatTheVerifierRejects) {
   Plan plan = testing::two_range_plan(3);
-  plan.schedules[0].steps[0].ops[0].group.clear();
+  plan.schedules[0].steps.edit()[0].ops[0].group.clear();
   plan.schedules[1].units = 0;
   const Plan back = parse_plan_text(print_plan_text(plan), "plan.txt");
   EXPECT_EQ(back, plan);

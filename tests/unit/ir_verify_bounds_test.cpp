@@ -78,7 +78,7 @@ constexpr long kPeakLimitKib = 400 * 1024;         // far below what P^2 bits or
 TEST_F(IrVerifyBounds, ExplainingAFaultAtLargeWorldSizeNeedsLittleMemory) {
   const int32_t p = 1 << 18;
   Schedule tree = testing::tree_schedule(p, 2);
-  Op& last = tree.steps.back().ops.back();
+  Op& last = tree.steps.edit().back().ops.back();
   ASSERT_EQ(last.group.back(), p - 1);
   last.end = 1;
   const auto bytes = encode_plan(testing::plan_of({tree}, p));

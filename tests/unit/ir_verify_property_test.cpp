@@ -22,7 +22,7 @@ void mutate(Schedule& schedule, int32_t p, std::mt19937& rng) {
   auto pick = [&](size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng); };
   auto rank = [&] { return static_cast<int32_t>(pick(static_cast<size_t>(p))); };
   if (schedule.steps.empty()) return;
-  Step& step = schedule.steps[pick(schedule.steps.size())];
+  Step& step = schedule.steps.edit()[pick(schedule.steps.size())];
   if (step.ops.empty()) return;
   Op& op = step.ops[pick(step.ops.size())];
   switch (pick(10)) {
@@ -49,14 +49,14 @@ void mutate(Schedule& schedule, int32_t p, std::mt19937& rng) {
         op.end += 1;
       break;
     case 5:
-      schedule.steps[pick(schedule.steps.size())].ops.push_back(op);
+      schedule.steps.edit()[pick(schedule.steps.size())].ops.push_back(op);
       break;
     case 6:
       op.kind = op.kind == OpKind::Reduce ? OpKind::Broadcast : OpKind::Reduce;
       break;
     case 7:
-      std::swap(schedule.steps[pick(schedule.steps.size())],
-                schedule.steps[pick(schedule.steps.size())]);
+      std::swap(schedule.steps.edit()[pick(schedule.steps.size())],
+                schedule.steps.edit()[pick(schedule.steps.size())]);
       break;
     case 8: {
       // A step of its own with one extra reduce over a random range: often a redundant or
@@ -65,7 +65,7 @@ void mutate(Schedule& schedule, int32_t p, std::mt19937& rng) {
       Op extra{OpKind::Reduce, begin, end, rank(), {rank()}};
       if (extra.group[0] != extra.root) extra.group.push_back(extra.root);
       const auto at = schedule.steps.begin() + static_cast<std::ptrdiff_t>(pick(schedule.steps.size()));
-      schedule.steps.insert(at, Step{Phase::Reduce, 0, {extra}});
+      schedule.steps.edit().insert(at, Step{Phase::Reduce, 0, {extra}});
       break;
     }
     case 9:

@@ -87,7 +87,7 @@ TEST(IrVerify, RootOutsideGroupReceivesTheSum) {
 
 TEST(IrVerify, UnwrittenRankIsNamedBeforeExecution) {
   Schedule ring = ring_schedule(5);
-  for (Step& step : ring.steps) {
+  for (Step& step : ring.steps.edit()) {
     std::erase_if(step.ops, [](const Op& op) {
       return op.root == 3 || (op.kind == OpKind::Broadcast && op.group[1] == 3);
     });
@@ -103,7 +103,7 @@ TEST(IrVerify, UnwrittenRankIsNamedBeforeExecution) {
 
 TEST(IrVerify, DroppedAllGatherOpLeavesARankIncomplete) {
   Schedule ring = ring_schedule(5);
-  ring.steps[6].ops.erase(ring.steps[6].ops.begin() + 2);  // all-gather step 2: rank 2 -> 3
+  ring.steps.edit()[6].ops.erase(ring.steps.edit()[6].ops.begin() + 2);  // all-gather step 2: rank 2 -> 3
   // Rank 3 keeps its reduce-scatter partial sum of chunk 1 (ranks 1+2+3).
   EXPECT_REJECTED(ring, 5, "after the last step rank 3 holds 3 of 5 contributions on units [1,2)",
                   "lacks the contribution of ranks {0, 4}",
@@ -112,7 +112,7 @@ TEST(IrVerify, DroppedAllGatherOpLeavesARankIncomplete) {
 
 TEST(IrVerify, DroppedReduceScatterOpIsNamed) {
   Schedule ring = ring_schedule(5);
-  ring.steps[1].ops.erase(ring.steps[1].ops.begin() + 1);
+  ring.steps.edit()[1].ops.erase(ring.steps.edit()[1].ops.begin() + 1);
   // Chunk 0 stops at rank 1 after step 0; the all-gather later overwrites that last copy.
   EXPECT_REJECTED(ring, 5,
                   "step 5 op 0 (broadcast [0,1) root 0 group 0 1): writing rank 1 on unit 0 "
@@ -122,7 +122,7 @@ TEST(IrVerify, DroppedReduceScatterOpIsNamed) {
 
 TEST(IrVerify, ChangedRootLosesTheNewRootsContribution) {
   Schedule ring = ring_schedule(5);
-  ring.steps[0].ops[1].root = 3;  // chunk 1 of ranks 1+2 lands on rank 3 instead of rank 2
+  ring.steps.edit()[0].ops[1].root = 3;  // chunk 1 of ranks 1+2 lands on rank 3 instead of rank 2
   // Rank 3 is not in the group, so its own contribution on unit 1, held nowhere else, is gone.
   EXPECT_REJECTED(ring, 5, "step 0 op 1 (reduce [1,2) root 3 group 1 2)",
                   "writing rank 3 on unit 1 discards the last copy of the contribution of rank 3");
@@ -132,7 +132,7 @@ TEST(IrVerify, WidenedGroupCountsTwice) {
   Schedule ring = ring_schedule(5);
   // In reduce-scatter step 1, rank 2 adds chunk 0 from rank 1, which already holds ranks 0+1.
   // Adding rank 0 again counts rank 0 twice, and the ring then hands that sum to every rank.
-  ring.steps[1].ops[1].group = {1, 2, 0};
+  ring.steps.edit()[1].ops[1].group = {1, 2, 0};
   ASSERT_EQ(ring.steps[1].ops[1].begin, 0u);
   EXPECT_REJECTED(ring, 5,
                   "after the last step rank 0 holds the contribution of rank 0 more than once on "
@@ -154,7 +154,7 @@ TEST(IrVerify, DiscardedOverCountsAreAccepted) {
                     Step{Phase::Broadcast, 0, {Op{OpKind::Broadcast, 0, 3, 0, {0, 1}}}}};
   EXPECT_NO_THROW(verify_schedule(schedule, 2));
   // Without the broadcast on [1,3), rank 1 ends there with the over-count, and is told so.
-  schedule.steps[2].ops[0].end = 1;
+  schedule.steps.edit()[2].ops[0].end = 1;
   EXPECT_REJECTED(schedule, 2,
                   "after the last step rank 1 holds the contribution of rank 1 more than once on "
                   "units [1,3) (checked exactly on unit 1)",
@@ -178,7 +178,7 @@ TEST(IrVerify, DiscardedOverCountsAreAccepted) {
 
 TEST(IrVerify, NarrowedGroupLosesAContribution) {
   Schedule ring = ring_schedule(5);
-  ring.steps[0].ops[0].group = {1};  // rank 1 no longer adds rank 0's chunk 0
+  ring.steps.edit()[0].ops[0].group = {1};  // rank 1 no longer adds rank 0's chunk 0
   EXPECT_REJECTED(ring, 5,
                   "writing rank 0 on unit 0 discards the last copy of the contribution of rank 0, "
                   "held there since the start");
@@ -188,7 +188,7 @@ TEST(IrVerify, TwoWritesInOneStepAreRejectedFirst) {
   Schedule ring = ring_schedule(4);
   Op extra = ring.steps[0].ops[0];  // reduce [0,1) root 1 group 0 1
   extra.group = {3, 1};
-  ring.steps[0].ops.push_back(extra);
+  ring.steps.edit()[0].ops.push_back(extra);
   EXPECT_REJECTED(ring, 4, "step 0: op 0 (reduce [0,1) root 1 group 0 1)",
                   "op 4 (reduce [0,1) root 1 group 3 1)", "both write rank 1 on units [0,1)");
 }
@@ -207,7 +207,7 @@ TEST(IrVerify, ManyWritesToOneRankInOneStep) {
     }
     schedule.steps = {gather, Step{Phase::Broadcast, 0, {Op{OpKind::Broadcast, 0, 100, 0, {0, 1}}}}};
     EXPECT_NO_THROW(verify_schedule(schedule, 2)) << reversed;
-    schedule.steps[0].ops.push_back(Op{OpKind::Reduce, 50, 52, 0, {1, 0}});
+    schedule.steps.edit()[0].ops.push_back(Op{OpKind::Reduce, 50, 52, 0, {1, 0}});
     const std::string first = reversed ? "op 49 (reduce [50,51) root 0 group 0 1)"
                                        : "op 50 (reduce [50,51) root 0 group 0 1)";
     EXPECT_REJECTED(schedule, 2, "step 0: " + first, "op 100 (reduce [50,52) root 0 group 1 0)",
@@ -218,37 +218,37 @@ TEST(IrVerify, ManyWritesToOneRankInOneStep) {
 TEST(IrVerify, BroadcastAndReduceWritingOneRankConflict) {
   Schedule schedule = tree_schedule(4, 6);
   // Step 0 reduces 0<-1 and 2<-3 on [0,6); a broadcast from 3 into 2's [2,4) collides.
-  schedule.steps[0].ops.push_back(Op{OpKind::Broadcast, 2, 4, 3, {3, 2}});
+  schedule.steps.edit()[0].ops.push_back(Op{OpKind::Broadcast, 2, 4, 3, {3, 2}});
   EXPECT_REJECTED(schedule, 4, "step 0:", "op 1", "op 2", "both write rank 2 on units [2,4)");
 }
 
 TEST(IrVerify, RangeBeyondUnitsIsRejected) {
   Schedule ring = ring_schedule(5);
-  ring.steps[3].ops[4].end = 9;
+  ring.steps.edit()[3].ops[4].end = 9;
   EXPECT_REJECTED(ring, 5, "step 3 op 4", "end 9 exceeds the schedule's 5 units");
 }
 
 TEST(IrVerify, EmptyRangeIsRejected) {
   Schedule ring = ring_schedule(3);
-  ring.steps[0].ops[1].end = ring.steps[0].ops[1].begin;
+  ring.steps.edit()[0].ops[1].end = ring.steps.edit()[0].ops[1].begin;
   EXPECT_REJECTED(ring, 3, "step 0 op 1", "empty range");
 }
 
 TEST(IrVerify, RankOutOfRangeIsRejected) {
   Schedule ring = ring_schedule(5);
-  ring.steps[2].ops[0].group[1] = 7;
+  ring.steps.edit()[2].ops[0].group[1] = 7;
   EXPECT_REJECTED(ring, 5, "step 2 op 0", "group member 7 is not among the 5 ranks");
   ring = ring_schedule(5);
-  ring.steps[2].ops[3].root = -1;
+  ring.steps.edit()[2].ops[3].root = -1;
   EXPECT_REJECTED(ring, 5, "step 2 op 3", "root -1 is not among the 5 ranks");
 }
 
 TEST(IrVerify, DuplicateMemberAndEmptyGroupAreRejected) {
   Schedule ring = ring_schedule(4);
-  ring.steps[1].ops[2].group = {2, 2};
+  ring.steps.edit()[1].ops[2].group = {2, 2};
   EXPECT_REJECTED(ring, 4, "step 1 op 2", "rank 2 appears twice in the group");
   ring = ring_schedule(4);
-  ring.steps[1].ops[2].group.clear();
+  ring.steps.edit()[1].ops[2].group.clear();
   EXPECT_REJECTED(ring, 4, "step 1 op 2", "empty group");
 }
 
@@ -298,14 +298,14 @@ TEST(IrVerify, LargeMutationIsFoundAndNamed) {
   // A 10,000-rank hierarchical plan whose local broadcast in the group of ranks 4800..4807
   // skips rank 4801: it ends with its own contribution alone, and the error says so.
   Schedule schedule = hierarchical_schedule(10'000, 8);
-  Step& last = schedule.steps.back();
+  Step& last = schedule.steps.edit().back();
   ASSERT_EQ(last.ops[600].group[1], 4801);
   last.ops[600].group.erase(last.ops[600].group.begin() + 1);
   EXPECT_REJECTED(schedule, 10'000, "rank 4801 is never written by any op");
   // Broadcasting only part of the range to it instead leaves units [625,1250) behind.
   schedule = hierarchical_schedule(10'000, 8);
-  schedule.steps.back().ops.push_back(Op{OpKind::Broadcast, 0, 625, 4800, {4800, 4801}});
-  schedule.steps.back().ops[600].group.erase(schedule.steps.back().ops[600].group.begin() + 1);
+  schedule.steps.edit().back().ops.push_back(Op{OpKind::Broadcast, 0, 625, 4800, {4800, 4801}});
+  schedule.steps.edit().back().ops[600].group.erase(schedule.steps.edit().back().ops[600].group.begin() + 1);
   EXPECT_REJECTED(
       schedule, 10'000,
       "after the last step rank 4801 holds 1 of 10000 contributions on units [625,1250)",
@@ -344,14 +344,14 @@ TEST(VerifySlice, SchedulesRotateTheirSlicesOverTheParts) {
 TEST(IrVerify, SlicesTogetherCheckEveryOp) {
   std::vector<std::pair<Schedule, std::string>> faults;
   Schedule ring = ring_schedule(5);
-  ring.steps[2].ops[0].group[1] = 7;
+  ring.steps.edit()[2].ops[0].group[1] = 7;
   faults.emplace_back(ring, "step 2 op 0 (reduce [3,4) root 1 group 0 7): group member 7 is not "
                             "among the 5 ranks");
   ring = ring_schedule(5);
-  ring.steps[6].ops[3].group = {3, 3};
+  ring.steps.edit()[6].ops[3].group = {3, 3};
   faults.emplace_back(ring, "step 6 op 3 (broadcast [2,3) root 3 group 3 3): rank 3 appears twice");
   ring = ring_schedule(5);
-  ring.steps[7].ops[4].end = ring.steps[7].ops[4].begin;
+  ring.steps.edit()[7].ops[4].end = ring.steps.edit()[7].ops[4].begin;
   faults.emplace_back(ring, "step 7 op 4 (broadcast [2,2) root 4 group 4 0): empty range");
   for (const auto& [schedule, expected] : faults) {
     const Plan plan = plan_of({schedule}, 5);

@@ -103,7 +103,7 @@ bool mutate(ir::Schedule& schedule, Mutation mutation, int world_size, std::mt19
     }
   if (candidates.empty()) return false;
   const auto [s, o] = candidates[std::uniform_int_distribution<size_t>(0, candidates.size() - 1)(rng)];
-  auto& ops = schedule.steps[s].ops;
+  auto& ops = schedule.steps.edit()[s].ops;
   auto& op = ops[o];
   const auto pick = [&](size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng); };
   switch (mutation) {
