@@ -64,8 +64,14 @@ bool schedule_fits_limits(const ScheduleSize&);
 
 // Pipelined variants are priced from their base schedule's windows (pipeline.hpp); the work of
 // pricing one algorithm's variants (PipelinePricer::work: chain hops walked, link loads added)
-// stays under this (about a second). Variants beyond it are left out with a note.
+// stays under this (about a second), and under kPipelineWorkPerBase times the work of pricing
+// the base's steps once (plus kPipelineWorkFloor), so that the time spent on pipelines grows
+// with the tree as the rest of planning does: a base of many steps (hierarchical's leader ring
+// on 190 machines) has hundreds of sliding windows per slice count. Variants beyond it are
+// left out with a note.
 inline constexpr uint64_t kPipelinePricingBudget = 16'000'000;
+inline constexpr uint64_t kPipelineWorkPerBase = 64;
+inline constexpr uint64_t kPipelineWorkFloor = 100'000;
 // A pipeline of S slices is held compact (its base and S) while planning and in plan.bin; the
 // largest it may be is plan.bin's (ir/pipeline_form.hpp: kMaxExpandedOps and the rest), so that
 // every plan written loads.

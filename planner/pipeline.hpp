@@ -41,6 +41,8 @@ class PipelinePricer {
   // steps; kLoadEntriesPerWork such additions count as one walk). Schedules of star ops have no
   // chains, so their pipelines cost little to price whatever their size.
   uint64_t work(uint32_t slices) const;
+  // The same measure for pricing each base step once (what one slice's run costs).
+  uint64_t base_work() const { return work_before_.back(); }
   static constexpr uint64_t kLoadEntriesPerWork = 8;
   // Seconds per message byte of the busiest link direction under all base steps' loads at
   // once: every pipeline of the base takes at least this times the message size.

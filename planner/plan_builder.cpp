@@ -209,10 +209,12 @@ class PlanBuilder {
       // Priced from the base schedule's windows (pipeline.hpp); built only if it wins.
       auto& spent = pricing_spent_[choice.row];
       const uint64_t work = pricer(*choice.row).work(choice.slices);
-      if (spent + work > kPipelinePricingBudget) {
+      const uint64_t budget = std::min(kPipelinePricingBudget,
+                                       kPipelineWorkPerBase * pricer(*choice.row).base_work() + kPipelineWorkFloor);
+      if (spent + work > budget) {
         candidate.left_out_because = fmt::format(
             "pricing it would take {} more units of work (chain hops walked, link loads added; "
-            "budget {} per algorithm)", work, kPipelinePricingBudget);
+            "budget {} for this algorithm)", work, budget);
         note(fmt::format("{}: left out: {}", candidate.algorithm, candidate.left_out_because));
         return;
       }
@@ -431,12 +433,31 @@ double pipeline_lower_bound(const ScheduleCost& base, double busiest_total, uint
     return chain.latency + chunk * (chain.first_chunk - chain.steady) + range * chain.steady;
   };
   double first_slice = 0, hops = 0;
+  std::vector<double> floors;  // by base step, while there are few
+  uint64_t steps = 0;
+  for (const StepCost& step : base.steps) steps += step.repeat;
+  const bool by_window = steps <= kWindowBoundSteps;
   for (const StepCost& step : base.steps) {
     double time = step.per_byte * slice + step.hop_latency;
     for (const ChainCost& chain : step.chains) time = std::max(time, chain_floor(chain));
     const double times = static_cast<double>(step.repeat);
     first_slice += times * time;
     hops += times * step.hop_latency;
+    if (by_window) floors.insert(floors.end(), step.repeat, time);
+  }
+  if (by_window && slices > 1) {
+    // Every window of the pipeline, not just the first slice's: window t holds base steps
+    // max(0, t - slices + 1) .. min(t, m - 1), so it costs at least the largest of their floors.
+    // (The S - 1 windows after the first slice's run are what a deep pipeline of long chains
+    // pays for; the first-slice bound left them out.)
+    const size_t m = floors.size();
+    double windows = 0;
+    for (size_t t = 0; t + 1 < m + slices; ++t) {
+      const size_t first = t + 1 > slices ? t + 1 - slices : 0, last = std::min(t, m - 1);
+      windows += *std::max_element(floors.begin() + static_cast<ptrdiff_t>(first),
+                                   floors.begin() + static_cast<ptrdiff_t>(last) + 1);
+    }
+    first_slice = std::max(first_slice, windows);
   }
   return std::max(first_slice, hops + busiest_total * bytes);
 }

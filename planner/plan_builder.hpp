@@ -40,12 +40,15 @@ struct PlanOptions {
 };
 
 // A lower bound of the price of `base` cut into `slices` slices (pipeline.hpp), nondecreasing
-// in the size: the pipeline's windows hold each base step, while the first slice runs, in a
-// window of its own, whose price is at least that step's at bytes / slices (a window adds
-// loads, hops and chains); and every link carries the load of all base steps in all,
-// `busiest_total` seconds per message byte on the busiest (PipelinePricer::busiest_total; the
-// busiest step's per_byte is a weaker stand-in) besides the windows' hop latencies.
+// in the size: each of the pipeline's m + slices - 1 windows holds some base steps, each at
+// bytes / slices, and its price is at least each of theirs (a window adds loads, hops and
+// chains), so the windows cost at least the sum over windows of their steps' largest floor
+// (for bases of at most kWindowBoundSteps steps; beyond, the first slice's run alone: each
+// base step once); and every link carries the load of all base steps in all, `busiest_total`
+// seconds per message byte on the busiest (PipelinePricer::busiest_total; the busiest step's
+// per_byte is a weaker stand-in) besides the windows' hop latencies.
 double pipeline_lower_bound(const ScheduleCost& base, double busiest_total, uint32_t slices, double bytes);
+inline constexpr uint64_t kWindowBoundSteps = 4096;
 // An upper bound of cost.at(n) for every n <= bytes (cost.at itself may fall where a range
 // gets one more chunk; this does not).
 double price_upper_bound(const ScheduleCost& cost, double bytes);

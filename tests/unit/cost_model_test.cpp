@@ -257,7 +257,9 @@ TEST(CostClosedForms, Eq6EqualsEq3AndTheEvaluatorOnSymmetricTrees) {
       expect_close(flexreduce_time(topo, n), eq3.at(n), "Eq. 6 vs Eq. 3, " + what);
       expect_close(bc.at(n), eq3.at(n), "BlueConnect evaluated, " + what);
       expect_close(bc_reducing.at(n), eq3_reducing.at(n), "BlueConnect reducing, " + what);
-      if (n > 0) EXPECT_GT(eq3_reducing.at(n), eq3.at(n)) << what;
+      if (n > 0) {
+        EXPECT_GT(eq3_reducing.at(n), eq3.at(n)) << what;
+      }
       if (n <= kChunk)
         expect_close(fr.at(n), eq3.at(n), "FlexReduce evaluated, " + what);
       else
