@@ -70,7 +70,7 @@ bool schedule_fits_limits(const ScheduleSize&);
 // on 190 machines) has hundreds of sliding windows per slice count. Variants beyond it are
 // left out with a note.
 inline constexpr uint64_t kPipelinePricingBudget = 16'000'000;
-inline constexpr uint64_t kPipelineWorkPerBase = 64;
+inline constexpr uint64_t kPipelineWorkPerBase = 16;
 inline constexpr uint64_t kPipelineWorkFloor = 100'000;
 // A pipeline of S slices is held compact (its base and S) while planning and in plan.bin; the
 // largest it may be is plan.bin's (ir/pipeline_form.hpp: kMaxExpandedOps and the rest), so that
