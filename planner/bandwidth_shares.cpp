@@ -9,12 +9,11 @@
 #include <stdexcept>
 #include <utility>
 
-#include <ClpSimplex.hpp>
-#include <ClpSolve.hpp>
-#include <CoinPackedMatrix.hpp>
+#include <CoinFinite.hpp>
 #include <fmt/core.h>
 
 #include "planner/floor.hpp"
+#include "planner/linear_program.hpp"
 #include "planner/virtual_tree.hpp"
 
 namespace flexplan {
@@ -179,80 +178,6 @@ std::vector<std::vector<char>> candidate_trees(const Topology& topo, const Orbit
   trees.erase(std::unique(trees.begin(), trees.end()), trees.end());
   return trees;
 }
-
-// A sparse LP in rows, handed to CLP in one piece.
-class LinearProgram {
- public:
-  struct Solution {
-    std::vector<double> columns;
-    std::vector<double> row_duals;
-    double objective = 0;
-  };
-
-  int column(double lower = 0, double upper = COIN_DBL_MAX, double objective = 0) {
-    lower_.push_back(lower);
-    upper_.push_back(upper);
-    objective_.push_back(objective);
-    return static_cast<int>(lower_.size()) - 1;
-  }
-  void add_to_objective(int col, double coefficient) { objective_[static_cast<size_t>(col)] += coefficient; }
-  // lower <= sum of coefficient x column <= upper; returns the row's index.
-  int row(std::vector<std::pair<int, double>> terms, double lower, double upper) {
-    // Columns shared by an orbit appear once per member: add their coefficients up.
-    std::sort(terms.begin(), terms.end());
-    size_t kept = 0;
-    for (size_t i = 0; i < terms.size(); ++i) {
-      if (kept > 0 && terms[kept - 1].first == terms[i].first)
-        terms[kept - 1].second += terms[i].second;
-      else
-        terms[kept++] = terms[i];
-    }
-    terms.resize(kept);
-    const int r = static_cast<int>(row_lower_.size());
-    for (const auto& [col, coefficient] : terms) {
-      rows_.push_back(r);
-      cols_.push_back(col);
-      values_.push_back(coefficient);
-    }
-    row_lower_.push_back(lower);
-    row_upper_.push_back(upper);
-    return r;
-  }
-  Solution minimise() const {
-    CoinPackedMatrix matrix(false, rows_.data(), cols_.data(), values_.data(),
-                            static_cast<CoinBigIndex>(values_.size()));
-    matrix.setDimensions(static_cast<int>(row_lower_.size()), static_cast<int>(lower_.size()));
-    ClpSimplex model;
-    model.setLogLevel(0);
-    model.loadProblem(matrix, lower_.data(), upper_.data(), objective_.data(), row_lower_.data(),
-                      row_upper_.data());
-    // Dual simplex without presolve: on these LPs CLP's presolve took most of the time (a 16k-
-    // learner tree: 0.09 s against 0.38 s). CLP's default path is the fallback.
-    ClpSolve dual_only;
-    dual_only.setSolveType(ClpSolve::useDual);
-    dual_only.setPresolveType(ClpSolve::presolveOff);
-    model.initialSolve(dual_only);
-    if (!model.isProvenOptimal()) {  // afresh, not from the basis the dual simplex left
-      model.loadProblem(matrix, lower_.data(), upper_.data(), objective_.data(), row_lower_.data(),
-                        row_upper_.data());
-      model.initialSolve();
-    }
-    if (!model.isProvenOptimal())
-      throw std::logic_error(fmt::format(
-          "flexreduce-bw: the share LP ({} columns, {} rows) ended with CLP status {}",
-          lower_.size(), row_lower_.size(), model.status()));
-    Solution solution;
-    solution.columns.assign(model.primalColumnSolution(), model.primalColumnSolution() + lower_.size());
-    solution.row_duals.assign(model.dualRowSolution(), model.dualRowSolution() + row_lower_.size());
-    solution.objective = model.objectiveValue();
-    return solution;
-  }
-
- private:
-  std::vector<double> lower_, upper_, objective_, row_lower_, row_upper_;
-  std::vector<int> rows_, cols_;
-  std::vector<double> values_;
-};
 
 // The share LP over some of the candidate virtual trees. Built two ways:
 // - the master (no prices): minimise the busiest link's load / bandwidth, the trees' weights
