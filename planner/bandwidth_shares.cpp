@@ -330,6 +330,86 @@ struct ShareLp {
   }
 };
 
+// The master's duals as prices: of each link row, and of each machine row (a price on each of
+// its learners' links too), scaled so that sum of price x relative bandwidth is 1. Then any mix
+// of trees has a busiest link at least its priced load, and a tree whose cheapest priced load is
+// below the optimum can lower it. `any` is false where the duals give no prices (degenerate).
+struct Prices {
+  std::vector<double> links, machines;  // by node
+  bool any = false;
+  bool on(const Topology& topo, NodeId n) const {
+    return links[static_cast<size_t>(n)] > 0 ||
+           (topo.is_learner(n) && n != topo.root() && machines[static_cast<size_t>(topo.parent(n))] > 0);
+  }
+};
+
+Prices prices_of(const Topology& topo, const ShareLp& master, const LinearProgram::Solution& solution,
+                 double slowest) {
+  Prices prices;
+  prices.links.assign(static_cast<size_t>(topo.num_nodes()), 0);
+  prices.machines.assign(static_cast<size_t>(topo.num_nodes()), 0);
+  // CLP's duals of <= rows are <= 0 in a minimisation; noise of the other sign counts as 0.
+  const auto dual = [&](int row) { return std::max(0.0, -solution.row_duals[static_cast<size_t>(row)]); };
+  double scale = 0;
+  for (NodeId n = 0; n < topo.num_nodes(); ++n) {
+    if (const int row = master.link_row[static_cast<size_t>(n)]; row >= 0) {
+      prices.links[static_cast<size_t>(n)] = dual(row);
+      scale += dual(row) * topo.uplink(n).bandwidth / slowest;
+    }
+    if (const int row = master.machine_row[static_cast<size_t>(n)]; row >= 0) {
+      prices.machines[static_cast<size_t>(n)] = dual(row);
+      for (NodeId l : topo.children(n)) scale += dual(row) * topo.uplink(l).bandwidth / slowest;
+    }
+  }
+  if (!(scale > 0)) return prices;
+  for (double& price : prices.links) price /= scale;
+  for (double& price : prices.machines) price /= scale;
+  prices.any = true;
+  return prices;
+}
+
+// What fraction of each active machine's holdings each of its learners takes (ShareLp), by
+// learner orbit, the same in every tree: learner l takes beta_l, with beta_l C at most the slack
+// of its link row. Learner orbits are filled in order of their slack per learner, largest first,
+// so that as few learners as the links allow hold anything (every holder is another piece of the
+// schedule).
+std::vector<double> machine_splits(const Topology& topo, const Orbits& orbits, const ShareLp& master,
+                                   const LinearProgram::Solution& solution, double optimum, double slowest) {
+  std::vector<double> split(orbits.representative.size(), 0);
+  const auto value = [&](const std::vector<std::pair<int, double>>& terms) {
+    double sum = 0;
+    for (const auto& [col, coefficient] : terms) sum += coefficient * solution.columns[static_cast<size_t>(col)];
+    return sum;
+  };
+  for (NodeId m = 0; m < topo.num_nodes(); ++m) {
+    if (master.machine_row[static_cast<size_t>(m)] < 0) continue;
+    const double carried = std::max(0.0, value(master.machine_terms[static_cast<size_t>(m)]));  // C
+    std::map<int, std::pair<double, int>> by_orbit;  // learner orbit: slack per learner, learners
+    for (NodeId l : topo.children(m)) {
+      const double load = value(master.learner_terms[orbits.representative[orbits.of[l]]]);
+      auto& [slack, count] = by_orbit[orbits.of[l]];
+      slack = std::max(0.0, optimum * topo.uplink(l).bandwidth / slowest - load);
+      ++count;
+    }
+    std::vector<std::pair<double, int>> order;  // (slack, orbit), largest slack first
+    for (const auto& [orbit, entry] : by_orbit) order.emplace_back(entry.first, orbit);
+    std::sort(order.begin(), order.end(), std::greater<>());
+    double left = 1;  // of the machine's holdings, not yet given out
+    for (const auto& [slack, orbit] : order) {
+      const int count = by_orbit[orbit].second;
+      const double each = std::min(carried > 0 ? slack / carried : 1.0, left / count);
+      split[orbit] = each;
+      left -= each * count;
+    }
+    if (left > 1e-9) {  // rounding: the rest in proportion to what each orbit took
+      const double taken = 1 - left;
+      for (const auto& [slack, orbit] : order)
+        split[orbit] = taken > 0 ? split[orbit] / taken : 1.0 / topo.degree(m);
+    }
+  }
+  return split;
+}
+
 }  // namespace
 
 uint64_t tree_lp_columns(const Topology& topo) {
@@ -377,33 +457,9 @@ BandwidthShares bandwidth_shares(const Topology& topo, ShareSolve how) {
     const double optimum = solution.columns[static_cast<size_t>(master.time)];
     bool entered = false;
     if (optimum / slowest > floor_per_byte * (1 + 1e-9)) {
-      // The link prices: the master's load-row duals, scaled so that sum of price x relative
-      // bandwidth is 1. Then any mix of trees has a busiest link at least its priced load, and a
-      // tree whose cheapest priced load is below the optimum can lower it.
-      // Machine rows are priced the same way, with their learners' bandwidths summed.
-      std::vector<double> prices(static_cast<size_t>(topo.num_nodes()), 0);
-      std::vector<double> machine_prices(static_cast<size_t>(topo.num_nodes()), 0);
-      double scale = 0;
-      for (NodeId n = 0; n < topo.num_nodes(); ++n) {
-        // CLP's duals of <= rows are <= 0 in a minimisation; noise of the other sign counts as 0.
-        if (const int row = master.link_row[static_cast<size_t>(n)]; row >= 0) {
-          prices[static_cast<size_t>(n)] = std::max(0.0, -solution.row_duals[static_cast<size_t>(row)]);
-          scale += prices[static_cast<size_t>(n)] * topo.uplink(n).bandwidth / slowest;
-        }
-        if (const int row = master.machine_row[static_cast<size_t>(n)]; row >= 0) {
-          machine_prices[static_cast<size_t>(n)] = std::max(0.0, -solution.row_duals[static_cast<size_t>(row)]);
-          for (NodeId l : topo.children(n))
-            scale += machine_prices[static_cast<size_t>(n)] * topo.uplink(l).bandwidth / slowest;
-        }
-      }
-      if (scale > 0) {
-        for (double& price : prices) price /= scale;
-        for (double& price : machine_prices) price /= scale;
-        // A machine row's price is a price on each of its learners' links too.
-        const auto priced = [&](NodeId n) {
-          return prices[static_cast<size_t>(n)] > 0 ||
-                 (topo.is_learner(n) && n != topo.root() && machine_prices[static_cast<size_t>(topo.parent(n))] > 0);
-        };
+      const Prices prices = prices_of(topo, master, solution, slowest);
+      if (prices.any) {
+        const auto priced = [&](NodeId n) { return prices.on(topo, n); };
         // A tree differs from the tree itself only under the nearest active ancestor A of each
         // switch it makes transparent: there the switch's children hang from A instead, and no
         // other link's load changes form. The tree itself prices at the optimum or above (it is
@@ -426,7 +482,7 @@ BandwidthShares bandwidth_shares(const Topology& topo, ShareSolve how) {
         };
         const auto lowers = [&](const std::vector<char>& tree) {
           if (!could_lower(tree)) return false;
-          const ShareLp pricing(topo, orbits, machine, slowest, {&tree}, &prices, &machine_prices);
+          const ShareLp pricing(topo, orbits, machine, slowest, {&tree}, &prices.links, &prices.machines);
           try {
             return pricing.lp.minimise().objective < optimum * (1 - 1e-7);
           } catch (const std::logic_error&) {
@@ -497,43 +553,7 @@ BandwidthShares bandwidth_shares(const Topology& topo, ShareSolve how) {
     if (entered) continue;
 
     shares.per_byte = optimum / slowest;
-    // Each active machine's learners split what it holds (ShareLp): learner l takes the fraction
-    // beta_l, with beta_l C at most the slack of its link row. Learner orbits are filled in
-    // order of their slack per learner, largest first, so that as few learners as the links
-    // allow hold anything (every holder is another piece of the schedule); by learner orbit,
-    // the same in every tree.
-    std::vector<double> split(orbits.representative.size(), 0);
-    const auto value = [&](const std::vector<std::pair<int, double>>& terms) {
-      double sum = 0;
-      for (const auto& [col, coefficient] : terms) sum += coefficient * solution.columns[static_cast<size_t>(col)];
-      return sum;
-    };
-    for (NodeId m = 0; m < topo.num_nodes(); ++m) {
-      if (master.machine_row[static_cast<size_t>(m)] < 0) continue;
-      const double carried = std::max(0.0, value(master.machine_terms[static_cast<size_t>(m)]));  // C
-      std::map<int, std::pair<double, int>> by_orbit;  // learner orbit: slack per learner, learners
-      for (NodeId l : topo.children(m)) {
-        const double load = value(master.learner_terms[orbits.representative[orbits.of[l]]]);
-        auto& [slack, count] = by_orbit[orbits.of[l]];
-        slack = std::max(0.0, optimum * topo.uplink(l).bandwidth / slowest - load);
-        ++count;
-      }
-      std::vector<std::pair<double, int>> order;  // (slack, orbit), largest slack first
-      for (const auto& [orbit, entry] : by_orbit) order.emplace_back(entry.first, orbit);
-      std::sort(order.begin(), order.end(), std::greater<>());
-      double left = 1;  // of the machine's holdings, not yet given out
-      for (const auto& [slack, orbit] : order) {
-        const int count = by_orbit[orbit].second;
-        const double each = std::min(carried > 0 ? slack / carried : 1.0, left / count);
-        split[orbit] = each;
-        left -= each * count;
-      }
-      if (left > 1e-9) {  // rounding: the rest in proportion to what each orbit took
-        const double taken = 1 - left;
-        for (const auto& [slack, orbit] : order)
-          split[orbit] = taken > 0 ? split[orbit] / taken : 1.0 / topo.degree(m);
-      }
-    }
+    const std::vector<double> split = machine_splits(topo, orbits, master, solution, optimum, slowest);
     for (size_t i = 0; i < trees.size(); ++i) {
       const double weight = solution.columns[static_cast<size_t>(master.columns[i].weight)];
       if (!(weight > 1e-9)) continue;

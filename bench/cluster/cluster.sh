@@ -25,6 +25,8 @@
 #   cluster.sh status ; cluster.sh down
 #
 # Environment: EMU_PREFIX (fxemu) and EMU_SUBNET (10.77.0) keep concurrent clusters apart.
+# EMU_SYSCTLS="key=value ..." sets network sysctls in every machine's namespace at `up` (for
+# example net.ipv4.tcp_slow_start_after_idle=0, as clusters tuned for bulk transfers run).
 set -euo pipefail
 
 P=${EMU_PREFIX:-fxemu}
@@ -46,7 +48,7 @@ need_up() { is_up && [ -f $RUN/config ] || die "cluster $P is not up (run: $0 up
 load_config() { need_up; . $RUN/config; }
 save_config() {
   { echo "RATES=\"$RATES\""; echo "LEARNERS=\"$LEARNERS\""; echo "DELAYS=\"$DELAYS\"";
-    echo "SUBNET=\"$SUBNET\""; } > $RUN/config
+    echo "SUBNET=\"$SUBNET\""; echo "SYSCTLS=\"${SYSCTLS:-}\""; } > $RUN/config
 }
 nth() { local i=$1; shift; set -- $*; i=$((i + 1)); echo "${!i}"; }
 set_nth() { # list index value -> list with entry index replaced
@@ -124,6 +126,8 @@ cmd_delay() { # machine delay_us
 cmd_up() {
   need_root
   RATES=${EMU_RATES:-"1gbit 1gbit"}
+  SYSCTLS=${EMU_SYSCTLS:-}
+  local kv; for kv in $SYSCTLS; do [[ $kv =~ ^net\.[a-z0-9_.]+=[0-9a-z]+$ ]] || die "EMU_SYSCTLS entry '$kv' is not net.KEY=VALUE"; done
   LEARNERS=${EMU_LEARNERS:-"2 3"}
   local n; n=$(count $RATES)
   DELAYS=${EMU_DELAYS:-$(for ((i = 0; i < n; i++)); do printf '0 '; done)}
@@ -151,6 +155,7 @@ cmd_up() {
     ip -n $P-n$i link set lo up
     ip -n $P-n$i addr add $SUBNET.$((10 + i))/24 dev eth0
     ip -n $P-n$i link set eth0 up
+    for kv in $SYSCTLS; do ip netns exec $P-n$i sysctl -qw "$kv" || die "sysctl $kv in machine $i failed"; done
     ip -n $P-sw link set sw-n$i master br0
     ip -n $P-sw link set sw-n$i up
     touch $RUN/ipc-n$i $RUN/uts-n$i

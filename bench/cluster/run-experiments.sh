@@ -16,7 +16,8 @@
 # sets an earlier run's results (other settings, other build) beside this one in the report.
 #
 # UCX_* and FLEXPLAN_* variables set in the environment reach every learner (and Open MPI's
-# UCX pml) and are recorded with the results. Needs root (network namespaces).
+# UCX pml) and are recorded with the results, as is EMU_SYSCTLS (cluster.sh: network sysctls in
+# every machine). Needs root (network namespaces).
 # --set: only the paper set (every link at --rate, asymmetric learner counts) or only the links
 # set (asymmetric link rates and latencies); default both.
 # --quick: three configurations, smaller sizes, fewer iterations (a few minutes); the full run
@@ -117,7 +118,7 @@ run_config() {
   rm -rf "$dir"; mkdir -p "$dir"
   printf 'id=%s\nset=%s\nlearners=%s\nrates=%s\ndelays_us=%s\nsizes=%s..%s/x%s\niters=%s\nwarmup=%s\nalgorithms=%s\nenv=%s\n' \
     "$id" "$set" "$learners" "$rates" "$delays" "$min" "$max" "$factor" "$ITERS" "$WARMUP" "${algorithms[*]}" \
-    "$(env | grep -E '^(UCX|FLEXPLAN)_' | sort | tr '\n' ' ')" > "$dir/config.txt"
+    "$(env | grep -E '^(UCX_|FLEXPLAN_|EMU_SYSCTLS=)' | sort | tr '\n' ' ')" > "$dir/config.txt"
   log "$id: learners $learners, rates $rates, delays $delays us, sizes $min..$max (x$factor)"
 
   skip() { log "  $id: SKIPPED, $1"; echo "$1" > "$dir/skipped.txt"; "$CLUSTER" down > /dev/null; }
