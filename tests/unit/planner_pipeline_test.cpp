@@ -94,5 +94,35 @@ TEST(PipelinePricer, DeepPipelinesShareTheirWindows) {
   }
 }
 
+// The pricing work counts what pricing walks: the same ops as chains cost a window two walks per
+// hop, as stars (no chains) only their link loads, at kLoadEntriesPerWork to a walk.
+TEST(PipelinePricer, WorkCountsChainWalksNotStarMembers) {
+  testing::TreeBuilder b;
+  for (int m = 0; m < 4; ++m) {
+    const NodeId box = b.add_switch(b.root(), "m" + std::to_string(m), Link{10e9, 1e-6});
+    for (int g = 0; g < 4; ++g) b.add_learner(box, "g" + std::to_string(g), Link{100e9, 1e-6});
+  }
+  const Topology topo = b.build();
+  ir::Schedule chains;
+  chains.algorithm = "chains";
+  chains.units = 16;
+  chains.steps.edit().resize(2);
+  for (uint64_t u = 0; u < 16; ++u) {
+    ir::Op op{ir::OpKind::Reduce, u, u + 1, static_cast<int32_t>(u), {}};
+    for (int32_t r = 0; r < 16; ++r) op.group.push_back(r);
+    chains.steps.edit()[0].ops.push_back(op);
+    op.kind = ir::OpKind::Broadcast;
+    chains.steps.edit()[1].ops.push_back(op);
+  }
+  ir::Schedule stars = chains;
+  for (auto& step : stars.steps.edit())
+    for (auto& op : step.ops) op.shape = ir::OpShape::Star;
+  const PipelinePricer chain_pricer(topo, chains, {}), star_pricer(topo, stars, {});
+  // Each op of 16 members is a chain of 15 hops (the root is in the group), walked twice.
+  EXPECT_GE(chain_pricer.base_work(), 2u * 2 * 16 * 15);
+  EXPECT_LT(star_pricer.base_work(), chain_pricer.base_work() / 50);
+  EXPECT_LT(star_pricer.work(256), chain_pricer.work(256) / 50);
+}
+
 }  // namespace
 }  // namespace flexplan
