@@ -211,6 +211,8 @@ struct ShareLp {
   // Kept to split each active machine's holdings after solving: the load terms of each
   // learner's link (by node, orbit representatives only) and each machine's C (by node).
   std::vector<std::vector<std::pair<int, double>>> learner_terms, machine_terms;
+  // The master's link loads over their bandwidths, summed: the tie-breaking aim among optima.
+  std::vector<std::pair<int, double>> total_load;
 
   // `prices` (pricing problems only): by node, the price of its link row; machine_prices the
   // price of each machine row.
@@ -324,6 +326,8 @@ struct ShareLp {
           for (const auto& [col, coefficient] : terms) lp.add_to_objective(col, price * coefficient);
         continue;
       }
+      for (const auto& [col, coefficient] : terms)
+        total_load.emplace_back(col, coefficient * slowest / topo.uplink(n).bandwidth);
       terms.emplace_back(time, -topo.uplink(n).bandwidth / slowest);
       link_row[static_cast<size_t>(n)] = lp.row(std::move(terms), -COIN_DBL_MAX, 0);
     }
@@ -452,8 +456,8 @@ BandwidthShares bandwidth_shares(const Topology& topo, ShareSolve how) {
         trees.push_back(&candidates[t]);
         tree_index.push_back(t);
       }
-    const ShareLp master(topo, orbits, machine, slowest, trees, nullptr, nullptr);
-    const auto solution = master.lp.minimise();
+    ShareLp master(topo, orbits, machine, slowest, trees, nullptr, nullptr);
+    auto solution = master.lp.minimise();
     const double optimum = solution.columns[static_cast<size_t>(master.time)];
     bool entered = false;
     if (optimum / slowest > floor_per_byte * (1 + 1e-9)) {
@@ -552,6 +556,19 @@ BandwidthShares bandwidth_shares(const Topology& topo, ShareSolve how) {
     }
     if (entered) continue;
 
+    // Among the optima (the LP is degenerate: many share the busiest link's time), the one that
+    // loads the links least in all, each link's load over its bandwidth: CLP's vertex otherwise
+    // depends on how the rows happen to be written, and the unpipelined base's steps and the
+    // latency of the pieces with it (the 16k benchmark tree: 8 B 252 -> 202 us, 64 KiB 383 ->
+    // 326 us predicted; docs/planning-speed.md).
+    master.lp.clear_objective();
+    master.lp.set_upper(master.time, optimum * (1 + 1e-9));
+    for (const auto& [col, coefficient] : master.total_load) master.lp.add_to_objective(col, coefficient);
+    try {
+      solution = master.lp.minimise();
+    } catch (const std::logic_error&) {
+      // Keep the first optimum: it is as good by the LP's own measure.
+    }
     shares.per_byte = optimum / slowest;
     const std::vector<double> split = machine_splits(topo, orbits, master, solution, optimum, slowest);
     for (size_t i = 0; i < trees.size(); ++i) {

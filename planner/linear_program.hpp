@@ -26,6 +26,10 @@ class LinearProgram {
     return static_cast<int>(lower_.size()) - 1;
   }
   void add_to_objective(int col, double coefficient) { objective_[static_cast<size_t>(col)] += coefficient; }
+  // A new objective (all coefficients zero first) and a column's upper bound, for solving the
+  // same program again under another aim.
+  void clear_objective() { std::fill(objective_.begin(), objective_.end(), 0.0); }
+  void set_upper(int col, double upper) { upper_[static_cast<size_t>(col)] = upper; }
   // lower <= sum of coefficient x column <= upper; returns the row's index.
   int row(std::vector<std::pair<int, double>> terms, double lower, double upper) {
     // Columns shared by an orbit appear once per member: add their coefficients up.
