@@ -27,28 +27,45 @@ std::vector<int32_t> chain_order(const ir::Op& op) {
 }
 
 std::vector<Hop> lower_op(const ir::Op& op) {
-  const bool root_contributes = op.root_in_group();
   std::vector<Hop> hops;
+  append_hops(op, hops);
+  return hops;
+}
+
+void append_hops(const ir::Op& op, std::vector<Hop>& out) {
+  const bool root_contributes = op.root_in_group();
+  const bool reduce = op.kind == ir::OpKind::Reduce;
   if (op.shape == ir::OpShape::Star) {
-    hops.reserve(op.group.size());
+    out.reserve(out.size() + op.group.size());
     for (int32_t member : op.group) {
       if (member == op.root) continue;
-      if (op.kind == ir::OpKind::Reduce)
-        hops.push_back({member, op.root, root_contributes});
+      if (reduce)
+        out.push_back({member, op.root, root_contributes});
       else
-        hops.push_back({op.root, member, false});
+        out.push_back({op.root, member, false});
     }
-    return hops;
+    return;
   }
-  const auto chain = chain_order(op);
-  if (chain.size() < 2) return hops;
-  hops.reserve(chain.size() - 1);
-  for (size_t i = 0; i + 1 < chain.size(); ++i) {
-    const int32_t dst = chain[i + 1];
-    const bool contributes = op.kind == ir::OpKind::Reduce && (dst != op.root || root_contributes);
-    hops.push_back({chain[i], dst, contributes});
+  // The chain in chain_order's order, walked without building it: `previous` is the rank the
+  // next hop leaves from, once `started`.
+  int32_t previous = 0;
+  bool started = false;
+  const auto visit = [&](int32_t rank) {
+    if (started) out.push_back({previous, rank, reduce && (rank != op.root || root_contributes)});
+    previous = rank;
+    started = true;
+  };
+  const auto& group = op.group;
+  const auto at = std::find(group.begin(), group.end(), op.root);
+  if (!reduce) visit(op.root);
+  if (at == group.end()) {
+    for (int32_t member : group) visit(member);
+  } else {
+    const size_t n = group.size();
+    const size_t r = static_cast<size_t>(at - group.begin());
+    for (size_t i = 1; i < n; ++i) visit(group[(r + i) % n]);
   }
-  return hops;
+  if (reduce) visit(op.root);
 }
 
 }  // namespace flexplan::codegen

@@ -35,5 +35,7 @@ struct Hop {
 };
 // The hops of any op: a chain's in chain order, a star's in group order.
 std::vector<Hop> lower_op(const ir::Op& op);
+// The same, appended to `out` (for callers that lower many ops into one reused buffer).
+void append_hops(const ir::Op& op, std::vector<Hop>& out);
 
 }  // namespace flexplan::codegen

@@ -48,36 +48,28 @@ PipelinePricer::PipelinePricer(const Topology& topo, const ir::Schedule& base,
   if (reductions)
     for (NodeId n = 0; n < topo.num_nodes(); ++n)
       inverse_bandwidth_[reduction_of(n)] = 1 / params.reduce_bandwidth;
-  const auto path_latency = [&](NodeId a, NodeId b) {
+  // A hop's one walk up and down its path: adds `share` to each link direction's load (load_,
+  // listed in touched_) and returns the path's latency.
+  const auto walk = [&](NodeId a, NodeId b, double share) {
     double sum = 0;
     while (a != b) {
+      uint32_t direction;
       if (depth_[a] >= depth_[b]) {
+        direction = 2 * static_cast<uint32_t>(a);
         sum += latency[a];
         a = parent_[a];
       } else {
+        direction = 2 * static_cast<uint32_t>(b) + 1;
         sum += latency[b];
         b = parent_[b];
       }
+      if (load_[direction] == 0) touched_.push_back(direction);
+      load_[direction] += share;
     }
     return sum;
   };
-  // The loads of a set of hops, as a sparse list (load_ is left cleared).
-  const auto loads_of = [&](auto begin, auto end) {
-    for (auto hop = begin; hop != end; ++hop) {
-      NodeId a = hop->first.from, b = hop->first.to;
-      while (a != b) {
-        uint32_t direction;
-        if (depth_[a] >= depth_[b]) {
-          direction = 2 * static_cast<uint32_t>(a);
-          a = parent_[a];
-        } else {
-          direction = 2 * static_cast<uint32_t>(b) + 1;
-          b = parent_[b];
-        }
-        if (load_[direction] == 0) touched_.push_back(direction);
-        load_[direction] += hop->second;
-      }
-    }
+  // The loads gathered in load_, as a sparse list (load_ is left cleared).
+  const auto take_loads = [&] {
     SparseLoads out;
     out.reserve(touched_.size());
     for (uint32_t direction : touched_) out.emplace_back(direction, load_[direction]);
@@ -88,6 +80,7 @@ PipelinePricer::PipelinePricer(const Topology& topo, const ir::Schedule& base,
   std::vector<std::pair<Hop, double>> hops;      // with their op's share
   std::vector<std::pair<Hop, double>> by_round;  // the same, in order of round
   std::vector<std::pair<uint32_t, double>> sums;  // a summing receiver's reductions, and the share
+  std::vector<codegen::Hop> lowered;
   for (size_t s = 0; s < base.steps.size(); ++s) {
     BaseStep& step = steps_[s];
     hops.clear();
@@ -107,10 +100,12 @@ PipelinePricer::PipelinePricer(const Topology& topo, const ir::Schedule& base,
       const size_t first = hops.size();
       uint32_t round = 0;
       double chain_latency = 0;
-      const auto lowered = codegen::lower_op(op);
+      lowered.clear();
+      codegen::append_hops(op, lowered);
       for (size_t h = 0; h < lowered.size(); ++h) {
         const NodeId from = topo.learner_node(lowered[h].src), to = topo.learner_node(lowered[h].dst);
-        const double hop_latency = path_latency(from, to) + params.hop_overhead;
+        // The step's loads are gathered hop by hop on the same walk that sums the latency.
+        const double hop_latency = walk(from, to, share) + params.hop_overhead;
         step.hop_latency = std::max(step.hop_latency, hop_latency);
         chain_latency += hop_latency;
         hops.push_back({{from, to, round, -1}, share});
@@ -127,14 +122,12 @@ PipelinePricer::PipelinePricer(const Topology& topo, const ir::Schedule& base,
         step.chains.push_back(chain);
       }
     }
-    step.loads = loads_of(hops.begin(), hops.end());
     // The receivers' reductions, summed per learner like the link directions.
     for (const auto& [at, share] : sums) {
       if (load_[at] == 0) touched_.push_back(at);
       load_[at] += share;
     }
-    for (uint32_t at : touched_) step.loads.emplace_back(at, load_[at]);
-    clear_loads();
+    step.loads = take_loads();
     const auto record_work = [&] {
       uint64_t entries = step.loads.size();
       for (const auto& loads : step.round_loads) entries += loads.size();
@@ -157,9 +150,13 @@ PipelinePricer::PipelinePricer(const Topology& topo, const ir::Schedule& base,
       for (const auto& hop : hops) by_round[next[hop.first.round]++] = hop;
     }
     step.round_loads.resize(rounds);
-    for (uint32_t r = 0; r < rounds; ++r)
-      step.round_loads[r] = loads_of(by_round.begin() + static_cast<ptrdiff_t>(round_begin[r]),
-                                     by_round.begin() + static_cast<ptrdiff_t>(round_begin[r + 1]));
+    for (uint32_t r = 0; r < rounds; ++r) {
+      for (size_t h = round_begin[r]; h < round_begin[r + 1]; ++h)
+        walk(by_round[h].first.from, by_round[h].first.to, by_round[h].second);
+      step.round_loads[r] = take_loads();
+    }
+    step.chain_hops.reserve(static_cast<size_t>(
+        std::count_if(by_round.begin(), by_round.end(), [](const auto& hop) { return hop.first.chain >= 0; })));
     for (const auto& [hop, share] : by_round)
       if (hop.chain >= 0) step.chain_hops.push_back(hop);
     record_work();

@@ -451,3 +451,46 @@ TEST(RankProgram, CompactPipelinesLowerAsTheirExpansion) {
 
 }  // namespace
 }  // namespace flexplan::codegen
+
+namespace flexplan::codegen {
+namespace {
+
+// A chain's hops are the consecutive pairs of chain_order, a star's go to or from its root in
+// group order; append_hops appends exactly lower_op's hops. Random ops: roots in and out of
+// the group, groups of one to six, both kinds and shapes.
+TEST(Lowering, HopsFollowTheChainOrderAndAppendAlike) {
+  std::mt19937 rng(20261126);
+  int chains = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::vector<int32_t> group(1 + rng() % 6);
+    for (size_t i = 0; i < group.size(); ++i) group[i] = static_cast<int32_t>(i);
+    std::shuffle(group.begin(), group.end(), rng);
+    const auto root = static_cast<int32_t>(rng() % (group.size() + 1));  // == size: outside
+    const auto kind = rng() % 2 ? ir::OpKind::Reduce : ir::OpKind::Broadcast;
+    const auto shape = rng() % 2 ? ir::OpShape::Chain : ir::OpShape::Star;
+    const ir::Op op{kind, 0, 8, root, group, shape};
+    const auto hops = lower_op(op);
+    std::vector<Hop> appended{{-7, -7, false}};
+    append_hops(op, appended);
+    ASSERT_EQ(appended.size(), hops.size() + 1);
+    for (size_t h = 0; h < hops.size(); ++h) {
+      EXPECT_EQ(appended[h + 1].src, hops[h].src);
+      EXPECT_EQ(appended[h + 1].dst, hops[h].dst);
+      EXPECT_EQ(appended[h + 1].dst_contributes, hops[h].dst_contributes);
+    }
+    if (shape == ir::OpShape::Star) continue;
+    ++chains;
+    const auto order = chain_order(op);
+    ASSERT_EQ(hops.size(), order.size() - 1);
+    for (size_t h = 0; h < hops.size(); ++h) {
+      EXPECT_EQ(hops[h].src, order[h]);
+      EXPECT_EQ(hops[h].dst, order[h + 1]);
+      const bool into_root = order[h + 1] == root;
+      EXPECT_EQ(hops[h].dst_contributes, kind == ir::OpKind::Reduce && (!into_root || op.root_in_group()));
+    }
+  }
+  EXPECT_GT(chains, 800);
+}
+
+}  // namespace
+}  // namespace flexplan::codegen
