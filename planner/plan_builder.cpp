@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <limits>
 #include <map>
 #include <memory>
@@ -450,12 +451,19 @@ double pipeline_lower_bound(const ScheduleCost& base, double busiest_total, uint
     // max(0, t - slices + 1) .. min(t, m - 1), so it costs at least the largest of their floors.
     // (The S - 1 windows after the first slice's run are what a deep pipeline of long chains
     // pays for; the first-slice bound left them out.)
+    // Both ends of the window only move forward: a sliding maximum (indices of decreasing
+    // floors, the front the window's largest) keeps this linear in m + S.
     const size_t m = floors.size();
     double windows = 0;
+    std::deque<size_t> largest;
     for (size_t t = 0; t + 1 < m + slices; ++t) {
-      const size_t first = t + 1 > slices ? t + 1 - slices : 0, last = std::min(t, m - 1);
-      windows += *std::max_element(floors.begin() + static_cast<ptrdiff_t>(first),
-                                   floors.begin() + static_cast<ptrdiff_t>(last) + 1);
+      const size_t first = t + 1 > slices ? t + 1 - slices : 0;
+      if (t < m) {
+        while (!largest.empty() && floors[largest.back()] <= floors[t]) largest.pop_back();
+        largest.push_back(t);
+      }
+      while (largest.front() < first) largest.pop_front();
+      windows += floors[largest.front()];
     }
     first_slice = std::max(first_slice, windows);
   }

@@ -372,5 +372,38 @@ TEST(PlannerBuildPlan, CompactPipelinesArePricedWholeAndNotTakenForABase) {
   EXPECT_NO_THROW(PipelinePricer(topo, ir::materialize(held), CostParams{}));
 }
 
+
+// The window term of pipeline_lower_bound: with no latency and no chains, the bound of S slices
+// is the sum over the m + S - 1 windows of the largest per-byte floor among the base steps each
+// holds, here summed by brute force (repeats expanded, random floors with ties).
+TEST(PipelineLowerBound, EveryWindowCountsItsLargestStep) {
+  std::mt19937 rng(20261126);
+  for (int trial = 0; trial < 200; ++trial) {
+    ScheduleCost base;
+    std::vector<double> floors;
+    const int steps = 1 + static_cast<int>(rng() % 12);
+    for (int s = 0; s < steps; ++s) {
+      StepCost step;
+      step.per_byte = static_cast<double>(rng() % 5);  // small integers: ties, exact sums
+      step.repeat = 1 + rng() % 3;
+      floors.insert(floors.end(), step.repeat, step.per_byte);
+      base.steps.push_back(step);
+    }
+    const uint32_t slices = 1 + rng() % 9;
+    const double bytes = static_cast<double>(slices);  // one byte per slice
+    double expected = 0;
+    for (size_t t = 0; t + 1 < floors.size() + slices; ++t) {
+      const size_t first = t + 1 > slices ? t + 1 - slices : 0, last = std::min(t, floors.size() - 1);
+      expected += *std::max_element(floors.begin() + static_cast<ptrdiff_t>(first),
+                                    floors.begin() + static_cast<ptrdiff_t>(last) + 1);
+    }
+    double first_slice = 0;
+    for (double floor : floors) first_slice += floor;
+    if (slices == 1) expected = first_slice;
+    EXPECT_EQ(pipeline_lower_bound(base, 0, slices, bytes), std::max(expected, first_slice))
+        << "trial " << trial << ", " << slices << " slices";
+  }
+}
+
 }  // namespace
 }  // namespace flexplan
