@@ -60,10 +60,12 @@ __global__ void fill_kernel(T* dst, size_t n, T value) {
     dst[i] = value;
 }
 
-template <typename T>
-__global__ void divide_kernel(T* buf, size_t n, T divisor) {
+// Wide is T for floats, and int64_t or uint64_t for integers: a divisor beyond the element
+// type's range (avg of uint8 over 256 or more ranks) must stay exact, as on the host.
+template <typename T, typename Wide>
+__global__ void divide_kernel(T* buf, size_t n, Wide divisor) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
-    buf[i] = buf[i] / divisor;
+    buf[i] = static_cast<T>(static_cast<Wide>(buf[i]) / divisor);
 }
 
 template <typename H, float (*ToFloat)(H), H (*FromFloat)(float)>
@@ -118,13 +120,13 @@ void divide(void* buf, size_t n, DataType type, uint64_t divisor, cudaStream_t s
   if (n == 0) return;
   const int g = blocks_for(n);
   switch (type) {
-    case DataType::Float32: divide_kernel<float><<<g, kThreads, 0, stream>>>(static_cast<float*>(buf), n, float(divisor)); return;
-    case DataType::Float64: divide_kernel<double><<<g, kThreads, 0, stream>>>(static_cast<double*>(buf), n, double(divisor)); return;
+    case DataType::Float32: divide_kernel<float, float><<<g, kThreads, 0, stream>>>(static_cast<float*>(buf), n, float(divisor)); return;
+    case DataType::Float64: divide_kernel<double, double><<<g, kThreads, 0, stream>>>(static_cast<double*>(buf), n, double(divisor)); return;
     case DataType::Float16: divide_half_kernel<__half, h2f, f2h><<<g, kThreads, 0, stream>>>(static_cast<__half*>(buf), n, float(divisor)); return;
     case DataType::BFloat16: divide_half_kernel<__nv_bfloat16, b2f, f2b><<<g, kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(buf), n, float(divisor)); return;
-    case DataType::Int32: divide_kernel<int32_t><<<g, kThreads, 0, stream>>>(static_cast<int32_t*>(buf), n, int32_t(divisor)); return;
-    case DataType::Int64: divide_kernel<int64_t><<<g, kThreads, 0, stream>>>(static_cast<int64_t*>(buf), n, int64_t(divisor)); return;
-    case DataType::UInt8: divide_kernel<uint8_t><<<g, kThreads, 0, stream>>>(static_cast<uint8_t*>(buf), n, uint8_t(divisor)); return;
+    case DataType::Int32: divide_kernel<int32_t, int64_t><<<g, kThreads, 0, stream>>>(static_cast<int32_t*>(buf), n, int64_t(divisor)); return;
+    case DataType::Int64: divide_kernel<int64_t, int64_t><<<g, kThreads, 0, stream>>>(static_cast<int64_t*>(buf), n, int64_t(divisor)); return;
+    case DataType::UInt8: divide_kernel<uint8_t, uint64_t><<<g, kThreads, 0, stream>>>(static_cast<uint8_t*>(buf), n, uint64_t(divisor)); return;
   }
 }
 

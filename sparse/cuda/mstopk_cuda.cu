@@ -1,20 +1,16 @@
-// MSTopK on a CUDA device with Thrust: a transform-reduce for mean and max of |x|, one count
-// per threshold search (every pass streams x: coalesced reads, no sort), then two stream
-// compactions (at or above t1; the band [t2, t1)) and merges of sorted index lists.
+// MSTopK on a CUDA device, in six passes over x with no sort and one wait for the host: the
+// mean and maximum of |x|; the threshold search, 10 bisection steps per pass, each pass a
+// histogram over the thresholds those steps can try; then a count and a write pass that put
+// the selected indices straight into place, ascending. Between passes, one-block kernels carry
+// the search's state, so the host only enqueues.
 #include "sparse/cuda/mstopk_cuda.hpp"
 
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
 #include <cuda_runtime.h>
-#include <thrust/copy.h>
-#include <thrust/count.h>
-#include <thrust/device_ptr.h>
-#include <thrust/device_vector.h>
-#include <thrust/execution_policy.h>
-#include <thrust/functional.h>
-#include <thrust/iterator/counting_iterator.h>
-#include <thrust/merge.h>
-#include <thrust/transform_reduce.h>
 
-#include <cmath>
+#include <algorithm>
+#include <cstddef>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -22,36 +18,296 @@
 namespace flexplan::sparse {
 namespace {
 
+// A histogram pass answers this many bisection steps: 2^10 + 1 thresholds and counters fit in
+// 8 KiB of shared memory, and a binary search over them takes 11 comparisons.
+constexpr int kStepsPerPass = 10;
+constexpr int kMaxThresholds = (1 << kStepsPerPass) + 1;
+constexpr int kThreads = 256;
+constexpr int kScanThreads = 1024;
+
 void check(cudaError_t status, const char* what) {
   if (status != cudaSuccess) throw std::runtime_error(std::string("mstopk_cuda: ") + what + ": " + cudaGetErrorString(status));
 }
 
-struct AbsSum {
-  __host__ __device__ double operator()(float v) const {
-    const float a = fabsf(v);
-    return a == a ? static_cast<double>(a) : 0.0;  // NaNs left out
+// The search and selection state, on the device between kernels.
+struct State {
+  // What the host reads back, first, so that it copies only what was written.
+  float t1, t2;
+  unsigned long long k1;
+  double mean, low, high;
+  float top;
+  unsigned long long nans, k2, k;
+  int n;  // thresholds in use
+  float thresholds[kMaxThresholds];
+  unsigned long long counts[kMaxThresholds];
+  // The band's window: ranks [start, end) and [0, wrapped), or all of it when every = 1.
+  unsigned long long start, end, wrapped, every;
+};
+
+struct AbsStats {
+  double sum;
+  float max;
+  unsigned long long nans;
+};
+
+// The threshold a ratio stands for, rounded as the CPU version rounds it (no fused multiply-add).
+__device__ float threshold_at(const State& s, double ratio) {
+  return __double2float_rn(__dadd_rn(s.mean, __dmul_rn(ratio, __dadd_rn(static_cast<double>(s.top), -s.mean))));
+}
+
+// Thresholds low + (high - low) m / 2^steps for m = 0 .. 2^steps, counters zeroed. The ratios
+// are dyadic, so they equal the midpoints the bisection computes, bit for bit.
+__device__ void prepare_level(State& s, int steps) {
+  const int n = (1 << steps) + 1;
+  for (int m = threadIdx.x; m < n; m += blockDim.x) {
+    s.thresholds[m] = threshold_at(s, s.low + (s.high - s.low) * m / (n - 1));
+    s.counts[m] = 0;
   }
-};
-struct AbsMax {
-  __host__ __device__ float operator()(float v) const {
-    const float a = fabsf(v);
-    return a == a ? a : 0.0f;
+  if (threadIdx.x == 0) s.n = n;
+}
+
+// Per block: the sum and maximum of |x| and the count of NaNs (left out of both).
+__global__ void __launch_bounds__(kThreads) abs_stats_blocks(const float* x, size_t d, AbsStats* partial) {
+  double sum = 0;
+  float top = 0;
+  unsigned long long nans = 0;
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < d; i += size_t{gridDim.x} * blockDim.x) {
+    const float a = fabsf(x[i]);
+    if (a == a) {
+      sum += a;
+      top = fmaxf(top, a);
+    } else {
+      ++nans;
+    }
   }
-};
-struct IsNan {
-  __host__ __device__ bool operator()(float v) const { return v != v; }
-};
-struct AtLeast {
-  float threshold;
-  __host__ __device__ bool operator()(float v) const { return fabsf(v) >= threshold; }
-};
-struct InBand {
-  float low, high;
-  __host__ __device__ bool operator()(float v) const {
-    const float a = fabsf(v);
-    return a >= low && a < high;
+  __shared__ double sums[kThreads];
+  __shared__ float tops[kThreads];
+  __shared__ unsigned long long nan_counts[kThreads];
+  sums[threadIdx.x] = sum;
+  tops[threadIdx.x] = top;
+  nan_counts[threadIdx.x] = nans;
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) {
+      sums[threadIdx.x] += sums[threadIdx.x + half];
+      tops[threadIdx.x] = fmaxf(tops[threadIdx.x], tops[threadIdx.x + half]);
+      nan_counts[threadIdx.x] += nan_counts[threadIdx.x + half];
+    }
+    __syncthreads();
   }
+  if (threadIdx.x == 0) partial[blockIdx.x] = AbsStats{sums[0], tops[0], nan_counts[0]};
+}
+
+// One block: the blocks' partials reduced in a fixed order (the same thresholds on every
+// call), the search started, the first level's thresholds.
+__global__ void __launch_bounds__(kScanThreads) start_search(const AbsStats* partial, int blocks, size_t d, size_t k, int steps, State* state) {
+  State& s = *state;
+  double sum = 0;
+  float top = 0;
+  unsigned long long nans = 0;
+  for (int b = threadIdx.x; b < blocks; b += blockDim.x) {
+    sum += partial[b].sum;
+    top = fmaxf(top, partial[b].max);
+    nans += partial[b].nans;
+  }
+  __shared__ union {
+    typename cub::BlockReduce<double, kScanThreads>::TempStorage sum;
+    typename cub::BlockReduce<float, kScanThreads>::TempStorage top;
+    typename cub::BlockReduce<unsigned long long, kScanThreads>::TempStorage nans;
+  } temp;
+  sum = cub::BlockReduce<double, kScanThreads>(temp.sum).Sum(sum);
+  __syncthreads();
+  top = cub::BlockReduce<float, kScanThreads>(temp.top).Reduce(top, [](float a, float b) { return fmaxf(a, b); });
+  __syncthreads();
+  nans = cub::BlockReduce<unsigned long long, kScanThreads>(temp.nans).Sum(nans);
+  if (threadIdx.x == 0) {
+    s.mean = d > nans ? sum / static_cast<double>(d - nans) : 0.0;
+    s.top = top;
+    s.nans = nans;
+    s.low = 0;
+    s.high = 1;
+    s.k = k;
+    s.k1 = 0;
+    s.k2 = d - nans;
+    s.t1 = __int_as_float(0x7f800000);  // +inf
+    s.t2 = 0;
+  }
+  __syncthreads();
+  if (steps > 0) prepare_level(s, steps);
+}
+
+// For every element with thresholds[0] <= |x|, the last threshold at or below |x| gets a count.
+// The thresholds do not decrease; NaNs fail every comparison and count nowhere.
+__global__ void __launch_bounds__(kThreads) threshold_histogram(const float* x, size_t d, State* state) {
+  __shared__ float t[kMaxThresholds];
+  __shared__ unsigned h[kMaxThresholds];
+  const int n = state->n;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) {
+    t[j] = state->thresholds[j];
+    h[j] = 0;
+  }
+  __syncthreads();
+  const float lowest = t[0], highest = t[n - 1];
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < d; i += size_t{gridDim.x} * blockDim.x) {
+    const float a = fabsf(x[i]);
+    if (!(a >= lowest)) continue;
+    if (a >= highest) {
+      atomicAdd(&h[n - 1], 1u);
+      continue;
+    }
+    int lo = 0, hi = n - 1;  // t[lo] <= a < t[hi]
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      if (t[mid] <= a) lo = mid;
+      else hi = mid;
+    }
+    atomicAdd(&h[lo], 1u);
+  }
+  __syncthreads();
+  for (int j = threadIdx.x; j < n; j += blockDim.x)
+    if (h[j] != 0) atomicAdd(&state->counts[j], static_cast<unsigned long long>(h[j]));
+}
+
+// One block: the level's bisection steps, as the CPU version takes them, then the next level's
+// thresholds (when next_steps > 0).
+__global__ void __launch_bounds__(kScanThreads) bisect(int steps, int next_steps, State* state) {
+  State& s = *state;
+  // Suffix sums: counts[j] becomes the number of elements with |x| >= thresholds[j]. Thread t
+  // holds counts[n - 2 - t]; counts[n - 1] is added to all.
+  __shared__ unsigned long long at_least[kMaxThresholds];
+  __shared__ typename cub::BlockScan<unsigned long long, kScanThreads>::TempStorage temp;
+  const int n = s.n;
+  const int j = n - 2 - static_cast<int>(threadIdx.x);
+  unsigned long long suffix;
+  cub::BlockScan<unsigned long long, kScanThreads>(temp).InclusiveSum(j >= 0 ? s.counts[j] : 0ull, suffix);
+  const unsigned long long top_count = s.counts[n - 1];
+  if (j >= 0) at_least[j] = suffix + top_count;
+  if (threadIdx.x == 0) at_least[n - 1] = top_count;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int lo = 0, hi = n - 1;
+    for (int step = 0; step < steps; ++step) {
+      const double ratio = s.low + (s.high - s.low) / 2;
+      const int mid = (lo + hi) / 2;
+      const unsigned long long count = at_least[mid];
+      if (count <= s.k) {
+        s.high = ratio;
+        hi = mid;
+        if (count > s.k1) {
+          s.k1 = count;
+          s.t1 = s.thresholds[mid];
+        }
+      } else {
+        s.low = ratio;
+        lo = mid;
+        if (count < s.k2) {
+          s.k2 = count;
+          s.t2 = s.thresholds[mid];
+        }
+      }
+    }
+  }
+  __syncthreads();
+  if (next_steps > 0) prepare_level(s, next_steps);
+}
+
+// The window of the band: need = k - k1 of its elements, from rank band_start % band on,
+// wrapping; all of them when the band has no more than need.
+__global__ void choose_window(unsigned long long band_start, State* state) {
+  State& s = *state;
+  const unsigned long long band = s.k2 - s.k1, need = s.k - s.k1;
+  s.every = need >= band;
+  s.start = band == 0 ? 0 : band_start % band;
+  s.end = s.start + need < band ? s.start + need : band;
+  s.wrapped = need - (s.end - s.start);
+}
+
+// How many band elements of rank < r are in the window (the window's ranks below r).
+__device__ unsigned long long window_before(const State& s, unsigned long long r) {
+  if (s.every) return r;
+  const unsigned long long tail = r < s.end ? r : s.end;
+  return (r < s.wrapped ? r : s.wrapped) + (tail > s.start ? tail - s.start : 0);
+}
+
+// Each block owns one contiguous chunk of x, walked in tiles of kThreads elements.
+struct Chunk {
+  size_t begin, end;
 };
+__device__ Chunk chunk_of(size_t d, int blocks) {
+  const size_t per = (d + blocks - 1) / blocks;
+  const size_t begin = blockIdx.x * per;
+  return {begin < d ? begin : d, begin + per < d ? begin + per : d};
+}
+
+// Counts of above (|x| >= t1) and band (t2 <= |x| < t1) elements, packed 32:32, per block.
+__global__ void __launch_bounds__(kThreads) count_selected(const float* x, size_t d, const State* state, unsigned long long* block_counts) {
+  const float t1 = state->t1, t2 = state->t2;
+  const Chunk chunk = chunk_of(d, gridDim.x);
+  unsigned long long above = 0, band = 0;
+  for (size_t i = chunk.begin + threadIdx.x; i < chunk.end; i += blockDim.x) {
+    const float a = fabsf(x[i]);
+    above += a >= t1;
+    band += a >= t2 && a < t1;
+  }
+  using Reduce = cub::BlockReduce<unsigned long long, kThreads>;
+  __shared__ typename Reduce::TempStorage temp;
+  const unsigned long long packed = Reduce(temp).Sum((above << 32) | band);
+  if (threadIdx.x == 0) block_counts[blockIdx.x] = packed;
+}
+
+// One block: block_counts become exclusive prefixes (above and band counts before each block).
+__global__ void __launch_bounds__(kScanThreads) scan_counts(unsigned long long* block_counts, int blocks) {
+  const int per = (blocks + kScanThreads - 1) / kScanThreads;
+  const int first = threadIdx.x * per, last = min(blocks, first + per);
+  unsigned long long mine = 0;
+  for (int b = first; b < last; ++b) mine += block_counts[b];
+  using Scan = cub::BlockScan<unsigned long long, kScanThreads>;
+  __shared__ typename Scan::TempStorage temp;
+  unsigned long long before;
+  Scan(temp).ExclusiveSum(mine, before);
+  for (int b = first; b < last; ++b) {
+    const unsigned long long count = block_counts[b];
+    block_counts[b] = before;
+    before += count;
+  }
+}
+
+// Each selected index goes to its place in the ascending output: the above elements before it
+// plus the window's band elements before it.
+__global__ void __launch_bounds__(kThreads) write_selected(const float* x, size_t d, const State* state, const unsigned long long* block_prefix,
+                               uint32_t* indices) {
+  const State& s = *state;
+  const float t1 = s.t1, t2 = s.t2;
+  const Chunk chunk = chunk_of(d, gridDim.x);
+  unsigned long long above_before = block_prefix[blockIdx.x] >> 32, band_before = block_prefix[blockIdx.x] & 0xffffffffull;
+  using Scan = cub::BlockScan<unsigned, kThreads>;
+  __shared__ typename Scan::TempStorage temp;
+  for (size_t tile = chunk.begin; tile < chunk.end; tile += blockDim.x) {
+    const size_t i = tile + threadIdx.x;
+    const float a = i < chunk.end ? fabsf(x[i]) : 0.0f;
+    const bool is_above = i < chunk.end && a >= t1, is_band = i < chunk.end && a >= t2 && a < t1;
+    // At most kThreads of each per tile: 16 bits apiece.
+    unsigned before_in_tile, tile_total;
+    Scan(temp).ExclusiveSum((unsigned{is_above} << 16) | unsigned{is_band}, before_in_tile, tile_total);
+    __syncthreads();  // temp is reused by the next tile
+    const unsigned long long above_rank = above_before + (before_in_tile >> 16);
+    const unsigned long long band_rank = band_before + (before_in_tile & 0xffff);
+    if (is_above || is_band) {
+      const unsigned long long w = window_before(s, band_rank);
+      const bool in_window = is_above || window_before(s, band_rank + 1) > w;
+      if (in_window) indices[above_rank + w] = static_cast<uint32_t>(i);
+    }
+    above_before += tile_total >> 16;
+    band_before += tile_total & 0xffff;
+  }
+}
+
+int stream_blocks(size_t d) {
+  int device = 0, sms = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+  return static_cast<int>(std::max<size_t>(1, std::min<size_t>(size_t(sms) * 8, (d + kThreads - 1) / kThreads)));
+}
 
 }  // namespace
 
@@ -60,67 +316,52 @@ bool cuda_device_available() {
   return cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
 }
 
-MsTopKStats mstopk_cuda(const float* x_raw, size_t d, size_t k, uint32_t* indices_raw,
-                        const MsTopKOptions& options) {
+MsTopKStats mstopk_cuda(const float* x, size_t d, size_t k, uint32_t* indices, const MsTopKOptions& options) {
   if (d > std::numeric_limits<uint32_t>::max())
     throw std::invalid_argument("mstopk_cuda: at most 2^32-1 elements (32-bit indices)");
   MsTopKStats stats;
   stats.threshold_high = std::numeric_limits<double>::infinity();
   k = k < d ? k : d;
   if (k == 0) return stats;
-  const thrust::device_ptr<const float> x(x_raw);
-  const thrust::device_ptr<uint32_t> out(indices_raw);
-  const auto policy = thrust::device;
+  const int blocks = stream_blocks(d);
 
-  const double sum = thrust::transform_reduce(policy, x, x + d, AbsSum(), 0.0, thrust::plus<double>());
-  const float top = thrust::transform_reduce(policy, x, x + d, AbsMax(), 0.0f, thrust::maximum<float>());
-  const size_t nans = thrust::count_if(policy, x, x + d, IsNan());
-  stats.full_passes = 3;
-  const double mean = d > nans ? sum / static_cast<double>(d - nans) : 0.0;
+  // One workspace: the state, the blocks' partials, the blocks' counts. Stream-ordered
+  // allocation takes it from the device's pool without waiting (cudaMalloc would cost more than
+  // a pass over 16M elements, and cudaFree waits for the device).
+  const size_t partial_at = (sizeof(State) + 255) / 256 * 256;
+  const size_t counts_at = partial_at + (blocks * sizeof(AbsStats) + 255) / 256 * 256;
+  char* workspace = nullptr;
+  check(cudaMallocAsync(reinterpret_cast<void**>(&workspace), counts_at + blocks * sizeof(unsigned long long), 0),
+        "cudaMallocAsync");
+  auto* state = reinterpret_cast<State*>(workspace);
+  auto* partial = reinterpret_cast<AbsStats*>(workspace + partial_at);
+  auto* block_counts = reinterpret_cast<unsigned long long*>(workspace + counts_at);
 
-  double low = 0, high = 1;
-  size_t k1 = 0, k2 = d - nans;
-  float t1 = std::numeric_limits<float>::infinity(), t2 = 0;
-  for (int it = 0; it < options.iterations; ++it) {
-    const double ratio = low + (high - low) / 2;
-    const float threshold = static_cast<float>(mean + ratio * (static_cast<double>(top) - mean));
-    const size_t count = thrust::count_if(policy, x, x + d, AtLeast{threshold});
+  const int iterations = std::max(0, options.iterations);
+  abs_stats_blocks<<<blocks, kThreads>>>(x, d, partial);
+  start_search<<<1, kScanThreads>>>(partial, blocks, d, k, std::min(kStepsPerPass, iterations), state);
+  stats.full_passes = 1;
+  for (int done = 0; done < iterations;) {
+    const int steps = std::min(kStepsPerPass, iterations - done);
+    done += steps;
+    threshold_histogram<<<blocks, kThreads>>>(x, d, state);
+    bisect<<<1, kScanThreads>>>(steps, std::min(kStepsPerPass, iterations - done), state);
     ++stats.full_passes;
-    if (count <= k) {
-      high = ratio;
-      if (count > k1) {
-        k1 = count;
-        t1 = threshold;
-      }
-    } else {
-      low = ratio;
-      if (count < k2) {
-        k2 = count;
-        t2 = threshold;
-      }
-    }
   }
-  stats.threshold_high = t1;
-  stats.threshold_low = t2;
-  stats.above_high = k1;
-
-  // Indices at or above t1, and the band's, both ascending.
-  const thrust::counting_iterator<uint32_t> first(0);
-  thrust::device_vector<uint32_t> above(k1);
-  thrust::copy_if(policy, first, first + d, x, above.begin(), AtLeast{t1});
-  const size_t band = k2 - k1, need = k - k1;
-  thrust::device_vector<uint32_t> in_band(band);
-  thrust::copy_if(policy, first, first + d, x, in_band.begin(), InBand{t2, t1});
+  choose_window<<<1, 1>>>(options.band_start, state);
+  count_selected<<<blocks, kThreads>>>(x, d, state, block_counts);
+  scan_counts<<<1, kScanThreads>>>(block_counts, blocks);
+  write_selected<<<blocks, kThreads>>>(x, d, state, block_counts, indices);
   stats.full_passes += 2;
-  // The window [start, start + need) of the band, wrapping: [start, end) and [0, wrapped).
-  const size_t start = band == 0 ? 0 : options.band_start % band;
-  const size_t end = start + need < band ? start + need : band;
-  const size_t wrapped = need - (end - start);
-  thrust::device_vector<uint32_t> partial(k1 + (end - start));
-  thrust::merge(policy, above.begin(), above.end(), in_band.begin() + start, in_band.begin() + end,
-                partial.begin());
-  thrust::merge(policy, partial.begin(), partial.end(), in_band.begin(), in_band.begin() + wrapped, out);
-  check(cudaDeviceSynchronize(), "selection");
+  check(cudaGetLastError(), "launch");
+
+  State result;
+  const cudaError_t copied = cudaMemcpy(&result, state, offsetof(State, mean), cudaMemcpyDeviceToHost);
+  cudaFreeAsync(workspace, 0);
+  check(copied, "selection");
+  stats.threshold_high = result.t1;
+  stats.threshold_low = result.t2;
+  stats.above_high = result.k1;
   return stats;
 }
 

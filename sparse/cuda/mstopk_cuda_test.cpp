@@ -1,9 +1,12 @@
-// The CUDA MSTopK against the CPU one on the same data (sparse/cuda/mstopk_cuda.hpp), and its
-// read bandwidth. Skipped, visibly, where no CUDA device is usable.
+// The CUDA MSTopK against the CPU one on the same data (sparse/cuda/mstopk_cuda.hpp). Skipped,
+// visibly, where no CUDA device is usable; its speed is measured by flexplan_mstopk_cuda_bench.
 #include <gtest/gtest.h>
 #include <cuda_runtime.h>
 
-#include <chrono>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
 #include <cstdio>
 #include <random>
 #include <vector>
@@ -23,52 +26,97 @@ struct DeviceBuffers {
   }
 };
 
-std::vector<float> gaussian(size_t d) {
-  std::mt19937 rng(7);
+std::vector<float> gaussian(size_t d, unsigned seed = 7) {
+  std::mt19937 rng(seed);
   std::normal_distribution<float> normal;
   std::vector<float> x(d);
   for (float& v : x) v = normal(rng);
   return x;
 }
 
-std::vector<uint32_t> run_on_device(const std::vector<float>& x, size_t k, const MsTopKOptions& options) {
+std::vector<uint32_t> run_on_device(const std::vector<float>& x, size_t k, const MsTopKOptions& options,
+                                    MsTopKStats* stats = nullptr) {
   DeviceBuffers buffers;
-  EXPECT_EQ(cudaMalloc(&buffers.x, x.size() * sizeof(float)), cudaSuccess);
+  EXPECT_EQ(cudaMalloc(&buffers.x, std::max<size_t>(x.size(), 1) * sizeof(float)), cudaSuccess);
   EXPECT_EQ(cudaMalloc(&buffers.indices, std::max<size_t>(k, 1) * sizeof(uint32_t)), cudaSuccess);
   cudaMemcpy(buffers.x, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice);
-  mstopk_cuda(buffers.x, x.size(), k, buffers.indices, options);
+  // Poisoned, so that an index never written shows.
+  cudaMemset(buffers.indices, 0xff, std::max<size_t>(k, 1) * sizeof(uint32_t));
+  const MsTopKStats got_stats = mstopk_cuda(buffers.x, x.size(), k, buffers.indices, options);
+  if (stats != nullptr) *stats = got_stats;
   std::vector<uint32_t> got(std::min(k, x.size()));
   cudaMemcpy(got.data(), buffers.indices, got.size() * sizeof(uint32_t), cudaMemcpyDeviceToHost);
   return got;
 }
 
-TEST(MsTopKCuda, SameSelectionAsTheCpu) {
-  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device here: the CUDA MSTopK is not tested";
-  const auto x = gaussian(1 << 20);
-  for (double density : {0.001, 0.01}) {
-    const size_t k = static_cast<size_t>(density * x.size());
-    std::vector<uint32_t> cpu;
-    mstopk<float>(x, k, cpu);
-    EXPECT_EQ(run_on_device(x, k, {}), cpu) << "density " << density;
+// What MSTopK selects once its thresholds are known (docs/sparse.md): every index with
+// |x| >= t1, and need = k - k1 indices of the band t2 <= |x| < t1, taken from the band's
+// position band_start % band on, wrapping; ascending.
+std::vector<uint32_t> select_given_thresholds(const std::vector<float>& x, size_t k, float t1, float t2,
+                                              uint64_t band_start) {
+  std::vector<uint32_t> above, band;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float a = std::fabs(x[i]);
+    if (a >= t1) above.push_back(static_cast<uint32_t>(i));
+    else if (a >= t2) band.push_back(static_cast<uint32_t>(i));
   }
-  const std::vector<float> tied(100, 2.0f);
-  EXPECT_EQ(run_on_device(tied, 5, MsTopKOptions{30, 98}), (std::vector<uint32_t>{0, 1, 2, 98, 99}));
+  std::vector<uint32_t> chosen = above;
+  const size_t need = k - std::min(k, above.size());
+  for (size_t j = 0; j < need && !band.empty(); ++j) chosen.push_back(band[(band_start + j) % band.size()]);
+  std::sort(chosen.begin(), chosen.end());
+  return chosen;
 }
 
-TEST(MsTopKCuda, ReadBandwidth) {
-  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device here: bandwidth not measured";
-  const size_t d = size_t{16} << 20;
-  const auto x = gaussian(d);
-  DeviceBuffers buffers;
-  ASSERT_EQ(cudaMalloc(&buffers.x, d * sizeof(float)), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&buffers.indices, d / 100 * sizeof(uint32_t)), cudaSuccess);
-  cudaMemcpy(buffers.x, x.data(), d * sizeof(float), cudaMemcpyHostToDevice);
-  mstopk_cuda(buffers.x, d, d / 100, buffers.indices);  // warm-up
-  const auto start = std::chrono::steady_clock::now();
-  const MsTopKStats stats = mstopk_cuda(buffers.x, d, d / 100, buffers.indices);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("mstopk_cuda: 16M float32, density 0.01: %.3f ms, %zu passes, %.1f GB/s read\n",
-              seconds * 1e3, stats.full_passes, stats.full_passes * d * 4.0 / seconds / 1e9);
+// Against the CPU version on the same data: sizes that are not powers of two, densities up to
+// 0.1, search lengths that are not multiples of the 10 steps one histogram pass answers,
+// rotated bands, NaNs in the data. The mean of |x| is summed in another order on each side, so
+// a threshold may differ in its last bits: the thresholds must agree to 1e-5, and the indices
+// must be exactly those the thresholds the device found select (and the CPU's where the
+// thresholds are equal, which is the usual case).
+TEST(MsTopKCuda, SameSelectionAsTheCpu) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device here: the CUDA MSTopK is not tested";
+  int identical = 0, runs = 0;
+  for (const size_t d : {size_t{1} << 20, size_t{1000003}}) {
+    auto x = gaussian(d, static_cast<unsigned>(d));
+    for (size_t i = 17; i < d; i += 100000) x[i] = std::numeric_limits<float>::quiet_NaN();
+    for (const double density : {0.001, 0.01, 0.1})
+      for (const int iterations : {30, 25, 7, 0})
+        for (const uint64_t band_start : {uint64_t{0}, uint64_t{12345}}) {
+          const size_t k = static_cast<size_t>(density * d);
+          const MsTopKOptions options{iterations, band_start};
+          std::vector<uint32_t> cpu;
+          const MsTopKStats cpu_stats = mstopk<float>(x, k, cpu, options);
+          MsTopKStats stats;
+          const auto got = run_on_device(x, k, options, &stats);
+          const std::string where = "d " + std::to_string(d) + " density " + std::to_string(density) +
+                                    " iterations " + std::to_string(iterations) + " band " +
+                                    std::to_string(band_start);
+          EXPECT_EQ(got, select_given_thresholds(x, k, static_cast<float>(stats.threshold_high),
+                                                 static_cast<float>(stats.threshold_low), band_start))
+              << where;
+          if (std::isinf(cpu_stats.threshold_high)) EXPECT_TRUE(std::isinf(stats.threshold_high)) << where;
+          else EXPECT_NEAR(stats.threshold_high, cpu_stats.threshold_high, 1e-5 * cpu_stats.threshold_high) << where;
+          EXPECT_NEAR(stats.threshold_low, cpu_stats.threshold_low, 1e-5 * cpu_stats.threshold_low) << where;
+          ++runs;
+          identical += got == cpu;
+        }
+  }
+  std::printf("the CPU's indices exactly in %d of %d runs\n", identical, runs);
+  EXPECT_GE(identical, runs * 9 / 10);
+  const std::vector<float> tied(100, 2.0f);
+  EXPECT_EQ(run_on_device(tied, 5, MsTopKOptions{30, 98}), (std::vector<uint32_t>{0, 1, 2, 98, 99}));
+  EXPECT_EQ(run_on_device(tied, 100, MsTopKOptions{}).size(), 100u);
+  EXPECT_TRUE(run_on_device(tied, 0, MsTopKOptions{}).empty());
+}
+
+// 30 search steps take 3 histogram passes; with the statistics pass and two compactions, 6.
+TEST(MsTopKCuda, SixPassesForThirtySteps) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device here: the CUDA MSTopK is not tested";
+  MsTopKStats stats;
+  run_on_device(gaussian(1 << 16), 100, MsTopKOptions{}, &stats);
+  EXPECT_EQ(stats.full_passes, 6u);
+  run_on_device(gaussian(1 << 16), 100, MsTopKOptions{31, 0}, &stats);
+  EXPECT_EQ(stats.full_passes, 7u);
 }
 
 }  // namespace

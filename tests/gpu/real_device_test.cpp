@@ -6,12 +6,16 @@
 #include <mpi.h>
 
 #include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "runtime/gpu/device_communicator.hpp"
 #include "runtime/gpu/device_kernels.hpp"
 #include "runtime/gpu/staged_communicator.hpp"
+#include "runtime/reduce_kernels.hpp"
 #include "tests/mpi/test_support.hpp"
 
 namespace flexplan::mpitest {
@@ -84,6 +88,80 @@ TEST(RealDevice, StagedUcxSharesOneGpu) {
         << to_string(type) << ": " << detail;
     cudaFree(buffer);
   }
+  cudaStreamDestroy(stream);
+}
+
+// The device kernels against the host runtime's arithmetic (runtime/reduce_kernels.hpp), bit
+// for bit: every dtype and op, a length that is no multiple of a block, ranges starting one
+// element past an allocation's start, in-place combining, x op identity == x, and avg's
+// division by 3 and by 300 (beyond uint8's range).
+TEST(RealDevice, KernelsMatchTheHostArithmetic) {
+  REQUIRE_DEVICE();
+  if (world_size() > 1) GTEST_SKIP() << "checked by the one-rank run";
+  const size_t count = (size_t{1} << 20) + 3;
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  const auto first_difference = [](const std::vector<std::byte>& got, const std::vector<std::byte>& want,
+                                   size_t size) -> std::string {
+    for (size_t i = 0; i < got.size(); i += size)
+      if (std::memcmp(&got[i], &want[i], size) != 0) return fmt::format("element {} differs", i / size - 1);
+    return "";
+  };
+  for (DataType type : kAllDataTypes)
+    for (ReduceOp op : kAllReduceOps) {
+      const size_t size = size_of(type), bytes = (count + 1) * size;
+      std::vector<std::byte> a(bytes), b(bytes), want(bytes), got(bytes);
+      fill_input(a.data(), count + 1, type, op, 0, 11);
+      fill_input(b.data(), count + 1, type, op, 1, 11);
+      std::byte *da, *db, *dc;
+      ASSERT_EQ(cudaMalloc(&da, bytes), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&db, bytes), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&dc, bytes), cudaSuccess);
+      const auto load = [&] {
+        cudaMemcpy(da, a.data(), bytes, cudaMemcpyHostToDevice);
+        cudaMemcpy(db, b.data(), bytes, cudaMemcpyHostToDevice);
+        cudaMemcpy(dc, a.data(), bytes, cudaMemcpyHostToDevice);
+      };
+      const auto fetch = [&](const std::byte* from) {
+        cudaMemcpyAsync(got.data(), from, bytes, cudaMemcpyDeviceToHost, stream);
+        EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      };
+      const std::string what = fmt::format("{} {}", to_string(type), to_string(op));
+
+      load();  // out of place: c = a op b, past the first element
+      gpu::combine(dc + size, da + size, db + size, count, type, op, stream);
+      want = a;
+      kernels::combine(want.data() + size, a.data() + size, b.data() + size, count, type, op);
+      fetch(dc);
+      EXPECT_EQ(first_difference(got, want, size), "") << what << ": combine";
+
+      load();  // in place: b = a op b
+      gpu::combine(db + size, da + size, db + size, count, type, op, stream);
+      want = b;
+      kernels::combine(want.data() + size, a.data() + size, b.data() + size, count, type, op);
+      fetch(db);
+      EXPECT_EQ(first_difference(got, want, size), "") << what << ": combine in place";
+
+      load();  // c = identity, then c = c op a: a again
+      gpu::fill_identity(dc + size, count, type, op, stream);
+      gpu::combine(dc + size, dc + size, da + size, count, type, op, stream);
+      fetch(dc);
+      EXPECT_EQ(first_difference(got, a, size), "") << what << ": x op identity";
+
+      if (op == ReduceOp::Avg)
+        for (uint64_t divisor : {uint64_t{3}, uint64_t{300}}) {
+          load();
+          gpu::divide(da + size, count, type, divisor, stream);
+          want = a;
+          kernels::divide(want.data() + size, count, type, divisor);
+          fetch(da);
+          EXPECT_EQ(first_difference(got, want, size), "") << what << ": divide by " << divisor;
+        }
+      EXPECT_EQ(cudaGetLastError(), cudaSuccess) << what;
+      cudaFree(da);
+      cudaFree(db);
+      cudaFree(dc);
+    }
   cudaStreamDestroy(stream);
 }
 

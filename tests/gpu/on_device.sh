@@ -1,0 +1,70 @@
+#!/bin/bash
+# The checks that need a real GPU, in one run (docs/gpu.md, "On a real GPU"): unpacks the
+# bundle of tests/gpu/make_device_bundle.sh, finds the machine's libcudart and libnccl, relocates
+# Open MPI, then runs the device tests at world size 1 (NCCL) and on 3 processes sharing the GPU
+# (staged UCX), the sparse CUDA tests, compute-sanitizer over both, and the MSTopK benchmark.
+# Logs go to OUT_DIR (and, after every check, into ARCHIVE.tar.gz when given, so that a run cut
+# short still returns what it did); the last lines are a summary, one line per check.
+# Usage: on_device.sh BUNDLE.tar.xz OUT_DIR [ARCHIVE.tar.gz]
+set -u
+bundle=$1 out=$2 archive=${3:-}
+mkdir -p "$out"
+b=$(mktemp -d)
+tar -C "$b" -xJf "$bundle" || { echo "on_device: cannot unpack $bundle"; exit 2; }
+
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv 2>&1 | tee "$out/gpu.txt"
+# libnccl from NCCL's Python wheel or the CUDA tree; libcudart likewise.
+find_lib() {
+  for dir in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+             $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null); do
+    [ -d "$dir" ] && find "$dir/" -maxdepth 5 -name "$1" 2>/dev/null | head -1
+  done | head -1
+}
+nccl=$(find_lib 'libnccl.so.2') cudart=$(find_lib 'libcudart.so.13')
+echo "libnccl: ${nccl:-not found}; libcudart: ${cudart:-not found}" | tee -a "$out/gpu.txt"
+[ -n "$nccl" ] && [ -n "$cudart" ] || exit 2
+
+usr=$b/root/usr
+export LD_LIBRARY_PATH=$usr/lib/x86_64-linux-gnu:$b/lib:$(dirname "$nccl"):$(dirname "$cudart")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export OPAL_PREFIX=$usr PMIX_INSTALL_PREFIX=$usr/lib/x86_64-linux-gnu/pmix2 PATH=$usr/bin:$PATH
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_mca_base_component_show_load_errors=0
+export FLEXPLAN_BLOCKING=1 FLEXPLAN_TIMEOUT_MS=60000
+mpirun="$usr/bin/orterun --oversubscribe"
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+
+summary=()
+check() {  # check NAME SECONDS COMMAND...: runs it with a time limit, logs to OUT_DIR/NAME.txt
+  local name=$1 limit=$2
+  shift 2
+  local start=$SECONDS
+  timeout "$limit" "$@" > "$out/$name.txt" 2>&1
+  local code=$?
+  summary+=("$(printf '%-28s exit %3d  %4ds' "$name" "$code" $((SECONDS - start)))")
+  printf '%s\n' "${summary[@]}" > "$out/summary.txt"
+  [ -z "$archive" ] || tar -C "$out" -czf "$archive" .
+  tail -25 "$out/$name.txt"
+}
+
+check device_np1 120 $mpirun -np 1 "$b/bin/flexplan_gpu_device_tests"
+check sparse_cuda 120 "$b/bin/flexplan_sparse_cuda_tests"
+check mstopk_bench 150 "$b/bin/flexplan_mstopk_cuda_bench"
+check device_np3_staged 90 $mpirun -np 3 "$b/bin/flexplan_gpu_device_tests"
+if [ -n "$sanitizer" ]; then
+  # NCCL's init asks for the attributes of kernels its build has no image of for this GPU and
+  # takes the error as the answer (8 reports of error 209, all in ncclInitKernelsForDevice):
+  # API errors are not reported; memory errors are.
+  check sanitizer_device_np1 120 $mpirun -np 1 "$sanitizer" --tool memcheck --report-api-errors no \
+    --error-exitcode 9 "$b/bin/flexplan_gpu_device_tests" --gtest_filter=-*Bandwidth*
+  check sanitizer_sparse 120 "$sanitizer" --tool memcheck --error-exitcode 9 "$b/bin/flexplan_sparse_cuda_tests"
+  for tool in racecheck synccheck initcheck; do
+    check ${tool}_sparse 60 "$sanitizer" --tool $tool --error-exitcode 9 \
+      "$b/bin/flexplan_sparse_cuda_tests" --gtest_filter=*SixPasses*
+  done
+else
+  summary+=("compute-sanitizer not found")
+fi
+if [ -x "$b/bin/flexplan_mstopk_cuda_bench_before" ]; then
+  check mstopk_bench_before 60 "$b/bin/flexplan_mstopk_cuda_bench_before" $((16 << 20)) 5
+fi
+printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
