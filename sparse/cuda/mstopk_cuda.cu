@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -66,20 +67,41 @@ __device__ void prepare_level(State& s, int steps) {
   if (threadIdx.x == 0) s.n = n;
 }
 
+// Calls f(|x[i]|) for every element this thread owns in a grid-stride walk: 16-byte loads
+// where x is 16-byte aligned (four times the bytes in flight of 4-byte loads: the passes are
+// bound by memory latency otherwise), single loads for the rest.
+template <typename F>
+__device__ void for_each_magnitude(const float* x, size_t d, F&& f) {
+  const size_t threads = size_t{gridDim.x} * blockDim.x, t = blockIdx.x * size_t{blockDim.x} + threadIdx.x;
+  size_t scalar_from = 0;
+  if ((reinterpret_cast<uintptr_t>(x) & 15) == 0) {
+    const float4* v = reinterpret_cast<const float4*>(x);
+    const size_t quads = d / 4;
+    for (size_t j = t; j < quads; j += threads) {
+      const float4 q = v[j];
+      f(fabsf(q.x));
+      f(fabsf(q.y));
+      f(fabsf(q.z));
+      f(fabsf(q.w));
+    }
+    scalar_from = quads * 4;
+  }
+  for (size_t i = scalar_from + t; i < d; i += threads) f(fabsf(x[i]));
+}
+
 // Per block: the sum and maximum of |x| and the count of NaNs (left out of both).
 __global__ void __launch_bounds__(kThreads) abs_stats_blocks(const float* x, size_t d, AbsStats* partial) {
   double sum = 0;
   float top = 0;
   unsigned long long nans = 0;
-  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < d; i += size_t{gridDim.x} * blockDim.x) {
-    const float a = fabsf(x[i]);
+  for_each_magnitude(x, d, [&](float a) {
     if (a == a) {
       sum += a;
       top = fmaxf(top, a);
     } else {
       ++nans;
     }
-  }
+  });
   __shared__ double sums[kThreads];
   __shared__ float tops[kThreads];
   __shared__ unsigned long long nan_counts[kThreads];
@@ -148,12 +170,11 @@ __global__ void __launch_bounds__(kThreads) threshold_histogram(const float* x, 
   }
   __syncthreads();
   const float lowest = t[0], highest = t[n - 1];
-  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < d; i += size_t{gridDim.x} * blockDim.x) {
-    const float a = fabsf(x[i]);
-    if (!(a >= lowest)) continue;
+  for_each_magnitude(x, d, [&](float a) {
+    if (!(a >= lowest)) return;
     if (a >= highest) {
       atomicAdd(&h[n - 1], 1u);
-      continue;
+      return;
     }
     int lo = 0, hi = n - 1;  // t[lo] <= a < t[hi]
     while (hi - lo > 1) {
@@ -162,7 +183,7 @@ __global__ void __launch_bounds__(kThreads) threshold_histogram(const float* x, 
       else hi = mid;
     }
     atomicAdd(&h[lo], 1u);
-  }
+  });
   __syncthreads();
   for (int j = threadIdx.x; j < n; j += blockDim.x)
     if (h[j] != 0) atomicAdd(&state->counts[j], static_cast<unsigned long long>(h[j]));
@@ -229,25 +250,43 @@ __device__ unsigned long long window_before(const State& s, unsigned long long r
   return (r < s.wrapped ? r : s.wrapped) + (tail > s.start ? tail - s.start : 0);
 }
 
-// Each block owns one contiguous chunk of x, walked in tiles of kThreads elements.
+// Each block owns one contiguous chunk of x, a multiple of 4 elements long, walked in tiles of
+// kThreads x 4 elements: each thread takes 4 consecutive ones, in one 16-byte load where x is
+// 16-byte aligned.
+constexpr int kPerThread = 4;
 struct Chunk {
   size_t begin, end;
 };
 __device__ Chunk chunk_of(size_t d, int blocks) {
-  const size_t per = (d + blocks - 1) / blocks;
+  const size_t quantum = static_cast<size_t>(blocks) * kPerThread;
+  const size_t per = (d + quantum - 1) / quantum * kPerThread;
   const size_t begin = blockIdx.x * per;
   return {begin < d ? begin : d, begin + per < d ? begin + per : d};
+}
+// |x[at]| .. |x[at + 3]| (0 past end, which the caller masks out).
+__device__ void load_four(const float* x, size_t at, size_t end, bool aligned, float a[kPerThread]) {
+  if (aligned && at + kPerThread <= end) {
+    const float4 q = *reinterpret_cast<const float4*>(x + at);
+    a[0] = fabsf(q.x), a[1] = fabsf(q.y), a[2] = fabsf(q.z), a[3] = fabsf(q.w);
+    return;
+  }
+  for (int e = 0; e < kPerThread; ++e) a[e] = at + e < end ? fabsf(x[at + e]) : 0.0f;
 }
 
 // Counts of above (|x| >= t1) and band (t2 <= |x| < t1) elements, packed 32:32, per block.
 __global__ void __launch_bounds__(kThreads) count_selected(const float* x, size_t d, const State* state, unsigned long long* block_counts) {
   const float t1 = state->t1, t2 = state->t2;
   const Chunk chunk = chunk_of(d, gridDim.x);
+  const bool aligned = (reinterpret_cast<uintptr_t>(x) & 15) == 0;
   unsigned long long above = 0, band = 0;
-  for (size_t i = chunk.begin + threadIdx.x; i < chunk.end; i += blockDim.x) {
-    const float a = fabsf(x[i]);
-    above += a >= t1;
-    band += a >= t2 && a < t1;
+  for (size_t at = chunk.begin + size_t{threadIdx.x} * kPerThread; at < chunk.end; at += size_t{blockDim.x} * kPerThread) {
+    float a[kPerThread];
+    load_four(x, at, chunk.end, aligned, a);
+    for (int e = 0; e < kPerThread; ++e) {
+      const bool inside = at + e < chunk.end;
+      above += inside && a[e] >= t1;
+      band += inside && a[e] >= t2 && a[e] < t1;
+    }
   }
   using Reduce = cub::BlockReduce<unsigned long long, kThreads>;
   __shared__ typename Reduce::TempStorage temp;
@@ -282,20 +321,31 @@ __global__ void __launch_bounds__(kThreads) write_selected(const float* x, size_
   unsigned long long above_before = block_prefix[blockIdx.x] >> 32, band_before = block_prefix[blockIdx.x] & 0xffffffffull;
   using Scan = cub::BlockScan<unsigned, kThreads>;
   __shared__ typename Scan::TempStorage temp;
-  for (size_t tile = chunk.begin; tile < chunk.end; tile += blockDim.x) {
-    const size_t i = tile + threadIdx.x;
-    const float a = i < chunk.end ? fabsf(x[i]) : 0.0f;
-    const bool is_above = i < chunk.end && a >= t1, is_band = i < chunk.end && a >= t2 && a < t1;
-    // At most kThreads of each per tile: 16 bits apiece.
+  const bool aligned = (reinterpret_cast<uintptr_t>(x) & 15) == 0;
+  for (size_t tile = chunk.begin; tile < chunk.end; tile += size_t{blockDim.x} * kPerThread) {
+    const size_t at = tile + size_t{threadIdx.x} * kPerThread;
+    float a[kPerThread];
+    load_four(x, at, chunk.end, aligned, a);
+    bool is_above[kPerThread], is_band[kPerThread];
+    unsigned mine = 0;  // above << 16 | band: at most kThreads x 4 of each per tile
+    for (int e = 0; e < kPerThread; ++e) {
+      const bool inside = at + e < chunk.end;
+      is_above[e] = inside && a[e] >= t1;
+      is_band[e] = inside && a[e] >= t2 && a[e] < t1;
+      mine += (unsigned{is_above[e]} << 16) | unsigned{is_band[e]};
+    }
     unsigned before_in_tile, tile_total;
-    Scan(temp).ExclusiveSum((unsigned{is_above} << 16) | unsigned{is_band}, before_in_tile, tile_total);
+    Scan(temp).ExclusiveSum(mine, before_in_tile, tile_total);
     __syncthreads();  // temp is reused by the next tile
-    const unsigned long long above_rank = above_before + (before_in_tile >> 16);
-    const unsigned long long band_rank = band_before + (before_in_tile & 0xffff);
-    if (is_above || is_band) {
-      const unsigned long long w = window_before(s, band_rank);
-      const bool in_window = is_above || window_before(s, band_rank + 1) > w;
-      if (in_window) indices[above_rank + w] = static_cast<uint32_t>(i);
+    unsigned long long above_rank = above_before + (before_in_tile >> 16);
+    unsigned long long band_rank = band_before + (before_in_tile & 0xffff);
+    for (int e = 0; e < kPerThread; ++e) {
+      if (is_above[e] || is_band[e]) {
+        const unsigned long long w = window_before(s, band_rank);
+        if (is_above[e] || window_before(s, band_rank + 1) > w) indices[above_rank + w] = static_cast<uint32_t>(at + e);
+      }
+      above_rank += is_above[e];
+      band_rank += is_band[e];
     }
     above_before += tile_total >> 16;
     band_before += tile_total & 0xffff;

@@ -34,15 +34,17 @@ std::vector<float> gaussian(size_t d, unsigned seed = 7) {
   return x;
 }
 
+// offset > 0 places x that many elements past an allocation's start (not 16-byte aligned).
 std::vector<uint32_t> run_on_device(const std::vector<float>& x, size_t k, const MsTopKOptions& options,
-                                    MsTopKStats* stats = nullptr) {
+                                    MsTopKStats* stats = nullptr, size_t offset = 0) {
   DeviceBuffers buffers;
-  EXPECT_EQ(cudaMalloc(&buffers.x, std::max<size_t>(x.size(), 1) * sizeof(float)), cudaSuccess);
+  EXPECT_EQ(cudaMalloc(&buffers.x, std::max<size_t>(x.size() + offset, 1) * sizeof(float)), cudaSuccess);
   EXPECT_EQ(cudaMalloc(&buffers.indices, std::max<size_t>(k, 1) * sizeof(uint32_t)), cudaSuccess);
-  cudaMemcpy(buffers.x, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice);
+  const float* input = buffers.x + offset;
+  cudaMemcpy(buffers.x + offset, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice);
   // Poisoned, so that an index never written shows.
   cudaMemset(buffers.indices, 0xff, std::max<size_t>(k, 1) * sizeof(uint32_t));
-  const MsTopKStats got_stats = mstopk_cuda(buffers.x, x.size(), k, buffers.indices, options);
+  const MsTopKStats got_stats = mstopk_cuda(input, x.size(), k, buffers.indices, options);
   if (stats != nullptr) *stats = got_stats;
   std::vector<uint32_t> got(std::min(k, x.size()));
   cudaMemcpy(got.data(), buffers.indices, got.size() * sizeof(uint32_t), cudaMemcpyDeviceToHost);
@@ -107,6 +109,17 @@ TEST(MsTopKCuda, SameSelectionAsTheCpu) {
   EXPECT_EQ(run_on_device(tied, 5, MsTopKOptions{30, 98}), (std::vector<uint32_t>{0, 1, 2, 98, 99}));
   EXPECT_EQ(run_on_device(tied, 100, MsTopKOptions{}).size(), 100u);
   EXPECT_TRUE(run_on_device(tied, 0, MsTopKOptions{}).empty());
+}
+
+// Input that is not 16-byte aligned takes the single-load path: the same indices.
+TEST(MsTopKCuda, UnalignedInputSelectsTheSame) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device here: the CUDA MSTopK is not tested";
+  const auto x = gaussian(1000003, 5);
+  for (size_t offset : {1, 2, 3}) {
+    std::vector<uint32_t> cpu;
+    mstopk<float>(x, 10000, cpu);
+    EXPECT_EQ(run_on_device(x, 10000, MsTopKOptions{}, nullptr, offset), cpu) << "offset " << offset;
+  }
 }
 
 // 30 search steps take 3 histogram passes; with the statistics pass and two compactions, 6.

@@ -64,6 +64,9 @@ if [ -n "$sanitizer" ]; then
 else
   summary+=("compute-sanitizer not found")
 fi
+if [ -x "$b/bin/flexplan_mstopk_cuda_bench_scalar" ]; then
+  check mstopk_bench_scalar 60 "$b/bin/flexplan_mstopk_cuda_bench_scalar"
+fi
 if [ -x "$b/bin/flexplan_mstopk_cuda_bench_before" ]; then
   check mstopk_bench_before 60 "$b/bin/flexplan_mstopk_cuda_bench_before" $((16 << 20)) 5
 fi
