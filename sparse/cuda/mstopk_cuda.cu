@@ -170,17 +170,25 @@ __global__ void __launch_bounds__(kThreads) threshold_histogram(const float* x, 
   }
   __syncthreads();
   const float lowest = t[0], highest = t[n - 1];
+  // The thresholds are an even grid but for rounding: an element's bin is guessed by arithmetic
+  // and confirmed by two comparisons; a binary search settles the rest (an element at a bin's
+  // rounded edge, or a grid finer than the floats' spacing, where thresholds tie).
+  const float scale = highest > lowest ? (n - 1) / (highest - lowest) : 0.0f;
   for_each_magnitude(x, d, [&](float a) {
     if (!(a >= lowest)) return;
     if (a >= highest) {
       atomicAdd(&h[n - 1], 1u);
       return;
     }
-    int lo = 0, hi = n - 1;  // t[lo] <= a < t[hi]
-    while (hi - lo > 1) {
-      const int mid = (lo + hi) / 2;
-      if (t[mid] <= a) lo = mid;
-      else hi = mid;
+    int lo = min(max(static_cast<int>((a - lowest) * scale), 0), n - 2);
+    if (!(t[lo] <= a && a < t[lo + 1])) {
+      lo = 0;
+      int hi = n - 1;  // t[lo] <= a < t[hi]
+      while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        if (t[mid] <= a) lo = mid;
+        else hi = mid;
+      }
     }
     atomicAdd(&h[lo], 1u);
   });
@@ -250,96 +258,98 @@ __device__ unsigned long long window_before(const State& s, unsigned long long r
   return (r < s.wrapped ? r : s.wrapped) + (tail > s.start ? tail - s.start : 0);
 }
 
-// Each block owns one contiguous chunk of x, a multiple of 4 elements long, walked in tiles of
-// kThreads x 4 elements: each thread takes 4 consecutive ones, in one 16-byte load where x is
-// 16-byte aligned.
-constexpr int kPerThread = 4;
-struct Chunk {
+// The compaction is done by warps, with no block-wide barrier: each warp owns one contiguous
+// span of x, a multiple of 4 elements long, walked 128 elements at a time, each lane taking 4
+// consecutive ones (one 16-byte load where x is 16-byte aligned).
+constexpr int kWarpsPerBlock = kThreads / 32;
+struct Span {
   size_t begin, end;
 };
-__device__ Chunk chunk_of(size_t d, int blocks) {
-  const size_t quantum = static_cast<size_t>(blocks) * kPerThread;
-  const size_t per = (d + quantum - 1) / quantum * kPerThread;
-  const size_t begin = blockIdx.x * per;
+__device__ Span span_of(size_t d) {
+  const size_t warps = size_t{gridDim.x} * kWarpsPerBlock, warp = blockIdx.x * size_t{kWarpsPerBlock} + threadIdx.x / 32;
+  const size_t per = (d + warps * 4 - 1) / (warps * 4) * 4;
+  const size_t begin = warp * per;
   return {begin < d ? begin : d, begin + per < d ? begin + per : d};
 }
 // |x[at]| .. |x[at + 3]| (0 past end, which the caller masks out).
-__device__ void load_four(const float* x, size_t at, size_t end, bool aligned, float a[kPerThread]) {
-  if (aligned && at + kPerThread <= end) {
+__device__ void load_four(const float* x, size_t at, size_t end, bool aligned, float a[4]) {
+  if (aligned && at + 4 <= end) {
     const float4 q = *reinterpret_cast<const float4*>(x + at);
     a[0] = fabsf(q.x), a[1] = fabsf(q.y), a[2] = fabsf(q.z), a[3] = fabsf(q.w);
     return;
   }
-  for (int e = 0; e < kPerThread; ++e) a[e] = at + e < end ? fabsf(x[at + e]) : 0.0f;
+  for (int e = 0; e < 4; ++e) a[e] = at + e < end ? fabsf(x[at + e]) : 0.0f;
 }
 
-// Counts of above (|x| >= t1) and band (t2 <= |x| < t1) elements, packed 32:32, per block.
-__global__ void __launch_bounds__(kThreads) count_selected(const float* x, size_t d, const State* state, unsigned long long* block_counts) {
+// Per warp: the count of above (|x| >= t1) and band (t2 <= |x| < t1) elements, packed 32:32.
+__global__ void __launch_bounds__(kThreads) count_selected(const float* x, size_t d, const State* state,
+                                                           unsigned long long* warp_counts) {
   const float t1 = state->t1, t2 = state->t2;
-  const Chunk chunk = chunk_of(d, gridDim.x);
+  const Span span = span_of(d);
+  const unsigned lane = threadIdx.x % 32;
   const bool aligned = (reinterpret_cast<uintptr_t>(x) & 15) == 0;
-  unsigned long long above = 0, band = 0;
-  for (size_t at = chunk.begin + size_t{threadIdx.x} * kPerThread; at < chunk.end; at += size_t{blockDim.x} * kPerThread) {
-    float a[kPerThread];
-    load_four(x, at, chunk.end, aligned, a);
-    for (int e = 0; e < kPerThread; ++e) {
-      const bool inside = at + e < chunk.end;
-      above += inside && a[e] >= t1;
-      band += inside && a[e] >= t2 && a[e] < t1;
+  unsigned long long packed = 0;
+  for (size_t at = span.begin + 4 * lane; at < span.end; at += 128) {
+    float a[4];
+    load_four(x, at, span.end, aligned, a);
+    for (int e = 0; e < 4; ++e) {
+      const bool inside = at + e < span.end;
+      packed += (static_cast<unsigned long long>(inside && a[e] >= t1) << 32) | (inside && a[e] >= t2 && a[e] < t1);
     }
   }
-  using Reduce = cub::BlockReduce<unsigned long long, kThreads>;
-  __shared__ typename Reduce::TempStorage temp;
-  const unsigned long long packed = Reduce(temp).Sum((above << 32) | band);
-  if (threadIdx.x == 0) block_counts[blockIdx.x] = packed;
+  for (int offset = 16; offset > 0; offset /= 2) packed += __shfl_down_sync(0xffffffffu, packed, offset);
+  if (lane == 0) warp_counts[blockIdx.x * size_t{kWarpsPerBlock} + threadIdx.x / 32] = packed;
 }
 
-// One block: block_counts become exclusive prefixes (above and band counts before each block).
-__global__ void __launch_bounds__(kScanThreads) scan_counts(unsigned long long* block_counts, int blocks) {
-  const int per = (blocks + kScanThreads - 1) / kScanThreads;
-  const int first = threadIdx.x * per, last = min(blocks, first + per);
+// One block: the warps' counts become exclusive prefixes (above and band counts before each).
+__global__ void __launch_bounds__(kScanThreads) scan_counts(unsigned long long* counts, int entries) {
+  const int per = (entries + kScanThreads - 1) / kScanThreads;
+  const int first = threadIdx.x * per, last = min(entries, first + per);
   unsigned long long mine = 0;
-  for (int b = first; b < last; ++b) mine += block_counts[b];
+  for (int b = first; b < last; ++b) mine += counts[b];
   using Scan = cub::BlockScan<unsigned long long, kScanThreads>;
   __shared__ typename Scan::TempStorage temp;
   unsigned long long before;
   Scan(temp).ExclusiveSum(mine, before);
   for (int b = first; b < last; ++b) {
-    const unsigned long long count = block_counts[b];
-    block_counts[b] = before;
+    const unsigned long long count = counts[b];
+    counts[b] = before;
     before += count;
   }
 }
 
 // Each selected index goes to its place in the ascending output: the above elements before it
 // plus the window's band elements before it.
-__global__ void __launch_bounds__(kThreads) write_selected(const float* x, size_t d, const State* state, const unsigned long long* block_prefix,
-                               uint32_t* indices) {
+__global__ void __launch_bounds__(kThreads) write_selected(const float* x, size_t d, const State* state,
+                                                           const unsigned long long* warp_prefix, uint32_t* indices) {
   const State& s = *state;
   const float t1 = s.t1, t2 = s.t2;
-  const Chunk chunk = chunk_of(d, gridDim.x);
-  unsigned long long above_before = block_prefix[blockIdx.x] >> 32, band_before = block_prefix[blockIdx.x] & 0xffffffffull;
-  using Scan = cub::BlockScan<unsigned, kThreads>;
-  __shared__ typename Scan::TempStorage temp;
+  const Span span = span_of(d);
+  const unsigned lane = threadIdx.x % 32;
+  const unsigned long long prefix = warp_prefix[blockIdx.x * size_t{kWarpsPerBlock} + threadIdx.x / 32];
+  unsigned long long above_before = prefix >> 32, band_before = prefix & 0xffffffffull;
   const bool aligned = (reinterpret_cast<uintptr_t>(x) & 15) == 0;
-  for (size_t tile = chunk.begin; tile < chunk.end; tile += size_t{blockDim.x} * kPerThread) {
-    const size_t at = tile + size_t{threadIdx.x} * kPerThread;
-    float a[kPerThread];
-    load_four(x, at, chunk.end, aligned, a);
-    bool is_above[kPerThread], is_band[kPerThread];
-    unsigned mine = 0;  // above << 16 | band: at most kThreads x 4 of each per tile
-    for (int e = 0; e < kPerThread; ++e) {
-      const bool inside = at + e < chunk.end;
+  for (size_t tile = span.begin; tile < span.end; tile += 128) {
+    const size_t at = tile + 4 * lane;
+    float a[4];
+    load_four(x, at, span.end, aligned, a);
+    bool is_above[4], is_band[4];
+    unsigned mine = 0;  // above << 16 | band: at most 128 of each per tile
+    for (int e = 0; e < 4; ++e) {
+      const bool inside = at + e < span.end;
       is_above[e] = inside && a[e] >= t1;
       is_band[e] = inside && a[e] >= t2 && a[e] < t1;
       mine += (unsigned{is_above[e]} << 16) | unsigned{is_band[e]};
     }
-    unsigned before_in_tile, tile_total;
-    Scan(temp).ExclusiveSum(mine, before_in_tile, tile_total);
-    __syncthreads();  // temp is reused by the next tile
+    unsigned through = mine;  // inclusive prefix over the warp's lanes
+    for (int offset = 1; offset < 32; offset *= 2) {
+      const unsigned other = __shfl_up_sync(0xffffffffu, through, offset);
+      if (lane >= static_cast<unsigned>(offset)) through += other;
+    }
+    const unsigned total = __shfl_sync(0xffffffffu, through, 31), before_in_tile = through - mine;
     unsigned long long above_rank = above_before + (before_in_tile >> 16);
     unsigned long long band_rank = band_before + (before_in_tile & 0xffff);
-    for (int e = 0; e < kPerThread; ++e) {
+    for (int e = 0; e < 4; ++e) {
       if (is_above[e] || is_band[e]) {
         const unsigned long long w = window_before(s, band_rank);
         if (is_above[e] || window_before(s, band_rank + 1) > w) indices[above_rank + w] = static_cast<uint32_t>(at + e);
@@ -347,8 +357,8 @@ __global__ void __launch_bounds__(kThreads) write_selected(const float* x, size_
       above_rank += is_above[e];
       band_rank += is_band[e];
     }
-    above_before += tile_total >> 16;
-    band_before += tile_total & 0xffff;
+    above_before += total >> 16;
+    band_before += total & 0xffff;
   }
 }
 
@@ -375,17 +385,18 @@ MsTopKStats mstopk_cuda(const float* x, size_t d, size_t k, uint32_t* indices, c
   if (k == 0) return stats;
   const int blocks = stream_blocks(d);
 
-  // One workspace: the state, the blocks' partials, the blocks' counts. Stream-ordered
+  // One workspace: the state, the blocks' partials, the warps' counts. Stream-ordered
   // allocation takes it from the device's pool without waiting (cudaMalloc would cost more than
   // a pass over 16M elements, and cudaFree waits for the device).
   const size_t partial_at = (sizeof(State) + 255) / 256 * 256;
   const size_t counts_at = partial_at + (blocks * sizeof(AbsStats) + 255) / 256 * 256;
+  const int warps = blocks * kWarpsPerBlock;
   char* workspace = nullptr;
-  check(cudaMallocAsync(reinterpret_cast<void**>(&workspace), counts_at + blocks * sizeof(unsigned long long), 0),
+  check(cudaMallocAsync(reinterpret_cast<void**>(&workspace), counts_at + warps * sizeof(unsigned long long), 0),
         "cudaMallocAsync");
   auto* state = reinterpret_cast<State*>(workspace);
   auto* partial = reinterpret_cast<AbsStats*>(workspace + partial_at);
-  auto* block_counts = reinterpret_cast<unsigned long long*>(workspace + counts_at);
+  auto* warp_counts = reinterpret_cast<unsigned long long*>(workspace + counts_at);
 
   const int iterations = std::max(0, options.iterations);
   abs_stats_blocks<<<blocks, kThreads>>>(x, d, partial);
@@ -399,9 +410,9 @@ MsTopKStats mstopk_cuda(const float* x, size_t d, size_t k, uint32_t* indices, c
     ++stats.full_passes;
   }
   choose_window<<<1, 1>>>(options.band_start, state);
-  count_selected<<<blocks, kThreads>>>(x, d, state, block_counts);
-  scan_counts<<<1, kScanThreads>>>(block_counts, blocks);
-  write_selected<<<blocks, kThreads>>>(x, d, state, block_counts, indices);
+  count_selected<<<blocks, kThreads>>>(x, d, state, warp_counts);
+  scan_counts<<<1, kScanThreads>>>(warp_counts, warps);
+  write_selected<<<blocks, kThreads>>>(x, d, state, warp_counts, indices);
   stats.full_passes += 2;
   check(cudaGetLastError(), "launch");
 

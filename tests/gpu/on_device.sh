@@ -64,10 +64,9 @@ if [ -n "$sanitizer" ]; then
 else
   summary+=("compute-sanitizer not found")
 fi
-if [ -x "$b/bin/flexplan_mstopk_cuda_bench_scalar" ]; then
-  check mstopk_bench_scalar 60 "$b/bin/flexplan_mstopk_cuda_bench_scalar"
-fi
-if [ -x "$b/bin/flexplan_mstopk_cuda_bench_before" ]; then
-  check mstopk_bench_before 60 "$b/bin/flexplan_mstopk_cuda_bench_before" $((16 << 20)) 5
-fi
+# Other builds of the benchmark passed to make_device_bundle.sh (flexplan_mstopk_cuda_bench_LABEL,
+# say an earlier commit's), timed in the same run.
+for other in "$b"/bin/flexplan_mstopk_cuda_bench_*; do
+  [ -x "$other" ] && check "mstopk_bench_${other##*_bench_}" 120 "$other"
+done
 printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
