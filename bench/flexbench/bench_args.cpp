@@ -53,8 +53,11 @@ std::optional<BenchArgs> parse_args(int argc, char** argv, bool print, int& exit
   app.add_option("-c,--check", check, "check results (1) or not (0)")->check(CLI::Range(0, 1));
   app.add_option("--mpi", mpi, "also time MPI_Allreduce at each size (1) or not (0)")->check(CLI::Range(0, 1));
   app.add_option("--json", args.json_path, "also write one JSON record per size to FILE");
-  app.add_flag("--device", args.device,
-               "device buffers through the GPU backend (NCCL), out-of-place and in-place columns");
+  auto* device = app.add_flag("--device", args.device,
+                              "device buffers through the GPU backend (NCCL), out-of-place and in-place columns");
+  app.add_flag("--staged", args.staged,
+               "with --device: the UCX path, staged through pinned host memory, instead of NCCL (ranks may share a GPU)")
+      ->needs(device);
   try {
     app.parse(argc, argv);
     args.min_bytes = parse_size(min_text);

@@ -1,6 +1,6 @@
 // flexbench's command line, in the manner of the nccl-tests tools:
 //   flexbench PLAN -b MIN -e MAX -f FACTOR [-a ALGORITHM] [-n ITERS] [-w WARMUP] [-d DTYPE]
-//             [-o REDOP] [--blocking] [--check 0|1] [--json FILE] [--device]
+//             [-o REDOP] [--blocking] [--check 0|1] [--json FILE] [--device [--staged]]
 #pragma once
 
 #include <cstdint>
@@ -26,6 +26,7 @@ struct BenchArgs {
   bool mpi = true;        // time MPI_Allreduce beside each size (0: skip, saves a run on slow links)
   std::string json_path;
   bool device = false;    // device buffers through the GPU backend (NCCL), out of place and in place
+  bool staged = false;    // with device: the UCX path staged through pinned memory instead of NCCL
 };
 
 // Parses argv. Returns the arguments, or nullopt after printing help or an error (then

@@ -1,10 +1,12 @@
 // flexbench --device (device_bench.hpp): times each size as nccl-tests does, the iterations
-// enqueued back to back on one stream between two events, the slowest rank's time reported.
+// enqueued back to back on one stream between two events, the slowest rank's time reported;
+// through NCCL, or with --staged through the UCX path staged in pinned memory.
 #include "bench/flexbench/device_bench.hpp"
 
 #include <mpi.h>
 
-#include <optional>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include <fmt/format.h>
@@ -12,6 +14,7 @@
 #include "bench/flexbench/bench_report.hpp"
 #include "bench/flexbench/check_pattern.hpp"
 #include "runtime/gpu/device_communicator.hpp"
+#include "runtime/gpu/staged_communicator.hpp"
 
 namespace flexplan::bench {
 namespace {
@@ -44,13 +47,35 @@ double time_on_stream(const BenchArgs& args, cudaStream_t stream, F body) {
   return us;
 }
 
+// The two device paths behind one call, as the benchmark needs them.
+struct DevicePath {
+  std::unique_ptr<gpu::DeviceCommunicator> nccl;
+  std::unique_ptr<gpu::StagedCommunicator> staged;
+  const ir::Plan& plan() const { return nccl ? nccl->plan() : staged->host().plan(); }
+  int rank() const { return nccl ? nccl->rank() : staged->host().rank(); }
+  void allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, cudaStream_t stream) {
+    if (nccl) nccl->allreduce(send, recv, count, type, op, stream);
+    else staged->allreduce(send, recv, count, type, op, stream);
+  }
+  // Waits for the stream's work and throws a failure of the staged path's host part.
+  void finish(cudaStream_t stream) {
+    gpu::check_cuda(cudaStreamSynchronize(stream), "device all-reduce");
+    if (staged) staged->synchronize();
+  }
+};
+
 }  // namespace
 
 int run_device(const BenchArgs& args, int rank, int world) {
-  std::optional<gpu::DeviceCommunicator> comm;
+  DevicePath comm;
   try {
-    comm.emplace(args.plan_path, MPI_COMM_WORLD);
-    if (!args.algorithm.empty()) comm->force_algorithm(args.algorithm);
+    if (args.staged) {
+      comm.staged = std::make_unique<gpu::StagedCommunicator>(args.plan_path, MPI_COMM_WORLD);
+      if (!args.algorithm.empty()) comm.staged->host().force_algorithm(args.algorithm);
+    } else {
+      comm.nccl = std::make_unique<gpu::DeviceCommunicator>(args.plan_path, MPI_COMM_WORLD);
+      if (!args.algorithm.empty()) comm.nccl->force_algorithm(args.algorithm);
+    }
   } catch (const RuntimeError& e) {
     if (rank == 0) fmt::print(stderr, "flexbench: {}\n", e.what());
     return dynamic_cast<const InputError*>(&e) != nullptr || !args.algorithm.empty() ? 2 : 3;
@@ -58,7 +83,7 @@ int run_device(const BenchArgs& args, int rank, int world) {
   const size_t element = size_of(args.type);
   const size_t max_count = std::max<uint64_t>(1, args.max_bytes / element);
   std::vector<std::byte> pattern(max_count * element), result(max_count * element);
-  fill_pattern(pattern.data(), max_count, args.type, args.op, comm->rank());
+  fill_pattern(pattern.data(), max_count, args.type, args.op, comm.rank());
   void *send = nullptr, *recv = nullptr;
   gpu::check_cuda(cudaMalloc(&send, max_count * element), "cudaMalloc");
   gpu::check_cuda(cudaMalloc(&recv, max_count * element), "cudaMalloc");
@@ -66,10 +91,19 @@ int run_device(const BenchArgs& args, int rank, int world) {
   gpu::check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
 
   if (rank == 0) {
-    fmt::print("# flexbench --device: plan {} (topology {}), {} ranks, device {} on rank 0, NCCL {}\n", args.plan_path,
-               comm->plan().topology_name, world, comm->device(), gpu::nccl_version_text(comm->nccl_version()));
-    fmt::print("# {} NCCL communicators from {} split calls, init {:.3f} s on rank 0\n", comm->plan_communicators(),
-               comm->split_calls(), comm->init_seconds());
+    if (comm.nccl) {
+      fmt::print("# flexbench --device: plan {} (topology {}), {} ranks, device {} on rank 0, NCCL {}\n",
+                 args.plan_path, comm.plan().topology_name, world, comm.nccl->device(),
+                 gpu::nccl_version_text(comm.nccl->nccl_version()));
+      fmt::print("# {} NCCL communicators from {} split calls, init {:.3f} s on rank 0\n",
+                 comm.nccl->plan_communicators(), comm.nccl->split_calls(), comm.nccl->init_seconds());
+    } else {
+      int device = 0;
+      cudaGetDevice(&device);
+      fmt::print("# flexbench --device --staged: plan {} (topology {}), {} ranks, device {} on rank 0, UCX staged "
+                 "through pinned host memory\n",
+                 args.plan_path, comm.plan().topology_name, world, device);
+    }
     fmt::print("#\n# {:>10} {:>12} {:>8} {:>6} {:>14}   {:>9} {:>7} {:>7} {:>6}   {:>9} {:>7} {:>7} {:>6}\n", "", "",
                "", "", "", "out-of-place", "", "", "", "in-place", "", "", "");
     fmt::print("# {:>10} {:>12} {:>8} {:>6} {:>14}   {:>9} {:>7} {:>7} {:>6}   {:>9} {:>7} {:>7} {:>6}\n", "size",
@@ -84,7 +118,7 @@ int run_device(const BenchArgs& args, int rank, int world) {
     std::string algorithm = args.algorithm;
     if (algorithm.empty()) {
       try {
-        algorithm = ir::select_schedule(comm->plan(), ir::Collective::AllReduce, bytes).algorithm;
+        algorithm = ir::select_schedule(comm.plan(), ir::Collective::AllReduce, bytes).algorithm;
       } catch (const std::out_of_range&) {
         algorithm = "none";
       }
@@ -92,16 +126,21 @@ int run_device(const BenchArgs& args, int rank, int world) {
     Column columns[2];
     for (int in_place = 0; in_place < 2; ++in_place) {
       void* source = in_place ? recv : send;
-      cudaMemcpy(send, pattern.data(), bytes, cudaMemcpyHostToDevice);
+      // Copies into the buffers go on the benchmark's stream: a cudaMemcpy from pageable memory
+      // may return before its DMA lands, and the non-blocking stream would not wait for it (the
+      // in-place check then read the timed runs' data on an H200; the emulation copies at once).
+      gpu::check_cuda(cudaMemcpyAsync(send, pattern.data(), bytes, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync");
       columns[in_place].time_us = time_on_stream(args, stream, [&] {
-        comm->allreduce(source, recv, count, args.type, args.op, stream);
+        comm.allreduce(source, recv, count, args.type, args.op, stream);
       });
+      comm.finish(stream);
       if (args.check) {
         // A fresh input, one operation, checked (timed runs in place compound the data).
-        cudaMemcpy(source, pattern.data(), bytes, cudaMemcpyHostToDevice);
-        comm->allreduce(source, recv, count, args.type, args.op, stream);
+        gpu::check_cuda(cudaMemcpyAsync(source, pattern.data(), bytes, cudaMemcpyHostToDevice, stream),
+                        "cudaMemcpyAsync");
+        comm.allreduce(source, recv, count, args.type, args.op, stream);
         cudaMemcpyAsync(result.data(), recv, bytes, cudaMemcpyDeviceToHost, stream);
-        gpu::check_cuda(cudaStreamSynchronize(stream), "checked run");
+        comm.finish(stream);
         uint64_t wrong = count_wrong(result.data(), count, args.type, args.op, world);
         MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
         columns[in_place].wrong = wrong;

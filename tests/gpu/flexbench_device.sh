@@ -1,7 +1,8 @@
 #!/bin/sh
 # flexbench --device over the emulation: plans a bundled topology, runs the device benchmark on
-# 3 ranks (out-of-place and in-place columns, results checked), and checks that a plan for
-# another world size exits 2 naming the mismatch.
+# 4 ranks through NCCL and through the staged UCX path (out-of-place and in-place columns,
+# results checked), and checks that a plan for another world size exits 2 naming the mismatch
+# and that --staged without --device exits 2.
 # Usage: flexbench_device.sh MPIRUN FLEXPLAN FLEXBENCH_EMULATED SOURCE_DIR
 set -eu
 mpirun=$1 flexplan=$2 flexbench=$3 source=$4
@@ -18,7 +19,18 @@ rows=$(grep -c "^ .* float32 " "$dir/out.txt")
 # Every row's two #wrong columns are 0.
 awk '/^ .* float32 / { if ($9 != 0 || $13 != 0) bad = 1 } END { exit bad }' "$dir/out.txt" \
   || { echo "FAIL: wrong results"; exit 1; }
+"$mpirun" --oversubscribe --mca mpi_yield_when_idle 1 -np 4 "$flexbench" "$dir/plan4.bin" --device --staged \
+  -b 8 -e 1M -f 16 -n 3 -w 1 -d float32 > "$dir/staged.txt"
+cat "$dir/staged.txt"
+grep -q "UCX staged through pinned host memory" "$dir/staged.txt" || { echo "FAIL: --staged header"; exit 1; }
+rows=$(grep -c "^ .* float32 " "$dir/staged.txt")
+[ "$rows" -eq 5 ] || { echo "FAIL: --staged: expected 5 size rows, got $rows"; exit 1; }
+awk '/^ .* float32 / { if ($9 != 0 || $13 != 0) bad = 1 } END { exit bad }' "$dir/staged.txt" \
+  || { echo "FAIL: --staged: wrong results"; exit 1; }
 set +e
+"$flexbench" "$dir/plan4.bin" --staged > "$dir/usage.txt" 2>&1
+code=$?
+[ "$code" -eq 2 ] || { cat "$dir/usage.txt"; echo "FAIL: --staged alone exited $code, expected 2"; exit 1; }
 "$mpirun" --oversubscribe --mca mpi_yield_when_idle 1 -np 4 "$flexbench" "$dir/plan5.bin" --device \
   -b 8 -e 8 > "$dir/bad.txt" 2>&1
 code=$?

@@ -12,7 +12,7 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib" "$stage/root"
 
-binaries="tests/gpu/flexplan_gpu_device_tests sparse/cuda/flexplan_sparse_cuda_tests
+binaries="tests/gpu/flexplan_gpu_device_tests sparse/cuda/flexplan_sparse_cuda_tests flexplan flexbench
           bench/sparse/flexplan_mstopk_cuda_bench"
 for b in $binaries; do
   [ -x "$build/$b" ] || { echo "make_device_bundle: $build/$b is missing: build it first" >&2; exit 2; }

@@ -5,7 +5,8 @@
 # (staged UCX), the sparse CUDA tests, compute-sanitizer over both, and the MSTopK benchmark.
 # Logs go to OUT_DIR (and, after every check, into ARCHIVE.tar.gz when given, so that a run cut
 # short still returns what it did); the last lines are a summary, one line per check.
-# Usage: on_device.sh BUNDLE.tar.xz OUT_DIR [ARCHIVE.tar.gz]
+# CHECKS (default "backend sparse sanitizer flexbench") picks groups of checks.
+# Usage: [CHECKS="..."] on_device.sh BUNDLE.tar.xz OUT_DIR [ARCHIVE.tar.gz]
 set -u
 bundle=$1 out=$2 archive=${3:-}
 mkdir -p "$out"
@@ -46,11 +47,23 @@ check() {  # check NAME SECONDS COMMAND...: runs it with a time limit, logs to O
   tail -25 "$out/$name.txt"
 }
 
-check device_np1 120 $mpirun -np 1 "$b/bin/flexplan_gpu_device_tests"
-check sparse_cuda 120 "$b/bin/flexplan_sparse_cuda_tests"
-check mstopk_bench 150 "$b/bin/flexplan_mstopk_cuda_bench"
-check device_np3_staged 90 $mpirun -np 3 "$b/bin/flexplan_gpu_device_tests"
-if [ -n "$sanitizer" ]; then
+checks=${CHECKS:-backend sparse sanitizer flexbench}
+wants() { case " $checks " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+
+if wants backend; then
+  check device_np1 120 $mpirun -np 1 "$b/bin/flexplan_gpu_device_tests"
+  check device_np3_staged 90 $mpirun -np 3 "$b/bin/flexplan_gpu_device_tests"
+fi
+if wants sparse; then
+  check sparse_cuda 120 "$b/bin/flexplan_sparse_cuda_tests"
+  check mstopk_bench 150 "$b/bin/flexplan_mstopk_cuda_bench"
+  # Other builds of the benchmark given to make_device_bundle.sh (flexplan_mstopk_cuda_bench_LABEL,
+  # say an earlier commit's), timed in the same run.
+  for other in "$b"/bin/flexplan_mstopk_cuda_bench_*; do
+    [ -x "$other" ] && check "mstopk_bench_${other##*_bench_}" 120 "$other"
+  done
+fi
+if wants sanitizer && [ -n "$sanitizer" ]; then
   # NCCL's init asks for the attributes of kernels its build has no image of for this GPU and
   # takes the error as the answer (8 reports of error 209, all in ncclInitKernelsForDevice):
   # API errors are not reported; memory errors are.
@@ -61,12 +74,21 @@ if [ -n "$sanitizer" ]; then
     check ${tool}_sparse 60 "$sanitizer" --tool $tool --error-exitcode 9 \
       "$b/bin/flexplan_sparse_cuda_tests" --gtest_filter=*SixPasses*
   done
-else
+elif wants sanitizer; then
   summary+=("compute-sanitizer not found")
 fi
-# Other builds of the benchmark passed to make_device_bundle.sh (flexplan_mstopk_cuda_bench_LABEL,
-# say an earlier commit's), timed in the same run.
-for other in "$b"/bin/flexplan_mstopk_cuda_bench_*; do
-  [ -x "$other" ] && check "mstopk_bench_${other##*_bench_}" 120 "$other"
-done
+if wants flexbench; then
+  # nccl-tests columns on device buffers through the staged UCX path, every rank on the one GPU,
+  # beside the same plan on host buffers (what the staging costs).
+  here=$(cd "$(dirname "$0")/../.." && pwd)
+  "$b/bin/flexplan" "$here/topologies/paper-2m-4.json" -o "$b/plan4.bin" > /dev/null
+  "$b/bin/flexplan" "$here/bench/flexbench/loopback-2.json" -o "$b/plan2.bin" > /dev/null
+  for plan in plan2 plan4; do
+    ranks=${plan#plan}
+    FLEXPLAN_BLOCKING=0 check "flexbench_staged_np$ranks" 150 $mpirun -np "$ranks" "$b/bin/flexbench" "$b/$plan.bin" --device --staged \
+      -b 8 -e 256M -f 4 -n 10 -w 3
+    FLEXPLAN_BLOCKING=0 check "flexbench_host_np$ranks" 150 $mpirun -np "$ranks" "$b/bin/flexbench" "$b/$plan.bin" \
+      -b 8 -e 256M -f 4 -n 10 -w 3 --mpi 0
+  done
+fi
 printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
