@@ -5,7 +5,8 @@
 
 #include <mpi.h>
 
-#include <functional>
+#include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <vector>
 
@@ -70,7 +71,19 @@ int run_device(const BenchArgs& args, int rank, int world) {
   DevicePath comm;
   try {
     if (args.staged) {
-      comm.staged = std::make_unique<gpu::StagedCommunicator>(args.plan_path, MPI_COMM_WORLD);
+      // The NCCL path's device rule: FLEXPLAN_DEVICE, else the local rank modulo the devices.
+      MPI_Comm node;
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+      int local_rank = 0, devices = 0;
+      MPI_Comm_rank(node, &local_rank);
+      MPI_Comm_free(&node);
+      gpu::check_cuda(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
+      const char* chosen = std::getenv("FLEXPLAN_DEVICE");
+      gpu::check_cuda(cudaSetDevice(chosen != nullptr ? std::atoi(chosen) : local_rank % std::max(devices, 1)),
+                      "cudaSetDevice");
+      Options options = Options::from_env();
+      if (args.blocking) options.blocking = true;
+      comm.staged = std::make_unique<gpu::StagedCommunicator>(args.plan_path, MPI_COMM_WORLD, options);
       if (!args.algorithm.empty()) comm.staged->host().force_algorithm(args.algorithm);
     } else {
       comm.nccl = std::make_unique<gpu::DeviceCommunicator>(args.plan_path, MPI_COMM_WORLD);
@@ -129,7 +142,7 @@ int run_device(const BenchArgs& args, int rank, int world) {
       // Copies into the buffers go on the benchmark's stream: a cudaMemcpy from pageable memory
       // may return before its DMA lands, and the non-blocking stream would not wait for it (the
       // in-place check then read the timed runs' data on an H200; the emulation copies at once).
-      gpu::check_cuda(cudaMemcpyAsync(send, pattern.data(), bytes, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync");
+      gpu::check_cuda(cudaMemcpyAsync(source, pattern.data(), bytes, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync");
       columns[in_place].time_us = time_on_stream(args, stream, [&] {
         comm.allreduce(source, recv, count, args.type, args.op, stream);
       });

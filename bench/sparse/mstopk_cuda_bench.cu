@@ -1,6 +1,6 @@
 // The CUDA MSTopK against an exact top-k on the device (a full sort of |x| with Thrust) and
 // against a device-to-device copy of x, side by side in one run: median times, MSTopK's recall
-// and its bandwidth. Built with -DFLEXPLAN_SPARSE_CUDA=ON; docs/sparse.md has the results.
+// and its bandwidth. Built where the CUDA MSTopK is; docs/sparse.md has the results.
 //
 //   flexplan_mstopk_cuda_bench [max_elements] [repetitions]
 //
@@ -67,6 +67,10 @@ struct NegAbs {
 int main(int argc, char** argv) {
   const size_t max_elements = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : (size_t{128} << 20);
   const int repetitions = argc > 2 ? std::atoi(argv[2]) : 11;
+  if (repetitions < 1 || max_elements < 1) {
+    std::fprintf(stderr, "flexplan_mstopk_cuda_bench: max_elements and repetitions must be at least 1\n");
+    return 2;
+  }
   if (!flexplan::sparse::cuda_device_available()) {
     std::printf("SKIPPED: no CUDA device\n");
     return 77;
@@ -81,6 +85,8 @@ int main(int argc, char** argv) {
   std::vector<size_t> sizes;
   for (size_t d = size_t{256} << 10; d <= max_elements; d *= 4) sizes.push_back(d);
   if (max_elements >= (size_t{128} << 20)) sizes.push_back(size_t{128} << 20);
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
   std::mt19937 rng(1);
   std::normal_distribution<float> normal;
   for (const size_t d : sizes) {

@@ -352,7 +352,11 @@ __global__ void __launch_bounds__(kThreads) write_selected(const float* x, size_
     for (int e = 0; e < 4; ++e) {
       if (is_above[e] || is_band[e]) {
         const unsigned long long w = window_before(s, band_rank);
-        if (is_above[e] || window_before(s, band_rank + 1) > w) indices[above_rank + w] = static_cast<uint32_t>(at + e);
+        // Never past k: with infinities in x the search's counts and thresholds are NaN and
+        // more elements than k can qualify; the first k of them, ascending, are kept.
+        const unsigned long long at_position = above_rank + w;
+        if ((is_above[e] || window_before(s, band_rank + 1) > w) && at_position < s.k)
+          indices[at_position] = static_cast<uint32_t>(at + e);
       }
       above_rank += is_above[e];
       band_rank += is_band[e];
@@ -360,6 +364,12 @@ __global__ void __launch_bounds__(kThreads) write_selected(const float* x, size_
     above_before += total >> 16;
     band_before += total & 0xffff;
   }
+}
+
+// indices[i] = i for every i < d.
+__global__ void __launch_bounds__(kThreads) all_indices(uint32_t* indices, size_t d) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < d; i += size_t{gridDim.x} * blockDim.x)
+    indices[i] = static_cast<uint32_t>(i);
 }
 
 int stream_blocks(size_t d) {
@@ -383,6 +393,14 @@ MsTopKStats mstopk_cuda(const float* x, size_t d, size_t k, uint32_t* indices, c
   stats.threshold_high = std::numeric_limits<double>::infinity();
   k = k < d ? k : d;
   if (k == 0) return stats;
+  if (k == d) {  // everything, NaNs too, as the CPU version returns it: no search
+    all_indices<<<stream_blocks(d), kThreads>>>(indices, d);
+    check(cudaGetLastError(), "all_indices");
+    check(cudaDeviceSynchronize(), "all_indices");
+    stats.threshold_high = 0;
+    stats.above_high = d;
+    return stats;
+  }
   const int blocks = stream_blocks(d);
 
   // One workspace: the state, the blocks' partials, the warps' counts. Stream-ordered
@@ -414,11 +432,13 @@ MsTopKStats mstopk_cuda(const float* x, size_t d, size_t k, uint32_t* indices, c
   scan_counts<<<1, kScanThreads>>>(warp_counts, warps);
   write_selected<<<blocks, kThreads>>>(x, d, state, warp_counts, indices);
   stats.full_passes += 2;
-  check(cudaGetLastError(), "launch");
 
+  const cudaError_t launched = cudaGetLastError();
   State result;
-  const cudaError_t copied = cudaMemcpy(&result, state, offsetof(State, mean), cudaMemcpyDeviceToHost);
+  const cudaError_t copied =
+      launched == cudaSuccess ? cudaMemcpy(&result, state, offsetof(State, mean), cudaMemcpyDeviceToHost) : launched;
   cudaFreeAsync(workspace, 0);
+  check(launched, "launch");
   check(copied, "selection");
   stats.threshold_high = result.t1;
   stats.threshold_low = result.t2;

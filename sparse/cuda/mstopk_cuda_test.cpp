@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 #include <cstdio>
 #include <random>
 #include <vector>
@@ -39,15 +40,19 @@ std::vector<uint32_t> run_on_device(const std::vector<float>& x, size_t k, const
                                     MsTopKStats* stats = nullptr, size_t offset = 0) {
   DeviceBuffers buffers;
   EXPECT_EQ(cudaMalloc(&buffers.x, std::max<size_t>(x.size() + offset, 1) * sizeof(float)), cudaSuccess);
-  EXPECT_EQ(cudaMalloc(&buffers.indices, std::max<size_t>(k, 1) * sizeof(uint32_t)), cudaSuccess);
+  // Poisoned, and 16 entries longer than min(k, d): an index never written shows as
+  // 0xffffffff, and a write past the end as a changed guard entry.
+  const size_t room = std::min(k, x.size()), guard = 16;
+  EXPECT_EQ(cudaMalloc(&buffers.indices, (room + guard) * sizeof(uint32_t)), cudaSuccess);
   const float* input = buffers.x + offset;
   cudaMemcpy(buffers.x + offset, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice);
-  // Poisoned, so that an index never written shows.
-  cudaMemset(buffers.indices, 0xff, std::max<size_t>(k, 1) * sizeof(uint32_t));
+  cudaMemset(buffers.indices, 0xff, (room + guard) * sizeof(uint32_t));
   const MsTopKStats got_stats = mstopk_cuda(input, x.size(), k, buffers.indices, options);
   if (stats != nullptr) *stats = got_stats;
-  std::vector<uint32_t> got(std::min(k, x.size()));
+  std::vector<uint32_t> got(room + guard);
   cudaMemcpy(got.data(), buffers.indices, got.size() * sizeof(uint32_t), cudaMemcpyDeviceToHost);
+  for (size_t i = room; i < room + guard; ++i) EXPECT_EQ(got[i], 0xffffffffu) << "written past min(k, d) at " << i;
+  got.resize(room);
   return got;
 }
 
@@ -63,8 +68,8 @@ std::vector<uint32_t> select_given_thresholds(const std::vector<float>& x, size_
     else if (a >= t2) band.push_back(static_cast<uint32_t>(i));
   }
   std::vector<uint32_t> chosen = above;
-  const size_t need = k - std::min(k, above.size());
-  for (size_t j = 0; j < need && !band.empty(); ++j) chosen.push_back(band[(band_start + j) % band.size()]);
+  const size_t need = std::min(k - std::min(k, above.size()), band.size());
+  for (size_t j = 0; j < need; ++j) chosen.push_back(band[(band_start + j) % band.size()]);
   std::sort(chosen.begin(), chosen.end());
   return chosen;
 }
@@ -107,8 +112,42 @@ TEST(MsTopKCuda, SameSelectionAsTheCpu) {
   EXPECT_GE(identical, runs * 9 / 10);
   const std::vector<float> tied(100, 2.0f);
   EXPECT_EQ(run_on_device(tied, 5, MsTopKOptions{30, 98}), (std::vector<uint32_t>{0, 1, 2, 98, 99}));
-  EXPECT_EQ(run_on_device(tied, 100, MsTopKOptions{}).size(), 100u);
+  std::vector<uint32_t> every(100);
+  for (uint32_t i = 0; i < 100; ++i) every[i] = i;
+  EXPECT_EQ(run_on_device(tied, 100, MsTopKOptions{}), every);
   EXPECT_TRUE(run_on_device(tied, 0, MsTopKOptions{}).empty());
+}
+
+// Small and odd inputs against the CPU: k = d with NaNs (everything, NaNs too), fewer elements
+// than one 16-byte load, a length that is no multiple of 4.
+TEST(MsTopKCuda, SmallAndOddInputs) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device here: the CUDA MSTopK is not tested";
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<std::pair<std::vector<float>, size_t>> cases = {
+      {{nan, 1.0f, nan, -2.0f}, 4}, {{nan, nan, nan}, 3}, {{3.0f, -1.0f, 2.0f}, 2}, {{0.5f}, 1},
+      {gaussian(4099, 3), 41}, {gaussian(4099, 4), 4099}};
+  for (const auto& [x, k] : cases) {
+    std::vector<uint32_t> cpu;
+    mstopk<float>(x, k, cpu);
+    EXPECT_EQ(run_on_device(x, k, MsTopKOptions{}), cpu) << "d " << x.size() << " k " << k;
+  }
+}
+
+// Infinities make every threshold NaN: the selection is then not the CPU's, but at most k
+// indices are written, each once, ascending, and nothing past k.
+TEST(MsTopKCuda, InfinitiesNeverWritePastK) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device here: the CUDA MSTopK is not tested";
+  const float inf = std::numeric_limits<float>::infinity();
+  auto x = gaussian(10000, 9);
+  x[17] = inf;
+  x[5000] = -inf;
+  const auto got = run_on_device(x, 100, MsTopKOptions{});  // checks the guard entries
+  std::vector<uint32_t> written;
+  for (uint32_t i : got)
+    if (i != 0xffffffffu) written.push_back(i);
+  EXPECT_TRUE(std::is_sorted(written.begin(), written.end()));
+  EXPECT_EQ(std::adjacent_find(written.begin(), written.end()), written.end());
+  for (uint32_t i : written) EXPECT_LT(i, x.size());
 }
 
 // Input that is not 16-byte aligned takes the single-load path: the same indices.

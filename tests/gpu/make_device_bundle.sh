@@ -19,12 +19,17 @@ for b in $binaries; do
   cp "$build/$b" "$stage/bin/"
   strip "$stage/bin/$(basename "$b")"
 done
-for b in "$@"; do cp "$b" "$stage/bin/" && strip "$stage/bin/$(basename "$b")"; done
+for b in "$@"; do
+  cp "$b" "$stage/bin/"
+  strip "$stage/bin/$(basename "$b")"
+done
 
 # Open MPI, its runtime (PMIx, hwloc, libevent) and UCX with their plugins, at their install
 # paths under root/, so that OPAL_PREFIX=root/usr finds them.
 for package in openmpi-bin libopenmpi3 openmpi-common libpmix2 libhwloc15 libucx0 \
                libevent-core-2.1-7 libevent-pthreads-2.1-7; do
+  # The names are Debian 12's (setup.sh installs them); elsewhere say which is missing.
+  dpkg -s "$package" > /dev/null 2>&1 || { echo "make_device_bundle: package $package is not installed" >&2; exit 2; }
   dpkg -L "$package" | while read -r f; do
     case $f in */doc/*|*/man/*|*.a|*/lintian/*) continue ;; esac
     if [ -L "$f" ] || [ -f "$f" ]; then mkdir -p "$stage/root$(dirname "$f")" && cp -a "$f" "$stage/root$f"; fi
@@ -33,6 +38,13 @@ done
 
 # Every other library the binaries load, except those the GPU machine brings (its CUDA and
 # NCCL, and its own newer C and C++ runtimes).
+for b in "$stage"/bin/*; do
+  if ldd "$b" | grep -q "not found"; then
+    echo "make_device_bundle: $(basename "$b") needs a library this machine lacks:" >&2
+    ldd "$b" | grep "not found" >&2
+    exit 2
+  fi
+done
 for b in "$stage"/bin/*; do
   ldd "$b" | awk '$3 ~ /^\// { print $3 }'
 done | sort -u | while read -r lib; do

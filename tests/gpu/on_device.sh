@@ -2,7 +2,8 @@
 # The checks that need a real GPU, in one run (docs/gpu.md, "On a real GPU"): unpacks the
 # bundle of tests/gpu/make_device_bundle.sh, finds the machine's libcudart and libnccl, relocates
 # Open MPI, then runs the device tests at world size 1 (NCCL) and on 3 processes sharing the GPU
-# (staged UCX), the sparse CUDA tests, compute-sanitizer over both, and the MSTopK benchmark.
+# (staged UCX), the sparse CUDA tests, compute-sanitizer over both, the MSTopK benchmark and
+# flexbench --device --staged. Exits 1 if any check failed.
 # Logs go to OUT_DIR (and, after every check, into ARCHIVE.tar.gz when given, so that a run cut
 # short still returns what it did); the last lines are a summary, one line per check.
 # CHECKS (default "backend sparse sanitizer flexbench") picks groups of checks.
@@ -21,7 +22,9 @@ find_lib() {
     [ -d "$dir" ] && find "$dir/" -maxdepth 5 -name "$1" 2>/dev/null | head -1
   done | head -1
 }
-nccl=$(find_lib 'libnccl.so.2') cudart=$(find_lib 'libcudart.so.13')
+# The libcudart the binaries were linked against (its soname, read from the test binary).
+cudart_name=$(grep -ao 'libcudart\.so\.[0-9]*' "$b/bin/flexplan_gpu_device_tests" | head -1)
+nccl=$(find_lib 'libnccl.so.2') cudart=$(find_lib "${cudart_name:-libcudart.so.13}")
 echo "libnccl: ${nccl:-not found}; libcudart: ${cudart:-not found}" | tee -a "$out/gpu.txt"
 [ -n "$nccl" ] && [ -n "$cudart" ] || exit 2
 
@@ -35,6 +38,7 @@ mpirun="$usr/bin/orterun --oversubscribe"
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
 
 summary=()
+failed=0
 check() {  # check NAME SECONDS COMMAND...: runs it with a time limit, logs to OUT_DIR/NAME.txt
   local name=$1 limit=$2
   shift 2
@@ -42,6 +46,7 @@ check() {  # check NAME SECONDS COMMAND...: runs it with a time limit, logs to O
   timeout "$limit" "$@" > "$out/$name.txt" 2>&1
   local code=$?
   summary+=("$(printf '%-28s exit %3d  %4ds' "$name" "$code" $((SECONDS - start)))")
+  [ "$code" -eq 0 ] || failed=$((failed + 1))
   printf '%s\n' "${summary[@]}" > "$out/summary.txt"
   [ -z "$archive" ] || tar -C "$out" -czf "$archive" .
   tail -25 "$out/$name.txt"
@@ -81,8 +86,9 @@ if wants flexbench; then
   # nccl-tests columns on device buffers through the staged UCX path, every rank on the one GPU,
   # beside the same plan on host buffers (what the staging costs).
   here=$(cd "$(dirname "$0")/../.." && pwd)
-  "$b/bin/flexplan" "$here/topologies/paper-2m-4.json" -o "$b/plan4.bin" > /dev/null
-  "$b/bin/flexplan" "$here/bench/flexbench/loopback-2.json" -o "$b/plan2.bin" > /dev/null
+  "$b/bin/flexplan" "$here/topologies/paper-2m-4.json" -o "$b/plan4.bin" > /dev/null &&
+    "$b/bin/flexplan" "$here/bench/flexbench/loopback-2.json" -o "$b/plan2.bin" > /dev/null ||
+    summary+=("flexplan could not write the benchmark's plans")
   for plan in plan2 plan4; do
     ranks=${plan#plan}
     FLEXPLAN_BLOCKING=0 check "flexbench_staged_np$ranks" 150 $mpirun -np "$ranks" "$b/bin/flexbench" "$b/$plan.bin" --device --staged \
@@ -92,3 +98,4 @@ if wants flexbench; then
   done
 fi
 printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
+[ "$failed" -eq 0 ] || { echo "on_device: $failed check(s) failed"; exit 1; }
