@@ -49,6 +49,21 @@ using Clock = std::chrono::steady_clock;
 // its bookkeeping (events still complete, carrying the error).
 using StreamWork = std::function<cudaError_t(bool failed)>;
 
+// How far a stream has got, kept apart from it so that work waiting on it outlives the stream.
+struct StreamProgress {
+  std::mutex mutex;
+  std::condition_variable changed;
+  uint64_t finished = 0;
+  void wait_for(uint64_t target) {
+    std::unique_lock lock(mutex);
+    changed.wait(lock, [&] { return finished >= target; });
+  }
+};
+
+// CUDA's three kinds: the legacy default stream, created streams that synchronize with it
+// (cudaStreamCreate, or no cudaStreamNonBlocking flag), and non-blocking ones, which do not.
+enum class StreamKind { Legacy, Blocking, NonBlocking };
+
 struct CUstream_st {
   std::mutex mutex;
   std::condition_variable changed;
@@ -56,9 +71,11 @@ struct CUstream_st {
   uint64_t enqueued = 0, finished = 0;
   cudaError_t error = cudaSuccess;
   bool stopping = false;
+  const StreamKind kind;
+  std::shared_ptr<StreamProgress> progress = std::make_shared<StreamProgress>();
   std::thread worker;
 
-  CUstream_st() : worker([this] { run(); }) {}
+  explicit CUstream_st(StreamKind stream_kind) : kind(stream_kind), worker([this] { run(); }) {}
   ~CUstream_st() {
     {
       std::lock_guard lock(mutex);
@@ -99,7 +116,12 @@ struct CUstream_st {
         if (result != cudaSuccess && error == cudaSuccess) error = result;
         ++finished;
       }
+      {
+        std::lock_guard lock(progress->mutex);
+        ++progress->finished;
+      }
       changed.notify_all();
+      progress->changed.notify_all();
     }
   }
 };
@@ -126,10 +148,39 @@ int g_device = 0;
 std::string g_last_nccl_error;
 
 CUstream_st* default_stream() {
-  static CUstream_st stream;
+  static CUstream_st stream(StreamKind::Legacy);
   return &stream;
 }
 CUstream_st* resolve(cudaStream_t stream) { return stream ? stream : default_stream(); }
+
+std::mutex g_streams_mutex;
+std::vector<CUstream_st*> g_blocking_streams;
+std::vector<CUstream_st*> g_created_streams;  // blocking and non-blocking: cudaDeviceSynchronize
+
+// Where a stream has got to in its queue: what later work on another stream may wait for.
+std::pair<std::shared_ptr<StreamProgress>, uint64_t> mark(CUstream_st* stream) {
+  std::lock_guard lock(stream->mutex);
+  return {stream->progress, stream->enqueued};
+}
+
+// Enqueues work with CUDA's implicit synchronization: work on the legacy default stream waits
+// for the work enqueued before it on every blocking stream, and work on a blocking stream for
+// the work enqueued before it on the legacy stream. Non-blocking streams wait for neither.
+void submit(CUstream_st* stream, StreamWork work) {
+  std::vector<std::pair<std::shared_ptr<StreamProgress>, uint64_t>> before;
+  if (stream->kind == StreamKind::Legacy) {
+    std::lock_guard lock(g_streams_mutex);
+    for (CUstream_st* other : g_blocking_streams) before.push_back(mark(other));
+  } else if (stream->kind == StreamKind::Blocking) {
+    before.push_back(mark(default_stream()));
+  }
+  if (!before.empty())
+    stream->enqueue([before = std::move(before)](bool) {
+      for (const auto& [progress, target] : before) progress->wait_for(target);
+      return cudaSuccess;
+    });
+  stream->enqueue(std::move(work));
+}
 
 bool inside(const std::map<uintptr_t, size_t>& allocations, uintptr_t p) {
   auto it = allocations.upper_bound(p);
@@ -143,6 +194,14 @@ void* allocate(size_t bytes) { return std::aligned_alloc(256, (std::max<size_t>(
 long env_long(const char* name, long fallback) {
   const char* value = std::getenv(name);
   return value && *value ? std::strtol(value, nullptr, 10) : fallback;
+}
+
+// A cudaMemcpy from pageable host memory to the device returns once the source is staged, before
+// the copy lands; the emulation makes it land this much later, so that work on a stream that
+// does not wait for the legacy stream reads the old data, as it can on a GPU.
+long pageable_copy_delay_us() {
+  static const long delay = env_long("FLEXPLAN_EMULATED_COPY_DELAY_US", 2000);
+  return delay;
 }
 
 }  // namespace
@@ -219,7 +278,7 @@ cudaError_t cudaFreeHost(void* pointer) {
 // is released when the stream reaches the free.
 cudaError_t cudaMallocAsync(void** pointer, size_t bytes, cudaStream_t) { return cudaMalloc(pointer, bytes); }
 cudaError_t cudaFreeAsync(void* pointer, cudaStream_t stream) {
-  resolve(stream)->enqueue([pointer](bool) { return cudaFree(pointer); });
+  submit(resolve(stream), [pointer](bool) { return cudaFree(pointer); });
   return cudaSuccess;
 }
 cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const void* pointer) {
@@ -242,13 +301,24 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const vo
   return cudaSuccess;
 }
 
-cudaError_t cudaStreamCreate(cudaStream_t* stream) {
-  *stream = new CUstream_st;
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
+  const bool blocking = (flags & cudaStreamNonBlocking) == 0;
+  *stream = new CUstream_st(blocking ? StreamKind::Blocking : StreamKind::NonBlocking);
+  std::lock_guard lock(g_streams_mutex);
+  if (blocking) g_blocking_streams.push_back(*stream);
+  g_created_streams.push_back(*stream);
   return cudaSuccess;
 }
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int) { return cudaStreamCreate(stream); }
+cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, cudaStreamDefault); }
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   if (!stream) return cudaErrorInvalidValue;
+  {
+    std::lock_guard lock(g_streams_mutex);
+    g_blocking_streams.erase(std::remove(g_blocking_streams.begin(), g_blocking_streams.end(), stream),
+                             g_blocking_streams.end());
+    g_created_streams.erase(std::remove(g_created_streams.begin(), g_created_streams.end(), stream),
+                            g_created_streams.end());
+  }
   stream->synchronize();
   delete stream;
   return cudaSuccess;
@@ -260,28 +330,60 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
   if (s->error != cudaSuccess) return s->error;
   return s->finished >= s->enqueued ? cudaSuccess : cudaErrorNotReady;
 }
-cudaError_t cudaDeviceSynchronize(void) { return default_stream()->synchronize(); }
+// Waits for the work enqueued so far on every stream.
+cudaError_t cudaDeviceSynchronize(void) {
+  std::vector<std::pair<std::shared_ptr<StreamProgress>, uint64_t>> marks{mark(default_stream())};
+  {
+    std::lock_guard lock(g_streams_mutex);
+    for (CUstream_st* stream : g_created_streams) marks.push_back(mark(stream));
+  }
+  for (const auto& [progress, target] : marks) progress->wait_for(target);
+  return default_stream()->synchronize();
+}
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t stream) {
-  resolve(stream)->enqueue([=](bool failed) {
+  submit(resolve(stream), [=](bool failed) {
     if (!failed && bytes) std::memmove(dst, src, bytes);
     return cudaSuccess;
   });
   return cudaSuccess;
 }
+// As CUDA's cudaMemcpy: from pageable host memory to the device it waits for the legacy stream,
+// stages the source and returns before the copy lands (pageable_copy_delay_us); between device
+// buffers it only enqueues; otherwise it returns when the copy is done.
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  bool src_on_device, src_pinned, dst_on_device;
+  {
+    std::lock_guard lock(g_registry_mutex);
+    src_on_device = inside(g_device_allocations, reinterpret_cast<uintptr_t>(src));
+    src_pinned = inside(g_pinned_allocations, reinterpret_cast<uintptr_t>(src));
+    dst_on_device = inside(g_device_allocations, reinterpret_cast<uintptr_t>(dst));
+  }
+  if (dst_on_device && src_on_device) return cudaMemcpyAsync(dst, src, bytes, kind, nullptr);
+  if (dst_on_device && !src_pinned && bytes > 0) {
+    const cudaError_t before = default_stream()->synchronize();
+    if (before != cudaSuccess) return before;
+    auto staged = std::make_shared<std::vector<std::byte>>(static_cast<const std::byte*>(src),
+                                                           static_cast<const std::byte*>(src) + bytes);
+    submit(default_stream(), [dst, staged](bool failed) {
+      std::this_thread::sleep_for(std::chrono::microseconds(pageable_copy_delay_us()));
+      if (!failed) std::memcpy(dst, staged->data(), staged->size());
+      return cudaSuccess;
+    });
+    return cudaSuccess;
+  }
   cudaMemcpyAsync(dst, src, bytes, kind, nullptr);
   return default_stream()->synchronize();
 }
 cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t stream) {
-  resolve(stream)->enqueue([=](bool failed) {
+  submit(resolve(stream), [=](bool failed) {
     if (!failed) std::memset(dst, value, bytes);
     return cudaSuccess;
   });
   return cudaSuccess;
 }
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* user_data) {
-  resolve(stream)->enqueue([=](bool failed) {
+  submit(resolve(stream), [=](bool failed) {
     if (!failed) fn(user_data);
     return cudaSuccess;
   });
@@ -306,7 +408,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     generation = ++state->recorded;
   }
   CUstream_st* s = resolve(stream);
-  s->enqueue([state, generation, s](bool failed) {
+  submit(s, [state, generation, s](bool failed) {
     cudaError_t stream_error = cudaSuccess;
     if (failed) {
       std::lock_guard stream_lock(s->mutex);
@@ -346,7 +448,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
     std::lock_guard lock(state->mutex);
     generation = state->recorded;
   }
-  resolve(stream)->enqueue([state, generation](bool failed) {
+  submit(resolve(stream), [state, generation](bool failed) {
     if (failed) return cudaSuccess;
     std::unique_lock lock(state->mutex);
     state->changed.wait(lock, [&] { return state->completed >= generation; });
@@ -694,7 +796,7 @@ ncclResult_t submit(std::vector<Call> calls) {
       return ncclInvalidUsage;
     }
   CUstream_st* stream = resolve(calls.front().stream);
-  stream->enqueue([calls = std::move(calls)](bool failed) { return run_group(calls, failed); });
+  submit(stream, [calls = std::move(calls)](bool failed) { return run_group(calls, failed); });
   return ncclSuccess;
 }
 
