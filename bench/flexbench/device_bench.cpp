@@ -6,7 +6,6 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <memory>
 #include <vector>
 
@@ -71,15 +70,10 @@ int run_device(const BenchArgs& args, int rank, int world) {
   DevicePath comm;
   try {
     if (args.staged) {
-      // The NCCL path's device rule: FLEXPLAN_DEVICE, else the local rank modulo the devices.
-      MPI_Comm node;
-      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
-      int local_rank = 0, devices = 0;
-      MPI_Comm_rank(node, &local_rank);
-      MPI_Comm_free(&node);
+      // The NCCL path's device rule (FLEXPLAN_DEVICE, else the local rank modulo the devices).
+      int devices = 0;
       gpu::check_cuda(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
-      const char* chosen = std::getenv("FLEXPLAN_DEVICE");
-      gpu::check_cuda(cudaSetDevice(chosen != nullptr ? std::atoi(chosen) : local_rank % std::max(devices, 1)),
+      gpu::check_cuda(cudaSetDevice(gpu::default_device(MPI_COMM_WORLD, devices, gpu::DeviceOptions::from_env().device)),
                       "cudaSetDevice");
       Options options = Options::from_env();
       if (args.blocking) options.blocking = true;

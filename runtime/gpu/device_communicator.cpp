@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -52,6 +53,16 @@ std::string host_name() {
 }
 
 }  // namespace
+
+int default_device(MPI_Comm comm, int devices, int requested) {
+  int rank = 0, local_rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm node;
+  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  MPI_Comm_rank(node, &local_rank);
+  MPI_Comm_free(&node);
+  return requested >= 0 ? requested : local_rank % std::max(devices, 1);
+}
 
 DeviceOptions DeviceOptions::from_env() {
   DeviceOptions options;
@@ -117,18 +128,15 @@ void DeviceCommunicator::create(MPI_Comm comm, std::string load_error) {
     record.topology_hash = plan_.topology_hash;
   }
   record.host = host_name();
-  // Collective, so every rank calls it whatever its devices.
-  MPI_Comm node;
-  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
-  int local_rank = 0;
-  MPI_Comm_rank(node, &local_rank);
-  MPI_Comm_free(&node);
   int devices = 0;
-  if (const cudaError_t e = cudaGetDeviceCount(&devices); e != cudaSuccess || devices == 0) {
+  const cudaError_t counted = cudaGetDeviceCount(&devices);
+  // Collective, so every rank calls it whatever its devices.
+  const int chosen = default_device(comm, counted == cudaSuccess ? devices : 0, options_.device);
+  if (counted != cudaSuccess || devices == 0) {
     if (record.local_error.empty())
-      record.local_error = fmt::format("no CUDA device on host {}: {}", record.host, cudaGetErrorString(e));
+      record.local_error = fmt::format("no CUDA device on host {}: {}", record.host, cudaGetErrorString(counted));
   } else {
-    device_ = options_.device >= 0 ? options_.device : local_rank % devices;
+    device_ = chosen;
     char bus[32] = {};
     if (device_ >= devices) {
       if (record.local_error.empty())

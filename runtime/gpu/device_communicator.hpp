@@ -42,6 +42,10 @@ struct DeviceOptions {
   static DeviceOptions from_env();  // malformed values throw InputError naming the variable
 };
 
+// The device this process uses by the rule of DeviceOptions::device: `requested` when >= 0,
+// else its local rank on the host modulo `devices` (at least 1). Collective over `comm`.
+int default_device(MPI_Comm comm, int devices, int requested);
+
 struct DeviceOperation;
 
 // An enqueued all-reduce. test() and wait() throw RuntimeError if it failed (naming the NCCL or
