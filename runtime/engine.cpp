@@ -36,7 +36,9 @@ constexpr auto kAbortSendLimit = std::chrono::milliseconds(500);
 
 Engine::Engine(const std::function<ir::FingerprintedPlan()>& load, const std::string& source,
                std::unique_ptr<bootstrap::Group> group, Options options)
-    : options_(std::move(options)), group_(std::move(group)) {
+    : options_(std::move(options)),
+      group_(std::move(group)),
+      pool_(options_.arithmetic ? *options_.arithmetic : host_arithmetic()) {
   options_.window = std::max(options_.window, 1u);
   options_.chunk_bytes = std::max<size_t>(options_.chunk_bytes, 1);
   try {
@@ -323,7 +325,7 @@ std::shared_ptr<Operation> Engine::start(const AllreduceArgs& args_in) {
       const ExecContext context{transport_.get(),    &pool_,          &plan_,
                                 rank_,                options_.chunk_bytes, options_.window,
                                 &same_host_,          &quarantine_,    &single_copy_pids_,
-                                options_.single_copy_min_bytes};
+                                options_.single_copy_min_bytes, &pool_.arithmetic()};
       operation = std::make_shared<Operation>(context, next_sequence_++, schedule, program, args);
       // Kept for reuse; beyond kMaxSpares the oldest is let go.
       if (spares_.size() == kMaxSpares) spares_.erase(spares_.begin());

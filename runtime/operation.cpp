@@ -7,7 +7,6 @@
 
 #include "codegen/chunking.hpp"
 #include "ir/pipeline_form.hpp"
-#include "runtime/reduce_kernels.hpp"
 #include "runtime/tag.hpp"
 
 namespace flexplan {
@@ -192,7 +191,12 @@ void Operation::start_step() {
   // is the sum over the world.
   copy_input(program_->copy_at_end);
   if (args_.op == ReduceOp::Avg && args_.count > 0) {
-    kernels::divide(buffer_, args_.count, args_.type, static_cast<uint64_t>(context_.plan->world_size));
+    const std::string why = context_.arithmetic->divide(buffer_, args_.count, args_.type,
+                                                        static_cast<uint64_t>(context_.plan->world_size));
+    if (!why.empty()) {
+      set_error(fmt::format("{}: dividing the sum for avg failed: {}", describe(), why));
+      return;
+    }
   }
   steps_done_ = true;
   done_ = ack_sends_in_flight_ == 0;
@@ -445,12 +449,12 @@ void Operation::combine_chunk(const TaskRun& run, Slot& slot, std::byte* out) {
   // Left to right; the running result stays in the first source's slot, whose own data is
   // always consumed by then (own is the only thing that may precede it), and only the last
   // combine writes `out`, which may be the buffer own is read from.
-  const std::byte* sum = part(0);
-  for (size_t k = 1; k < count; ++k) {
-    std::byte* target = k + 1 == count ? out : partial;
-    kernels::combine(target, sum, part(k), elements, args_.type, args_.op);
-    sum = target;
-  }
+  // (The slot keeps the list, so that steady-state chunks allocate nothing.)
+  slot.parts.resize(count);
+  for (size_t k = 0; k < count; ++k) slot.parts[k] = part(k);
+  const std::string why =
+      context_.arithmetic->fold(out, partial, slot.parts.data(), count, elements, args_.type, args_.op);
+  if (!why.empty()) set_error(fmt::format("{}: {}: combining chunk {} failed: {}", describe(), where(run), slot.chunk, why));
 }
 
 void Operation::on_received(TaskRun& run, Slot& slot) {
@@ -466,12 +470,12 @@ void Operation::on_received(TaskRun& run, Slot& slot) {
   }
   if (task.sends()) {
     combine_chunk(run, slot, slot.scratch[0].get());
-    post_sends(run, slot, slot.scratch[0].get());
+    if (!failed()) post_sends(run, slot, slot.scratch[0].get());
     return;
   }
   // The root writes the total.
   combine_chunk(run, slot, run.dest + offset);
-  finish_chunk(slot);
+  if (!failed()) finish_chunk(slot);
 }
 
 // --- single copy -----------------------------------------------------------------------------

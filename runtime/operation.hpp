@@ -44,6 +44,7 @@ struct ExecContext {
   // (single_copy.hpp), 0 for the others; empty when single copy is off.
   const std::vector<pid_t>* single_copy_pids;
   size_t single_copy_min_bytes;  // the smallest chunk that goes so
+  LocalArithmetic* arithmetic;    // combines chunks, divides for avg (the pool's memory)
 };
 
 struct AllreduceArgs {
@@ -116,6 +117,7 @@ class Operation {
     // Single copy: room for the descriptor received from each source or sent to each
     // destination (by transfer index, descriptor_at); none when single copy is off.
     ScratchPool::Buffer descriptors;
+    std::vector<const std::byte*> parts;  // combine_chunk's contributions, in order
   };
   struct TaskRun {
     const codegen::Task* task = nullptr;

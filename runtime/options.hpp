@@ -4,9 +4,11 @@
 
 #include <chrono>
 #include <cstddef>
+#include <memory>
 #include <string>
 
 #include "codegen/chunking.hpp"
+#include "runtime/local_arithmetic.hpp"
 #include "runtime/single_copy.hpp"
 
 namespace flexplan {
@@ -65,6 +67,10 @@ struct Options {
   // fails on every rank if it cannot be loaded or was generated for another plan.
   // FLEXPLAN_PROGRAM_LIBRARY.
   std::string program_library;
+  // Where local reductions run and where scratch comes from; null: on the host
+  // (host_arithmetic()). The staged GPU path sets its CUDA arithmetic here. Not from the
+  // environment.
+  std::shared_ptr<LocalArithmetic> arithmetic;
 
   // Defaults, overridden by the FLEXPLAN_* variables that are set. A malformed value throws
   // RuntimeError naming the variable.

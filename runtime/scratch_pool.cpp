@@ -1,3 +1,4 @@
+// Recycled scratch buffers (scratch_pool.hpp).
 #include "runtime/scratch_pool.hpp"
 
 #include <algorithm>
@@ -22,7 +23,7 @@ ScratchPool::Buffer ScratchPool::acquire(size_t bytes) {
     free_bytes_ -= buffer.capacity;
     return buffer;
   }
-  return Buffer{std::make_unique_for_overwrite<std::byte[]>(bytes), bytes};
+  return Buffer{std::unique_ptr<std::byte[], ScratchRelease>(arithmetic_->allocate(bytes), ScratchRelease{arithmetic_, bytes}), bytes};
 }
 
 void ScratchPool::release(Buffer buffer) {

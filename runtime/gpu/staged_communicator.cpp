@@ -1,58 +1,146 @@
 // The UCX host runtime on device buffers through pinned staging (staged_communicator.hpp).
 #include "runtime/gpu/staged_communicator.hpp"
 
-#include <mutex>
+#include <algorithm>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
 namespace flexplan::gpu {
+namespace {
+// Pinned scratch ready at creation: a window of 1 MiB chunks from a few sources per hop. More is
+// added after an operation that ran short (DeviceArithmetic::grow).
+constexpr size_t kInitialArenaBytes = size_t{32} << 20;
+}  // namespace
 
-// One operation's host part, run by the internal stream between the two copies.
+StagedArithmetic staged_arithmetic_from_env() {
+  const char* value = std::getenv("FLEXPLAN_STAGED_ARITHMETIC");
+  if (!value || !*value || std::string(value) == "auto") return StagedArithmetic::Auto;
+  if (std::string(value) == "device") return StagedArithmetic::Device;
+  if (std::string(value) == "host") return StagedArithmetic::Host;
+  throw InputError(fmt::format("FLEXPLAN_STAGED_ARITHMETIC='{}': expected auto, device or host", value));
+}
+
+namespace {
+// Whether more processes of `comm` run on this host than it has GPUs (collective).
+bool gpu_shared(MPI_Comm comm) {
+  MPI_Comm node;
+  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int local = 1;
+  MPI_Comm_size(node, &local);
+  MPI_Comm_free(&node);
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
+  return local > std::max(devices, 1);
+}
+}  // namespace
+
+// One operation's host part: run by the worker while the stream's host function waits.
 struct StagedCommunicator::Job {
-  Communicator* comm;
+  StagedCommunicator* owner;
   void* pinned;
   size_t count;
   DataType type;
   ReduceOp op;
-  std::shared_ptr<std::string> error;
-
-  static void run(void* data) {
-    std::unique_ptr<Job> job(static_cast<Job*>(data));
-    static std::mutex mutex;  // guards the error text, read by the caller's thread
-    {
-      std::lock_guard lock(mutex);
-      if (!job->error->empty()) return;  // after a failure, later operations do nothing
-    }
-    try {
-      job->comm->allreduce(job->pinned, job->pinned, job->count, job->type, job->op);
-    } catch (const std::exception& e) {
-      std::lock_guard lock(mutex);
-      *job->error = e.what();
-    }
-  }
+  bool done = false;
 };
 
-StagedCommunicator::StagedCommunicator(const std::string& plan_path, MPI_Comm comm, Options options)
-    : host_(std::make_unique<Communicator>(plan_path, comm, std::move(options))),
-      error_(std::make_shared<std::string>()) {
-  check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+StagedCommunicator::StagedCommunicator(MPI_Comm comm, StagedArithmetic arithmetic, Options& options) {
+  // (Every rank takes the same branch of the collective test: it needs all of them.)
+  if (arithmetic == StagedArithmetic::Auto && gpu_shared(comm)) arithmetic = StagedArithmetic::Host;
+  if (arithmetic == StagedArithmetic::Host) return;
+  const size_t min_bytes = arithmetic == StagedArithmetic::Auto ? kAutoDeviceMinBytes : 0;
+  arithmetic_ = std::make_shared<DeviceArithmetic>(kInitialArenaBytes, min_bytes);
+  options.arithmetic = arithmetic_;
 }
 
-StagedCommunicator::StagedCommunicator(ir::Plan plan, MPI_Comm comm, Options options)
-    : host_(std::make_unique<Communicator>(std::move(plan), comm, std::move(options))),
-      error_(std::make_shared<std::string>()) {
+StagedCommunicator::StagedCommunicator(const std::string& plan_path, MPI_Comm comm, Options options,
+                                       StagedArithmetic arithmetic)
+    : StagedCommunicator(comm, arithmetic, options) {
+  host_ = std::make_unique<Communicator>(plan_path, comm, std::move(options));
   check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  start_worker();
+}
+
+StagedCommunicator::StagedCommunicator(ir::Plan plan, MPI_Comm comm, Options options, StagedArithmetic arithmetic)
+    : StagedCommunicator(comm, arithmetic, options) {
+  host_ = std::make_unique<Communicator>(std::move(plan), comm, std::move(options));
+  check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  start_worker();
 }
 
 StagedCommunicator::~StagedCommunicator() {
-  cudaStreamSynchronize(stream_);
-  cudaStreamDestroy(stream_);
+  if (stream_) cudaStreamSynchronize(stream_);
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  if (worker_.joinable()) worker_.join();
+  if (stream_) cudaStreamDestroy(stream_);
+  host_.reset();  // collective; its scratch goes back to the arithmetic, freed after it
   if (pinned_) cudaFreeHost(pinned_);
+}
+
+void StagedCommunicator::hand_over(void* data) {
+  auto* job = static_cast<Job*>(data);
+  StagedCommunicator& self = *job->owner;
+  std::unique_lock lock(self.mutex_);
+  self.jobs_.push_back(job);
+  self.changed_.notify_all();
+  self.changed_.wait(lock, [&] { return job->done; });
+  lock.unlock();
+  delete job;
+}
+
+void StagedCommunicator::start_worker() {
+  // The worker launches the reductions' kernels: on this thread's device (CUDA's current device
+  // is per thread).
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  worker_ = std::thread([this, device] {
+    cudaSetDevice(device);
+    work();
+  });
+}
+
+void StagedCommunicator::work() {
+  for (;;) {
+    Job* job = nullptr;
+    {
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;
+      job = jobs_.front();
+      jobs_.pop_front();
+    }
+    // After a failure later operations do nothing.
+    std::string why;
+    if (failure().empty()) {
+      try {
+        host_->allreduce(job->pinned, job->pinned, job->count, job->type, job->op);
+      } catch (const std::exception& e) {
+        why = e.what();
+      }
+    }
+    {
+      std::lock_guard lock(mutex_);
+      if (error_.empty()) error_ = why;
+      job->done = true;
+    }
+    changed_.notify_all();
+  }
+}
+
+std::string StagedCommunicator::failure() {
+  std::lock_guard lock(mutex_);
+  return error_;
 }
 
 void StagedCommunicator::rethrow() {
   cudaStreamSynchronize(stream_);
-  if (!error_->empty()) throw RuntimeError("staged device all-reduce failed: " + *error_);
+  const std::string why = failure();
+  if (!why.empty()) throw RuntimeError("staged device all-reduce failed: " + why);
 }
 
 void StagedCommunicator::synchronize() { rethrow(); }
@@ -60,14 +148,22 @@ void StagedCommunicator::synchronize() { rethrow(); }
 void StagedCommunicator::allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
                                    cudaStream_t stream) {
   const size_t bytes = count * size_of(type);
-  if (!error_->empty()) rethrow();
-  if (bytes > pinned_bytes_) {
-    // Earlier operations still use the old buffer: let them finish first.
-    cudaStreamSynchronize(stream_);
-    if (pinned_) cudaFreeHost(pinned_);
-    pinned_ = nullptr;
-    check_cuda(cudaMallocHost(&pinned_, bytes), "cudaMallocHost");
-    pinned_bytes_ = bytes;
+  if (!failure().empty()) rethrow();
+  const bool grow_scratch = arithmetic_ && arithmetic_->short_of_memory();
+  if (bytes > pinned_bytes_ || grow_scratch) {
+    // Earlier operations still use the old memory: let them finish first. Pinned memory is
+    // allocated only here, with nothing of ours waiting in a stream (device_arithmetic.hpp).
+    rethrow();
+    if (grow_scratch) arithmetic_->grow();
+    if (bytes > pinned_bytes_) {
+      if (arithmetic_) arithmetic_->set_staging(nullptr, 0);
+      if (pinned_) cudaFreeHost(pinned_);
+      pinned_ = nullptr;
+      pinned_bytes_ = 0;
+      check_cuda(cudaMallocHost(&pinned_, bytes), "cudaMallocHost");
+      pinned_bytes_ = bytes;
+      if (arithmetic_) arithmetic_->set_staging(pinned_, pinned_bytes_);
+    }
   }
   cudaEvent_t ready, done;
   check_cuda(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreateWithFlags");
@@ -76,8 +172,8 @@ void StagedCommunicator::allreduce(const void* send, void* recv, size_t count, D
   cudaEventDestroy(ready);
   const void* source = send ? send : recv;
   if (bytes) check_cuda(cudaMemcpyAsync(pinned_, source, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync");
-  auto* job = new Job{host_.get(), pinned_, count, type, op, error_};
-  if (cudaLaunchHostFunc(stream_, &Job::run, job) != cudaSuccess) {
+  auto* job = new Job{this, pinned_, count, type, op};
+  if (cudaLaunchHostFunc(stream_, &StagedCommunicator::hand_over, job) != cudaSuccess) {
     delete job;
     throw RuntimeError("cudaLaunchHostFunc failed");
   }

@@ -1,26 +1,49 @@
 // flexplan::gpu::StagedCommunicator: the UCX host runtime (flexplan::Communicator) on device
 // buffers, staged through pinned host memory, with stream semantics: each call enqueues on the
-// caller's stream a copy to pinned memory, the host all-reduce (a host function the stream
-// runs), and the copy back, and returns. For clusters without a fast GPU interconnect, and for
-// several processes sharing one GPU (which NCCL refuses). The installed UCX (1.13, Debian) has
-// no CUDA transports, hence the staging. Reductions run on the host, in the runtime's kernels.
+// caller's stream a copy to pinned memory, the host all-reduce, and the copy back, and returns.
+// For clusters without a fast GPU interconnect, and for several processes sharing one GPU (which
+// NCCL refuses). The installed UCX (1.13, Debian) has no CUDA transports, hence the staging.
+//
+// The all-reduce runs on a worker thread of this object: the stream's host function hands the
+// operation over and waits, since CUDA calls are not allowed inside a host function and the
+// local reductions are CUDA calls: by default they run as CUDA kernels on the pinned memory the
+// chunks land in (device_arithmetic.hpp), or on the CPU: StagedArithmetic below.
 #pragma once
 
 #include <mpi.h>
 
+#include <condition_variable>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "runtime/communicator.hpp"
 #include "runtime/gpu/device_api.hpp"
+#include "runtime/gpu/device_arithmetic.hpp"
 
 namespace flexplan::gpu {
+
+// Where the staged path's local reductions run. FLEXPLAN_STAGED_ARITHMETIC=auto|device|host.
+//   Device: every fold as CUDA kernels.
+//   Host: on the CPU, as the host runtime.
+//   Auto (the default): Host when processes of the job share this process's GPU (measured
+//   faster there: their contexts time-slice the GPU, and every fold waits for its kernels);
+//   otherwise Device for folds of at least kAutoDeviceMinBytes, the host below (a launch and a
+//   wait cost more than combining a few KiB on the CPU).
+enum class StagedArithmetic { Auto, Device, Host };
+inline constexpr size_t kAutoDeviceMinBytes = size_t{64} << 10;
+// The variable's value, Auto when unset; InputError naming it when malformed.
+StagedArithmetic staged_arithmetic_from_env();
 
 class StagedCommunicator {
  public:
   // Collective, as flexplan::Communicator's constructors.
-  StagedCommunicator(const std::string& plan_path, MPI_Comm comm, Options options = Options::from_env());
-  StagedCommunicator(ir::Plan plan, MPI_Comm comm, Options options = Options::from_env());
+  StagedCommunicator(const std::string& plan_path, MPI_Comm comm, Options options = Options::from_env(),
+                     StagedArithmetic arithmetic = staged_arithmetic_from_env());
+  StagedCommunicator(ir::Plan plan, MPI_Comm comm, Options options = Options::from_env(),
+                     StagedArithmetic arithmetic = staged_arithmetic_from_env());
   // Waits for the enqueued operations; collective (the host communicator's destructor is).
   ~StagedCommunicator();
   StagedCommunicator(const StagedCommunicator&) = delete;
@@ -28,21 +51,38 @@ class StagedCommunicator {
 
   // recv = op over all ranks' send (device pointers); in place when send == recv or null.
   // Enqueued on `stream`; later work on it sees the result. Operations run in issue order. A
-  // failure surfaces at the next call or at synchronize(), as RuntimeError.
+  // failure surfaces at the next call or at synchronize(), as RuntimeError. Synchronizes the
+  // host only when the staging buffer or the reductions' scratch must grow (a first call, a
+  // larger count).
   void allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, cudaStream_t stream);
   // Waits for every enqueued operation; throws the first failure.
   void synchronize();
 
   Communicator& host() { return *host_; }
+  // The CUDA arithmetic's counters; null where the reductions run on the host.
+  const DeviceArithmetic* device_arithmetic() const { return arithmetic_.get(); }
 
  private:
   struct Job;
+  StagedCommunicator(MPI_Comm comm, StagedArithmetic arithmetic, Options& options);
+  static void hand_over(void* job);  // the stream's host function
+  void start_worker();
+  void work();                       // the worker thread
   void rethrow();
+  std::string failure();  // the first failure, "" if none
+
+  std::shared_ptr<DeviceArithmetic> arithmetic_;  // before host_: its scratch comes from here
   std::unique_ptr<Communicator> host_;
   cudaStream_t stream_ = nullptr;  // every operation, in issue order
   void* pinned_ = nullptr;
   size_t pinned_bytes_ = 0;
-  std::shared_ptr<std::string> error_;
+
+  std::mutex mutex_;  // jobs_, stopping_, error_, each job's done
+  std::string error_;
+  std::condition_variable changed_;
+  std::deque<Job*> jobs_;  // handed over, not yet run
+  bool stopping_ = false;
+  std::thread worker_;
 };
 
 }  // namespace flexplan::gpu

@@ -206,27 +206,126 @@ TEST(DeviceCommunicators, SplitOnceAndCounted) {
 
 // --- the UCX host runtime on device buffers, staged through pinned memory ---------------------
 
-// Every rank on one device (which NCCL would refuse): the staged path needs no NCCL.
-TEST(StagedUcx, DeviceBuffersEveryType) {
+// Every rank on one device (which NCCL would refuse): the staged path needs no NCCL. Local
+// reductions in (emulated) CUDA kernels on the pinned memory the chunks land in, then on the CPU.
+void staged_every_type_and_op(gpu::StagedArithmetic arithmetic) {
   const ir::Plan plan = world_size() < 2 ? hand_ring_plan(1) : plan_for(random_tree(world_size(), 21), "flexreduce");
-  gpu::StagedCommunicator comm(plan, MPI_COMM_WORLD);
+  gpu::StagedCommunicator comm(plan, MPI_COMM_WORLD, Options::from_env(), arithmetic);
   Stream stream;
   uint64_t salt = 900;
   for (DataType type : kAllDataTypes)
-    for (bool in_place : {true, false}) {
-      const size_t count = 3001, bytes = count * size_of(type);
-      std::vector<std::byte> host(bytes), result(bytes);
-      fill_input(host.data(), count, type, ReduceOp::Sum, comm.host().rank(), salt);
-      DeviceBuffer send(bytes), recv(bytes);
-      cudaMemcpy(send.data, host.data(), bytes, cudaMemcpyHostToDevice);
-      comm.allreduce(send.data, in_place ? send.data : recv.data, count, type, ReduceOp::Sum, stream.handle);
-      cudaMemcpyAsync(result.data(), in_place ? send.data : recv.data, bytes, cudaMemcpyDeviceToHost, stream.handle);
-      cudaStreamSynchronize(stream.handle);
-      comm.synchronize();
-      std::string detail;
-      EXPECT_EQ(verify_everywhere(result.data(), count, type, ReduceOp::Sum, salt++, &detail), 0u)
-          << to_string(type) << (in_place ? " in place: " : " out of place: ") << detail;
+    for (ReduceOp op : kAllReduceOps)
+      for (bool in_place : {true, false}) {
+        if (!in_place && op != ReduceOp::Sum) continue;
+        const size_t count = 3001, bytes = count * size_of(type);
+        std::vector<std::byte> host(bytes), result(bytes);
+        fill_input(host.data(), count, type, op, comm.host().rank(), salt);
+        DeviceBuffer send(bytes), recv(bytes);
+        cudaMemcpy(send.data, host.data(), bytes, cudaMemcpyHostToDevice);
+        comm.allreduce(send.data, in_place ? send.data : recv.data, count, type, op, stream.handle);
+        cudaMemcpyAsync(result.data(), in_place ? send.data : recv.data, bytes, cudaMemcpyDeviceToHost, stream.handle);
+        cudaStreamSynchronize(stream.handle);
+        comm.synchronize();
+        std::string detail;
+        EXPECT_EQ(verify_everywhere(result.data(), count, type, op, salt++, &detail), 0u)
+            << to_string(type) << " " << to_string(op) << (in_place ? " in place: " : " out of place: ") << detail;
+      }
+  const gpu::DeviceArithmetic* device = comm.device_arithmetic();
+  if (arithmetic == gpu::StagedArithmetic::Host) {
+    EXPECT_EQ(device, nullptr);
+    return;
+  }
+  ASSERT_NE(device, nullptr);
+  const auto counters = device->counters();
+  // Every rank of this plan reduces something when there are two or more; avg divides everywhere.
+  if (world_size() >= 2) {
+    EXPECT_GT(counters.device_folds, 0u);
+  }
+  EXPECT_EQ(counters.host_folds, 0u) << "scratch fell outside pinned memory";
+  EXPECT_EQ(counters.device_divides, std::size(kAllDataTypes));
+  EXPECT_EQ(counters.host_divides, 0u);
+}
+
+TEST(StagedUcx, DeviceBuffersReducedByKernels) { staged_every_type_and_op(gpu::StagedArithmetic::Device); }
+TEST(StagedUcx, DeviceBuffersReducedOnTheHost) { staged_every_type_and_op(gpu::StagedArithmetic::Host); }
+
+// The default: the host arithmetic where processes share a GPU (all ranks on the emulated
+// device), CUDA kernels for folds of 64 KiB and more otherwise.
+TEST(StagedUcx, AutoArithmeticFollowsGpuSharing) {
+  const ir::Plan plan = hand_ring_plan(world_size());
+  gpu::StagedCommunicator comm(plan, MPI_COMM_WORLD, Options::from_env(), gpu::StagedArithmetic::Auto);
+  int devices = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
+  if (world_size() > devices) {
+    EXPECT_EQ(comm.device_arithmetic(), nullptr);
+  } else {
+    ASSERT_NE(comm.device_arithmetic(), nullptr);
+    EXPECT_EQ(comm.device_arithmetic()->min_device_bytes(), gpu::kAutoDeviceMinBytes);
+  }
+}
+
+// The staged path's arithmetic on one rank: kernels on pinned memory agree with the host
+// arithmetic; scratch beyond the arenas comes from the heap and is folded on the host, counted;
+// grow() then adds an arena that serves it.
+TEST(StagedUcx, DeviceArithmeticFallsBackAndGrows) {
+  if (world_rank() != 0) GTEST_SKIP() << "one rank's local arithmetic";
+  gpu::DeviceArithmetic arithmetic(16384);
+  const size_t n = 1000;
+  for (DataType type : kAllDataTypes)
+    for (ReduceOp op : kAllReduceOps) {
+      const size_t bytes = n * size_of(type);
+      std::byte* a = arithmetic.allocate(bytes);
+      std::byte* b = arithmetic.allocate(bytes);
+      std::vector<std::byte> want(bytes), got(bytes);
+      fill_input(a, n, type, op, 0, 7);
+      fill_input(b, n, type, op, 1, 7);
+      const std::byte* parts[] = {a, b, a};
+      host_arithmetic().fold(want.data(), want.data(), parts, 3, n, type, op);
+      std::byte* out = arithmetic.allocate(bytes);
+      ASSERT_EQ(arithmetic.fold(out, out, parts, 3, n, type, op), "");
+      EXPECT_EQ(std::memcmp(out, want.data(), bytes), 0) << to_string(type) << " " << to_string(op);
+      arithmetic.release(out, bytes);
+      arithmetic.release(b, bytes);
+      arithmetic.release(a, bytes);
     }
+  auto counters = arithmetic.counters();
+  // float32's pieces fit the 16 KiB arena; float64's ran short and were folded on the host.
+  EXPECT_GT(counters.device_folds, 0u);
+  EXPECT_GT(counters.host_folds, 0u);
+  EXPECT_TRUE(arithmetic.short_of_memory());
+  arithmetic.grow();
+  EXPECT_FALSE(arithmetic.short_of_memory());
+  EXPECT_GE(arithmetic.counters().arena_bytes, 16384u + (size_t{16} << 20));
+  const size_t before = arithmetic.counters().host_folds;
+  const size_t bytes = n * 8;
+  std::byte* a = arithmetic.allocate(bytes);
+  std::byte* b = arithmetic.allocate(bytes);
+  fill_input(a, n, DataType::Float64, ReduceOp::Sum, 0, 8);
+  fill_input(b, n, DataType::Float64, ReduceOp::Sum, 1, 8);
+  const std::byte* parts[] = {a, b};
+  ASSERT_EQ(arithmetic.fold(a, a, parts, 2, n, DataType::Float64, ReduceOp::Sum), "");
+  EXPECT_EQ(arithmetic.counters().host_folds, before) << "the grown arena did not serve the scratch";
+  EXPECT_FALSE(arithmetic.short_of_memory());
+  arithmetic.release(b, bytes);
+  arithmetic.release(a, bytes);
+  // Below the threshold, folds run on the host whatever the memory.
+  gpu::DeviceArithmetic thresholded(16384, 4096);
+  std::byte* x = thresholded.allocate(800);
+  fill_input(x, 100, DataType::Float64, ReduceOp::Sum, 0, 9);
+  const std::byte* small[] = {x, x};
+  ASSERT_EQ(thresholded.fold(x, x, small, 2, 100, DataType::Float64, ReduceOp::Sum), "");
+  EXPECT_EQ(thresholded.counters().small_folds, 1u);
+  EXPECT_EQ(thresholded.counters().device_folds, 0u);
+  thresholded.release(x, 800);
+  // Staging memory the kernels may touch: a divide there runs as a kernel; elsewhere on the host.
+  std::vector<double> heap(n, 6.0);
+  ASSERT_EQ(arithmetic.divide(reinterpret_cast<std::byte*>(heap.data()), n, DataType::Float64, 3), "");
+  EXPECT_EQ(heap[n - 1], 2.0);
+  EXPECT_EQ(arithmetic.counters().host_divides, 1u);
+  arithmetic.set_staging(heap.data(), n * 8);  // (emulated "pinned": any host memory works)
+  ASSERT_EQ(arithmetic.divide(reinterpret_cast<std::byte*>(heap.data()), n, DataType::Float64, 2), "");
+  EXPECT_EQ(heap[0], 1.0);
+  EXPECT_EQ(arithmetic.counters().device_divides, 1u);
 }
 
 // --- plan checks at load: every rank fails, with the same reason ------------------------------

@@ -68,7 +68,9 @@ TEST(RealDevice, WorldSizeOneEveryTypeThroughNccl) {
 TEST(RealDevice, StagedUcxSharesOneGpu) {
   REQUIRE_DEVICE();
   cudaSetDevice(0);
-  gpu::StagedCommunicator comm(hand_ring_plan(world_size()), MPI_COMM_WORLD);
+  // (Device, not the default: processes sharing the GPU get the host arithmetic by default.)
+  gpu::StagedCommunicator comm(hand_ring_plan(world_size()), MPI_COMM_WORLD, Options::from_env(),
+                               gpu::StagedArithmetic::Device);
   cudaStream_t stream;
   cudaStreamCreate(&stream);
   uint64_t salt = 300;
@@ -89,6 +91,13 @@ TEST(RealDevice, StagedUcxSharesOneGpu) {
     cudaFree(buffer);
   }
   cudaStreamDestroy(stream);
+  // The local reductions ran as kernels on the pinned chunks, none on the host.
+  ASSERT_NE(comm.device_arithmetic(), nullptr);
+  const auto counters = comm.device_arithmetic()->counters();
+  if (world_size() >= 2) {
+    EXPECT_GT(counters.device_folds, 0u);
+  }
+  EXPECT_EQ(counters.host_folds, 0u);
 }
 
 // The device kernels against the host runtime's arithmetic (runtime/reduce_kernels.hpp), bit
