@@ -29,6 +29,8 @@ class LocalArithmetic {
   // (throws std::bad_alloc). release() gets back exactly what allocate() gave, with its size.
   virtual std::byte* allocate(size_t bytes) = 0;
   virtual void release(std::byte* data, size_t bytes) = 0;
+  // Whether a released buffer may be kept for reuse (ScratchPool); false makes the pool free it.
+  virtual bool reusable(const std::byte*) const { return true; }
 };
 
 // The CPU arithmetic, with ordinary heap scratch; shared, stateless.

@@ -27,7 +27,7 @@ ScratchPool::Buffer ScratchPool::acquire(size_t bytes) {
 }
 
 void ScratchPool::release(Buffer buffer) {
-  if (!buffer || free_bytes_ + buffer.capacity > kMaxIdleBytes) return;
+  if (!buffer || free_bytes_ + buffer.capacity > kMaxIdleBytes || !arithmetic_->reusable(buffer.get())) return;
   free_bytes_ += buffer.capacity;
   free_.push_back(std::move(buffer));
 }

@@ -110,11 +110,8 @@ int run_device(const BenchArgs& args, int rank, int world) {
       fmt::print("# flexbench --device --staged: plan {} (topology {}), {} ranks, device {} on rank 0, UCX staged "
                  "through pinned host memory, local reductions {}\n",
                  args.plan_path, comm.plan().topology_name, world, device,
-                 !comm.staged->device_arithmetic() ? std::string("on the host")
-                 : comm.staged->device_arithmetic()->min_device_bytes() == 0
-                     ? std::string("in CUDA kernels")
-                     : fmt::format("in CUDA kernels from {} B a part, on the host below",
-                                   comm.staged->device_arithmetic()->min_device_bytes()));
+                 comm.staged->device_arithmetic() ? "in CUDA kernels (FLEXPLAN_STAGED_ARITHMETIC=device)"
+                                                  : "on the host");
     }
     fmt::print("#\n# {:>10} {:>12} {:>8} {:>6} {:>14}   {:>9} {:>7} {:>7} {:>6}   {:>9} {:>7} {:>7} {:>6}\n", "", "",
                "", "", "", "out-of-place", "", "", "", "in-place", "", "", "");
@@ -171,9 +168,9 @@ int run_device(const BenchArgs& args, int rank, int world) {
   }
   if (rank == 0 && comm.staged && comm.staged->device_arithmetic()) {
     const auto c = comm.staged->device_arithmetic()->counters();
-    fmt::print("# rank 0's local reductions: {} folds by kernels, {} on the host (small), {} on the host (scratch "
-               "outside pinned memory), {} MiB of pinned scratch\n",
-               c.device_folds, c.small_folds, c.host_folds, c.arena_bytes >> 20);
+    fmt::print("# rank 0's local reductions: {} folds by kernels, {} on the host (scratch outside pinned memory), "
+               "{} MiB of pinned scratch\n",
+               c.device_folds, c.host_folds, c.arena_bytes >> 20);
   }
   cudaStreamDestroy(stream);
   cudaFree(send);

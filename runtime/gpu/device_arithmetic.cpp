@@ -17,7 +17,7 @@ constexpr size_t kAlignment = 256;
 constexpr size_t kMinGrowth = size_t{16} << 20;
 }  // namespace
 
-DeviceArithmetic::DeviceArithmetic(size_t arena_bytes, size_t min_device_bytes) : min_device_bytes_(min_device_bytes) {
+DeviceArithmetic::DeviceArithmetic(size_t arena_bytes) {
   check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
   try {
     add_arena(std::max(arena_bytes, kAlignment));
@@ -54,6 +54,7 @@ void DeviceArithmetic::add_arena(size_t bytes) {
   void* data = nullptr;
   check_cuda(cudaMallocHost(&data, bytes), "cudaMallocHost (staged scratch arena)");
   arenas_.emplace_back(static_cast<std::byte*>(data), bytes);
+  arena_total_ += bytes;
   used_ = 0;
 }
 
@@ -74,20 +75,29 @@ std::byte* DeviceArithmetic::allocate(size_t bytes) {
       used_ += size;
       return data;
     }
-    shortfall_ += size;
+    if (arena_total_ < kMaxArenaBytes) shortfall_ += size;  // (at the cap, the heap it stays)
   }
   return new std::byte[bytes];
 }
 
+bool DeviceArithmetic::in_arena(const std::byte* data) const {
+  for (const auto& [base, length] : arenas_)
+    if (data >= base && data < base + length) return true;
+  return false;
+}
+
 void DeviceArithmetic::release(std::byte* data, size_t bytes) {
   std::lock_guard lock(mutex_);
-  for (const auto& [base, length] : arenas_) {
-    if (data >= base && data < base + length) {
-      free_[size_class(bytes)].push_back(data);
-      return;
-    }
+  if (in_arena(data)) {
+    free_[size_class(bytes)].push_back(data);
+  } else {
+    delete[] data;
   }
-  delete[] data;
+}
+
+bool DeviceArithmetic::reusable(const std::byte* data) const {
+  std::lock_guard lock(mutex_);
+  return in_arena(data);
 }
 
 void DeviceArithmetic::set_staging(const void* data, size_t bytes) {
@@ -104,8 +114,9 @@ void DeviceArithmetic::grow() {
   std::lock_guard lock(mutex_);
   if (shortfall_ == 0) return;
   // Twice what ran short: the pool's buffers of one operation come back in other sizes too.
-  add_arena(std::max(kMinGrowth, 2 * shortfall_));
+  const size_t bytes = std::min(std::max(kMinGrowth, 2 * shortfall_), kMaxArenaBytes - std::min(arena_total_, kMaxArenaBytes));
   shortfall_ = 0;
+  if (bytes >= kAlignment) add_arena(bytes);
 }
 
 bool DeviceArithmetic::reachable(const void* data, size_t bytes) const {
@@ -121,7 +132,6 @@ DeviceArithmetic::Counters DeviceArithmetic::counters() const {
   Counters c;
   c.device_folds = device_folds_;
   c.host_folds = host_folds_;
-  c.small_folds = small_folds_;
   c.device_divides = device_divides_;
   c.host_divides = host_divides_;
   std::lock_guard lock(mutex_);
@@ -132,10 +142,6 @@ DeviceArithmetic::Counters DeviceArithmetic::counters() const {
 std::string DeviceArithmetic::fold(std::byte* out, std::byte* partial, const std::byte* const* parts, size_t count,
                                    size_t n, DataType type, ReduceOp op) {
   const size_t bytes = n * size_of(type);
-  if (bytes < min_device_bytes_) {
-    ++small_folds_;
-    return host_arithmetic().fold(out, partial, parts, count, n, type, op);
-  }
   bool on_device;
   {
     std::lock_guard lock(mutex_);

@@ -23,8 +23,8 @@ struct Arith {
   __device__ static T combine(T a, T b, ReduceOp op) {
     switch (op) {
       case ReduceOp::Prod: return a * b;
-      case ReduceOp::Min: return a < b ? a : b;
-      case ReduceOp::Max: return a > b ? a : b;
+      case ReduceOp::Min: return b < a ? b : a;  // as std::min: a on ties, -0/+0 and NaN alike
+      case ReduceOp::Max: return a < b ? b : a;  // as std::max
       default: return a + b;
     }
   }
@@ -35,8 +35,8 @@ struct WrapArith {
   __device__ static T combine(T a, T b, ReduceOp op) {
     switch (op) {
       case ReduceOp::Prod: return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-      case ReduceOp::Min: return a < b ? a : b;
-      case ReduceOp::Max: return a > b ? a : b;
+      case ReduceOp::Min: return b < a ? b : a;  // as std::min: a on ties, -0/+0 and NaN alike
+      case ReduceOp::Max: return a < b ? b : a;  // as std::max
       default: return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
     }
   }

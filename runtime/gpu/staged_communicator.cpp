@@ -1,7 +1,6 @@
 // The UCX host runtime on device buffers through pinned staging (staged_communicator.hpp).
 #include "runtime/gpu/staged_communicator.hpp"
 
-#include <algorithm>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -15,25 +14,10 @@ constexpr size_t kInitialArenaBytes = size_t{32} << 20;
 
 StagedArithmetic staged_arithmetic_from_env() {
   const char* value = std::getenv("FLEXPLAN_STAGED_ARITHMETIC");
-  if (!value || !*value || std::string(value) == "auto") return StagedArithmetic::Auto;
+  if (!value || !*value || std::string(value) == "host") return StagedArithmetic::Host;
   if (std::string(value) == "device") return StagedArithmetic::Device;
-  if (std::string(value) == "host") return StagedArithmetic::Host;
-  throw InputError(fmt::format("FLEXPLAN_STAGED_ARITHMETIC='{}': expected auto, device or host", value));
+  throw InputError(fmt::format("FLEXPLAN_STAGED_ARITHMETIC='{}': expected host or device", value));
 }
-
-namespace {
-// Whether more processes of `comm` run on this host than it has GPUs (collective).
-bool gpu_shared(MPI_Comm comm) {
-  MPI_Comm node;
-  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  int local = 1;
-  MPI_Comm_size(node, &local);
-  MPI_Comm_free(&node);
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
-  return local > std::max(devices, 1);
-}
-}  // namespace
 
 // One operation's host part: run by the worker while the stream's host function waits.
 struct StagedCommunicator::Job {
@@ -46,12 +30,28 @@ struct StagedCommunicator::Job {
 };
 
 StagedCommunicator::StagedCommunicator(MPI_Comm comm, StagedArithmetic arithmetic, Options& options) {
-  // (Every rank takes the same branch of the collective test: it needs all of them.)
-  if (arithmetic == StagedArithmetic::Auto && gpu_shared(comm)) arithmetic = StagedArithmetic::Host;
-  if (arithmetic == StagedArithmetic::Host) return;
-  const size_t min_bytes = arithmetic == StagedArithmetic::Auto ? kAutoDeviceMinBytes : 0;
-  arithmetic_ = std::make_shared<DeviceArithmetic>(kInitialArenaBytes, min_bytes);
-  options.arithmetic = arithmetic_;
+  std::string why;
+  if (arithmetic == StagedArithmetic::Device) {
+    try {
+      arithmetic_ = std::make_shared<DeviceArithmetic>(kInitialArenaBytes);
+      options.arithmetic = arithmetic_;
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+  }
+  // Every rank learns whether every rank could set up its arithmetic, before the host
+  // communicator's collective creation, where the others would wait for a rank that threw.
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  int first_failed = why.empty() ? size : rank;
+  MPI_Allreduce(MPI_IN_PLACE, &first_failed, 1, MPI_INT, MPI_MIN, comm);
+  if (first_failed == size) return;
+  arithmetic_.reset();
+  throw RuntimeError(why.empty()
+                         ? fmt::format("staged device path: rank {} could not set up its CUDA arithmetic (see its error)",
+                                       first_failed)
+                         : fmt::format("staged device path: rank {}: {}", rank, why));
 }
 
 StagedCommunicator::StagedCommunicator(const std::string& plan_path, MPI_Comm comm, Options options,
@@ -76,7 +76,13 @@ StagedCommunicator::~StagedCommunicator() {
     stopping_ = true;
   }
   changed_.notify_all();
-  if (worker_.joinable()) worker_.join();
+  if (worker_.joinable()) worker_.join();  // runs every job handed over first
+  {
+    // A failed stream returns from its synchronize at once: a host function may still be on its
+    // way out of hand_over, touching this object.
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return in_hand_over_ == 0; });
+  }
   if (stream_) cudaStreamDestroy(stream_);
   host_.reset();  // collective; its scratch goes back to the arithmetic, freed after it
   if (pinned_) cudaFreeHost(pinned_);
@@ -86,11 +92,13 @@ void StagedCommunicator::hand_over(void* data) {
   auto* job = static_cast<Job*>(data);
   StagedCommunicator& self = *job->owner;
   std::unique_lock lock(self.mutex_);
+  ++self.in_hand_over_;
   self.jobs_.push_back(job);
   self.changed_.notify_all();
   self.changed_.wait(lock, [&] { return job->done; });
-  lock.unlock();
   delete job;
+  --self.in_hand_over_;
+  self.changed_.notify_all();
 }
 
 void StagedCommunicator::start_worker() {
@@ -138,7 +146,12 @@ std::string StagedCommunicator::failure() {
 }
 
 void StagedCommunicator::rethrow() {
-  cudaStreamSynchronize(stream_);
+  const cudaError_t result = cudaStreamSynchronize(stream_);
+  if (result != cudaSuccess) {
+    // (The copies, or work the caller's stream did before: the host part may never have run.)
+    std::lock_guard lock(mutex_);
+    if (error_.empty()) error_ = fmt::format("its stream failed: {}", cudaGetErrorString(result));
+  }
   const std::string why = failure();
   if (!why.empty()) throw RuntimeError("staged device all-reduce failed: " + why);
 }

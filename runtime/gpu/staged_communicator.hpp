@@ -5,9 +5,8 @@
 // NCCL refuses). The installed UCX (1.13, Debian) has no CUDA transports, hence the staging.
 //
 // The all-reduce runs on a worker thread of this object: the stream's host function hands the
-// operation over and waits, since CUDA calls are not allowed inside a host function and the
-// local reductions are CUDA calls: by default they run as CUDA kernels on the pinned memory the
-// chunks land in (device_arithmetic.hpp), or on the CPU: StagedArithmetic below.
+// operation over and waits (CUDA calls are not allowed inside a host function, and the local
+// reductions may be CUDA kernels on the pinned memory the chunks land in: StagedArithmetic).
 #pragma once
 
 #include <mpi.h>
@@ -25,21 +24,21 @@
 
 namespace flexplan::gpu {
 
-// Where the staged path's local reductions run. FLEXPLAN_STAGED_ARITHMETIC=auto|device|host.
-//   Device: every fold as CUDA kernels.
-//   Host: on the CPU, as the host runtime.
-//   Auto (the default): Host when processes of the job share this process's GPU (measured
-//   faster there: their contexts time-slice the GPU, and every fold waits for its kernels);
-//   otherwise Device for folds of at least kAutoDeviceMinBytes, the host below (a launch and a
-//   wait cost more than combining a few KiB on the CPU).
-enum class StagedArithmetic { Auto, Device, Host };
-inline constexpr size_t kAutoDeviceMinBytes = size_t{64} << 10;
-// The variable's value, Auto when unset; InputError naming it when malformed.
+// Where the staged path's local reductions run. FLEXPLAN_STAGED_ARITHMETIC=host|device.
+//   Host (the default): on the CPU, as the host runtime.
+//   Device: as CUDA kernels on the pinned chunks (device_arithmetic.hpp). Slower where processes
+//   share a GPU (measured on an H100, docs/gpu.md), and the worker then makes CUDA calls while
+//   the stream's host function waits for it, which CUDA's rules for host functions do not
+//   allow: another thread's device-wide synchronization (cudaDeviceSynchronize, cudaFree,
+//   pinned allocation) during an operation may deadlock. Opt in knowing that.
+enum class StagedArithmetic { Host, Device };
+// The variable's value, Host when unset; InputError naming it when malformed.
 StagedArithmetic staged_arithmetic_from_env();
 
 class StagedCommunicator {
  public:
-  // Collective, as flexplan::Communicator's constructors.
+  // Collective, as flexplan::Communicator's constructors; every rank throws if any rank cannot
+  // set up its CUDA arithmetic.
   StagedCommunicator(const std::string& plan_path, MPI_Comm comm, Options options = Options::from_env(),
                      StagedArithmetic arithmetic = staged_arithmetic_from_env());
   StagedCommunicator(ir::Plan plan, MPI_Comm comm, Options options = Options::from_env(),
@@ -81,6 +80,7 @@ class StagedCommunicator {
   std::string error_;
   std::condition_variable changed_;
   std::deque<Job*> jobs_;  // handed over, not yet run
+  size_t in_hand_over_ = 0;  // host functions inside hand_over
   bool stopping_ = false;
   std::thread worker_;
 };

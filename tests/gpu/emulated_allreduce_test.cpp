@@ -19,6 +19,7 @@
 #include "planner/algorithm_table.hpp"
 #include "runtime/gpu/device_communicator.hpp"
 #include "runtime/gpu/staged_communicator.hpp"
+#include "runtime/scratch_pool.hpp"
 #include "tests/mpi/test_support.hpp"
 
 namespace flexplan::mpitest {
@@ -249,19 +250,20 @@ void staged_every_type_and_op(gpu::StagedArithmetic arithmetic) {
 TEST(StagedUcx, DeviceBuffersReducedByKernels) { staged_every_type_and_op(gpu::StagedArithmetic::Device); }
 TEST(StagedUcx, DeviceBuffersReducedOnTheHost) { staged_every_type_and_op(gpu::StagedArithmetic::Host); }
 
-// The default: the host arithmetic where processes share a GPU (all ranks on the emulated
-// device), CUDA kernels for folds of 64 KiB and more otherwise.
-TEST(StagedUcx, AutoArithmeticFollowsGpuSharing) {
-  const ir::Plan plan = hand_ring_plan(world_size());
-  gpu::StagedCommunicator comm(plan, MPI_COMM_WORLD, Options::from_env(), gpu::StagedArithmetic::Auto);
-  int devices = 0;
-  ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
-  if (world_size() > devices) {
-    EXPECT_EQ(comm.device_arithmetic(), nullptr);
-  } else {
-    ASSERT_NE(comm.device_arithmetic(), nullptr);
-    EXPECT_EQ(comm.device_arithmetic()->min_device_bytes(), gpu::kAutoDeviceMinBytes);
+// FLEXPLAN_STAGED_ARITHMETIC: host by default, device on request, anything else refused by name.
+TEST(StagedUcx, ArithmeticFromTheEnvironment) {
+  unsetenv("FLEXPLAN_STAGED_ARITHMETIC");
+  EXPECT_EQ(gpu::staged_arithmetic_from_env(), gpu::StagedArithmetic::Host);
+  setenv("FLEXPLAN_STAGED_ARITHMETIC", "device", 1);
+  EXPECT_EQ(gpu::staged_arithmetic_from_env(), gpu::StagedArithmetic::Device);
+  setenv("FLEXPLAN_STAGED_ARITHMETIC", "gpu", 1);
+  try {
+    gpu::staged_arithmetic_from_env();
+    ADD_FAILURE() << "accepted 'gpu'";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("FLEXPLAN_STAGED_ARITHMETIC='gpu'"), std::string::npos) << e.what();
   }
+  unsetenv("FLEXPLAN_STAGED_ARITHMETIC");
 }
 
 // The staged path's arithmetic on one rank: kernels on pinned memory agree with the host
@@ -308,15 +310,23 @@ TEST(StagedUcx, DeviceArithmeticFallsBackAndGrows) {
   EXPECT_FALSE(arithmetic.short_of_memory());
   arithmetic.release(b, bytes);
   arithmetic.release(a, bytes);
-  // Below the threshold, folds run on the host whatever the memory.
-  gpu::DeviceArithmetic thresholded(16384, 4096);
-  std::byte* x = thresholded.allocate(800);
-  fill_input(x, 100, DataType::Float64, ReduceOp::Sum, 0, 9);
-  const std::byte* small[] = {x, x};
-  ASSERT_EQ(thresholded.fold(x, x, small, 2, 100, DataType::Float64, ReduceOp::Sum), "");
-  EXPECT_EQ(thresholded.counters().small_folds, 1u);
-  EXPECT_EQ(thresholded.counters().device_folds, 0u);
-  thresholded.release(x, 800);
+  // Through a scratch pool: heap scratch is freed on release, not kept, so that after grow()
+  // the same size comes from an arena and folds on the device again.
+  {
+    gpu::DeviceArithmetic small(4096);
+    ScratchPool pool(small);
+    ScratchPool::Buffer big = pool.acquire(64 << 10);  // beyond the 4 KiB arena: heap
+    EXPECT_TRUE(small.short_of_memory());
+    pool.release(std::move(big));
+    small.grow();
+    ScratchPool::Buffer again = pool.acquire(64 << 10);
+    std::byte* p = again.get();
+    const std::byte* pair[] = {p, p};
+    fill_input(p, 100, DataType::Float64, ReduceOp::Sum, 0, 9);
+    ASSERT_EQ(small.fold(p, p, pair, 2, 100, DataType::Float64, ReduceOp::Sum), "");
+    EXPECT_EQ(small.counters().device_folds, 1u) << "the pool kept the heap buffer";
+    EXPECT_EQ(small.counters().host_folds, 0u);
+  }
   // Staging memory the kernels may touch: a divide there runs as a kernel; elsewhere on the host.
   std::vector<double> heap(n, 6.0);
   ASSERT_EQ(arithmetic.divide(reinterpret_cast<std::byte*>(heap.data()), n, DataType::Float64, 3), "");

@@ -61,8 +61,8 @@ if wants backend; then
 fi
 if wants staged; then
   # The staged UCX path alone: 3 processes on the GPU, then flexbench with the local reductions
-  # in CUDA kernels and on the host, side by side, and the default (auto: the host when processes
-  # share the GPU, as here). A hang is diagnosed with eager kernel loading.
+  # in CUDA kernels and on the host (the default), side by side. A hang is diagnosed with eager
+  # kernel loading.
   check staged_np3 45 $mpirun -np 3 "$b/bin/flexplan_gpu_device_tests" --gtest_filter=*Staged*
   if [ "$failed" -gt 0 ]; then
     CUDA_MODULE_LOADING=EAGER check staged_np3_eager_loading 45 $mpirun -x CUDA_MODULE_LOADING -np 3 \
@@ -72,7 +72,7 @@ if wants staged; then
     "$b/bin/flexplan" "$here/topologies/paper-2m-4.json" -o "$b/plan4.bin" > /dev/null &&
       "$b/bin/flexplan" "$here/bench/flexbench/loopback-2.json" -o "$b/plan2.bin" > /dev/null
     for ranks in 2 4; do
-      for arithmetic in auto device host; do
+      for arithmetic in device host; do
         FLEXPLAN_BLOCKING=0 FLEXPLAN_STAGED_ARITHMETIC=$arithmetic check "staged_${arithmetic}_np$ranks" 60 \
           $mpirun -x FLEXPLAN_STAGED_ARITHMETIC -np $ranks "$b/bin/flexbench" "$b/plan$ranks.bin" --device --staged \
           -b 8 -e 128M -f 4 -n 10 -w 3
