@@ -250,6 +250,31 @@ void staged_every_type_and_op(gpu::StagedArithmetic arithmetic) {
 TEST(StagedUcx, DeviceBuffersReducedByKernels) { staged_every_type_and_op(gpu::StagedArithmetic::Device); }
 TEST(StagedUcx, DeviceBuffersReducedOnTheHost) { staged_every_type_and_op(gpu::StagedArithmetic::Host); }
 
+// One rank cannot get pinned memory for its CUDA arithmetic: every rank fails at creation,
+// naming that rank, instead of the others waiting in the host communicator's creation.
+TEST(StagedUcx, CreationFailsOnEveryRankWhenOneCannotSetUp) {
+  if (world_size() < 2) GTEST_SKIP() << "needs a rank that fails and one that does not";
+  const int failing = world_size() - 1;
+  if (world_rank() == failing) setenv("FLEXPLAN_EMULATED_PINNED_LIMIT", "1024", 1);
+  std::string reason;
+  try {
+    gpu::StagedCommunicator comm(hand_ring_plan(world_size()), MPI_COMM_WORLD, Options::from_env(),
+                                 gpu::StagedArithmetic::Device);
+  } catch (const RuntimeError& e) {
+    reason = e.what();
+  }
+  unsetenv("FLEXPLAN_EMULATED_PINNED_LIMIT");
+  ASSERT_FALSE(reason.empty()) << "created although rank " << failing << " could not set up";
+  EXPECT_NE(reason.find(fmt::format("rank {}", failing)), std::string::npos) << reason;
+  if (world_rank() == failing) {
+    EXPECT_NE(reason.find("cudaMallocHost"), std::string::npos) << reason;
+  }
+  // The job goes on: a staged communicator with the host arithmetic works afterwards.
+  gpu::StagedCommunicator comm(hand_ring_plan(world_size()), MPI_COMM_WORLD, Options::from_env(),
+                               gpu::StagedArithmetic::Host);
+  EXPECT_EQ(comm.device_arithmetic(), nullptr);
+}
+
 // FLEXPLAN_STAGED_ARITHMETIC: host by default, device on request, anything else refused by name.
 TEST(StagedUcx, ArithmeticFromTheEnvironment) {
   unsetenv("FLEXPLAN_STAGED_ARITHMETIC");

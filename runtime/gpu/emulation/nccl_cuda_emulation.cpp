@@ -258,10 +258,19 @@ cudaError_t cudaFree(void* pointer) {
   std::free(pointer);
   return cudaSuccess;
 }
+// Pinned memory is limited on a real machine (the locked-memory limit, the host's memory):
+// FLEXPLAN_EMULATED_PINNED_LIMIT (bytes, read at each call; unset or 0: none) caps the total.
 cudaError_t cudaMallocHost(void** pointer, size_t bytes) {
+  *pointer = nullptr;
+  const long limit = env_long("FLEXPLAN_EMULATED_PINNED_LIMIT", 0);
+  std::lock_guard lock(g_registry_mutex);
+  if (limit > 0) {
+    size_t total = bytes;
+    for (const auto& [base, size] : g_pinned_allocations) total += size;
+    if (total > static_cast<size_t>(limit)) return cudaErrorMemoryAllocation;
+  }
   *pointer = allocate(bytes);
   if (!*pointer) return cudaErrorMemoryAllocation;
-  std::lock_guard lock(g_registry_mutex);
   g_pinned_allocations[reinterpret_cast<uintptr_t>(*pointer)] = bytes;
   return cudaSuccess;
 }
