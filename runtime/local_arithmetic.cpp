@@ -12,12 +12,9 @@ class HostArithmetic final : public LocalArithmetic {
  public:
   std::string fold(std::byte* out, std::byte* partial, const std::byte* const* parts, size_t count, size_t n,
                    DataType type, ReduceOp op) override {
-    const std::byte* sum = parts[0];
-    for (size_t k = 1; k < count; ++k) {
-      std::byte* target = k + 1 == count ? out : partial;
-      kernels::combine(target, sum, parts[k], n, type, op);
-      sum = target;
-    }
+    fold_left(out, partial, parts, count, [&](std::byte* target, const std::byte* a, const std::byte* b) {
+      kernels::combine(target, a, b, n, type, op);
+    });
     return {};
   }
   std::string divide(std::byte* buf, size_t n, DataType type, uint64_t divisor) override {

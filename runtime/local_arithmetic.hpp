@@ -36,4 +36,16 @@ class LocalArithmetic {
 // The CPU arithmetic, with ordinary heap scratch; shared, stateless.
 LocalArithmetic& host_arithmetic();
 
+// fold()'s order, shared by its implementations: combine(target, a, b) for each step, the running
+// result in `partial`, the last step into `out`.
+template <typename Combine>
+void fold_left(std::byte* out, std::byte* partial, const std::byte* const* parts, size_t count, Combine&& combine) {
+  const std::byte* sum = parts[0];
+  for (size_t k = 1; k < count; ++k) {
+    std::byte* target = k + 1 == count ? out : partial;
+    combine(target, sum, parts[k]);
+    sum = target;
+  }
+}
+
 }  // namespace flexplan

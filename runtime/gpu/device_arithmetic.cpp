@@ -135,8 +135,14 @@ DeviceArithmetic::Counters DeviceArithmetic::counters() const {
   c.device_divides = device_divides_;
   c.host_divides = host_divides_;
   std::lock_guard lock(mutex_);
-  for (const auto& arena : arenas_) c.arena_bytes += arena.second;
+  c.arena_bytes = arena_total_;
   return c;
+}
+
+std::string DeviceArithmetic::wait_for_kernels(const char* what) {
+  cudaError_t result = cudaStreamSynchronize(stream_);
+  if (result == cudaSuccess) result = cudaGetLastError();
+  return result == cudaSuccess ? std::string() : fmt::format("{}: {}", what, cudaGetErrorString(result));
 }
 
 std::string DeviceArithmetic::fold(std::byte* out, std::byte* partial, const std::byte* const* parts, size_t count,
@@ -152,17 +158,12 @@ std::string DeviceArithmetic::fold(std::byte* out, std::byte* partial, const std
     ++host_folds_;
     return host_arithmetic().fold(out, partial, parts, count, n, type, op);
   }
-  const std::byte* sum = parts[0];
-  for (size_t k = 1; k < count; ++k) {
-    std::byte* target = k + 1 == count ? out : partial;
-    combine(target, sum, parts[k], n, type, op, stream_);
-    sum = target;
-  }
-  cudaError_t result = cudaStreamSynchronize(stream_);
-  if (result == cudaSuccess) result = cudaGetLastError();
-  if (result != cudaSuccess) return fmt::format("combine kernel: {}", cudaGetErrorString(result));
-  ++device_folds_;
-  return {};
+  fold_left(out, partial, parts, count, [&](std::byte* target, const std::byte* a, const std::byte* b) {
+    combine(target, a, b, n, type, op, stream_);
+  });
+  std::string why = wait_for_kernels("combine kernel");
+  if (why.empty()) ++device_folds_;
+  return why;
 }
 
 std::string DeviceArithmetic::divide(std::byte* buf, size_t n, DataType type, uint64_t divisor) {
@@ -176,11 +177,9 @@ std::string DeviceArithmetic::divide(std::byte* buf, size_t n, DataType type, ui
     return host_arithmetic().divide(buf, n, type, divisor);
   }
   gpu::divide(buf, n, type, divisor, stream_);
-  cudaError_t result = cudaStreamSynchronize(stream_);
-  if (result == cudaSuccess) result = cudaGetLastError();
-  if (result != cudaSuccess) return fmt::format("divide kernel: {}", cudaGetErrorString(result));
-  ++device_divides_;
-  return {};
+  std::string why = wait_for_kernels("divide kernel");
+  if (why.empty()) ++device_divides_;
+  return why;
 }
 
 }  // namespace flexplan::gpu

@@ -64,12 +64,14 @@ class DeviceArithmetic final : public LocalArithmetic {
   static size_t size_class(size_t bytes);
   void add_arena(size_t bytes);
   void load_kernels();  // launches each kernel once (see the .cpp)
+  // Waits for the kernels enqueued on stream_; "" or "<what>: <CUDA error>".
+  std::string wait_for_kernels(const char* what);
 
   cudaStream_t stream_ = nullptr;
   mutable std::mutex mutex_;  // the arenas and free lists (allocate/release vs. grow)
   std::vector<std::pair<std::byte*, size_t>> arenas_;  // pinned blocks
   size_t used_ = 0;                                    // bump offset in the newest arena
-  size_t arena_total_ = 0;
+  size_t arena_total_ = 0;                             // bytes in all arenas
   std::map<size_t, std::vector<std::byte*>> free_;     // arena pieces by size class
   size_t shortfall_ = 0;                               // bytes served from the heap since grow()
   std::pair<uintptr_t, size_t> staging_{0, 0};
