@@ -12,8 +12,9 @@
 
 namespace flexplan::detail {
 
-// Trees beyond this many nodes are refused before they are built.
-inline constexpr double kMaxNodes = 10'000'000;
+// No tree has more nodes than this (counts are clamped to it; a rank at or past it is refused
+// while reading). parse_topology refuses trees past its limits before building them.
+inline constexpr double kMaxNodes = kMaxTopologyNodes;
 
 // One node object of the JSON, as written (`count` not yet expanded).
 struct NodeSpec {

@@ -105,6 +105,9 @@ Topology::Topology(std::string name, TopoGraph graph)
 void Topology::index() {
   const size_t n = boost::num_vertices(graph_);
   if (n == 0) throw TopologyError("", "the topology has no nodes");
+  if (n > static_cast<size_t>(kMaxTopologyNodes))
+    throw TopologyError("", fmt::format("the topology has {} nodes, more than the limit of {}", n,
+                                        kMaxTopologyNodes));
   auto describe = [this](NodeId v) {
     return fmt::format("node {} (\"{}\")", v, graph_[v].name);
   };

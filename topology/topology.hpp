@@ -14,6 +14,14 @@
 
 namespace flexplan {
 
+// The most nodes a topology may have. Readers and what-if edits refuse larger trees before
+// building them; a node costs about 600 bytes at its peak (docs/topology.md, "Errors").
+inline constexpr int kMaxTopologyNodes = 2'000'000;
+// The most bytes that a tree's names and full names (paths from the root) may expand to. The
+// node limit alone lets a long name under a large count through (a 20 KB file could ask for
+// 4 GB of full names).
+inline constexpr double kMaxTopologyNameBytes = 256.0 * 1024 * 1024;
+
 // One direction of a full-duplex link; the same figures hold in the other direction at once.
 struct Link {
   double bandwidth = 0;  // bytes per second
@@ -179,8 +187,17 @@ class Topology {
   uint64_t edits_ = 0;  // set_uplinks calls in force (not undone), to match undos
 };
 
-// Parsing (planner/topology_json.cpp). Errors throw TopologyError naming the JSON location.
-Topology parse_topology(const std::string& json_text, const std::string& source = "");
+// What a reader may build. The defaults hold any real cluster within about 1.6 GB; the fuzzer
+// passes smaller ones, to reach the same refusals without building trees that take it minutes.
+// Limits only tighten: figures above the defaults act as the defaults.
+struct TopologyLimits {
+  double max_nodes = kMaxTopologyNodes;
+  double max_name_bytes = kMaxTopologyNameBytes;
+};
+
+// Parsing (topology/topology_json.cpp). Errors throw TopologyError naming the JSON location.
+Topology parse_topology(const std::string& json_text, const std::string& source = "",
+                        const TopologyLimits& limits = {});
 Topology load_topology(const std::string& path);
 
 // Units (planner/units.cpp): "10 GB/s" -> 1e10 bytes/s, "1 Gbit/s" -> 1.25e8 bytes/s,

@@ -39,16 +39,32 @@ std::string child_location(const std::string& parent, std::string_view key) {
 struct Size {
   double nodes = 0;
   double learners = 0;
-  double ranked = 0;  // learners with an explicit rank
+  double ranked = 0;      // learners with an explicit rank
+  double name_bytes = 0;  // names and full names of every copy, at most
   const NodeSpec* some_ranked = nullptr;
   const NodeSpec* some_unranked = nullptr;
 };
 
+// The longest name a copy of `spec` can get: each {i}, or the appended number when the name has
+// none, becomes at most as many digits as the count has.
+double longest_copy_name(const NodeSpec& spec) {
+  if (!spec.has_count) return static_cast<double>(spec.name.size());
+  size_t placeholders = 0;
+  for (size_t at = spec.name.find("{i}"); at != std::string::npos; at = spec.name.find("{i}", at + 3))
+    ++placeholders;
+  const double digits = std::floor(std::log10(std::max(spec.written_count, 1.0))) + 1;
+  return static_cast<double>(spec.name.size()) + static_cast<double>(std::max<size_t>(placeholders, 1)) * digits;
+}
+
 // What the subtree of `spec` expands to, all copies included. Doubles: exact below 2^53, and
-// past the limit only the order of magnitude matters for the message.
-void measure(const NodeSpec& spec, Size& total, double multiplier) {
+// past the limit only the order of magnitude matters for the message. `parent_path` is the
+// length of the parent's full name (-1 above the root, whose full name is its name).
+void measure(const NodeSpec& spec, Size& total, double multiplier, double parent_path) {
   const double copies = multiplier * spec.written_count;
+  const double name = longest_copy_name(spec);
+  const double path = parent_path + 1 + name;
   total.nodes += copies;
+  total.name_bytes += copies * (name + path);
   if (spec.is_learner()) {
     total.learners += copies;
     if (spec.rank) {
@@ -58,7 +74,7 @@ void measure(const NodeSpec& spec, Size& total, double multiplier) {
       total.some_unranked = &spec;
     }
   }
-  for (const NodeSpec& child : spec.children) measure(child, total, copies);
+  for (const NodeSpec& child : spec.children) measure(child, total, copies, path);
 }
 
 // Sibling names after expansion must differ: "a1" next to "a" with count 2 collides. Names are
@@ -154,16 +170,26 @@ TopoGraph build_graph(const NodeSpec& root, const Size& size, bool explicit_rank
 
 }  // namespace
 
-Topology parse_topology(const std::string& json_text, const std::string& source) {
+Topology parse_topology(const std::string& json_text, const std::string& source,
+                        const TopologyLimits& limits) {
   const detail::TopologyText text = detail::read_topology_text(json_text, source);
   const NodeSpec& root = *text.root;
 
   Size size;
-  measure(root, size, 1);
-  if (size.nodes > kMaxNodes)
+  measure(root, size, 1, -1);
+  // Limits only tighten the defaults: counts are clamped to the default node limit on reading.
+  const double max_nodes = std::min(limits.max_nodes, kMaxNodes);
+  const double max_name_bytes = std::min(limits.max_name_bytes, kMaxTopologyNameBytes);
+  if (size.nodes > max_nodes)
     throw TopologyError("root", fmt::format("the tree expands to {} nodes, more than the limit of "
                                             "{}; is a count too large?",
-                                            with_commas(size.nodes), with_commas(kMaxNodes)));
+                                            with_commas(size.nodes), with_commas(max_nodes)));
+  if (size.name_bytes > max_name_bytes)
+    throw TopologyError("root", fmt::format("the tree's names expand to {} bytes (full names, the "
+                                            "paths from the root, included), more than the limit "
+                                            "of {}; is a long name under a large count?",
+                                            with_commas(size.name_bytes),
+                                            with_commas(max_name_bytes)));
   if (size.learners < 2)
     throw TopologyError("root", fmt::format("the tree has {} learner; an all-reduce needs at least 2",
                                             with_commas(size.learners)));

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <functional>
+#include <unordered_set>
 
 #include <fmt/core.h>
 
@@ -99,6 +100,32 @@ TreeNode& need_node(const Variation& v, const std::string& value, EditableTree& 
   return *node;
 }
 
+size_t subtree_nodes(const TreeNode& node) {
+  size_t nodes = 1;
+  for (const auto& child : node.children) nodes += subtree_nodes(child);
+  return nodes;
+}
+
+// Edits that add nodes check the tree they would make before making it: a few values can ask
+// for billions of nodes (100,000 machines of 100,000 GPUs).
+void check_growth(const Variation& v, const std::string& value, const EditableTree& tree,
+                  size_t removed, double added) {
+  const double nodes = static_cast<double>(subtree_nodes(tree.root) - removed) + added;
+  if (nodes > kMaxTopologyNodes)
+    throw VariationError(v.text, fmt::format("value '{}' would grow the tree to {:.0f} nodes, more "
+                                             "than the limit of {} a topology may have",
+                                             value, nodes, kMaxTopologyNodes));
+}
+
+// `base` with the first suffix from `from` on that no name in `taken` has, and records it.
+std::string fresh_name(std::unordered_set<std::string>& taken, const std::string& base,
+                       size_t from) {
+  for (size_t suffix = from;; ++suffix) {
+    std::string name = fmt::format("{}{}", base, suffix);
+    if (taken.insert(name).second) return name;
+  }
+}
+
 bool same_shape(const TreeNode& a, const TreeNode& b) {
   if (a.link.bandwidth != b.link.bandwidth || a.link.latency != b.link.latency ||
       a.children.size() != b.children.size())
@@ -126,15 +153,15 @@ void apply_count(const Variation& v, size_t index, EditableTree& tree) {
       throw VariationError(v.text, fmt::format("value '{}' leaves '{}' without children", value,
                                                v.node.substr(0, slash)));
   }
+  if (want > alike.size())
+    check_growth(v, value, tree, 0,
+                 static_cast<double>(want - alike.size()) * static_cast<double>(subtree_nodes(model)));
+  // Each copy gets a name no sibling has: the model's name with a suffix.
+  std::unordered_set<std::string> taken;
+  for (const auto& sibling : parent.children) taken.insert(sibling.name);
   for (size_t copy = 1; alike.size() + copy - 1 < want; ++copy) {
     TreeNode added = model;
-    // A name no sibling has: the model's name with a suffix.
-    for (size_t suffix = copy;; ++suffix) {
-      added.name = fmt::format("{}+{}", model.name, suffix);
-      bool taken = false;
-      for (const auto& sibling : parent.children) taken = taken || sibling.name == added.name;
-      if (!taken) break;
-    }
+    added.name = fresh_name(taken, model.name + "+", copy);
     parent.children.push_back(std::move(added));
   }
   tree.shape_changed = true;
@@ -143,26 +170,28 @@ void apply_count(const Variation& v, size_t index, EditableTree& tree) {
 void apply_gpus(const Variation& v, size_t index, EditableTree& tree) {
   const auto gpus = static_cast<size_t>(v.values[index]);
   size_t matched = 0;
+  double added = 0;
   for_each_link(tree.root, tree.root.name, [&](TreeNode& node, const std::string& name) {
     if (!is_machine(node) || !glob_match(v.node, name)) return;
     ++matched;
-    const TreeNode learner = node.children.front();
-    node.children.resize(std::min(gpus, node.children.size()));
-    for (size_t i = node.children.size(); i < gpus; ++i) {
-      TreeNode added = learner;
-      added.name = fmt::format("gpu{}", i);
-      for (size_t suffix = i;; ++suffix) {
-        bool taken = false;
-        for (const auto& sibling : node.children) taken = taken || sibling.name == added.name;
-        if (!taken) break;
-        added.name = fmt::format("gpu{}", suffix + 1);
-      }
-      node.children.push_back(std::move(added));
-    }
+    if (gpus > node.children.size()) added += static_cast<double>(gpus - node.children.size());
   });
   if (matched == 0)
     throw VariationError(v.text, fmt::format("no machine (a node whose children are all "
                                              "learners) has a full name matching '{}'", v.node));
+  check_growth(v, v.labels[index], tree, 0, added);
+  for_each_link(tree.root, tree.root.name, [&](TreeNode& node, const std::string& name) {
+    if (!is_machine(node) || !glob_match(v.node, name)) return;
+    const TreeNode learner = node.children.front();
+    node.children.resize(std::min(gpus, node.children.size()));
+    std::unordered_set<std::string> taken;
+    for (const auto& sibling : node.children) taken.insert(sibling.name);
+    for (size_t i = node.children.size(); i < gpus; ++i) {
+      TreeNode gpu = learner;
+      gpu.name = fresh_name(taken, "gpu", i);
+      node.children.push_back(std::move(gpu));
+    }
+  });
   tree.shape_changed = true;
 }
 
@@ -170,7 +199,10 @@ void apply_replace(const Variation& v, size_t index, EditableTree& tree) {
   TreeNode& node = need_node(v, v.labels[index], tree, v.node);
   if (&node == &tree.root)
     throw VariationError(v.text, "replace: the root cannot be replaced; load the other file instead");
-  node.children = v.replacements[index].root.children;
+  const TreeNode& replacement = v.replacements[index].root;
+  check_growth(v, v.labels[index], tree, subtree_nodes(node) - 1,
+               static_cast<double>(subtree_nodes(replacement) - 1));
+  node.children = replacement.children;
   if (node.children.empty())
     throw VariationError(v.text, fmt::format("value '{}': its tree has no children", v.labels[index]));
   tree.shape_changed = true;

@@ -209,10 +209,16 @@ std::vector<BadInput> bad_inputs() {
       {"tree too large",
        with_children(R"({"name": "m", "count": 100000, )" + kLink +
                      R"(, "children": [{"name": "g", "count": 1000, )" + kLink + "}]}"),
-       "root", "expands to 100,100,001 nodes, more than the limit of 10,000,000"},
+       "root", "expands to 100,100,001 nodes, more than the limit of 2,000,000"},
       {"astronomical count",
        with_children(R"({"name": "m", "count": 1e300, )" + kLink + "}," + learner("b")), "root",
-       "expands to 1e+300 nodes, more than the limit of 10,000,000"},
+       "expands to 1e+300 nodes, more than the limit of 2,000,000"},
+      // 200,000 full names of 20,000+ characters: 4 GB from a 20 KB file, within the node limit.
+      {"long name under a large count",
+       with_children(R"({"name": "m{i}", "count": 2, )" + kLink + R"(, "children": [{"name": ")" +
+                     std::string(20000, 'x') + R"(", )" + kLink +
+                     R"(, "children": [{"name": "g{i}", "count": 100000, )" + kLink + "}]}]}"),
+       "root", "names expand to 4,005,880,042 bytes"},
       {"one learner", with_children(learner("a")), "root", "has 1 learner"},
       {"no learners below the root", R"({"name": "t", "root": {"name": "s"}})", "root",
        "has 1 learner"},
@@ -240,8 +246,8 @@ std::vector<BadInput> bad_inputs() {
        with_children(learner("a", R"(, "rank": 1e300)") + "," + learner("b", R"(, "rank": 0)")),
        "root.children[0].rank", "rank 1e+300 is outside 0..P-1"},
       {"rank past the node limit",
-       with_children(learner("a", R"(, "rank": 10000000)") + "," + learner("b", R"(, "rank": 0)")),
-       "root.children[0].rank", "rank 10000000 is outside 0..P-1: a tree has at most 10,000,000"},
+       with_children(learner("a", R"(, "rank": 2000000)") + "," + learner("b", R"(, "rank": 0)")),
+       "root.children[0].rank", "rank 2000000 is outside 0..P-1: a tree has at most 2,000,000"},
       {"newline in a name", with_children(learner("gpu\\n0") + "," + learner("b")),
        "root.children[0].name", "\"gpu\\n0\" holds the control character U+000A; names must be printable"},
       {"escape character in a name", with_children(learner("a\\u001b[31m") + "," + learner("b")),

@@ -93,6 +93,26 @@ TEST(WhatifVariation, ChangesTheShape) {
   for (int r = 0; r < both.num_learners(); ++r) EXPECT_EQ(both.rank_of(both.learner_node(r)), r);
 }
 
+// 100,000 machines of 100,000 GPUs each would be ten billion nodes: refused before any is made,
+// naming the value and the limit (before the check this ran for minutes and exhausted memory).
+TEST(WhatifVariation, GrowthPastTheNodeLimitIsRefusedFirst) {
+  std::string message;
+  try {
+    varied({"count:core/rack0/m0=100000", "gpus:core/rack0/*=100000"});
+  } catch (const VariationError& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("variation 'gpus:core/rack0/*=100000': value '100000' would grow the "
+                         "tree to "),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("more than the limit of 2000000"), std::string::npos) << message;
+  // Many copies, each named apart from its siblings (the naming once took quadratic time).
+  const auto wide = varied({"count:core/rack1/m0=20000"});
+  EXPECT_EQ(wide.num_learners(), 13 + 19999 * 2);
+  EXPECT_NE(node_named(wide, "core/rack1/m0+19999"), 0);
+}
+
 TEST(WhatifVariation, ReplacesASubtree) {
   const auto dir = std::filesystem::temp_directory_path() / ("whatif-replace-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
