@@ -27,6 +27,7 @@ using Clock = std::chrono::steady_clock;
 // cheapest_pieces looks for changes of winner, and where pipelines are pruned.
 constexpr int kGridPerDoubling = 4, kGridDoublings = 50;
 
+
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -50,22 +51,28 @@ class PlanBuilder {
     const auto choices = requested();
     report_.candidates.resize(choices.size());
     schedules_.resize(choices.size());
-    // Pipelined variants after every unpipelined candidate, those of the rows whose base moves
-    // bytes fastest first (each row's own still most slices first): they are the ones a bound
-    // can skip, and the cheaper the prices found before them, the more it skips.
-    std::vector<size_t> pipelines;
+    // Unpipelined candidates first, except the bases priced from their windows (pipelining rows
+    // without a closed form): pricing a base of long chains is the planner's costliest step,
+    // and a base that cannot win is left out on its steps' floors alone. Then the rows that
+    // pipeline, the one whose base moves bytes fastest first, each row's base (if not priced
+    // yet) before its variants (most slices first, as listed): a bound can skip those, and the
+    // cheaper the prices found before them, the more it skips.
+    std::vector<size_t> pipelining;
     for (size_t i = 0; i < choices.size(); ++i) {
-      if (choices[i].slices == 1) {
+      const AlgorithmRow& row = *choices[i].row;
+      if (choices[i].slices > 1 ||
+          (row.pipelines && row.closed_form == nullptr && floors(row) != nullptr))
+        pipelining.push_back(i);
+      else
         price(i, choices[i]);
-      } else {
-        pipelines.push_back(i);
-      }
     }
-    for (const size_t i : pipelines) base_pace(*choices[i].row);  // (computed once per row)
-    std::stable_sort(pipelines.begin(), pipelines.end(), [&](size_t a, size_t b) {
-      return base_pace(*choices[a].row) < base_pace(*choices[b].row);
+    for (const size_t i : pipelining) base_pace(*choices[i].row);  // (computed once per row)
+    std::stable_sort(pipelining.begin(), pipelining.end(), [&](size_t a, size_t b) {
+      const double pa = base_pace(*choices[a].row), pb = base_pace(*choices[b].row);
+      if (pa != pb) return pa < pb;
+      return choices[a].slices == 1 && choices[b].slices > 1;
     });
-    for (const size_t i : pipelines) price(i, choices[i]);
+    for (const size_t i : pipelining) price(i, choices[i]);
     auto pieces = winning_pieces();
     assemble(pieces);
     return std::move(report_);
@@ -117,13 +124,13 @@ class PlanBuilder {
     auto& pace = paces_[&row];
     if (pace) return *pace;
     const Candidate* base = base_candidate(row);
-    if (base == nullptr || !base->priced) {
+    if (auto it = pricers_.find(&row); it != pricers_.end() && it->second) {
+      pace = it->second->busiest_total();
+    } else if (base == nullptr || !base->priced) {
       pace = std::numeric_limits<double>::infinity();
     } else {
       pace = 0;
-      if (auto it = pricers_.find(&row); it != pricers_.end() && it->second) {
-        pace = it->second->busiest_total();
-      } else {  // priced without windows (a closed form): the busiest step, a weaker bound
+      {  // priced without windows (a closed form): the busiest step, a weaker bound
         for (const StepCost& step : base->cost.steps) pace = std::max(*pace, step.per_byte);
       }
     }
@@ -163,18 +170,36 @@ class PlanBuilder {
   // price at most its upper bound at b (price_upper_bound); the first above the second, for
   // every neighbouring pair, rules out every size in between. A margin of 1% covers the chain
   // thinning at probe sizes (schedule_cost.cpp) and rounding.
+  // The base itself (slices 1) is the pipeline of one slice. A base not priced (left out by
+  // this test) stands in by its floors, a weaker bound.
   bool cannot_win(const AlgorithmRow& row, uint32_t slices) {
-    if (!options_.prune_pipelines || cheapest_.empty()) return false;
+    if (!options_.prune_unwinnable || cheapest_.empty()) return false;
     const Candidate* base = base_candidate(row);
-    if (base == nullptr || !base->priced) return false;
+    const ScheduleCost* base_cost = base != nullptr && base->priced ? &base->cost : nullptr;
+    if (base_cost == nullptr && pricers_.contains(&row)) base_cost = floors(row);
+    if (base_cost == nullptr) return false;
     const double factor = 1 + row.selection_margin;
     const double pace = base_pace(row);
     const auto& sizes = grid();
     for (size_t g = 0; g + 1 < sizes.size(); ++g) {
-      if (pipeline_lower_bound(base->cost, pace, slices, sizes[g]) * factor <= 1.01 * cheapest_[g + 1])
+      if (pipeline_lower_bound(*base_cost, pace, slices, sizes[g]) * factor <= 1.01 * cheapest_[g + 1])
         return false;
     }
     return true;
+  }
+
+  // The floors of a pipelining row's base (PipelinePricer::floors), building the base and its
+  // pricer; null where the base is too big to build or to price from its windows.
+  const ScheduleCost* floors(const AlgorithmRow& row) {
+    auto& floors = floors_[&row];
+    if (!floors) {
+      const ScheduleSize size = base_size(row);
+      if (schedule_fits_limits(size) && 2 * size.group_members <= kPipelinePricingBudget)
+        floors = pricer(row).floors();
+      else
+        floors.emplace();
+    }
+    return floors->steps.empty() ? nullptr : &*floors;
   }
 
   void price(size_t index, const AlgorithmChoice& choice) {
@@ -226,6 +251,11 @@ class PlanBuilder {
       candidate.priced_by = "pipeline windows";
       note(fmt::format("{}: priced from the base schedule in {:.3f} s", candidate.algorithm,
                        seconds_since(start)));
+    } else if (choice.slices == 1 && cannot_win(*choice.row, 1)) {
+      candidate.left_out_because =
+          "cannot win: a lower bound of its price (its steps' floors) is above the cheapest price "
+          "at every size";
+      note(fmt::format("{}: not priced: {}", candidate.algorithm, candidate.left_out_because));
     } else if (schedule_fits_limits(candidate.size)) {
       build(index);
     } else {
@@ -400,6 +430,7 @@ class PlanBuilder {
   // By grid() size: the least price_upper_bound of the racing candidates so far, margins in.
   std::vector<double> cheapest_;
   std::map<const AlgorithmRow*, std::optional<double>> paces_;  // base_pace by row
+  std::map<const AlgorithmRow*, std::optional<ScheduleCost>> floors_;  // floors() by row; empty: none
 };
 
 constexpr double kRelativeTie = 1e-9;

@@ -33,10 +33,11 @@ struct PlanOptions {
   // expanding them: for a plan that is only verified and written, as `flexplan plan` does.
   // Code that reads a schedule's steps as the whole schedule needs ir::materialize first.
   bool compact_pipelines = false;
-  // Skip pricing a pipelined variant that cannot win any size: a lower bound of its price,
-  // from its base's steps (pipeline_lower_bound), is above the cheapest price found so far at
-  // every size. Same plan either way; off only to check that.
-  bool prune_pipelines = true;
+  // Skip pricing a candidate that cannot win any size: a lower bound of its price is above the
+  // cheapest price found so far at every size. Pipelined variants are bounded from their base's
+  // steps (pipeline_lower_bound), and bases priced from their windows from their steps' floors
+  // (PipelinePricer::floors). Same plan either way; off only to check that.
+  bool prune_unwinnable = true;
 };
 
 // A lower bound of the price of `base` cut into `slices` slices (pipeline.hpp), nondecreasing

@@ -54,6 +54,12 @@ TEST(PipelinePricer, WindowsPriceWhatTheSlicedScheduleCosts) {
         ++compared;
       }
       EXPECT_EQ(pricer.work(m + 5), 0u) << "every window of a deep pipeline is priced once";
+      // The floors the planner leaves a base out on (PlanOptions::prune_unwinnable) are a
+      // lower bound of the base's price at every size.
+      const ScheduleCost floors = pricer.floors(), priced = pricer.cost(1);
+      EXPECT_EQ(floors.step_count(), priced.step_count());
+      for (double n = 0; n < 1e13; n = n == 0 ? 1 : n * 1.9)
+        EXPECT_LE(floors.at(n), priced.at(n) * (1 + 1e-12)) << row.name << " tree " << i << " n " << n;
     }
   }
   EXPECT_GT(compared, 500);

@@ -281,7 +281,7 @@ TEST(PlannerBuildPlan, CompactPipelinesAreTheSamePlan) {
   EXPECT_GT(compact_seen, 0) << "no tree's plan had a pipeline: the test tests nothing";
 }
 
-// Pipelines that cannot win are not priced (PlanOptions::prune_pipelines): the plan is the
+// Pipelines that cannot win are not priced (PlanOptions::prune_unwinnable): the plan is the
 // same, byte for byte, as with every pipeline priced, on random trees of a held-back seed and
 // machines with different links, some with a hop overhead, reductions priced and small or
 // large chunks. Both bounds the pruning relies on are checked: every priced pipeline costs at
@@ -292,18 +292,18 @@ TEST(PlannerBuildPlan, PrunedPipelinesChangeNothingAndTheBoundsHold) {
   std::vector<Topology> topologies{machines({2, 3, 4}, kPcie, kEthernet), machines({2, 3})};
   for (int t = 0; t < 16; ++t) topologies.push_back(trees.next(t < 8 ? 24 : 120));
   std::mt19937_64 rng(4242);
-  int pruned = 0, bounds_checked = 0;
+  int pruned = 0, bases_pruned = 0, bounds_checked = 0;
   for (size_t t = 0; t < topologies.size(); ++t) {
     const Topology& topo = topologies[t];
     PlanOptions all;
-    all.prune_pipelines = false;
+    all.prune_unwinnable = false;
     if (t % 3 == 1) {
       all.cost.hop_overhead = 2e-6;
       all.cost.reduce_bandwidth = 4e9;
       all.cost.chunk_bytes = std::uniform_int_distribution<int>(0, 1)(rng) ? 4096 : double(1 << 26);
     }
     PlanOptions pruning = all;
-    pruning.prune_pipelines = true;
+    pruning.prune_unwinnable = true;
     const auto whole = build_plan_report(topo, all);
     const auto pruned_report = build_plan_report(topo, pruning);
     EXPECT_EQ(ir::encode_plan(pruned_report.plan), ir::encode_plan(whole.plan)) << topo.name();
@@ -311,7 +311,10 @@ TEST(PlannerBuildPlan, PrunedPipelinesChangeNothingAndTheBoundsHold) {
     for (size_t c = 0; c < whole.candidates.size(); ++c) {
       const Candidate& candidate = whole.candidates[c];
       EXPECT_EQ(pruned_report.candidates[c].algorithm, candidate.algorithm);
-      if (pruned_report.candidates[c].left_out_because.rfind("cannot win", 0) == 0) ++pruned;
+      if (pruned_report.candidates[c].left_out_because.rfind("cannot win", 0) == 0) {
+        ++pruned;
+        if (candidate.choice.slices == 1) ++bases_pruned;
+      }
       if (!candidate.priced) continue;
       // The upper bound: sizes on a grid and just below chunk boundaries of every chain.
       std::vector<double> sizes;
@@ -351,6 +354,7 @@ TEST(PlannerBuildPlan, PrunedPipelinesChangeNothingAndTheBoundsHold) {
     }
   }
   EXPECT_GT(pruned, 0) << "nothing was pruned: the test tests nothing";
+  EXPECT_GT(bases_pruned, 0) << "no base was left out on its floors: that part tests nothing";
   EXPECT_GT(bounds_checked, 0);
 }
 
