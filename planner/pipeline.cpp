@@ -120,7 +120,6 @@ PipelinePricer::PipelinePricer(const Topology& topo, const ir::Schedule& base,
         chain.share = share;
         chain.latency = chain_latency;
         step.chains.push_back(chain);
-        step.chain_latency = std::max(step.chain_latency, chain_latency);
       }
     }
     // The receivers' reductions, summed per learner like the link directions.
@@ -178,22 +177,6 @@ double PipelinePricer::busiest_total() {
   const double busiest = busiest_;
   clear_loads();
   return busiest;
-}
-
-ScheduleCost PipelinePricer::floors() {
-  ScheduleCost cost;
-  cost.chunk_bytes = params_.chunk_bytes;
-  for (const BaseStep& step : steps_) {
-    add(step.loads);
-    StepCost floor;
-    floor.per_byte = busiest_;
-    floor.hop_latency = step.hop_latency;
-    clear_loads();
-    // ChainCost::at is at least the latency: first_chunk and steady are never negative.
-    if (step.chain_latency > 0) floor.chains.push_back(ChainCost{step.chain_latency, 0, 0, 0});
-    cost.steps.push_back(std::move(floor));
-  }
-  return cost;
 }
 
 void PipelinePricer::clear_loads() {

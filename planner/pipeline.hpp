@@ -47,11 +47,6 @@ class PipelinePricer {
   // Seconds per message byte of the busiest link direction under all base steps' loads at
   // once: every pipeline of the base takes at least this times the message size.
   double busiest_total();
-  // A lower bound of cost(1) at every size, from what construction gathered, without walking
-  // chains again: each step's bandwidth term and slowest hop, and its slowest chain's latency
-  // (a chain with share 0). Far cheaper than cost(1) on schedules of long chains, which lets
-  // the planner leave out a base that cannot win before pricing it.
-  ScheduleCost floors();
 
  private:
   // A hop of a base step, lowered once: its ends, its round, and the index of its chain among
@@ -72,7 +67,6 @@ class PipelinePricer {
     std::vector<Hop> chain_hops;           // by round
     std::vector<ChainCost> chains;         // latency and share set
     double hop_latency = 0;
-    double chain_latency = 0;  // the largest of chains' latencies
   };
 
   const StepCost& window(size_t first, size_t last);  // base steps first..last, unscaled

@@ -16,6 +16,7 @@
 
 #include "ir/pipeline_form.hpp"
 #include "planner/pipeline.hpp"
+#include "planner/schedule_floors.hpp"
 #include "planner/size_format.hpp"
 
 namespace flexplan {
@@ -121,20 +122,18 @@ class PlanBuilder {
   // Seconds per message byte on the busiest link of the busiest step of a row's priced base
   // (infinite if unpriced): what its pipelines approach for large messages at best.
   double base_pace(const AlgorithmRow& row) {
-    auto& pace = paces_[&row];
-    if (pace) return *pace;
+    if (auto it = paces_.find(&row); it != paces_.end()) return it->second;
+    if (auto it = pricers_.find(&row); it != pricers_.end() && it->second)
+      return paces_[&row] = it->second->busiest_total();
     const Candidate* base = base_candidate(row);
-    if (auto it = pricers_.find(&row); it != pricers_.end() && it->second) {
-      pace = it->second->busiest_total();
-    } else if (base == nullptr || !base->priced) {
-      pace = std::numeric_limits<double>::infinity();
-    } else {
-      pace = 0;
-      {  // priced without windows (a closed form): the busiest step, a weaker bound
-        for (const StepCost& step : base->cost.steps) pace = std::max(*pace, step.per_byte);
-      }
+    if (base != nullptr && base->priced) {  // priced without windows (a closed form): the busiest
+      double pace = 0;                      // step, a weaker bound
+      for (const StepCost& step : base->cost.steps) pace = std::max(pace, step.per_byte);
+      return paces_[&row] = pace;
     }
-    return *pace;
+    // Not priced yet: its floors' pace, a lower bound (not kept: pricing gives a better one).
+    if (auto it = floors_.find(&row); it != floors_.end() && it->second) return it->second->busiest_total;
+    return std::numeric_limits<double>::infinity();
   }
 
   const Candidate* base_candidate(const AlgorithmRow& row) const {
@@ -176,7 +175,7 @@ class PlanBuilder {
     if (!options_.prune_unwinnable || cheapest_.empty()) return false;
     const Candidate* base = base_candidate(row);
     const ScheduleCost* base_cost = base != nullptr && base->priced ? &base->cost : nullptr;
-    if (base_cost == nullptr && pricers_.contains(&row)) base_cost = floors(row);
+    if (base_cost == nullptr && floors_.contains(&row) && floors_[&row]) base_cost = &floors_[&row]->cost;
     if (base_cost == nullptr) return false;
     const double factor = 1 + row.selection_margin;
     const double pace = base_pace(row);
@@ -188,18 +187,16 @@ class PlanBuilder {
     return true;
   }
 
-  // The floors of a pipelining row's base (PipelinePricer::floors), building the base and its
-  // pricer; null where the base is too big to build or to price from its windows.
-  const ScheduleCost* floors(const AlgorithmRow& row) {
-    auto& floors = floors_[&row];
-    if (!floors) {
-      const ScheduleSize size = base_size(row);
-      if (schedule_fits_limits(size) && 2 * size.group_members <= kPipelinePricingBudget)
-        floors = pricer(row).floors();
-      else
-        floors.emplace();
+  // The floors of a pipelining row's base (schedule_floors), building the base; null where the
+  // base is too big to build.
+  const ScheduleFloors* floors(const AlgorithmRow& row) {
+    auto [it, fresh] = floors_.try_emplace(&row);
+    if (fresh && schedule_fits_limits(base_size(row))) {
+      const auto start = Clock::now();
+      it->second = schedule_floors(topo_, base_schedule(row), options_.cost);
+      note(fmt::format("{}: floors found in {:.3f} s", row.name, seconds_since(start)));
     }
-    return floors->steps.empty() ? nullptr : &*floors;
+    return it->second ? &*it->second : nullptr;
   }
 
   void price(size_t index, const AlgorithmChoice& choice) {
@@ -429,8 +426,8 @@ class PlanBuilder {
   std::map<const AlgorithmRow*, uint64_t> pricing_spent_;
   // By grid() size: the least price_upper_bound of the racing candidates so far, margins in.
   std::vector<double> cheapest_;
-  std::map<const AlgorithmRow*, std::optional<double>> paces_;  // base_pace by row
-  std::map<const AlgorithmRow*, std::optional<ScheduleCost>> floors_;  // floors() by row; empty: none
+  std::map<const AlgorithmRow*, double> paces_;  // base_pace by row, once exact
+  std::map<const AlgorithmRow*, std::optional<ScheduleFloors>> floors_;  // floors() by row; empty: none
 };
 
 constexpr double kRelativeTie = 1e-9;

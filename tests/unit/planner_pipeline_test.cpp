@@ -12,6 +12,7 @@
 #include "planner/algorithms.hpp"
 #include "planner/cost_model.hpp"
 #include "planner/pipeline.hpp"
+#include "planner/schedule_floors.hpp"
 #include "planner_test_trees.hpp"
 
 namespace flexplan {
@@ -55,11 +56,15 @@ TEST(PipelinePricer, WindowsPriceWhatTheSlicedScheduleCosts) {
       }
       EXPECT_EQ(pricer.work(m + 5), 0u) << "every window of a deep pipeline is priced once";
       // The floors the planner leaves a base out on (PlanOptions::prune_unwinnable) are a
-      // lower bound of the base's price at every size.
-      const ScheduleCost floors = pricer.floors(), priced = pricer.cost(1);
-      EXPECT_EQ(floors.step_count(), priced.step_count());
+      // lower bound of the base's price at every size, and their pace of the pricer's.
+      const ScheduleFloors floors = schedule_floors(topo, base, params);
+      const ScheduleCost priced = pricer.cost(1);
+      EXPECT_EQ(floors.cost.step_count(), priced.step_count());
       for (double n = 0; n < 1e13; n = n == 0 ? 1 : n * 1.9)
-        EXPECT_LE(floors.at(n), priced.at(n) * (1 + 1e-12)) << row.name << " tree " << i << " n " << n;
+        EXPECT_LE(floors.cost.at(n), priced.at(n) * (1 + 1e-12)) << row.name << " tree " << i << " n " << n;
+      EXPECT_LE(floors.busiest_total, pricer.busiest_total() * (1 + 1e-12)) << row.name << " tree " << i;
+      if (params.reduce_bandwidth == 0)  // without reductions, the same loads
+        EXPECT_NEAR(floors.busiest_total, pricer.busiest_total(), 1e-9 * pricer.busiest_total());
     }
   }
   EXPECT_GT(compared, 500);

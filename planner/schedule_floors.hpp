@@ -1,0 +1,29 @@
+// A lower bound of a schedule's price, in one walk over its hops: what the planner leaves a base
+// out on before pricing it (plan_builder.cpp, "Pruning what cannot win" in docs/planner.md).
+#pragma once
+
+#include "ir/plan.hpp"
+#include "planner/cost_model.hpp"
+#include "topology/topology.hpp"
+
+namespace flexplan {
+
+struct ScheduleFloors {
+  // One step per schedule step: its busiest link direction (per_byte), its slowest hop
+  // (hop_latency), and its chains with their latencies and each hop's pace at the slowest link
+  // of its path (the evaluator's at the busiest under the step's loads, at least that). Its
+  // price is at most evaluate_schedule's at every size, up to make_step's thinning of chains.
+  // Reductions are left out, which only lowers the bound.
+  ScheduleCost cost;
+  // Seconds per message byte on the busiest link direction under all steps' loads at once
+  // (PipelinePricer::busiest_total without reductions, so at most it).
+  double busiest_total = 0;
+};
+
+// Each hop's path is walked once, and nothing is kept per round or per chain hop, unlike the
+// PipelinePricer, whose construction costs several times this on schedules of long chains.
+// Throws std::invalid_argument naming the step and op where an op names a rank the topology
+// does not have.
+ScheduleFloors schedule_floors(const Topology&, const ir::Schedule&, const CostParams&);
+
+}  // namespace flexplan
