@@ -29,6 +29,7 @@ using Clock = std::chrono::steady_clock;
 constexpr int kGridPerDoubling = 4, kGridDoublings = 50;
 
 
+
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -187,6 +188,13 @@ class PlanBuilder {
     return true;
   }
 
+  // Whether pricing a base from its windows costs enough to leave it out on its floors when it
+  // cannot win. Cheaper bases are priced anyway, so that the plan summary shows their curves.
+  bool costly_to_price(const AlgorithmRow& row) {
+    const ScheduleFloors* found = floors(row);
+    return found != nullptr && found->links_walked >= options_.costly_base_links;
+  }
+
   // The floors of a pipelining row's base (schedule_floors), building the base; null where the
   // base is too big to build.
   const ScheduleFloors* floors(const AlgorithmRow& row) {
@@ -194,7 +202,8 @@ class PlanBuilder {
     if (fresh && schedule_fits_limits(base_size(row))) {
       const auto start = Clock::now();
       it->second = schedule_floors(topo_, base_schedule(row), options_.cost);
-      note(fmt::format("{}: floors found in {:.3f} s", row.name, seconds_since(start)));
+      note(fmt::format("{}: floors found in {:.3f} s ({} link directions walked)", row.name,
+                       seconds_since(start), it->second->links_walked));
     }
     return it->second ? &*it->second : nullptr;
   }
@@ -248,7 +257,7 @@ class PlanBuilder {
       candidate.priced_by = "pipeline windows";
       note(fmt::format("{}: priced from the base schedule in {:.3f} s", candidate.algorithm,
                        seconds_since(start)));
-    } else if (choice.slices == 1 && cannot_win(*choice.row, 1)) {
+    } else if (choice.slices == 1 && costly_to_price(*choice.row) && cannot_win(*choice.row, 1)) {
       candidate.left_out_because =
           "cannot win: a lower bound of its price (its steps' floors) is above the cheapest price "
           "at every size";

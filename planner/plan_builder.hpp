@@ -38,6 +38,10 @@ struct PlanOptions {
   // steps (pipeline_lower_bound), and bases priced from their windows from their steps' floors
   // (PipelinePricer::floors). Same plan either way; off only to check that.
   bool prune_unwinnable = true;
+  // A base is left out on its floors only where they took walking this many link directions
+  // (about 0.02 s; pricing it from its windows costs several times as much): cheaper bases are
+  // priced anyway, so that the plan summary shows their curves.
+  uint64_t costly_base_links = 1'000'000;
 };
 
 // A lower bound of the price of `base` cut into `slices` slices (pipeline.hpp), nondecreasing

@@ -76,6 +76,7 @@ ScheduleFloors schedule_floors(const Topology& topo, const ir::Schedule& schedul
           if (load[direction] == 0) touched.push_back(direction);
           load[direction] += share;
           slowest = std::max(slowest, inverse_bandwidth[direction]);
+          ++floors.links_walked;
         }
         hop_latency = std::max(hop_latency, path);
         chain.latency += path;

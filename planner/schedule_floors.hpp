@@ -18,6 +18,9 @@ struct ScheduleFloors {
   // Seconds per message byte on the busiest link direction under all steps' loads at once
   // (PipelinePricer::busiest_total without reductions, so at most it).
   double busiest_total = 0;
+  // Link directions walked, summed over every hop: what finding the floors cost, and a measure
+  // of what pricing the schedule from its windows would (which walks each chain hop again).
+  uint64_t links_walked = 0;
 };
 
 // Each hop's path is walked once, and nothing is kept per round or per chain hop, unlike the

@@ -281,8 +281,10 @@ TEST(PlannerBuildPlan, CompactPipelinesAreTheSamePlan) {
   EXPECT_GT(compact_seen, 0) << "no tree's plan had a pipeline: the test tests nothing";
 }
 
-// Pipelines that cannot win are not priced (PlanOptions::prune_unwinnable): the plan is the
-// same, byte for byte, as with every pipeline priced, on random trees of a held-back seed and
+// Pipelines, and bases costly to price, that cannot win are not priced
+// (PlanOptions::prune_unwinnable; every other tree with any base counted costly, as those of
+// big trees are, so that small trees exercise it): the plan is the same, byte for byte, as
+// with every candidate priced, on random trees of a held-back seed and
 // machines with different links, some with a hop overhead, reductions priced and small or
 // large chunks. Both bounds the pruning relies on are checked: every priced pipeline costs at
 // least pipeline_lower_bound, and every racing price is at most price_upper_bound, which grows
@@ -304,6 +306,7 @@ TEST(PlannerBuildPlan, PrunedPipelinesChangeNothingAndTheBoundsHold) {
     }
     PlanOptions pruning = all;
     pruning.prune_unwinnable = true;
+    pruning.costly_base_links = t % 2 == 0 ? 0 : all.costly_base_links;  // small trees' bases too
     const auto whole = build_plan_report(topo, all);
     const auto pruned_report = build_plan_report(topo, pruning);
     EXPECT_EQ(ir::encode_plan(pruned_report.plan), ir::encode_plan(whole.plan)) << topo.name();
