@@ -271,10 +271,11 @@ std::vector<std::pair<std::pair<size_t, size_t>, uint64_t>> PipelinePricer::wind
   return out;
 }
 
-uint64_t PipelinePricer::work(uint32_t slices) const {
+uint64_t PipelinePricer::work(uint32_t slices, bool single_steps) const {
   uint64_t work = 0;
   for (const auto& [window, repeat] : windows(slices))
-    if (!windows_.contains(window)) work += work_before_[window.second + 1] - work_before_[window.first];
+    if (!windows_.contains(window) && (single_steps || window.first != window.second))
+      work += work_before_[window.second + 1] - work_before_[window.first];
   return work;
 }
 

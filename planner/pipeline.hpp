@@ -40,7 +40,10 @@ class PipelinePricer {
   // hop's path (a window walks each hop of its chains twice, and adds every link load of its
   // steps; kLoadEntriesPerWork such additions count as one walk). Schedules of star ops have no
   // chains, so their pipelines cost little to price whatever their size.
-  uint64_t work(uint32_t slices) const;
+  // With `single_steps` false, windows of one base step are not counted: those are the base's
+  // own steps, which pricing the base prices (the planner counts the same work whether or not
+  // it priced the base first).
+  uint64_t work(uint32_t slices, bool single_steps = true) const;
   // The same measure for pricing each base step once (what one slice's run costs).
   uint64_t base_work() const { return work_before_.back(); }
   static constexpr uint64_t kLoadEntriesPerWork = 8;

@@ -28,8 +28,6 @@ using Clock = std::chrono::steady_clock;
 // cheapest_pieces looks for changes of winner, and where pipelines are pruned.
 constexpr int kGridPerDoubling = 4, kGridDoublings = 50;
 
-
-
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -62,8 +60,7 @@ class PlanBuilder {
     std::vector<size_t> pipelining;
     for (size_t i = 0; i < choices.size(); ++i) {
       const AlgorithmRow& row = *choices[i].row;
-      if (choices[i].slices > 1 ||
-          (row.pipelines && row.closed_form == nullptr && floors(row) != nullptr))
+      if (choices[i].slices > 1 || (window_base(row) && floors(row) != nullptr))
         pipelining.push_back(i);
       else
         price(i, choices[i]);
@@ -121,7 +118,8 @@ class PlanBuilder {
   }
 
   // Seconds per message byte on the busiest link of the busiest step of a row's priced base
-  // (infinite if unpriced): what its pipelines approach for large messages at best.
+  // (while unpriced, its floors' pace; infinite without floors): what its pipelines approach
+  // for large messages at best.
   double base_pace(const AlgorithmRow& row) {
     if (auto it = paces_.find(&row); it != paces_.end()) return it->second;
     if (auto it = pricers_.find(&row); it != pricers_.end() && it->second)
@@ -188,6 +186,9 @@ class PlanBuilder {
     return true;
   }
 
+  // A pipelining row without a closed form: its base is built and priced from its windows.
+  static bool window_base(const AlgorithmRow& row) { return row.pipelines && row.closed_form == nullptr; }
+
   // Whether pricing a base from its windows costs enough to leave it out on its floors when it
   // cannot win. Cheaper bases are priced anyway, so that the plan summary shows their curves.
   bool costly_to_price(const AlgorithmRow& row) {
@@ -240,7 +241,9 @@ class PlanBuilder {
                2 * base_size(*choice.row).group_members <= kPipelinePricingBudget) {
       // Priced from the base schedule's windows (pipeline.hpp); built only if it wins.
       auto& spent = pricing_spent_[choice.row];
-      const uint64_t work = pricer(*choice.row).work(choice.slices);
+      // A base priced from its windows prices its one-step windows, unless it was left out on
+      // its floors: they are not counted either way, so the budget leaves out the same variants.
+      const uint64_t work = pricer(*choice.row).work(choice.slices, !window_base(*choice.row));
       const uint64_t budget = std::min(kPipelinePricingBudget,
                                        kPipelineWorkPerBase * pricer(*choice.row).base_work() + kPipelineWorkFloor);
       if (spent + work > budget) {
@@ -257,11 +260,15 @@ class PlanBuilder {
       candidate.priced_by = "pipeline windows";
       note(fmt::format("{}: priced from the base schedule in {:.3f} s", candidate.algorithm,
                        seconds_since(start)));
-    } else if (choice.slices == 1 && costly_to_price(*choice.row) && cannot_win(*choice.row, 1)) {
+    } else if (choice.slices == 1 && window_base(*choice.row) && costly_to_price(*choice.row) &&
+               cannot_win(*choice.row, 1)) {
       candidate.left_out_because =
           "cannot win: a lower bound of its price (its steps' floors) is above the cheapest price "
           "at every size";
       note(fmt::format("{}: not priced: {}", candidate.algorithm, candidate.left_out_because));
+      // The paper's reduce calls are reported from its schedule, built for the floors.
+      if (candidate.algorithm == "flexreduce")
+        report_.flexreduce_calls = reduce_call_stats(topo_, base_schedule(*choice.row));
     } else if (schedule_fits_limits(candidate.size)) {
       build(index);
     } else {

@@ -36,7 +36,7 @@ struct PlanOptions {
   // Skip pricing a candidate that cannot win any size: a lower bound of its price is above the
   // cheapest price found so far at every size. Pipelined variants are bounded from their base's
   // steps (pipeline_lower_bound), and bases priced from their windows from their steps' floors
-  // (PipelinePricer::floors). Same plan either way; off only to check that.
+  // (schedule_floors). Same plan either way; off only to check that.
   bool prune_unwinnable = true;
   // A base is left out on its floors only where they took walking this many link directions
   // (about 0.02 s; pricing it from its windows costs several times as much): cheaper bases are

@@ -29,17 +29,23 @@ ScheduleFloors schedule_floors(const Topology& topo, const ir::Schedule& schedul
     inverse_bandwidth[2 * n] = inverse_bandwidth[2 * n + 1] = 1 / topo.uplink(n).bandwidth;
     latency[n] = topo.uplink(n).latency;
   }
-  std::vector<double> load(2 * nodes, 0), total(2 * nodes, 0);
+  // A learner's reductions are one more resource, "direction" 2 * nodes + node, as in the
+  // evaluator, so that the bandwidth term is the evaluator's own.
+  const bool reductions = params.reduce_bandwidth > 0;
+  if (reductions) inverse_bandwidth.resize(3 * nodes, 1 / params.reduce_bandwidth);
+  std::vector<double> load(inverse_bandwidth.size(), 0), total(inverse_bandwidth.size(), 0);
   std::vector<uint32_t> touched;
+  const auto add = [&](uint32_t direction, double share) {
+    if (load[direction] == 0) touched.push_back(direction);
+    load[direction] += share;
+  };
   const auto units = static_cast<double>(schedule.units);
   std::vector<codegen::Hop> lowered;
 
   ScheduleFloors floors;
   floors.cost.chunk_bytes = params.chunk_bytes;
-  std::vector<ChainCost> chains;
   for (size_t s = 0; s < schedule.steps.size(); ++s) {
-    double hop_latency = 0;
-    chains.clear();
+    double hop_latency = 0, chain_latency = 0;
     const auto& ops = schedule.steps[s].ops;
     for (size_t i = 0; i < ops.size(); ++i) {
       const ir::Op& op = ops[i];
@@ -54,46 +60,46 @@ ScheduleFloors schedule_floors(const Topology& topo, const ir::Schedule& schedul
       const double share = static_cast<double>(op.end - op.begin) / units;
       lowered.clear();
       codegen::append_hops(op, lowered);
-      // A chain's pace on each hop is its path's busiest link under loads that include the hop's
-      // own share, so at least the path's slowest link: the first chunk pays each hop's, later
-      // chunks the slowest hop's.
-      ChainCost chain;
-      chain.share = share;
-      for (const codegen::Hop& hop : lowered) {
-        NodeId a = topo.learner_node(hop.src), b = topo.learner_node(hop.dst);
-        double path = params.hop_overhead, slowest = 0;
+      double chain = 0;
+      for (size_t h = 0; h < lowered.size(); ++h) {
+        NodeId a = topo.learner_node(lowered[h].src), b = topo.learner_node(lowered[h].dst);
+        const NodeId receiver = b;
+        double path = params.hop_overhead;
         while (a != b) {
-          uint32_t direction;
           if (depth[a] >= depth[b]) {
-            direction = 2 * static_cast<uint32_t>(a);
+            add(2 * static_cast<uint32_t>(a), share);
             path += latency[a];
             a = parent[a];
           } else {
-            direction = 2 * static_cast<uint32_t>(b) + 1;
+            add(2 * static_cast<uint32_t>(b) + 1, share);
             path += latency[b];
             b = parent[b];
           }
-          if (load[direction] == 0) touched.push_back(direction);
-          load[direction] += share;
-          slowest = std::max(slowest, inverse_bandwidth[direction]);
           ++floors.links_walked;
         }
+        if (reductions && hop_sums(op, lowered[h], h))
+          add(static_cast<uint32_t>(2 * nodes) + static_cast<uint32_t>(receiver), share);
         hop_latency = std::max(hop_latency, path);
-        chain.latency += path;
-        chain.first_chunk += slowest;
-        chain.steady = std::max(chain.steady, slowest);
+        chain += path;
       }
-      if (op.shape == ir::OpShape::Chain && lowered.size() >= 2) chains.push_back(chain);
+      if (op.shape == ir::OpShape::Chain && lowered.size() >= 2)
+        chain_latency = std::max(chain_latency, chain);
     }
-    double per_byte = 0;
+    StepCost step;
     for (const uint32_t direction : touched) {
-      per_byte = std::max(per_byte, load[direction] * inverse_bandwidth[direction]);
+      step.per_byte = std::max(step.per_byte, load[direction] * inverse_bandwidth[direction]);
       total[direction] += load[direction];
       load[direction] = 0;
     }
     touched.clear();
-    // ChainCost::at grows with first_chunk and steady, so chains with lower ones cost less.
-    floors.cost.steps.push_back(make_step(per_byte, hop_latency, std::move(chains), params.chunk_bytes));
+    step.hop_latency = hop_latency;
+    // Only the slowest chain's latency, as a chain of share 0: ChainCost::at is at least the
+    // latency. The chains' paces are left out: the evaluator keeps only the chains slowest at
+    // its probe sizes (make_step), and floors with paces would keep others, which between probes
+    // could price a step above the evaluator. The chain slowest at the smallest probe (1 byte)
+    // is kept, and it costs at least the slowest latency less what one byte adds.
+    if (chain_latency > 0) step.chains.push_back(ChainCost{chain_latency, 0, 0, 0});
+    floors.cost.steps.push_back(std::move(step));
   }
   for (size_t d = 0; d < total.size(); ++d)
     floors.busiest_total = std::max(floors.busiest_total, total[d] * inverse_bandwidth[d]);

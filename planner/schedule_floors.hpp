@@ -9,14 +9,14 @@
 namespace flexplan {
 
 struct ScheduleFloors {
-  // One step per schedule step: its busiest link direction (per_byte), its slowest hop
-  // (hop_latency), and its chains with their latencies and each hop's pace at the slowest link
-  // of its path (the evaluator's at the busiest under the step's loads, at least that). Its
-  // price is at most evaluate_schedule's at every size, up to make_step's thinning of chains.
-  // Reductions are left out, which only lowers the bound.
+  // One step per schedule step: its busiest link direction (per_byte, the learners'
+  // reductions included, as in the evaluator), its slowest hop (hop_latency), and its slowest
+  // chain's latency as a chain of share 0. A step's price is at least its bandwidth term plus
+  // its slowest hop, and at least its slowest chain's latency, so the floors are at most
+  // evaluate_schedule's price at every size.
   ScheduleCost cost;
   // Seconds per message byte on the busiest link direction under all steps' loads at once
-  // (PipelinePricer::busiest_total without reductions, so at most it).
+  // (PipelinePricer::busiest_total).
   double busiest_total = 0;
   // Link directions walked, summed over every hop: what finding the floors cost, and a measure
   // of what pricing the schedule from its windows would (which walks each chain hop again).

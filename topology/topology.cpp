@@ -168,12 +168,20 @@ void Topology::index() {
     throw TopologyError(describe(lost), "not reachable from the root: the edges form a cycle");
   }
 
-  // Names: non-empty, no '/', unique among siblings; full names are paths from the root.
+  // Names: non-empty, no '/', unique among siblings; full names are paths from the root, and
+  // with the names they stay within kMaxTopologyNameBytes (checked before each is made).
+  double name_bytes = 0;
   for (NodeId v : preorder) {
     TopoNodeProps& props = graph_[v];
     if (props.name.empty()) throw TopologyError(describe(v), "a node needs a name");
     if (props.name.find('/') != std::string::npos)
       throw TopologyError(describe(v), "a name cannot contain '/' (it joins full names)");
+    const size_t path = v == root() ? props.name.size()
+                                    : graph_[parent_[v]].full_name.size() + 1 + props.name.size();
+    name_bytes += static_cast<double>(props.name.size() + path);
+    if (name_bytes > kMaxTopologyNameBytes)
+      throw TopologyError(describe(v), fmt::format("the names and full names pass the limit of {} "
+                                                   "bytes", kMaxTopologyNameBytes));
     props.full_name = v == root() ? props.name : graph_[parent_[v]].full_name + "/" + props.name;
     if (children_[v].size() > 1) {
       std::unordered_set<std::string_view> names;

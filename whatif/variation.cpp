@@ -106,15 +106,35 @@ size_t subtree_nodes(const TreeNode& node) {
   return nodes;
 }
 
+// The bytes of the names and full names (paths from the root) of `node`'s subtree, the node's
+// full name being `path` long; what the topology's name limit counts (kMaxTopologyNameBytes).
+double name_bytes(const TreeNode& node, double path) {
+  double bytes = static_cast<double>(node.name.size()) + path;
+  for (const auto& child : node.children)
+    bytes += name_bytes(child, path + 1 + static_cast<double>(child.name.size()));
+  return bytes;
+}
+
 // Edits that add nodes check the tree they would make before making it: a few values can ask
-// for billions of nodes (100,000 machines of 100,000 GPUs).
+// for billions of nodes (100,000 machines of 100,000 GPUs), or for gigabytes of full names
+// (100,000 GPUs under a machine with a long name).
+struct Growth {
+  double nodes = 0;       // added less removed
+  double name_bytes = 0;  // the same, in names and full names
+};
 void check_growth(const Variation& v, const std::string& value, const EditableTree& tree,
-                  size_t removed, double added) {
-  const double nodes = static_cast<double>(subtree_nodes(tree.root) - removed) + added;
+                  const Growth& growth) {
+  const double nodes = static_cast<double>(subtree_nodes(tree.root)) + growth.nodes;
   if (nodes > kMaxTopologyNodes)
     throw VariationError(v.text, fmt::format("value '{}' would grow the tree to {:.0f} nodes, more "
                                              "than the limit of {} a topology may have",
                                              value, nodes, kMaxTopologyNodes));
+  const double bytes =
+      name_bytes(tree.root, static_cast<double>(tree.root.name.size())) + growth.name_bytes;
+  if (bytes > kMaxTopologyNameBytes)
+    throw VariationError(v.text, fmt::format("value '{}' would grow the tree's names and full names "
+                                             "to {:.0f} bytes, more than the limit of {:.0f}",
+                                             value, bytes, kMaxTopologyNameBytes));
 }
 
 // `base` with the first suffix from `from` on that no name in `taken` has, and records it.
@@ -153,9 +173,15 @@ void apply_count(const Variation& v, size_t index, EditableTree& tree) {
       throw VariationError(v.text, fmt::format("value '{}' leaves '{}' without children", value,
                                                v.node.substr(0, slash)));
   }
-  if (want > alike.size())
-    check_growth(v, value, tree, 0,
-                 static_cast<double>(want - alike.size()) * static_cast<double>(subtree_nodes(model)));
+  if (want > alike.size()) {
+    // Each copy's name is the model's and a suffix ("+12"): every full name below grows by it.
+    const double copies = static_cast<double>(want - alike.size());
+    const double suffix = 1 + std::floor(std::log10(static_cast<double>(want))) + 1;
+    const double nodes = static_cast<double>(subtree_nodes(model));
+    const double path = static_cast<double>(v.node.size());
+    check_growth(v, value, tree,
+                 {copies * nodes, copies * (name_bytes(model, path) + (nodes + 1) * suffix)});
+  }
   // Each copy gets a name no sibling has: the model's name with a suffix.
   std::unordered_set<std::string> taken;
   for (const auto& sibling : parent.children) taken.insert(sibling.name);
@@ -170,16 +196,21 @@ void apply_count(const Variation& v, size_t index, EditableTree& tree) {
 void apply_gpus(const Variation& v, size_t index, EditableTree& tree) {
   const auto gpus = static_cast<size_t>(v.values[index]);
   size_t matched = 0;
-  double added = 0;
+  Growth growth;
+  // An added GPU is named "gpuN", N at most the GPU count.
+  const double gpu_name = 3 + std::floor(std::log10(static_cast<double>(gpus))) + 1;
   for_each_link(tree.root, tree.root.name, [&](TreeNode& node, const std::string& name) {
     if (!is_machine(node) || !glob_match(v.node, name)) return;
     ++matched;
-    if (gpus > node.children.size()) added += static_cast<double>(gpus - node.children.size());
+    if (gpus <= node.children.size()) return;
+    const double added = static_cast<double>(gpus - node.children.size());
+    growth.nodes += added;
+    growth.name_bytes += added * (static_cast<double>(name.size()) + 1 + 2 * gpu_name);
   });
   if (matched == 0)
     throw VariationError(v.text, fmt::format("no machine (a node whose children are all "
                                              "learners) has a full name matching '{}'", v.node));
-  check_growth(v, v.labels[index], tree, 0, added);
+  check_growth(v, v.labels[index], tree, growth);
   for_each_link(tree.root, tree.root.name, [&](TreeNode& node, const std::string& name) {
     if (!is_machine(node) || !glob_match(v.node, name)) return;
     const TreeNode learner = node.children.front();
@@ -200,8 +231,18 @@ void apply_replace(const Variation& v, size_t index, EditableTree& tree) {
   if (&node == &tree.root)
     throw VariationError(v.text, "replace: the root cannot be replaced; load the other file instead");
   const TreeNode& replacement = v.replacements[index].root;
-  check_growth(v, v.labels[index], tree, subtree_nodes(node) - 1,
-               static_cast<double>(subtree_nodes(replacement) - 1));
+  // The node keeps its name; its children and everything below them change.
+  const double path = static_cast<double>(v.node.size());
+  const auto below = [path](const TreeNode& top) {
+    double bytes = 0;
+    for (const auto& child : top.children)
+      bytes += name_bytes(child, path + 1 + static_cast<double>(child.name.size()));
+    return bytes;
+  };
+  const double instead = below(replacement) - below(node);
+  check_growth(v, v.labels[index], tree,
+               {static_cast<double>(subtree_nodes(replacement)) - static_cast<double>(subtree_nodes(node)),
+                instead});
   node.children = replacement.children;
   if (node.children.empty())
     throw VariationError(v.text, fmt::format("value '{}': its tree has no children", v.labels[index]));

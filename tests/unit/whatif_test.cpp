@@ -107,6 +107,22 @@ TEST(WhatifVariation, GrowthPastTheNodeLimitIsRefusedFirst) {
             std::string::npos)
       << message;
   EXPECT_NE(message.find("more than the limit of 2000000"), std::string::npos) << message;
+  // Within the node limit but past the name limit: 100,000 GPUs under each of two machines
+  // whose names are 2,000 characters long would take 400 MB of full names.
+  const std::string long_name(2000, 'm');
+  const std::string text = R"({"name": "long", "root": {"name": "core", "children": [
+    {"name": ")" + long_name + R"({i}", "count": 2, "link": {"bandwidth": "25 Gbit/s"},
+     "children": [{"name": "gpu{i}", "count": 2, "link": {"bandwidth": "12 GB/s"}}]}]}})";
+  const auto variation = parse_variation("gpus:*=100000");
+  message.clear();
+  try {
+    vary(editable_copy(parse_topology(text, "long")), {variation}, grid_point({variation}, 0));
+  } catch (const VariationError& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("value '100000' would grow the tree's names and full names to "),
+            std::string::npos)
+      << message;
   // Many copies, each named apart from its siblings (the naming once took quadratic time).
   const auto wide = varied({"count:core/rack1/m0=20000"});
   EXPECT_EQ(wide.num_learners(), 13 + 19999 * 2);
