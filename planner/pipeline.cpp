@@ -255,10 +255,10 @@ const StepCost& PipelinePricer::window(size_t first, size_t last) {
       .first->second;
 }
 
-std::vector<std::pair<std::pair<size_t, size_t>, uint64_t>> PipelinePricer::windows(
-    uint32_t slices) const {
+std::vector<std::pair<std::pair<size_t, size_t>, uint64_t>> pipeline_windows(size_t steps,
+                                                                              uint32_t slices) {
   std::vector<std::pair<std::pair<size_t, size_t>, uint64_t>> out;
-  const size_t m = steps_.size();
+  const size_t m = steps;
   const size_t total = m == 0 ? 0 : m + slices - 1;
   for (size_t t = 0; t < total;) {
     const size_t first = t + 1 > slices ? t + 1 - slices : 0;
@@ -273,7 +273,7 @@ std::vector<std::pair<std::pair<size_t, size_t>, uint64_t>> PipelinePricer::wind
 
 uint64_t PipelinePricer::work(uint32_t slices, bool single_steps) const {
   uint64_t work = 0;
-  for (const auto& [window, repeat] : windows(slices))
+  for (const auto& [window, repeat] : pipeline_windows(steps_.size(), slices))
     if (!windows_.contains(window) && (single_steps || window.first != window.second))
       work += work_before_[window.second + 1] - work_before_[window.first];
   return work;
@@ -284,7 +284,7 @@ ScheduleCost PipelinePricer::cost(uint32_t slices) {
   ScheduleCost cost;
   cost.chunk_bytes = params_.chunk_bytes;
   const double scale = 1.0 / slices;
-  for (const auto& [bounds, repeat] : windows(slices)) {
+  for (const auto& [bounds, repeat] : pipeline_windows(steps_.size(), slices)) {
     StepCost step = window(bounds.first, bounds.second);
     step.per_byte *= scale;
     for (ChainCost& chain : step.chains) chain.share *= scale;

@@ -18,6 +18,11 @@
 
 namespace flexplan {
 
+// The distinct windows of a pipeline of `slices` slices over a base of `steps` steps: base steps
+// first..last, with how many of the pipeline's steps each stands for (see PipelinePricer).
+std::vector<std::pair<std::pair<size_t, size_t>, uint64_t>> pipeline_windows(size_t steps,
+                                                                              uint32_t slices);
+
 // ir::expand_pipeline (ir/pipeline_form.hpp). Throws std::invalid_argument when units * slices
 // does not fit in 64 bits.
 ir::Schedule pipeline_slices(const ir::Schedule&, uint32_t slices);
@@ -46,6 +51,8 @@ class PipelinePricer {
   uint64_t work(uint32_t slices, bool single_steps = true) const;
   // The same measure for pricing each base step once (what one slice's run costs).
   uint64_t base_work() const { return work_before_.back(); }
+  // By base step s, the work of pricing steps 0 .. s - 1 (schedule_floors finds the same).
+  const std::vector<uint64_t>& work_before() const { return work_before_; }
   static constexpr uint64_t kLoadEntriesPerWork = 8;
   // Seconds per message byte of the busiest link direction under all base steps' loads at
   // once: every pipeline of the base takes at least this times the message size.
@@ -73,8 +80,6 @@ class PipelinePricer {
   };
 
   const StepCost& window(size_t first, size_t last);  // base steps first..last, unscaled
-  // The distinct windows of a pipeline of `slices`, with how many steps each stands for.
-  std::vector<std::pair<std::pair<size_t, size_t>, uint64_t>> windows(uint32_t slices) const;
   void add(const SparseLoads&);
   void clear_loads();
   double busiest_on_path(NodeId a, NodeId b) const;

@@ -186,6 +186,34 @@ class PlanBuilder {
     return true;
   }
 
+  // The work of pricing a variant (PipelinePricer::work): from the pricer, or, for a base left
+  // out on its floors and not priced yet, from the floors, which count the same work per step;
+  // then no window is priced yet. A base priced from its windows prices its one-step windows,
+  // unless it was left out: they are not counted either way, so the budget leaves out the same
+  // variants.
+  uint64_t pricing_work(const AlgorithmRow& row, uint32_t slices) {
+    const bool single_steps = !window_base(row);
+    if (const auto* before = work_before_without_pricer(row)) {
+      uint64_t work = 0;
+      for (const auto& [window, repeat] : pipeline_windows(before->size() - 1, slices))
+        if (single_steps || window.first != window.second)
+          work += (*before)[window.second + 1] - (*before)[window.first];
+      return work;
+    }
+    return pricer(row).work(slices, single_steps);
+  }
+  uint64_t base_pricing_work(const AlgorithmRow& row) {
+    if (const auto* before = work_before_without_pricer(row)) return before->back();
+    return pricer(row).base_work();
+  }
+  // For a base left out on its floors and not priced from its windows yet: pricing_work_before.
+  const std::vector<uint64_t>* work_before_without_pricer(const AlgorithmRow& row) {
+    if (!window_base(row) || pricers_.contains(&row) || floors(row) == nullptr) return nullptr;
+    auto& before = work_before_[&row];
+    if (before.empty()) before = pricing_work_before(topo_, base_schedule(row), options_.cost);
+    return &before;
+  }
+
   // A pipelining row without a closed form: its base is built and priced from its windows.
   static bool window_base(const AlgorithmRow& row) { return row.pipelines && row.closed_form == nullptr; }
 
@@ -241,11 +269,9 @@ class PlanBuilder {
                2 * base_size(*choice.row).group_members <= kPipelinePricingBudget) {
       // Priced from the base schedule's windows (pipeline.hpp); built only if it wins.
       auto& spent = pricing_spent_[choice.row];
-      // A base priced from its windows prices its one-step windows, unless it was left out on
-      // its floors: they are not counted either way, so the budget leaves out the same variants.
-      const uint64_t work = pricer(*choice.row).work(choice.slices, !window_base(*choice.row));
+      const uint64_t work = pricing_work(*choice.row, choice.slices);
       const uint64_t budget = std::min(kPipelinePricingBudget,
-                                       kPipelineWorkPerBase * pricer(*choice.row).base_work() + kPipelineWorkFloor);
+                                       kPipelineWorkPerBase * base_pricing_work(*choice.row) + kPipelineWorkFloor);
       if (spent + work > budget) {
         candidate.left_out_because = fmt::format(
             "pricing it would take {} more units of work (chain hops walked, link loads added; "
@@ -444,6 +470,7 @@ class PlanBuilder {
   std::vector<double> cheapest_;
   std::map<const AlgorithmRow*, double> paces_;  // base_pace by row, once exact
   std::map<const AlgorithmRow*, std::optional<ScheduleFloors>> floors_;  // floors() by row; empty: none
+  std::map<const AlgorithmRow*, std::vector<uint64_t>> work_before_;    // pricing_work_before by row
 };
 
 constexpr double kRelativeTie = 1e-9;

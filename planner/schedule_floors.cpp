@@ -9,8 +9,24 @@
 
 #include "codegen/lowering.hpp"
 #include "ir/pipeline_form.hpp"
+#include "planner/pipeline.hpp"
 
 namespace flexplan {
+
+namespace {
+
+void check_op(const Topology& topo, const ir::Schedule& schedule, size_t step, size_t index) {
+  const ir::Op& op = schedule.steps[step].ops[index];
+  const auto bad_rank = [&](int32_t rank) { return rank < 0 || rank >= topo.num_learners(); };
+  if (bad_rank(op.root) || std::any_of(op.group.begin(), op.group.end(), bad_rank) ||
+      op.end < op.begin || op.end > schedule.units)
+    throw std::invalid_argument(fmt::format(
+        "schedule '{}' step {} op {}: ranks must be in [0, {}) and the range [{}, {}) within "
+        "[0, {})",
+        schedule.algorithm, step, index, topo.num_learners(), op.begin, op.end, schedule.units));
+}
+
+}  // namespace
 
 ScheduleFloors schedule_floors(const Topology& topo, const ir::Schedule& schedule,
                                const CostParams& params) {
@@ -49,13 +65,7 @@ ScheduleFloors schedule_floors(const Topology& topo, const ir::Schedule& schedul
     const auto& ops = schedule.steps[s].ops;
     for (size_t i = 0; i < ops.size(); ++i) {
       const ir::Op& op = ops[i];
-      const auto bad_rank = [&](int32_t rank) { return rank < 0 || rank >= topo.num_learners(); };
-      if (bad_rank(op.root) || std::any_of(op.group.begin(), op.group.end(), bad_rank) ||
-          op.end < op.begin || op.end > schedule.units)
-        throw std::invalid_argument(fmt::format(
-            "schedule '{}' step {} op {}: ranks must be in [0, {}) and the range [{}, {}) within "
-            "[0, {})",
-            schedule.algorithm, s, i, topo.num_learners(), op.begin, op.end, schedule.units));
+      check_op(topo, schedule, s, i);
       if (op.end == op.begin) continue;
       const double share = static_cast<double>(op.end - op.begin) / units;
       lowered.clear();
@@ -105,5 +115,100 @@ ScheduleFloors schedule_floors(const Topology& topo, const ir::Schedule& schedul
     floors.busiest_total = std::max(floors.busiest_total, total[d] * inverse_bandwidth[d]);
   return floors;
 }
+
+std::vector<uint64_t> pricing_work_before(const Topology& topo, const ir::Schedule& schedule,
+                                          const CostParams& params) {
+  ir::require_materialized(schedule, "pricing_work_before");
+  const size_t nodes = static_cast<size_t>(topo.num_nodes());
+  std::vector<NodeId> parent(nodes);
+  std::vector<int> depth(nodes);
+  for (NodeId n = 0; n < static_cast<NodeId>(nodes); ++n) {
+    parent[n] = topo.parent(n);
+    depth[n] = topo.depth(n);
+  }
+  const bool reductions = params.reduce_bandwidth > 0;
+  // Distinct link directions (and, with reductions, learners reducing) per step, and per
+  // (step, round): a stamp per direction, hops walked in order of round within a step.
+  std::vector<uint64_t> in_step(3 * nodes, 0), in_round(2 * nodes, 0);
+  uint64_t step_stamp = 0, round_stamp = 0;
+  struct Hop {
+    NodeId from, to;
+    uint32_t round;
+    bool chain;  // of a chain of two hops or more
+    bool sums;
+  };
+  std::vector<Hop> hops;
+  std::vector<codegen::Hop> lowered;
+  std::vector<size_t> round_begin, by_round;
+  std::vector<uint64_t> before(schedule.steps.size() + 1, 0);
+  for (size_t s = 0; s < schedule.steps.size(); ++s) {
+    hops.clear();
+    uint64_t chains = 0;
+    const auto& ops = schedule.steps[s].ops;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const ir::Op& op = ops[i];
+      check_op(topo, schedule, s, i);
+      if (op.end == op.begin) continue;
+      lowered.clear();
+      codegen::append_hops(op, lowered);
+      const bool chain = op.shape == ir::OpShape::Chain && lowered.size() >= 2;
+      chains += chain;
+      uint32_t round = 0;
+      for (size_t h = 0; h < lowered.size(); ++h) {
+        hops.push_back({topo.learner_node(lowered[h].src), topo.learner_node(lowered[h].dst), round,
+                        chain, reductions && hop_sums(op, lowered[h], h)});
+        if (op.shape == ir::OpShape::Chain) ++round;  // a star's hops run side by side
+      }
+    }
+    uint32_t rounds = 0;
+    for (const Hop& hop : hops) rounds = std::max(rounds, hop.round + 1);
+    round_begin.assign(rounds + 1, 0);
+    for (const Hop& hop : hops) ++round_begin[hop.round + 1];
+    for (uint32_t r = 0; r < rounds; ++r) round_begin[r + 1] += round_begin[r];
+    by_round.resize(hops.size());
+    {
+      std::vector<size_t> next(round_begin.begin(), round_begin.end() - 1);
+      for (size_t h = 0; h < hops.size(); ++h) by_round[next[hops[h].round]++] = h;
+    }
+    ++step_stamp;
+    uint64_t step_entries = 0, round_entries = 0, chain_hops = 0;
+    const auto count = [&](uint32_t direction) {
+      if (in_step[direction] != step_stamp) {
+        in_step[direction] = step_stamp;
+        ++step_entries;
+      }
+    };
+    for (uint32_t r = 0; r < rounds; ++r) {
+      ++round_stamp;
+      for (size_t i = round_begin[r]; i < round_begin[r + 1]; ++i) {
+        const Hop& hop = hops[by_round[i]];
+        chain_hops += hop.chain;
+        if (hop.sums) count(static_cast<uint32_t>(2 * nodes) + static_cast<uint32_t>(hop.to));
+        NodeId a = hop.from, b = hop.to;
+        while (a != b) {
+          uint32_t direction;
+          if (depth[a] >= depth[b]) {
+            direction = 2 * static_cast<uint32_t>(a);
+            a = parent[a];
+          } else {
+            direction = 2 * static_cast<uint32_t>(b) + 1;
+            b = parent[b];
+          }
+          count(direction);
+          if (in_round[direction] != round_stamp) {
+            in_round[direction] = round_stamp;
+            ++round_entries;
+          }
+        }
+      }
+    }
+    // As PipelinePricer counts: chain hops walked twice, chains, and load entries (the step's
+    // and, with chains, each round's).
+    const uint64_t entries = step_entries + (chains > 0 ? round_entries : 0);
+    before[s + 1] = before[s] + 2 * chain_hops + chains + entries / PipelinePricer::kLoadEntriesPerWork;
+  }
+  return before;
+}
+
 
 }  // namespace flexplan

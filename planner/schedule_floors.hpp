@@ -23,10 +23,18 @@ struct ScheduleFloors {
   uint64_t links_walked = 0;
 };
 
-// Each hop's path is walked once, and nothing is kept per round or per chain hop, unlike the
-// PipelinePricer, whose construction costs several times this on schedules of long chains.
+// Each hop's path is walked once, in the schedule's order, and nothing is kept per round or per
+// chain hop, unlike the PipelinePricer, whose construction costs several times this on
+// schedules of long chains.
 // Throws std::invalid_argument naming the step and op where an op names a rank the topology
 // does not have.
 ScheduleFloors schedule_floors(const Topology&, const ir::Schedule&, const CostParams&);
+
+// By step s, the work PipelinePricer counts for pricing steps 0 .. s - 1
+// (PipelinePricer::work_before), without building the pricer: a planner that left the base out
+// on its floors charges its variants the same pricing work. One more walk over the hops' paths,
+// in order of round within each step (several times slower than schedule_floors' walk in the
+// schedule's order on big trees, so only done where a variant's work is asked for).
+std::vector<uint64_t> pricing_work_before(const Topology&, const ir::Schedule&, const CostParams&);
 
 }  // namespace flexplan

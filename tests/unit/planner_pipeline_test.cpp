@@ -75,6 +75,8 @@ TEST(PipelinePricer, WindowsPriceWhatTheSlicedScheduleCosts) {
             << row.name << " tree " << i << " n " << n;
       EXPECT_NEAR(floors.busiest_total, pricer.busiest_total(), 1e-9 * pricer.busiest_total())
           << row.name << " tree " << i;
+      // The pricing work the planner charges a left-out base's variants is the pricer's own.
+      EXPECT_EQ(pricing_work_before(topo, base, params), pricer.work_before()) << row.name << " tree " << i;
     }
   }
   EXPECT_GT(compared, 500);
