@@ -46,6 +46,11 @@ struct CostParams {
 // outside a star reduce's group stores its first arrival and sums the others; a root outside a
 // chain's group only stores.
 bool hop_sums(const ir::Op& op, const codegen::Hop& hop, size_t index);
+// Throws std::invalid_argument naming the schedule, step and op where `op` (op `index` of step
+// `step`, or of its expansion for a compact pipeline) names a rank outside [0, learners) or a
+// range outside the schedule's units.
+void check_op_ranks(const ir::Schedule& schedule, const ir::Op& op, size_t step, size_t index,
+                    int learners);
 
 // T(n) = latency + per_byte * n, in seconds for n bytes.
 struct LinearCost {

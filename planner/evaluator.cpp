@@ -175,8 +175,10 @@ StepCost price_step(const std::vector<StepHop>& hops, const std::vector<int>& ch
   return make_step(per_byte, hop_latency, std::move(chains), chunk_bytes);
 }
 
-void check_op(const ir::Schedule& schedule, const ir::Op& op, size_t step, size_t index,
-              int learners) {
+}  // namespace
+
+void check_op_ranks(const ir::Schedule& schedule, const ir::Op& op, size_t step, size_t index,
+                    int learners) {
   const auto bad_rank = [&](int32_t rank) { return rank < 0 || rank >= learners; };
   const bool bad = bad_rank(op.root) || std::any_of(op.group.begin(), op.group.end(), bad_rank);
   if (bad || op.end < op.begin || op.end > schedule.units)
@@ -185,8 +187,6 @@ void check_op(const ir::Schedule& schedule, const ir::Op& op, size_t step, size_
         "[0, {})",
         schedule.algorithm, step, index, learners, op.begin, op.end, schedule.units));
 }
-
-}  // namespace
 
 bool hop_sums(const ir::Op& op, const codegen::Hop& hop, size_t index) {
   if (op.kind != ir::OpKind::Reduce) return false;
@@ -215,7 +215,7 @@ std::vector<StepCost> evaluate_steps(const Topology& topo, const ir::Schedule& s
     ir::for_each_expanded_op(schedule, schedule.slices, s, [&](size_t, const ir::Op& op) {
       const size_t index = i++;
       chain_of.push_back(-1);
-      check_op(schedule, op, s, index, topo.num_learners());
+      check_op_ranks(schedule, op, s, index, topo.num_learners());
       if (op.end == op.begin) return;
       const double share = static_cast<double>(op.end - op.begin) / units;
       const size_t first = hops.size();

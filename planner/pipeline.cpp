@@ -88,13 +88,7 @@ PipelinePricer::PipelinePricer(const Topology& topo, const ir::Schedule& base,
     const auto& ops = base.steps[s].ops;
     for (size_t i = 0; i < ops.size(); ++i) {
       const ir::Op& op = ops[i];
-      const auto bad_rank = [&](int32_t rank) { return rank < 0 || rank >= topo.num_learners(); };
-      if (bad_rank(op.root) || std::any_of(op.group.begin(), op.group.end(), bad_rank) ||
-          op.end < op.begin || op.end > base.units)
-        throw std::invalid_argument(fmt::format(
-            "schedule '{}' step {} op {}: ranks must be in [0, {}) and the range [{}, {}) within "
-            "[0, {})",
-            base.algorithm, s, i, topo.num_learners(), op.begin, op.end, base.units));
+      check_op_ranks(base, op, s, i, topo.num_learners());
       if (op.end == op.begin) continue;
       const double share = static_cast<double>(op.end - op.begin) / units;
       const size_t first = hops.size();

@@ -13,21 +13,6 @@
 
 namespace flexplan {
 
-namespace {
-
-void check_op(const Topology& topo, const ir::Schedule& schedule, size_t step, size_t index) {
-  const ir::Op& op = schedule.steps[step].ops[index];
-  const auto bad_rank = [&](int32_t rank) { return rank < 0 || rank >= topo.num_learners(); };
-  if (bad_rank(op.root) || std::any_of(op.group.begin(), op.group.end(), bad_rank) ||
-      op.end < op.begin || op.end > schedule.units)
-    throw std::invalid_argument(fmt::format(
-        "schedule '{}' step {} op {}: ranks must be in [0, {}) and the range [{}, {}) within "
-        "[0, {})",
-        schedule.algorithm, step, index, topo.num_learners(), op.begin, op.end, schedule.units));
-}
-
-}  // namespace
-
 ScheduleFloors schedule_floors(const Topology& topo, const ir::Schedule& schedule,
                                const CostParams& params) {
   ir::require_materialized(schedule, "schedule_floors");
@@ -65,7 +50,7 @@ ScheduleFloors schedule_floors(const Topology& topo, const ir::Schedule& schedul
     const auto& ops = schedule.steps[s].ops;
     for (size_t i = 0; i < ops.size(); ++i) {
       const ir::Op& op = ops[i];
-      check_op(topo, schedule, s, i);
+      check_op_ranks(schedule, op, s, i, topo.num_learners());
       if (op.end == op.begin) continue;
       const double share = static_cast<double>(op.end - op.begin) / units;
       lowered.clear();
@@ -147,7 +132,7 @@ std::vector<uint64_t> pricing_work_before(const Topology& topo, const ir::Schedu
     const auto& ops = schedule.steps[s].ops;
     for (size_t i = 0; i < ops.size(); ++i) {
       const ir::Op& op = ops[i];
-      check_op(topo, schedule, s, i);
+      check_op_ranks(schedule, op, s, i, topo.num_learners());
       if (op.end == op.begin) continue;
       lowered.clear();
       codegen::append_hops(op, lowered);
