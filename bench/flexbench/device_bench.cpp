@@ -110,7 +110,7 @@ int run_device(const BenchArgs& args, int rank, int world) {
       fmt::print("# flexbench --device --staged: plan {} (topology {}), {} ranks, device {} on rank 0, UCX staged "
                  "through pinned host memory, local reductions {}\n",
                  args.plan_path, comm.plan().topology_name, world, device,
-                 comm.staged->device_arithmetic() ? "in CUDA kernels (FLEXPLAN_STAGED_ARITHMETIC=device)"
+                 comm.staged->device_arithmetic() ? "in the fold server, a CUDA kernel (FLEXPLAN_STAGED_ARITHMETIC=device)"
                                                   : "on the host");
     }
     fmt::print("#\n# {:>10} {:>12} {:>8} {:>6} {:>14}   {:>9} {:>7} {:>7} {:>6}   {:>9} {:>7} {:>7} {:>6}\n", "", "",
@@ -168,7 +168,7 @@ int run_device(const BenchArgs& args, int rank, int world) {
   }
   if (rank == 0 && comm.staged && comm.staged->device_arithmetic()) {
     const auto c = comm.staged->device_arithmetic()->counters();
-    fmt::print("# rank 0's local reductions: {} folds by kernels, {} on the host (scratch outside pinned memory), "
+    fmt::print("# rank 0's local reductions: {} folds by the fold server, {} on the host (scratch outside pinned memory), "
                "{} MiB of pinned scratch\n",
                c.device_folds, c.host_folds, c.arena_bytes >> 20);
   }

@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cstring>
 #include <new>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -19,35 +21,165 @@ constexpr size_t kMinGrowth = size_t{16} << 20;
 
 DeviceArithmetic::DeviceArithmetic(size_t arena_bytes) {
   check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  watcher_ = std::thread([this, device] {
+    cudaSetDevice(device);
+    watch();
+  });
   try {
+    void* queue = nullptr;
+    check_cuda(cudaMallocHost(&queue, sizeof(FoldQueue)), "cudaMallocHost (fold server queue)");
+    queue_ = new (queue) FoldQueue{};
+    void* arrivals = nullptr;
+    check_cuda(cudaMalloc(&arrivals, sizeof(unsigned)), "cudaMalloc (fold server counter)");
+    arrivals_ = static_cast<unsigned*>(arrivals);
+    check_cuda(cudaMemsetAsync(arrivals_, 0, sizeof(unsigned), stream_), "cudaMemsetAsync");
     add_arena(std::max(arena_bytes, kAlignment));
-    load_kernels();
+    load_server();
   } catch (...) {
-    for (const auto& [data, bytes] : arenas_) cudaFreeHost(data);
-    cudaStreamDestroy(stream_);
+    release_all();
     throw;
   }
 }
 
-void DeviceArithmetic::load_kernels() {
+void DeviceArithmetic::load_server() {
   // CUDA loads a kernel at its first launch (lazy loading, CUDA 12's default), and loading may
-  // wait for the whole device: inside an operation, while the staged path's stream waits for
-  // the operation, that is a deadlock (seen on an H100). So every kernel the arithmetic uses is
-  // launched once here, on one element of the arena.
-  std::byte* one = arenas_.front().first;
-  for (DataType type : kAllDataTypes) {
-    std::memset(one, 0, size_of(type));
-    combine(one, one, one, 1, type, ReduceOp::Sum, stream_);
-    gpu::divide(one, 1, type, 1, stream_);
-  }
-  check_cuda(cudaStreamSynchronize(stream_), "loading the staged path's kernels");
-  check_cuda(cudaGetLastError(), "loading the staged path's kernels");
+  // wait for the whole device: inside an operation, while the staged path's stream is held by
+  // the operation's server, that is a deadlock (seen on an H100). So the server runs once here,
+  // told to stop before it starts.
+  Served served = serve(stream_);
+  end(served);
+  check_cuda(cudaStreamSynchronize(stream_), "loading the fold server");
 }
 
-DeviceArithmetic::~DeviceArithmetic() {
-  cudaStreamSynchronize(stream_);
-  cudaStreamDestroy(stream_);
+void DeviceArithmetic::release_all() {
+  if (watcher_.joinable()) {
+    {
+      std::lock_guard lock(watch_mutex_);
+      quitting_ = true;
+    }
+    watch_changed_.notify_all();
+    watcher_.join();  // (it destroys the events it was given)
+  }
+  if (stream_) cudaStreamSynchronize(stream_);
+  if (stream_) cudaStreamDestroy(stream_);
   for (const auto& [data, bytes] : arenas_) cudaFreeHost(data);
+  arenas_.clear();
+  if (arrivals_) cudaFree(arrivals_);
+  if (queue_) cudaFreeHost(queue_);
+  stream_ = nullptr;
+  arrivals_ = nullptr;
+  queue_ = nullptr;
+}
+
+DeviceArithmetic::~DeviceArithmetic() { release_all(); }
+
+DeviceArithmetic::Served DeviceArithmetic::serve(cudaStream_t stream) {
+  Served served;
+  served.operation = operations_ + 1;
+  check_cuda(launch_fold_server(queue_, arrivals_, served.operation, stream), "launching the fold server");
+  operations_ = served.operation;
+  cudaError_t result = cudaEventCreateWithFlags(&served.ended, cudaEventDisableTiming);
+  if (result == cudaSuccess) result = cudaEventRecord(served.ended, stream);
+  if (result != cudaSuccess) {
+    // Nobody will run this operation: its server returns as soon as it starts.
+    raise_stop(served.operation);
+    if (served.ended) cudaEventDestroy(served.ended);
+    check_cuda(result, "recording the fold server's event");
+  }
+  return served;
+}
+
+void DeviceArithmetic::watch() {
+  std::unique_lock lock(watch_mutex_);
+  for (;;) {
+    std::vector<cudaEvent_t> retired;
+    retired.swap(retired_);
+    const cudaEvent_t event = watched_;
+    if (quitting_ && retired.empty()) return;
+    lock.unlock();
+    // CUDA calls, which may wait behind another thread's device-wide synchronization: the
+    // thread that runs the operation never depends on this one.
+    for (cudaEvent_t e : retired) cudaEventDestroy(e);
+    const cudaError_t state = event ? cudaEventQuery(event) : cudaErrorNotReady;
+    lock.lock();
+    // (end() stops watching before it lets the server return: past the server is a failure.)
+    if (event && event == watched_ && state != cudaErrorNotReady && !stream_failed_) {
+      stream_failure_ = state == cudaSuccess ? "went past the server" : cudaGetErrorString(state);
+      stream_failed_ = true;
+    }
+    if (!quitting_ && retired_.empty()) watch_changed_.wait_for(lock, std::chrono::milliseconds(10));
+  }
+}
+
+std::string DeviceArithmetic::await(uint32_t& flag, uint32_t value, const char* what) {
+  std::atomic_ref<uint32_t> seen(flag);
+  // Spin first (a fold takes microseconds), then yield, then sleep. No CUDA call: while the
+  // server holds the stream, one could wait behind another thread's device-wide
+  // synchronization, which waits for the server, which waits for this thread (seen on an H100).
+  // A failed stream is seen by the watcher.
+  for (uint64_t round = 0;; ++round) {
+    if (at_or_after(seen.load(std::memory_order_acquire), value)) return "";
+    if (stream_failed_.load(std::memory_order_acquire)) {
+      std::lock_guard lock(watch_mutex_);
+      return fmt::format("{}: the fold server's stream {}", what, stream_failure_);
+    }
+    if (round < 4096) continue;
+    if (round < (1u << 16)) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+}
+
+std::string DeviceArithmetic::begin(const Served& served) {
+  active_ = served;
+  {
+    std::lock_guard lock(watch_mutex_);
+    watched_ = served.ended;
+  }
+  watch_changed_.notify_all();
+  return await(queue_->running, served.operation, "waiting for the fold server to start");
+}
+
+void DeviceArithmetic::raise_stop(uint32_t operation) {
+  // Raised, never lowered: the enqueuing thread may stop a server it failed to set up while the
+  // worker ends an earlier one.
+  std::atomic_ref<uint32_t> stop(queue_->stop);
+  uint32_t now = stop.load(std::memory_order_relaxed);
+  while (!at_or_after(now, operation) &&
+         !stop.compare_exchange_weak(now, operation, std::memory_order_release, std::memory_order_relaxed)) {
+  }
+}
+
+void DeviceArithmetic::end(Served& served) {
+  {
+    // The watcher stops watching first, and destroys the event: no CUDA call here either.
+    std::lock_guard lock(watch_mutex_);
+    if (watched_ == served.ended) watched_ = nullptr;
+    if (served.ended) retired_.push_back(served.ended);
+  }
+  watch_changed_.notify_all();
+  raise_stop(served.operation);
+  if (active_.operation == served.operation) active_ = Served{};
+  served = Served{};
+}
+
+std::string DeviceArithmetic::post(const FoldRequest& request) {
+  queue_->request = request;
+  ++requests_;
+  std::atomic_ref<uint32_t>(queue_->posted).store(requests_, std::memory_order_release);
+  return await(queue_->finished, requests_, "fold server");
+}
+
+std::string DeviceArithmetic::run(const std::vector<FoldRequest>& requests) {
+  for (const FoldRequest& request : requests) {
+    std::string why = post(request);
+    if (!why.empty()) return why;
+  }
+  return "";
 }
 
 void DeviceArithmetic::add_arena(size_t bytes) {
@@ -158,10 +290,27 @@ std::string DeviceArithmetic::fold(std::byte* out, std::byte* partial, const std
     ++host_folds_;
     return host_arithmetic().fold(out, partial, parts, count, n, type, op);
   }
-  fold_left(out, partial, parts, count, [&](std::byte* target, const std::byte* a, const std::byte* b) {
-    combine(target, a, b, n, type, op, stream_);
-  });
-  std::string why = wait_for_kernels("combine kernel");
+  if (active_.operation == 0) {
+    // Outside an operation (direct use): kernels on the private stream, waited for. Nothing
+    // waits for this thread, so it may.
+    fold_left(out, partial, parts, count, [&](std::byte* target, const std::byte* a, const std::byte* b) {
+      combine(target, a, b, n, type, op, stream_);
+    });
+    std::string why = wait_for_kernels("combine kernel");
+    if (why.empty()) ++device_folds_;
+    return why;
+  }
+  // Up to kMaxFoldParts parts a request; a longer fold goes on from `partial`, left to right,
+  // and only the last request writes `out`.
+  std::vector<FoldRequest> requests;
+  for (size_t next = 0; next < count;) {
+    FoldRequest r{FoldKind::Fold, type, op, 0, n, 0, nullptr, {}};
+    if (next > 0) r.parts[r.count++] = partial;
+    while (r.count < kMaxFoldParts && next < count) r.parts[r.count++] = parts[next++];
+    r.out = next == count ? out : partial;
+    requests.push_back(r);
+  }
+  std::string why = run(requests);
   if (why.empty()) ++device_folds_;
   return why;
 }
@@ -176,8 +325,13 @@ std::string DeviceArithmetic::divide(std::byte* buf, size_t n, DataType type, ui
     ++host_divides_;
     return host_arithmetic().divide(buf, n, type, divisor);
   }
-  gpu::divide(buf, n, type, divisor, stream_);
-  std::string why = wait_for_kernels("divide kernel");
+  std::string why;
+  if (active_.operation == 0) {
+    gpu::divide(buf, n, type, divisor, stream_);
+    why = wait_for_kernels("divide kernel");
+  } else {
+    why = run({FoldRequest{FoldKind::Divide, type, ReduceOp::Sum, 1, n, divisor, buf, {buf}}});
+  }
   if (why.empty()) ++device_divides_;
   return why;
 }

@@ -1,24 +1,33 @@
 // flexplan::gpu::DeviceArithmetic: the host runtime's local arithmetic (runtime/local_arithmetic.hpp)
 // in CUDA kernels, for the staged UCX path (staged_communicator.hpp). Received chunks land in
-// pinned host memory that the GPU reads and writes directly (mapped, unified addressing); each
-// fold launches its combine kernels on a private stream and waits for them, so the runtime sees
-// the result as the host kernels would give it. Scratch comes from pinned arenas allocated only
-// at safe points (construction, grow()): allocating or freeing pinned memory may wait for the
-// whole device, which must never happen while the staged path holds a stream for the runtime.
-// Scratch the arenas cannot serve is heap memory, folded on the host and counted, and grow()
-// adds an arena that covers it for the next operations. Every kernel is launched once at
-// construction: CUDA's lazy loading may otherwise wait for the whole device at a first launch.
+// pinned host memory that the GPU reads and writes directly (mapped, unified addressing). The
+// folds of a staged operation are served by that operation's fold server (fold_server.hpp), a
+// kernel the staged path enqueues on its own stream: the thread that runs the operation posts
+// each fold and spins on the reply in pinned memory, making no CUDA call; a watcher thread looks
+// for a failed stream. A fold outside an operation (direct use) launches plain kernels on a
+// private stream and waits for them. Either way the result is the host arithmetic's.
+// Scratch comes from pinned arenas allocated only at safe points (construction, grow()):
+// allocating or freeing pinned memory may wait for the whole device, which must never happen
+// while the staged path's stream is held by a server. Scratch the arenas cannot serve is heap
+// memory, folded on the host and counted, and grow() adds an arena that covers it for the next
+// operations. The server is launched once at construction: CUDA's lazy loading may otherwise
+// wait for the whole device at a first launch.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <string>
+#include <thread>
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <utility>
 #include <vector>
 
+#include "runtime/gpu/fold_server.hpp"
 #include "runtime/local_arithmetic.hpp"
 
 namespace flexplan::gpu {
@@ -39,6 +48,18 @@ class DeviceArithmetic final : public LocalArithmetic {
   // Heap scratch (beyond the arenas) is not kept for reuse: freed, so that the next allocation
   // of its size comes from an arena once grow() added one.
   bool reusable(const std::byte* data) const override;
+
+  // One operation's server. serve() enqueues it on `stream` (from the thread that enqueues the
+  // operation); begin(), the folds and end() come from the thread that runs it, in the order the
+  // servers were enqueued. begin() waits until the server runs and returns "" or why it cannot
+  // (the stream failed); end() lets it return, and must follow every serve(), begun or not.
+  struct Served {
+    uint32_t operation = 0;
+    cudaEvent_t ended = nullptr;  // recorded after the server: its failure shows here
+  };
+  Served serve(cudaStream_t stream);
+  std::string begin(const Served& served);
+  void end(Served& served);
 
   // Pinned memory outside the arenas the kernels may also touch (the staging buffer), replacing
   // the previous one; null to forget it.
@@ -63,11 +84,37 @@ class DeviceArithmetic final : public LocalArithmetic {
   bool in_arena(const std::byte* data) const;
   static size_t size_class(size_t bytes);
   void add_arena(size_t bytes);
-  void load_kernels();  // launches each kernel once (see the .cpp)
-  // Waits for the kernels enqueued on stream_; "" or "<what>: <CUDA error>".
+  void load_server();  // launches the server once (see the .cpp)
+  void release_all();
+  // Posts `request` to the running server and waits for its reply; "" or why it failed.
+  std::string post(const FoldRequest& request);
+  void raise_stop(uint32_t operation);  // servers of `operation` and earlier return
+  // Posts each request in turn; "" or why one failed.
+  std::string run(const std::vector<FoldRequest>& requests);
+  // Waits for the kernels enqueued on stream_ (folds outside an operation).
   std::string wait_for_kernels(const char* what);
+  // Spins until the flag is `value` or later; "" or why not (the watcher saw the server's stream
+  // fail). Makes no CUDA call.
+  std::string await(uint32_t& flag, uint32_t value, const char* what);
+  // The watcher thread: queries the event of the operation being served, and destroys the
+  // events of ended ones, so that the thread running an operation makes no CUDA call.
+  void watch();
 
-  cudaStream_t stream_ = nullptr;
+  cudaStream_t stream_ = nullptr;  // folds outside an operation, and loading
+  FoldQueue* queue_ = nullptr;     // pinned
+  unsigned* arrivals_ = nullptr;   // device memory: the server's blocks meet here
+  uint32_t operations_ = 0;        // the last operation number handed out (serve())
+  uint32_t requests_ = 0;          // the last request posted
+  Served active_;                  // the operation being served (begin() to end()), 0 if none
+
+  std::mutex watch_mutex_;  // the watcher's fields
+  std::condition_variable watch_changed_;
+  cudaEvent_t watched_ = nullptr;    // the event of the operation being served
+  std::vector<cudaEvent_t> retired_;  // to destroy
+  bool quitting_ = false;
+  std::atomic<bool> stream_failed_{false};  // sticky: a failed stream stays failed
+  std::string stream_failure_;
+  std::thread watcher_;
   mutable std::mutex mutex_;  // the arenas and free lists (allocate/release vs. grow)
   std::vector<std::pair<std::byte*, size_t>> arenas_;  // pinned blocks
   size_t used_ = 0;                                    // bump offset in the newest arena

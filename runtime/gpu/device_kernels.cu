@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "runtime/gpu/device_kernels.hpp"
+#include "runtime/gpu/element_ops.cuh"
 
 namespace flexplan::gpu {
 namespace {
@@ -17,30 +18,6 @@ int blocks_for(size_t n) {
   const size_t blocks = (n + kThreads - 1) / kThreads;
   return static_cast<int>(blocks < 65535 ? blocks : 65535);
 }
-
-template <typename T>
-struct Arith {
-  __device__ static T combine(T a, T b, ReduceOp op) {
-    switch (op) {
-      case ReduceOp::Prod: return a * b;
-      case ReduceOp::Min: return b < a ? b : a;  // as std::min: a on ties, -0/+0 and NaN alike
-      case ReduceOp::Max: return a < b ? b : a;  // as std::max
-      default: return a + b;
-    }
-  }
-};
-// Integer sum and prod wrap: compute in the unsigned type.
-template <typename T, typename U>
-struct WrapArith {
-  __device__ static T combine(T a, T b, ReduceOp op) {
-    switch (op) {
-      case ReduceOp::Prod: return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-      case ReduceOp::Min: return b < a ? b : a;  // as std::min: a on ties, -0/+0 and NaN alike
-      case ReduceOp::Max: return a < b ? b : a;  // as std::max
-      default: return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-    }
-  }
-};
 
 template <typename T, typename A>
 __global__ void combine_kernel(T* dst, const T* a, const T* b, size_t n, ReduceOp op) {
@@ -73,11 +50,6 @@ __global__ void divide_half_kernel(H* buf, size_t n, float divisor) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
     buf[i] = FromFloat(ToFloat(buf[i]) / divisor);
 }
-
-__device__ float h2f(__half h) { return __half2float(h); }
-__device__ __half f2h(float f) { return __float2half_rn(f); }
-__device__ float b2f(__nv_bfloat16 h) { return __bfloat162float(h); }
-__device__ __nv_bfloat16 f2b(float f) { return __float2bfloat16_rn(f); }
 
 template <typename T>
 void fill_as(void* dst, size_t n, T value, cudaStream_t stream) {

@@ -19,13 +19,16 @@ StagedArithmetic staged_arithmetic_from_env() {
   throw InputError(fmt::format("FLEXPLAN_STAGED_ARITHMETIC='{}': expected host or device", value));
 }
 
-// One operation's host part: run by the worker while the stream's host function waits.
+// One operation's host part, run by the worker. With the host arithmetic the stream's host
+// function hands it over and waits for `done`; with the device arithmetic it is queued when
+// enqueued, and the stream is held by its fold server (`served`) instead.
 struct StagedCommunicator::Job {
   StagedCommunicator* owner;
   void* pinned;
   size_t count;
   DataType type;
   ReduceOp op;
+  DeviceArithmetic::Served served;
   bool done = false;
 };
 
@@ -122,21 +125,24 @@ void StagedCommunicator::work() {
       job = jobs_.front();
       jobs_.pop_front();
     }
-    // After a failure later operations do nothing.
+    // After a failure later operations do nothing (a server is still let go).
     std::string why;
-    if (failure().empty()) {
+    if (failure().empty() && arithmetic_) why = arithmetic_->begin(job->served);
+    if (failure().empty() && why.empty()) {
       try {
         host_->allreduce(job->pinned, job->pinned, job->count, job->type, job->op);
       } catch (const std::exception& e) {
         why = e.what();
       }
     }
+    if (arithmetic_) arithmetic_->end(job->served);
     {
       std::lock_guard lock(mutex_);
       if (error_.empty()) error_ = why;
       job->done = true;
     }
     changed_.notify_all();
+    if (arithmetic_) delete job;  // (the host function's otherwise)
   }
 }
 
@@ -185,8 +191,21 @@ void StagedCommunicator::allreduce(const void* send, void* recv, size_t count, D
   cudaEventDestroy(ready);
   const void* source = send ? send : recv;
   if (bytes) check_cuda(cudaMemcpyAsync(pinned_, source, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync");
-  auto* job = new Job{this, pinned_, count, type, op};
-  if (cudaLaunchHostFunc(stream_, &StagedCommunicator::hand_over, job) != cudaSuccess) {
+  auto* job = new Job{this, pinned_, count, type, op, {}};
+  if (arithmetic_) {
+    // The operation's fold server holds the stream until the worker has run it.
+    try {
+      job->served = arithmetic_->serve(stream_);
+    } catch (...) {
+      delete job;
+      throw;
+    }
+    {
+      std::lock_guard lock(mutex_);
+      jobs_.push_back(job);
+    }
+    changed_.notify_all();
+  } else if (cudaLaunchHostFunc(stream_, &StagedCommunicator::hand_over, job) != cudaSuccess) {
     delete job;
     throw RuntimeError("cudaLaunchHostFunc failed");
   }

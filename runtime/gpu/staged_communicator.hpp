@@ -4,9 +4,11 @@
 // For clusters without a fast GPU interconnect, and for several processes sharing one GPU (which
 // NCCL refuses). The installed UCX (1.13, Debian) has no CUDA transports, hence the staging.
 //
-// The all-reduce runs on a worker thread of this object: the stream's host function hands the
-// operation over and waits (CUDA calls are not allowed inside a host function, and the local
-// reductions may be CUDA kernels on the pinned memory the chunks land in: StagedArithmetic).
+// The all-reduce runs on a worker thread of this object, in issue order. What holds the stream
+// meanwhile depends on where the local reductions run (StagedArithmetic): with the host's, a
+// host function that hands the operation over and waits (the worker makes no CUDA call); with
+// the device's, the operation's fold server, a kernel the worker posts its folds to through
+// pinned memory (fold_server.hpp), so that no host function waits on CUDA work.
 #pragma once
 
 #include <mpi.h>
@@ -26,11 +28,8 @@ namespace flexplan::gpu {
 
 // Where the staged path's local reductions run. FLEXPLAN_STAGED_ARITHMETIC=host|device.
 //   Host (the default): on the CPU, as the host runtime.
-//   Device: as CUDA kernels on the pinned chunks (device_arithmetic.hpp). Slower where processes
-//   share a GPU (measured on an H100, docs/gpu.md), and the worker then makes CUDA calls while
-//   the stream's host function waits for it, which CUDA's rules for host functions do not
-//   allow: another thread's device-wide synchronization (cudaDeviceSynchronize, cudaFree,
-//   pinned allocation) during an operation may deadlock. Opt in knowing that.
+//   Device: in the operation's fold server, a CUDA kernel on the pinned chunks
+//   (device_arithmetic.hpp). Measured slower where processes share a GPU (docs/gpu.md).
 enum class StagedArithmetic { Host, Device };
 // The variable's value, Host when unset; InputError naming it when malformed.
 StagedArithmetic staged_arithmetic_from_env();

@@ -20,6 +20,7 @@
 #include "runtime/gpu/device_communicator.hpp"
 #include "runtime/gpu/staged_communicator.hpp"
 #include "runtime/scratch_pool.hpp"
+#include "tests/gpu/fold_server_checks.hpp"
 #include "tests/mpi/test_support.hpp"
 
 namespace flexplan::mpitest {
@@ -249,6 +250,83 @@ void staged_every_type_and_op(gpu::StagedArithmetic arithmetic) {
 
 TEST(StagedUcx, DeviceBuffersReducedByKernels) { staged_every_type_and_op(gpu::StagedArithmetic::Device); }
 TEST(StagedUcx, DeviceBuffersReducedOnTheHost) { staged_every_type_and_op(gpu::StagedArithmetic::Host); }
+
+// The fold server's arithmetic through the host stand-in (the CUDA kernel runs the same checks
+// in RealDevice.FoldServerMatchesTheHost): long folds split into requests, aliasing, avg's
+// division, unordered min/max; and the same outside an operation, by the plain kernels.
+TEST(StagedUcx, FoldServerMatchesTheHost) {
+  if (world_rank() != 0) GTEST_SKIP() << "one rank's local arithmetic";
+  gpu::DeviceArithmetic arithmetic(size_t{8} << 20);
+  within_a_served_operation(arithmetic, [&] {
+    check_folds_match_the_host(arithmetic, 3001);
+    check_unordered_min_max(arithmetic);
+  });
+  // Outside an operation, the plain kernels: the same results.
+  check_folds_match_the_host(arithmetic, 3001);
+  check_unordered_min_max(arithmetic);
+}
+
+// A server told to stop before it started returns when the stream reaches it, and operation
+// numbers go on: the worker lets go of the servers of operations it skips after a failure.
+TEST(StagedUcx, FoldServerStoppedBeforeItStarts) {
+  if (world_rank() != 0) GTEST_SKIP() << "one rank's local arithmetic";
+  gpu::DeviceArithmetic arithmetic(1 << 20);
+  Stream stream;
+  static std::atomic<bool> release{false};
+  release = false;
+  cudaLaunchHostFunc(stream.handle, [](void*) {
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }, nullptr);
+  gpu::DeviceArithmetic::Served first = arithmetic.serve(stream.handle);
+  gpu::DeviceArithmetic::Served second = arithmetic.serve(stream.handle);
+  EXPECT_EQ(second.operation, first.operation + 1);
+  arithmetic.end(first);
+  arithmetic.end(second);
+  EXPECT_EQ(cudaStreamQuery(stream.handle), cudaErrorNotReady);
+  release = true;
+  EXPECT_EQ(cudaStreamSynchronize(stream.handle), cudaSuccess);
+  // Operations after them are served.
+  within_a_served_operation(arithmetic, [&] { check_unordered_min_max(arithmetic); });
+}
+
+// Stream semantics with the device arithmetic: operations enqueued behind a blocked stream
+// return at once, their servers start in order once it moves, and every result is right.
+TEST(StagedUcx, DeviceArithmeticOperationsWaitForTheirStream) {
+  const ir::Plan plan = world_size() < 2 ? hand_ring_plan(1) : plan_for(random_tree(world_size(), 23), "flexreduce");
+  gpu::StagedCommunicator comm(plan, MPI_COMM_WORLD, Options::from_env(), gpu::StagedArithmetic::Device);
+  Stream stream;
+  constexpr int kOps = 4;
+  const size_t count = 5003, bytes = count * 4;
+  std::vector<std::vector<std::byte>> results(kOps, std::vector<std::byte>(bytes));
+  std::vector<std::unique_ptr<DeviceBuffer>> buffers;
+  for (int i = 0; i < kOps; ++i) {
+    std::vector<std::byte> host(bytes);
+    fill_input(host.data(), count, DataType::Float32, ReduceOp::Sum, comm.host().rank(), 500 + i);
+    buffers.push_back(std::make_unique<DeviceBuffer>(bytes));
+    cudaMemcpy(buffers.back()->data, host.data(), bytes, cudaMemcpyHostToDevice);
+  }
+  cudaDeviceSynchronize();  // (the uploads land before the stream is blocked)
+  static std::atomic<bool> release{false};
+  release = false;
+  cudaLaunchHostFunc(stream.handle, [](void*) {
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }, nullptr);
+  for (int i = 0; i < kOps; ++i) {
+    comm.allreduce(buffers[i]->data, buffers[i]->data, count, DataType::Float32, ReduceOp::Sum, stream.handle);
+    cudaMemcpyAsync(results[i].data(), buffers[i]->data, bytes, cudaMemcpyDeviceToHost, stream.handle);
+  }
+  EXPECT_EQ(cudaStreamQuery(stream.handle), cudaErrorNotReady);
+  release = true;
+  ASSERT_EQ(cudaStreamSynchronize(stream.handle), cudaSuccess);
+  comm.synchronize();
+  for (int i = 0; i < kOps; ++i) {
+    std::string detail;
+    EXPECT_EQ(verify_everywhere(results[i].data(), count, DataType::Float32, ReduceOp::Sum, 500 + i, &detail), 0u)
+        << "operation " << i << ": " << detail;
+  }
+}
+
+TEST(StagedUcx, DeviceArithmeticUnderDeviceWideSynchronization) { check_staged_under_device_wide_synchronization(12); }
 
 // One rank cannot get pinned memory for its CUDA arithmetic: every rank fails at creation,
 // naming that rank, instead of the others waiting in the host communicator's creation.
