@@ -18,8 +18,8 @@ class LocalArithmetic {
   virtual ~LocalArithmetic() = default;
 
   // out = parts[0] op parts[1] op ... op parts[count-1], left to right, n elements each
-  // (count >= 2). The running result goes to `partial` (which may be parts[0]); only the last
-  // combine writes `out`, which may be one of the parts. Avg folds as sum. Returns "" or why it
+  // (count >= 2). The running result goes to `partial` (which may be parts[0] or parts[1], read
+  // before it is written); only the last combine writes `out`, which may be one of the parts. Avg folds as sum. Returns "" or why it
   // failed.
   virtual std::string fold(std::byte* out, std::byte* partial, const std::byte* const* parts, size_t count,
                            size_t n, DataType type, ReduceOp op) = 0;

@@ -19,7 +19,8 @@ constexpr size_t kAlignment = 256;
 constexpr size_t kMinGrowth = size_t{16} << 20;
 }  // namespace
 
-DeviceArithmetic::DeviceArithmetic(size_t arena_bytes) {
+DeviceArithmetic::DeviceArithmetic(size_t arena_bytes, std::chrono::milliseconds reply_timeout)
+    : reply_timeout_(reply_timeout) {
   check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
   int device = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
@@ -49,8 +50,10 @@ void DeviceArithmetic::load_server() {
   // the operation's server, that is a deadlock (seen on an H100). So the server runs once here,
   // told to stop before it starts.
   Served served = serve(stream_);
+  const std::string why = served.error;
   end(served);
   check_cuda(cudaStreamSynchronize(stream_), "loading the fold server");
+  if (!why.empty()) throw RuntimeError("loading the fold server: " + why);
 }
 
 void DeviceArithmetic::release_all() {
@@ -78,16 +81,23 @@ DeviceArithmetic::~DeviceArithmetic() { release_all(); }
 DeviceArithmetic::Served DeviceArithmetic::serve(cudaStream_t stream) {
   Served served;
   served.operation = operations_ + 1;
+  if (served.operation == 0) served.operation = 1;  // (after 2^32 operations: 0 is never used)
   check_cuda(launch_fold_server(queue_, arrivals_, served.operation, stream), "launching the fold server");
   operations_ = served.operation;
+  // Launched: from here on a failure is returned, not thrown, so that the server is still
+  // ended in order (stopping it now would stop the operation before it too).
   cudaError_t result = cudaEventCreateWithFlags(&served.ended, cudaEventDisableTiming);
-  if (result == cudaSuccess) result = cudaEventRecord(served.ended, stream);
-  if (result != cudaSuccess) {
-    // Nobody will run this operation: its server returns as soon as it starts.
-    raise_stop(served.operation);
-    if (served.ended) cudaEventDestroy(served.ended);
-    check_cuda(result, "recording the fold server's event");
+  if (result == cudaSuccess) {
+    result = cudaEventRecord(served.ended, stream);
+    if (result != cudaSuccess) {
+      cudaEventDestroy(served.ended);
+      served.ended = nullptr;
+    }
+  } else {
+    served.ended = nullptr;
   }
+  if (result != cudaSuccess)
+    served.error = fmt::format("recording the fold server's event: {}", cudaGetErrorString(result));
   return served;
 }
 
@@ -113,12 +123,14 @@ void DeviceArithmetic::watch() {
   }
 }
 
-std::string DeviceArithmetic::await(uint32_t& flag, uint32_t value, const char* what) {
+std::string DeviceArithmetic::await(uint32_t& flag, uint32_t value, std::optional<std::chrono::milliseconds> deadline,
+                                    const std::string& what) {
   std::atomic_ref<uint32_t> seen(flag);
   // Spin first (a fold takes microseconds), then yield, then sleep. No CUDA call: while the
   // server holds the stream, one could wait behind another thread's device-wide
   // synchronization, which waits for the server, which waits for this thread (seen on an H100).
   // A failed stream is seen by the watcher.
+  const auto start = std::chrono::steady_clock::now();
   for (uint64_t round = 0;; ++round) {
     if (at_or_after(seen.load(std::memory_order_acquire), value)) return "";
     if (stream_failed_.load(std::memory_order_acquire)) {
@@ -131,17 +143,23 @@ std::string DeviceArithmetic::await(uint32_t& flag, uint32_t value, const char* 
     } else {
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
+    if (deadline && round % 256 == 0 && std::chrono::steady_clock::now() - start > *deadline)
+      return fmt::format("{}: no reply within {} ms", what, deadline->count());
   }
 }
 
 std::string DeviceArithmetic::begin(const Served& served) {
   active_ = served;
+  in_operation_ = true;
+  if (!served.error.empty()) return served.error;
   {
     std::lock_guard lock(watch_mutex_);
     watched_ = served.ended;
   }
   watch_changed_.notify_all();
-  return await(queue_->running, served.operation, "waiting for the fold server to start");
+  // (No deadline: the server starts when the caller's stream reaches it, which is the caller's.)
+  return await(queue_->running, served.operation, std::nullopt,
+               fmt::format("waiting for the fold server of operation {} to start", served.operation));
 }
 
 void DeviceArithmetic::raise_stop(uint32_t operation) {
@@ -163,7 +181,10 @@ void DeviceArithmetic::end(Served& served) {
   }
   watch_changed_.notify_all();
   raise_stop(served.operation);
-  if (active_.operation == served.operation) active_ = Served{};
+  if (in_operation_ && active_.operation == served.operation) {
+    active_ = Served{};
+    in_operation_ = false;
+  }
   served = Served{};
 }
 
@@ -171,7 +192,8 @@ std::string DeviceArithmetic::post(const FoldRequest& request) {
   queue_->request = request;
   ++requests_;
   std::atomic_ref<uint32_t>(queue_->posted).store(requests_, std::memory_order_release);
-  return await(queue_->finished, requests_, "fold server");
+  return await(queue_->finished, requests_, reply_timeout_,
+               fmt::format("fold server of operation {}, request {}", active_.operation, requests_));
 }
 
 std::string DeviceArithmetic::run(const std::vector<FoldRequest>& requests) {
@@ -263,6 +285,7 @@ bool DeviceArithmetic::reachable(const void* data, size_t bytes) const {
 DeviceArithmetic::Counters DeviceArithmetic::counters() const {
   Counters c;
   c.device_folds = device_folds_;
+  c.served_folds = served_folds_;
   c.host_folds = host_folds_;
   c.device_divides = device_divides_;
   c.host_divides = host_divides_;
@@ -290,7 +313,7 @@ std::string DeviceArithmetic::fold(std::byte* out, std::byte* partial, const std
     ++host_folds_;
     return host_arithmetic().fold(out, partial, parts, count, n, type, op);
   }
-  if (active_.operation == 0) {
+  if (!in_operation_) {
     // Outside an operation (direct use): kernels on the private stream, waited for. Nothing
     // waits for this thread, so it may.
     fold_left(out, partial, parts, count, [&](std::byte* target, const std::byte* a, const std::byte* b) {
@@ -311,7 +334,10 @@ std::string DeviceArithmetic::fold(std::byte* out, std::byte* partial, const std
     requests.push_back(r);
   }
   std::string why = run(requests);
-  if (why.empty()) ++device_folds_;
+  if (why.empty()) {
+    ++device_folds_;
+    ++served_folds_;
+  }
   return why;
 }
 
@@ -326,7 +352,7 @@ std::string DeviceArithmetic::divide(std::byte* buf, size_t n, DataType type, ui
     return host_arithmetic().divide(buf, n, type, divisor);
   }
   std::string why;
-  if (active_.operation == 0) {
+  if (!in_operation_) {
     gpu::divide(buf, n, type, divisor, stream_);
     why = wait_for_kernels("divide kernel");
   } else {

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -34,8 +35,10 @@ namespace flexplan::gpu {
 
 class DeviceArithmetic final : public LocalArithmetic {
  public:
-  // With `arena_bytes` of pinned memory ready. Throws RuntimeError if CUDA refuses.
-  explicit DeviceArithmetic(size_t arena_bytes);
+  // With `arena_bytes` of pinned memory ready; a fold server that does not reply within
+  // `reply_timeout` fails the fold, naming the request. Throws RuntimeError if CUDA refuses.
+  explicit DeviceArithmetic(size_t arena_bytes,
+                            std::chrono::milliseconds reply_timeout = std::chrono::milliseconds(30000));
   ~DeviceArithmetic() override;
   DeviceArithmetic(const DeviceArithmetic&) = delete;
   DeviceArithmetic& operator=(const DeviceArithmetic&) = delete;
@@ -49,13 +52,17 @@ class DeviceArithmetic final : public LocalArithmetic {
   // of its size comes from an arena once grow() added one.
   bool reusable(const std::byte* data) const override;
 
-  // One operation's server. serve() enqueues it on `stream` (from the thread that enqueues the
-  // operation); begin(), the folds and end() come from the thread that runs it, in the order the
-  // servers were enqueued. begin() waits until the server runs and returns "" or why it cannot
-  // (the stream failed); end() lets it return, and must follow every serve(), begun or not.
+  // One operation's server. serve() enqueues it on `stream` (from one thread at a time: the one
+  // that enqueues operations); begin(), the folds and end() come from the thread that runs them,
+  // in the order the servers were enqueued. begin() waits until the server runs and returns ""
+  // or why it cannot (the stream failed); end() lets it return, and must follow every serve()
+  // that returned, begun or not, in order: stopping a later operation stops the earlier ones.
+  // serve() throws if nothing was launched; if the server was launched but its event could not
+  // be recorded, it returns with `error` set: the operation must not run, but must still end.
   struct Served {
     uint32_t operation = 0;
     cudaEvent_t ended = nullptr;  // recorded after the server: its failure shows here
+    std::string error;
   };
   Served serve(cudaStream_t stream);
   std::string begin(const Served& served);
@@ -73,6 +80,7 @@ class DeviceArithmetic final : public LocalArithmetic {
 
   struct Counters {
     uint64_t device_folds = 0, host_folds = 0;    // by CUDA kernels; on the host: scratch outside pinned memory
+    uint64_t served_folds = 0;                    // of the device folds, those by a fold server
     uint64_t device_divides = 0, host_divides = 0;
     size_t arena_bytes = 0;                        // pinned scratch in all arenas
   };
@@ -94,8 +102,9 @@ class DeviceArithmetic final : public LocalArithmetic {
   // Waits for the kernels enqueued on stream_ (folds outside an operation).
   std::string wait_for_kernels(const char* what);
   // Spins until the flag is `value` or later; "" or why not (the watcher saw the server's stream
-  // fail). Makes no CUDA call.
-  std::string await(uint32_t& flag, uint32_t value, const char* what);
+  // fail, or `deadline` passed first). Makes no CUDA call.
+  std::string await(uint32_t& flag, uint32_t value, std::optional<std::chrono::milliseconds> deadline,
+                    const std::string& what);
   // The watcher thread: queries the event of the operation being served, and destroys the
   // events of ended ones, so that the thread running an operation makes no CUDA call.
   void watch();
@@ -105,7 +114,9 @@ class DeviceArithmetic final : public LocalArithmetic {
   unsigned* arrivals_ = nullptr;   // device memory: the server's blocks meet here
   uint32_t operations_ = 0;        // the last operation number handed out (serve())
   uint32_t requests_ = 0;          // the last request posted
-  Served active_;                  // the operation being served (begin() to end()), 0 if none
+  Served active_;                  // the operation being served, while in_operation_
+  bool in_operation_ = false;      // between begin() and end()
+  std::chrono::milliseconds reply_timeout_;
 
   std::mutex watch_mutex_;  // the watcher's fields
   std::condition_variable watch_changed_;
@@ -122,7 +133,7 @@ class DeviceArithmetic final : public LocalArithmetic {
   std::map<size_t, std::vector<std::byte*>> free_;     // arena pieces by size class
   size_t shortfall_ = 0;                               // bytes served from the heap since grow()
   std::pair<uintptr_t, size_t> staging_{0, 0};
-  std::atomic<uint64_t> device_folds_{0}, host_folds_{0}, device_divides_{0}, host_divides_{0};
+  std::atomic<uint64_t> device_folds_{0}, host_folds_{0}, served_folds_{0}, device_divides_{0}, host_divides_{0};
 };
 
 }  // namespace flexplan::gpu

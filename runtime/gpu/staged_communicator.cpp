@@ -36,7 +36,7 @@ StagedCommunicator::StagedCommunicator(MPI_Comm comm, StagedArithmetic arithmeti
   std::string why;
   if (arithmetic == StagedArithmetic::Device) {
     try {
-      arithmetic_ = std::make_shared<DeviceArithmetic>(kInitialArenaBytes);
+      arithmetic_ = std::make_shared<DeviceArithmetic>(kInitialArenaBytes, options.timeout);
       options.arithmetic = arithmetic_;
     } catch (const std::exception& e) {
       why = e.what();
@@ -193,7 +193,9 @@ void StagedCommunicator::allreduce(const void* send, void* recv, size_t count, D
   if (bytes) check_cuda(cudaMemcpyAsync(pinned_, source, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync");
   auto* job = new Job{this, pinned_, count, type, op, {}};
   if (arithmetic_) {
-    // The operation's fold server holds the stream until the worker has run it.
+    // The operation's fold server holds the stream until the worker has run it. (A server
+    // whose event could not be recorded is queued all the same: the worker fails the operation
+    // and ends the server in order.)
     try {
       job->served = arithmetic_->serve(stream_);
     } catch (...) {

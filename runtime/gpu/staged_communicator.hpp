@@ -48,6 +48,7 @@ class StagedCommunicator {
   StagedCommunicator& operator=(const StagedCommunicator&) = delete;
 
   // recv = op over all ranks' send (device pointers); in place when send == recv or null.
+  // From one thread at a time, as NCCL's communicators ask.
   // Enqueued on `stream`; later work on it sees the result. Operations run in issue order. A
   // failure surfaces at the next call or at synchronize(), as RuntimeError. Synchronizes the
   // host only when the staging buffer or the reductions' scratch must grow (a first call, a

@@ -58,15 +58,18 @@ inline void within_a_served_operation(gpu::DeviceArithmetic& arithmetic, const s
   cudaStreamDestroy(stream);
 }
 
-// Folds of 2, 3, 17 and 40 parts (one, two and three requests) of every dtype x op, with `out`
-// the last part (read before written, element by element) and `partial` the first, and avg's
-// division by 3, 256 and 300: bit for bit the host arithmetic's, every fold by the server.
-inline void check_folds_match_the_host(gpu::DeviceArithmetic& arithmetic, size_t n) {
+// Folds of 2, 3, 16, 17 and 40 parts (one, two and three requests) of every dtype x op, with
+// `out` the last part (read before written, element by element) and `partial` the first or the
+// second part (the runtime's layout when its own data comes first), and avg's division by 3,
+// 256 and 300: bit for bit the host arithmetic's; every fold by the server when `served`, by
+// the plain kernels otherwise.
+inline void check_folds_match_the_host(gpu::DeviceArithmetic& arithmetic, size_t n, bool served) {
   const auto before = arithmetic.counters();
   uint64_t folds = 0, divides = 0;
   for (DataType type : kAllDataTypes)
     for (ReduceOp op : kAllReduceOps)
-      for (size_t count : {2, 3, 17, 40}) {
+      for (size_t count : {2, 3, 16, 17, 40}) {
+        const size_t partial_at = count % 2;  // parts[0] or parts[1]
         const size_t bytes = n * size_of(type);
         std::vector<std::byte*> parts(count);
         std::vector<std::vector<std::byte>> copies(count);
@@ -80,10 +83,10 @@ inline void check_folds_match_the_host(gpu::DeviceArithmetic& arithmetic, size_t
         std::vector<std::byte> want(bytes), running(bytes);
         host_arithmetic().fold(want.data(), running.data(), host_parts.data(), count, n, type, op);
         std::vector<const std::byte*> device_parts(parts.begin(), parts.end());
-        ASSERT_EQ(arithmetic.fold(parts[count - 1], parts[0], device_parts.data(), count, n, type, op), "");
+        ASSERT_EQ(arithmetic.fold(parts[count - 1], parts[partial_at], device_parts.data(), count, n, type, op), "");
         ++folds;
         EXPECT_EQ(std::memcmp(parts[count - 1], want.data(), bytes), 0)
-            << to_string(type) << " " << to_string(op) << ", " << count << " parts";
+            << to_string(type) << " " << to_string(op) << ", " << count << " parts, partial parts[" << partial_at << "]";
         for (size_t k = 0; k < count; ++k) arithmetic.release(parts[k], bytes);
       }
   for (DataType type : kAllDataTypes)
@@ -100,6 +103,7 @@ inline void check_folds_match_the_host(gpu::DeviceArithmetic& arithmetic, size_t
     }
   const auto after = arithmetic.counters();
   EXPECT_EQ(after.device_folds - before.device_folds, folds);
+  EXPECT_EQ(after.served_folds - before.served_folds, served ? folds : 0);
   EXPECT_EQ(after.host_folds, before.host_folds);
   EXPECT_EQ(after.device_divides - before.device_divides, divides);
 }
@@ -184,8 +188,10 @@ inline void check_staged_under_device_wide_synchronization(int operations) {
   cudaStreamDestroy(stream);
   EXPECT_EQ(wrong, 0u);
   EXPECT_GT(rounds.load(), 0u);
+  const auto counters = comm.device_arithmetic()->counters();
+  EXPECT_EQ(counters.served_folds, counters.device_folds) << "a fold of an operation ran outside its server";
   if (world_size() >= 2) {
-    EXPECT_GT(comm.device_arithmetic()->counters().device_folds, 0u);
+    EXPECT_GT(counters.served_folds, 0u);
   }
 }
 
