@@ -106,27 +106,6 @@ TEST(RealDevice, StagedUcxSharesOneGpu) {
   EXPECT_EQ(counters.host_folds, 0u);
 }
 
-void store_as(DataType type, std::byte* at, float value) {
-  switch (type) {
-    case DataType::Float64: {
-      const double wide = value;
-      std::memcpy(at, &wide, sizeof wide);
-      return;
-    }
-    case DataType::Float16: {
-      const uint16_t bits = half::float_to_f16(value);
-      std::memcpy(at, &bits, sizeof bits);
-      return;
-    }
-    case DataType::BFloat16: {
-      const uint16_t bits = half::float_to_bf16(value);
-      std::memcpy(at, &bits, sizeof bits);
-      return;
-    }
-    default: std::memcpy(at, &value, sizeof value);
-  }
-}
-
 // Min and max where the operands do not order: -0 against +0, and NaN. The kernels pick as
 // std::min/std::max do (the first operand on ties), so the staged path's result does not depend
 // on which chunks the GPU folded and which the CPU did. Its first run on a GPU (H100) found
@@ -143,8 +122,8 @@ TEST(RealDevice, MinMaxOfUnorderedOperandsMatchTheHost) {
       const size_t size = size_of(type), bytes = n * size;
       std::vector<std::byte> ha(bytes), hb(bytes), want(bytes), got(bytes);
       for (size_t i = 0; i < n; ++i) {
-        store_as(type, ha.data() + i * size, a[i]);
-        store_as(type, hb.data() + i * size, b[i]);
+        store_float_as(type, ha.data() + i * size, a[i]);
+        store_float_as(type, hb.data() + i * size, b[i]);
       }
       kernels::combine(want.data(), ha.data(), hb.data(), n, type, op);
       void *da, *db;
