@@ -266,11 +266,8 @@ std::vector<std::pair<std::pair<size_t, size_t>, uint64_t>> pipeline_windows(siz
 }
 
 uint64_t PipelinePricer::work(uint32_t slices, bool single_steps) const {
-  uint64_t work = 0;
-  for (const auto& [window, repeat] : pipeline_windows(steps_.size(), slices))
-    if (!windows_.contains(window) && (single_steps || window.first != window.second))
-      work += work_before_[window.second + 1] - work_before_[window.first];
-  return work;
+  return pipeline_windows_work(work_before_, slices, single_steps,
+                               [&](const std::pair<size_t, size_t>& window) { return windows_.contains(window); });
 }
 
 ScheduleCost PipelinePricer::cost(uint32_t slices) {

@@ -22,6 +22,18 @@ namespace flexplan {
 // first..last, with how many of the pipeline's steps each stands for (see PipelinePricer).
 std::vector<std::pair<std::pair<size_t, size_t>, uint64_t>> pipeline_windows(size_t steps,
                                                                               uint32_t slices);
+// The work of pricing the windows of a pipeline of `slices` from `before` (by base step s, the
+// work of pricing steps 0 .. s - 1; PipelinePricer::work_before), leaving out the windows
+// `priced` says are done and, unless `single_steps`, the windows of one base step.
+template <typename Priced>
+uint64_t pipeline_windows_work(const std::vector<uint64_t>& before, uint32_t slices, bool single_steps,
+                               Priced&& priced) {
+  uint64_t work = 0;
+  for (const auto& [window, repeat] : pipeline_windows(before.size() - 1, slices))
+    if (!priced(window) && (single_steps || window.first != window.second))
+      work += before[window.second + 1] - before[window.first];
+  return work;
+}
 
 // ir::expand_pipeline (ir/pipeline_form.hpp). Throws std::invalid_argument when units * slices
 // does not fit in 64 bits.

@@ -193,13 +193,8 @@ class PlanBuilder {
   // variants.
   uint64_t pricing_work(const AlgorithmRow& row, uint32_t slices) {
     const bool single_steps = !window_base(row);
-    if (const auto* before = work_before_without_pricer(row)) {
-      uint64_t work = 0;
-      for (const auto& [window, repeat] : pipeline_windows(before->size() - 1, slices))
-        if (single_steps || window.first != window.second)
-          work += (*before)[window.second + 1] - (*before)[window.first];
-      return work;
-    }
+    if (const auto* before = work_before_without_pricer(row))
+      return pipeline_windows_work(*before, slices, single_steps, [](const auto&) { return false; });
     return pricer(row).work(slices, single_steps);
   }
   uint64_t base_pricing_work(const AlgorithmRow& row) {

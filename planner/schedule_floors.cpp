@@ -195,5 +195,4 @@ std::vector<uint64_t> pricing_work_before(const Topology& topo, const ir::Schedu
   return before;
 }
 
-
 }  // namespace flexplan

@@ -162,16 +162,6 @@ std::string DeviceArithmetic::begin(const Served& served) {
                fmt::format("waiting for the fold server of operation {} to start", served.operation));
 }
 
-void DeviceArithmetic::raise_stop(uint32_t operation) {
-  // Raised, never lowered: the enqueuing thread may stop a server it failed to set up while the
-  // worker ends an earlier one.
-  std::atomic_ref<uint32_t> stop(queue_->stop);
-  uint32_t now = stop.load(std::memory_order_relaxed);
-  while (!at_or_after(now, operation) &&
-         !stop.compare_exchange_weak(now, operation, std::memory_order_release, std::memory_order_relaxed)) {
-  }
-}
-
 void DeviceArithmetic::end(Served& served) {
   {
     // The watcher stops watching first, and destroys the event: no CUDA call here either.
@@ -180,7 +170,8 @@ void DeviceArithmetic::end(Served& served) {
     if (served.ended) retired_.push_back(served.ended);
   }
   watch_changed_.notify_all();
-  raise_stop(served.operation);
+  // Servers end in the order they were served, so `stop` only grows.
+  std::atomic_ref<uint32_t>(queue_->stop).store(served.operation, std::memory_order_release);
   if (in_operation_ && active_.operation == served.operation) {
     active_ = Served{};
     in_operation_ = false;

@@ -96,7 +96,6 @@ class DeviceArithmetic final : public LocalArithmetic {
   void release_all();
   // Posts `request` to the running server and waits for its reply; "" or why it failed.
   std::string post(const FoldRequest& request);
-  void raise_stop(uint32_t operation);  // servers of `operation` and earlier return
   // Posts each request in turn; "" or why one failed.
   std::string run(const std::vector<FoldRequest>& requests);
   // Waits for the kernels enqueued on stream_ (folds outside an operation).

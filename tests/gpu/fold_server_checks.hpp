@@ -108,24 +108,37 @@ inline void check_folds_match_the_host(gpu::DeviceArithmetic& arithmetic, size_t
   EXPECT_EQ(after.device_divides - before.device_divides, divides);
 }
 
-// Min and max where operands do not order (-0 against +0, NaN): the server picks as
-// std::min/std::max (the first operand on ties), as the host does, so a result does not depend
-// on which chunks the GPU folded.
-inline void check_unordered_min_max(gpu::DeviceArithmetic& arithmetic) {
+// Operands of min and max that do not order, element by element: -0 against +0, NaN against a
+// number and against NaN; `n` of them, in a floating `type`.
+struct UnorderedOperands {
+  std::vector<std::byte> a, b;
+  size_t n;
+};
+inline UnorderedOperands unordered_operands(DataType type) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const std::vector<float> a{0.0f, -0.0f, nan, 1.0f, nan, -0.0f};
   const std::vector<float> b{-0.0f, 0.0f, 1.0f, nan, nan, -0.0f};
-  const size_t n = a.size();
-  for (DataType type : {DataType::Float32, DataType::Float64, DataType::Float16, DataType::BFloat16})
+  const size_t size = size_of(type);
+  UnorderedOperands out{std::vector<std::byte>(a.size() * size), std::vector<std::byte>(a.size() * size), a.size()};
+  for (size_t i = 0; i < a.size(); ++i) {
+    store_float_as(type, out.a.data() + i * size, a[i]);
+    store_float_as(type, out.b.data() + i * size, b[i]);
+  }
+  return out;
+}
+inline constexpr DataType kFloatingTypes[] = {DataType::Float32, DataType::Float64, DataType::Float16,
+                                              DataType::BFloat16};
+
+// Min and max where operands do not order: the server picks as std::min/std::max (the first
+// operand on ties), as the host does, so a result does not depend on which chunks the GPU folded.
+inline void check_unordered_min_max(gpu::DeviceArithmetic& arithmetic) {
+  for (DataType type : kFloatingTypes)
     for (ReduceOp op : {ReduceOp::Min, ReduceOp::Max}) {
-      const size_t size = size_of(type), bytes = n * size;
+      const auto [ha, hb, n] = unordered_operands(type);
+      const size_t bytes = ha.size();
       std::byte* da = arithmetic.allocate(bytes);
       std::byte* db = arithmetic.allocate(bytes);
-      std::vector<std::byte> ha(bytes), hb(bytes), want(bytes), running(bytes);
-      for (size_t i = 0; i < n; ++i) {
-        store_float_as(type, ha.data() + i * size, a[i]);
-        store_float_as(type, hb.data() + i * size, b[i]);
-      }
+      std::vector<std::byte> want(bytes), running(bytes);
       std::memcpy(da, ha.data(), bytes);
       std::memcpy(db, hb.data(), bytes);
       const std::byte* host_parts[] = {ha.data(), hb.data()};

@@ -113,18 +113,11 @@ TEST(RealDevice, StagedUcxSharesOneGpu) {
 TEST(RealDevice, MinMaxOfUnorderedOperandsMatchTheHost) {
   REQUIRE_DEVICE();
   if (world_size() > 1) GTEST_SKIP() << "checked by the one-rank run";
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  const std::vector<float> a{0.0f, -0.0f, nan, 1.0f, nan, -0.0f};
-  const std::vector<float> b{-0.0f, 0.0f, 1.0f, nan, nan, -0.0f};
-  const size_t n = a.size();
-  for (DataType type : {DataType::Float32, DataType::Float64, DataType::Float16, DataType::BFloat16})
+  for (DataType type : kFloatingTypes)
     for (ReduceOp op : {ReduceOp::Min, ReduceOp::Max}) {
-      const size_t size = size_of(type), bytes = n * size;
-      std::vector<std::byte> ha(bytes), hb(bytes), want(bytes), got(bytes);
-      for (size_t i = 0; i < n; ++i) {
-        store_float_as(type, ha.data() + i * size, a[i]);
-        store_float_as(type, hb.data() + i * size, b[i]);
-      }
+      const auto [ha, hb, n] = unordered_operands(type);
+      const size_t bytes = ha.size();
+      std::vector<std::byte> want(bytes), got(bytes);
       kernels::combine(want.data(), ha.data(), hb.data(), n, type, op);
       void *da, *db;
       ASSERT_EQ(cudaMalloc(&da, bytes), cudaSuccess);
