@@ -201,6 +201,21 @@ class PlanBuilder {
     if (const auto* before = work_before_without_pricer(row)) return before->back();
     return pricer(row).base_work();
   }
+  // The floors' lower bound of a variant's pricing work, where it alone shows the variant over
+  // the budget (then the budget is the cap whatever the exact work): for a base left out on its
+  // floors whose exact work is not counted yet, counting it walks every hop again. The same
+  // variants are left out either way; null where the exact count must decide.
+  std::optional<uint64_t> work_over_budget_at_least(const AlgorithmRow& row, uint32_t slices, uint64_t spent) {
+    if (!window_base(row) || pricers_.contains(&row) || work_before_.contains(&row)) return std::nullopt;
+    const auto found = floors_.find(&row);
+    if (found == floors_.end() || !found->second) return std::nullopt;
+    const auto& at_least = found->second->work_before_at_least;
+    if (kPipelineWorkPerBase * at_least.back() + kPipelineWorkFloor < kPipelinePricingBudget) return std::nullopt;
+    const uint64_t work = pipeline_windows_work(at_least, slices, false, [](const auto&) { return false; });
+    if (spent + work <= kPipelinePricingBudget) return std::nullopt;
+    return work;
+  }
+
   // For a base left out on its floors and not priced from its windows yet: pricing_work_before.
   const std::vector<uint64_t>* work_before_without_pricer(const AlgorithmRow& row) {
     if (!window_base(row) || pricers_.contains(&row) || floors(row) == nullptr) return nullptr;
@@ -264,6 +279,13 @@ class PlanBuilder {
                2 * base_size(*choice.row).group_members <= kPipelinePricingBudget) {
       // Priced from the base schedule's windows (pipeline.hpp); built only if it wins.
       auto& spent = pricing_spent_[choice.row];
+      if (const auto at_least = work_over_budget_at_least(*choice.row, choice.slices, spent)) {
+        candidate.left_out_because = fmt::format(
+            "pricing it would take at least {} more units of work (chain hops walked, link loads "
+            "added; budget {} for this algorithm)", *at_least, kPipelinePricingBudget);
+        note(fmt::format("{}: left out: {}", candidate.algorithm, candidate.left_out_because));
+        return;
+      }
       const uint64_t work = pricing_work(*choice.row, choice.slices);
       const uint64_t budget = std::min(kPipelinePricingBudget,
                                        kPipelineWorkPerBase * base_pricing_work(*choice.row) + kPipelineWorkFloor);

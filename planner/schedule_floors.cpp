@@ -45,8 +45,11 @@ ScheduleFloors schedule_floors(const Topology& topo, const ir::Schedule& schedul
 
   ScheduleFloors floors;
   floors.cost.chunk_bytes = params.chunk_bytes;
+  floors.work_before_at_least.assign(schedule.steps.size() + 1, 0);
+  const auto path_directions = static_cast<uint32_t>(2 * nodes);
   for (size_t s = 0; s < schedule.steps.size(); ++s) {
     double hop_latency = 0, chain_latency = 0;
+    uint64_t chains = 0, chain_hops = 0;
     const auto& ops = schedule.steps[s].ops;
     for (size_t i = 0; i < ops.size(); ++i) {
       const ir::Op& op = ops[i];
@@ -77,9 +80,19 @@ ScheduleFloors schedule_floors(const Topology& topo, const ir::Schedule& schedul
         hop_latency = std::max(hop_latency, path);
         chain += path;
       }
-      if (op.shape == ir::OpShape::Chain && lowered.size() >= 2)
+      if (op.shape == ir::OpShape::Chain && lowered.size() >= 2) {
         chain_latency = std::max(chain_latency, chain);
+        ++chains;
+        chain_hops += lowered.size();
+      }
     }
+    // At most the pricer's work on this step (pricing_work_before): each distinct link
+    // direction of the step is in at least one of its rounds.
+    const auto on_paths = static_cast<uint64_t>(
+        std::count_if(touched.begin(), touched.end(), [&](uint32_t d) { return d < path_directions; }));
+    const uint64_t entries_at_least = touched.size() + (chains > 0 ? on_paths : 0);
+    floors.work_before_at_least[s + 1] = floors.work_before_at_least[s] + 2 * chain_hops + chains +
+                                         entries_at_least / PipelinePricer::kLoadEntriesPerWork;
     StepCost step;
     for (const uint32_t direction : touched) {
       step.per_byte = std::max(step.per_byte, load[direction] * inverse_bandwidth[direction]);

@@ -21,6 +21,11 @@ struct ScheduleFloors {
   // Link directions walked, summed over every hop: what finding the floors cost, and a measure
   // of what pricing the schedule from its windows would (which walks each chain hop again).
   uint64_t links_walked = 0;
+  // By step s, at most the work PipelinePricer counts for pricing steps 0 .. s - 1
+  // (pricing_work_before, which needs a second walk): the chain hops and chains exactly, each
+  // step's link directions once for the step and once for its rounds. Enough to leave out a
+  // variant that is over its pricing budget without counting exactly.
+  std::vector<uint64_t> work_before_at_least;
 };
 
 // Each hop's path is walked once, in the schedule's order, and nothing is kept per round or per

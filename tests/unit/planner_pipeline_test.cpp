@@ -76,7 +76,20 @@ TEST(PipelinePricer, WindowsPriceWhatTheSlicedScheduleCosts) {
       EXPECT_NEAR(floors.busiest_total, pricer.busiest_total(), 1e-9 * pricer.busiest_total())
           << row.name << " tree " << i;
       // The pricing work the planner charges a left-out base's variants is the pricer's own.
-      EXPECT_EQ(pricing_work_before(topo, base, params), pricer.work_before()) << row.name << " tree " << i;
+      const auto work_before = pricing_work_before(topo, base, params);
+      EXPECT_EQ(work_before, pricer.work_before()) << row.name << " tree " << i;
+      // The floors' bound of that work, step by step; exact where no step has a chain (a star's
+      // hops are all in one round).
+      ASSERT_EQ(floors.work_before_at_least.size(), work_before.size());
+      bool chains = false;
+      for (const auto& step : base.steps)
+        for (const auto& op : step.ops) chains |= op.shape == ir::OpShape::Chain && op.group.size() >= 2;
+      for (size_t s = 1; s < work_before.size(); ++s) {
+        const uint64_t at_least = floors.work_before_at_least[s] - floors.work_before_at_least[s - 1];
+        const uint64_t exact = work_before[s] - work_before[s - 1];
+        EXPECT_LE(at_least, exact) << row.name << " tree " << i << " step " << s - 1;
+        if (!chains) EXPECT_EQ(at_least, exact) << row.name << " tree " << i << " step " << s - 1;
+      }
     }
   }
   EXPECT_GT(compared, 500);
