@@ -42,6 +42,9 @@ struct PlanOptions {
   // (about 0.02 s; pricing it from its windows costs several times as much): cheaper bases are
   // priced anyway, so that the plan summary shows their curves.
   uint64_t costly_base_links = 1'000'000;
+  // Build and floor the bases priced from their windows on two threads before pricing
+  // (plan_builder.cpp, prepare_window_bases). Same plan either way; off only to check that.
+  bool prepare_bases_in_parallel = true;
 };
 
 // A lower bound of the price of `base` cut into `slices` slices (pipeline.hpp), nondecreasing

@@ -284,7 +284,8 @@ TEST(PlannerBuildPlan, CompactPipelinesAreTheSamePlan) {
 // Pipelines, and bases costly to price, that cannot win are not priced
 // (PlanOptions::prune_unwinnable; every other tree with any base counted costly, as those of
 // big trees are, so that small trees exercise it): the plan is the same, byte for byte, as
-// with every candidate priced, on random trees of a held-back seed and
+// with every candidate priced and the bases built one by one as asked (no
+// PlanOptions::prepare_bases_in_parallel), on random trees of a held-back seed and
 // machines with different links, some with a hop overhead, reductions priced and small or
 // large chunks. Both bounds the pruning relies on are checked: every priced pipeline costs at
 // least pipeline_lower_bound, and every racing price is at most price_upper_bound, which grows
@@ -299,6 +300,7 @@ TEST(PlannerBuildPlan, PrunedPipelinesChangeNothingAndTheBoundsHold) {
     const Topology& topo = topologies[t];
     PlanOptions all;
     all.prune_unwinnable = false;
+    all.prepare_bases_in_parallel = false;  // and the bases prepared one by one, where asked
     if (t % 3 == 1) {
       all.cost.hop_overhead = 2e-6;
       all.cost.reduce_bandwidth = 4e9;
@@ -306,6 +308,7 @@ TEST(PlannerBuildPlan, PrunedPipelinesChangeNothingAndTheBoundsHold) {
     }
     PlanOptions pruning = all;
     pruning.prune_unwinnable = true;
+    pruning.prepare_bases_in_parallel = true;
     pruning.costly_base_links = t % 2 == 0 ? 0 : all.costly_base_links;  // small trees' bases too
     const auto whole = build_plan_report(topo, all);
     const auto pruned_report = build_plan_report(topo, pruning);
