@@ -25,6 +25,10 @@
 #   cluster.sh status ; cluster.sh down
 #
 # Environment: EMU_PREFIX (fxemu) and EMU_SUBNET (10.77.0) keep concurrent clusters apart.
+# EMU_CC (cubic) is the TCP congestion control of every machine and the head, set on their
+# subnet route (`congctl`), so the host's default and its allowed list stay as they are; "host"
+# keeps the host's default. Why it is pinned: a host defaulting to BBR (this one does) left the
+# level-by-level algorithms 17-27% slower than the links allow (docs/testbed.md).
 # EMU_SYSCTLS="key=value ..." sets network sysctls in every machine's namespace at `up` (for
 # example net.ipv4.tcp_slow_start_after_idle=0, as clusters tuned for bulk transfers run).
 set -euo pipefail
@@ -48,7 +52,7 @@ need_up() { is_up && [ -f $RUN/config ] || die "cluster $P is not up (run: $0 up
 load_config() { need_up; . $RUN/config; }
 save_config() {
   { echo "RATES=\"$RATES\""; echo "LEARNERS=\"$LEARNERS\""; echo "DELAYS=\"$DELAYS\"";
-    echo "SUBNET=\"$SUBNET\""; echo "SYSCTLS=\"${SYSCTLS:-}\""; } > $RUN/config
+    echo "SUBNET=\"$SUBNET\""; echo "SYSCTLS=\"${SYSCTLS:-}\""; echo "CC=\"${CC:-host}\""; } > $RUN/config
 }
 nth() { local i=$1; shift; set -- $*; i=$((i + 1)); echo "${!i}"; }
 set_nth() { # list index value -> list with entry index replaced
@@ -123,12 +127,26 @@ cmd_delay() { # machine delay_us
 }
 
 # ---- bring up / tear down
+# pin_cc NAMESPACE ADDRESS: TCP over the cluster's subnet in NAMESPACE uses congestion control
+# $CC (a route attribute: a namespace's default may only be one the host allows everyone).
+pin_cc() {
+  [[ $CC == host* ]] && return 0
+  ip -n "$1" route replace $SUBNET.0/24 dev eth0 proto kernel scope link src "$2" congctl "$CC" \
+    || die "could not set congestion control $CC in $1"
+}
 cmd_up() {
   need_root
   RATES=${EMU_RATES:-"1gbit 1gbit"}
   SYSCTLS=${EMU_SYSCTLS:-}
   local kv; for kv in $SYSCTLS; do [[ $kv =~ ^net\.[a-z0-9_.]+=[0-9a-z]+$ ]] || die "EMU_SYSCTLS entry '$kv' is not net.KEY=VALUE"; done
   LEARNERS=${EMU_LEARNERS:-"2 3"}
+  CC=${EMU_CC:-cubic}
+  if [ "$CC" = host ]; then
+    CC="host ($(cat /proc/sys/net/ipv4/tcp_congestion_control))"
+  else
+    [[ " $(cat /proc/sys/net/ipv4/tcp_available_congestion_control) " == *" $CC "* ]] \
+      || die "EMU_CC '$CC' is not an available congestion control ($(cat /proc/sys/net/ipv4/tcp_available_congestion_control); 'host' keeps the host's default)"
+  fi
   local n; n=$(count $RATES)
   DELAYS=${EMU_DELAYS:-$(for ((i = 0; i < n; i++)); do printf '0 '; done)}
   [ "$n" -ge 2 ] || die "EMU_RATES needs a rate per machine, two machines at least"
@@ -155,6 +173,7 @@ cmd_up() {
     ip -n $P-n$i link set lo up
     ip -n $P-n$i addr add $SUBNET.$((10 + i))/24 dev eth0
     ip -n $P-n$i link set eth0 up
+    pin_cc $P-n$i $SUBNET.$((10 + i))
     for kv in $SYSCTLS; do ip netns exec $P-n$i sysctl -qw "$kv" || die "sysctl $kv in machine $i failed"; done
     ip -n $P-sw link set sw-n$i master br0
     ip -n $P-sw link set sw-n$i up
@@ -170,6 +189,7 @@ cmd_up() {
   ip -n $P-hd link set lo up
   ip -n $P-hd addr add $SUBNET.2/24 dev eth0
   ip -n $P-hd link set eth0 up
+  pin_cc $P-hd $SUBNET.2
   ip -n $P-sw link set sw-hd master br0
   ip -n $P-sw link set sw-hd up
   # Open MPI: a hostfile in machine order, and an rsh agent that maps host "nI" to machine I

@@ -184,12 +184,12 @@ def table_calls(configs):
 def table_calibration(configs):
     rows = ["| configuration | links set | link goodput, Mbit/s (up/down) | one-way latency "
             "between machines, us | shared memory: latency us, bandwidth GB/s | runtime cost per "
-            "hop, us | load | learners' UCX_/FLEXPLAN_ settings |",
-            "|---|---|---|---|---|---|---|---|"]
+            "hop, us | load | TCP congestion control | learners' UCX_/FLEXPLAN_ settings |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for c in configs:
         k = c["calibration"]
         if not k:
-            rows.append(f"| {c['id']} | {links_text(c)} | skipped: {c['skipped']} | | | | | |")
+            rows.append(f"| {c['id']} | {links_text(c)} | skipped: {c['skipped']} | | | | | | |")
             continue
         m = k["measured"]
         good = ", ".join(f"{g.get('up', 0):.0f}/{g.get('down', 0):.0f}" for g in m["link_goodput_mbit"])
@@ -199,7 +199,7 @@ def table_calibration(configs):
         rows.append(f"| {c['id']} ({shape(c)}) | {links_text(c)} | {good} | {lat} | "
                     f"{m['intra_machine_latency_us']:.1f}, "
                     f"{m['intra_machine_bandwidth_bytes_per_s'] / 1e9:.1f} | {hop} | "
-                    f"{c['load'] or '-'} | {env} |")
+                    f"{c['load'] or '-'} | {c['congestion_control']} | {env} |")
     return rows + [""]
 
 
@@ -589,7 +589,7 @@ def write_report(configs, result_dir, docs, compare=None):
     summary = []
     for c in configs:
         summary.append({k: c[k] for k in ("id", "set", "learners", "rates", "delays_us", "skipped",
-                                          "load", "calls", "errors", "env")}
+                                          "load", "calls", "errors", "env", "congestion_control")}
                        | {"measured": {a: {str(s): p for s, p in v.items()} for a, v in c["measured"].items()},
                           "mpi": {str(s): p for s, p in c["mpi"].items()},
                           "predicted": {a: {str(s): t for s, t in v.items()} for a, v in c["predicted"].items()},

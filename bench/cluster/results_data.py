@@ -132,6 +132,9 @@ def load_results(directory):
             "measured": {}, "mpi": {}, "predicted": {}, "floor": {}, "chosen": {},
             "calls": None, "load": None,
             "errors": [], "env": raw.get("env", "").strip(),
+            # cluster.sh's EMU_CC as the cluster came up; runs before it was recorded ran with
+            # the host's default
+            "congestion_control": raw.get("congestion_control", "not recorded"),
         }
         skipped = os.path.join(path, "skipped.txt")
         if os.path.exists(skipped):

@@ -118,11 +118,12 @@ run_config() {
   rm -rf "$dir"; mkdir -p "$dir"
   printf 'id=%s\nset=%s\nlearners=%s\nrates=%s\ndelays_us=%s\nsizes=%s..%s/x%s\niters=%s\nwarmup=%s\nalgorithms=%s\nenv=%s\n' \
     "$id" "$set" "$learners" "$rates" "$delays" "$min" "$max" "$factor" "$ITERS" "$WARMUP" "${algorithms[*]}" \
-    "$(env | grep -E '^(UCX_|FLEXPLAN_|EMU_SYSCTLS=)' | sort | tr '\n' ' ')" > "$dir/config.txt"
+    "$(env | grep -E '^(UCX_|FLEXPLAN_|EMU_SYSCTLS=|EMU_CC=)' | sort | tr '\n' ' ')" > "$dir/config.txt"
   log "$id: learners $learners, rates $rates, delays $delays us, sizes $min..$max (x$factor)"
 
   skip() { log "  $id: SKIPPED, $1"; echo "$1" > "$dir/skipped.txt"; "$CLUSTER" down > /dev/null; }
   EMU_LEARNERS="$learners" EMU_RATES="$rates" EMU_DELAYS="$delays" "$CLUSTER" up > "$dir/up.txt"
+  echo "congestion_control=$("$CLUSTER" config | sed -n 's/^CC="\(.*\)"$/\1/p')" >> "$dir/config.txt"
   if ! checked "$dir" 5 60; then
     skip "the links never passed the check (see $dir/check.txt)"; return 0
   fi
