@@ -1,6 +1,7 @@
 #include "runtime/engine.hpp"
 
 #include <sched.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -32,6 +33,14 @@ constexpr auto kMaxSleep = std::chrono::milliseconds(100);
 constexpr auto kSendPendingSleep = std::chrono::milliseconds(1);
 // How long a failing rank waits for its abort notices to leave.
 constexpr auto kAbortSendLimit = std::chrono::milliseconds(500);
+
+// Whether `processes` (this job's on this host) fit the host's online cores, one each. Not this
+// process's affinity: a launcher that binds each rank to a core of its own (mpirun does for
+// two ranks) leaves one core in each mask.
+bool processes_have_cores(size_t processes) {
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  return cores > 0 && processes <= static_cast<size_t>(cores);
+}
 }  // namespace
 
 Engine::Engine(const std::function<ir::FingerprintedPlan()>& load, const std::string& source,
@@ -118,6 +127,10 @@ void Engine::connect(const bootstrap::HostIdentity& host, const std::vector<int3
   for (size_t peer = 0; peer < hosts.size(); ++peer) {
     same_host_[peer] = hosts[peer] == hosts[static_cast<size_t>(rank_)];
   }
+  spin_before_yield_ = options_.spin_before_yield.value_or(
+      processes_have_cores(static_cast<size_t>(std::count(same_host_.begin(), same_host_.end(), true)))
+          ? Options::kAutoSpin
+          : std::chrono::microseconds(0));
   // Peer-failure mode where asked for: UCX 1.13 keeps shared memory out of it (options.hpp).
   std::vector<bool> detect_failure(hosts.size());
   for (size_t peer = 0; peer < hosts.size(); ++peer) {
@@ -508,6 +521,7 @@ void Engine::drive_until(const std::function<size_t()>& remaining, const std::st
           what, options_.timeout.count(), left));
     }
     if (!transport_->blocking()) continue;
+    if (now - idle_since < spin_before_yield_) continue;
     if (now - idle_since < options_.yield_before_sleep) {
       sched_yield();
     } else {
@@ -523,8 +537,10 @@ void Engine::wait(Operation& operation) {
 }
 
 void Engine::drive(Operation& operation) {
-  // Blocking mode first yields the core for a short while (a peer sharing it is likely the
-  // one this rank waits for, and a yield costs far less than a sleep and a wake-up), then
+  // Blocking mode first polls for spin_before_yield_ (a peer on another core answers a small
+  // message sooner than a yield returns), then yields the core for a short while (a peer
+  // sharing it is likely the one this rank waits for, and a yield costs far less than a sleep
+  // and a wake-up), then
   // sleeps on the worker's event fd. It keeps yielding while a send to a peer on this host is
   // in flight: that send waits for the peer to drain UCX's shared-memory FIFO (512 KiB), which
   // takes the peer's running, perhaps on this very core, and no event says when it drained.
@@ -537,6 +553,7 @@ void Engine::drive(Operation& operation) {
     if (!transport_->blocking()) continue;
     const auto now = Clock::now();
     if (!idle_since) idle_since = now;
+    if (now - *idle_since < spin_before_yield_) continue;
     if (now - *idle_since < options_.yield_before_sleep || any_send_on_host_pending()) {
       sched_yield();
     } else {

@@ -115,6 +115,8 @@ class Engine {
   std::unique_ptr<UcxTransport> transport_;
 
   std::vector<bool> same_host_;  // by plan rank
+  // Options::spin_before_yield, resolved once the processes on this host are known.
+  std::chrono::microseconds spin_before_yield_{0};
   std::vector<pid_t> single_copy_pids_;  // by plan rank (ExecContext::single_copy_pids)
   // This rank's programs: lowered on first use, or all taken from the generated library at creation.
   std::map<const ir::Schedule*, codegen::RankProgram> programs_;

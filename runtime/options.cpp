@@ -44,6 +44,11 @@ Options Options::from_env() {
     options.yield_before_sleep = std::chrono::microseconds(
         std::string_view(v) == "0" ? 0 : parse_positive("FLEXPLAN_YIELD_US", v));
   }
+  if (const char* v = env("FLEXPLAN_SPIN_US")) {
+    // 0 is allowed: yield at once.
+    options.spin_before_yield.emplace(
+        std::string_view(v) == "0" ? 0 : parse_positive("FLEXPLAN_SPIN_US", v));
+  }
   if (const char* v = env("FLEXPLAN_CHUNK_BYTES")) {
     options.chunk_bytes = parse_positive("FLEXPLAN_CHUNK_BYTES", v);
   }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -32,6 +33,14 @@ struct Options {
   // Blocking mode: how long an idle wait yields its core (sched_yield) before it sleeps; on
   // oversubscribed cores the peer it waits for is likely next in line. FLEXPLAN_YIELD_US.
   std::chrono::microseconds yield_before_sleep{200};
+  // Blocking mode: how long an idle wait first polls without yielding. A peer on a core of its
+  // own answers a small message within a microsecond or two, and a yield is a system call that
+  // delays noticing it; where the job's processes on this host outnumber its cores, the peer
+  // needs this core and spinning only delays it. Unset: kAutoSpin where the job's processes
+  // on this host are at most its online cores, else none.
+  // FLEXPLAN_SPIN_US.
+  std::optional<std::chrono::microseconds> spin_before_yield;
+  static constexpr std::chrono::microseconds kAutoSpin{20};
   // Pipeline chunk along reduce and broadcast chains: ranges are cut by codegen::chunk_range
   // (chunks of this size; longer only beyond 2^20 chunks per range). Must be equal on every
   // rank (checked at creation). FLEXPLAN_CHUNK_BYTES.

@@ -316,6 +316,9 @@ cmd_mpirun() {
   for v in $(compgen -e | grep -E '^(UCX|FLEXPLAN)_' | grep -vx UCX_NET_DEVICES || true); do
     forward+=(-x "$v")
   done
+  # Every machine's learners share this host's cores, which a learner cannot see (it counts the
+  # processes of its own machine): no spinning before yielding, unless the caller asks for it.
+  [ -n "${FLEXPLAN_SPIN_US:-}" ] || forward+=(-x FLEXPLAN_SPIN_US=0)
   # mpirun runs in the head namespace; the rsh agent starts an orted in each machine's
   # namespaces. Open MPI 4.1 disables pml ucx when only TCP is present, so it is forced.
   # mpi_yield_when_idle: learners that spin on 2 cores starve each other.

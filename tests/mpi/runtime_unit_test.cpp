@@ -165,14 +165,24 @@ TEST(Options, EnvironmentOverridesDefaults) {
   setenv("FLEXPLAN_BLOCKING", "1", 1);
   setenv("FLEXPLAN_CHUNK_BYTES", "65536", 1);
   setenv("FLEXPLAN_PEER_FAILURE", "all", 1);
+  setenv("FLEXPLAN_SPIN_US", "0", 1);
   const Options options = Options::from_env();
   EXPECT_EQ(options.timeout.count(), 1234);
   EXPECT_TRUE(options.blocking);
   EXPECT_EQ(options.chunk_bytes, 65536u);
   EXPECT_EQ(options.peer_failure, PeerFailureDetection::All);
+  EXPECT_EQ(options.spin_before_yield, std::chrono::microseconds(0));
+  setenv("FLEXPLAN_SPIN_US", "25", 1);
+  EXPECT_EQ(Options::from_env().spin_before_yield, std::chrono::microseconds(25));
+  unsetenv("FLEXPLAN_SPIN_US");
+  EXPECT_FALSE(Options::from_env().spin_before_yield.has_value()) << "unset: decided by the runtime";
+  setenv("FLEXPLAN_SPIN_US", "-1", 1);
+  EXPECT_THROW(Options::from_env(), RuntimeError);
+  setenv("FLEXPLAN_SPIN_US", "25", 1);
   setenv("FLEXPLAN_CHUNK_BYTES", "0", 1);
   EXPECT_THROW(Options::from_env(), RuntimeError);
-  for (const char* name : {"FLEXPLAN_TIMEOUT_MS", "FLEXPLAN_BLOCKING", "FLEXPLAN_CHUNK_BYTES", "FLEXPLAN_PEER_FAILURE"}) {
+  for (const char* name : {"FLEXPLAN_TIMEOUT_MS", "FLEXPLAN_BLOCKING", "FLEXPLAN_CHUNK_BYTES", "FLEXPLAN_PEER_FAILURE",
+                           "FLEXPLAN_SPIN_US"}) {
     unsetenv(name);
   }
 }
