@@ -86,6 +86,13 @@ class PlanBuilder {
   void note(const std::string& text) const {
     if (options_.progress) options_.progress(text);
   }
+  void note_base_built(const AlgorithmRow& row, const ir::Schedule& base, double seconds) const {
+    note(fmt::format("{}: base schedule of {} ops built in {:.3f} s", row.name, measured_size(base).ops, seconds));
+  }
+  void note_floors_found(const AlgorithmRow& row, const ScheduleFloors& floors, double seconds) const {
+    note(fmt::format("{}: floors found in {:.3f} s ({} link directions walked)", row.name, seconds,
+                     floors.links_walked));
+  }
 
   // The requested algorithms in order, without repeats; by default every suitable row and the
   // pipelined variants of those that pipeline.
@@ -282,6 +289,7 @@ class PlanBuilder {
       if (i >= work.size()) return false;
       prepare(work[i]);
       work[i].done.store(true, std::memory_order_release);
+      work[i].done.notify_one();
       return true;
     };
     // Installs a prepared base and its floors, with the notes floors() gives.
@@ -292,12 +300,10 @@ class PlanBuilder {
       }
       auto& floors = floors_[p.row];
       if (!p.base) return;  // too big to build, by its estimate: no floors
-      note(fmt::format("{}: base schedule of {} ops built in {:.3f} s", p.row->name,
-                       measured_size(*p.base).ops, p.build_seconds));
+      note_base_built(*p.row, *p.base, p.build_seconds);
       bases_[p.row] = std::move(p.base);
       if (!p.floors) return;
-      note(fmt::format("{}: floors found in {:.3f} s ({} link directions walked)", p.row->name,
-                       p.floors_seconds, p.floors->links_walked));
+      note_floors_found(*p.row, *p.floors, p.floors_seconds);
       floors = std::move(p.floors);
     };
     std::optional<std::jthread> helper;
@@ -307,9 +313,10 @@ class PlanBuilder {
     size_t installed = 0;
     for (bool more = true; installed < work.size();) {
       more = more && take_one();
+      // With nothing left to take, sleep until the helper finishes the next base in order.
+      if (!more) work[installed].done.wait(false, std::memory_order_acquire);
       for (; installed < work.size() && work[installed].done.load(std::memory_order_acquire); ++installed)
         install(work[installed]);
-      if (!more && installed < work.size()) std::this_thread::yield();
     }
   }
 
@@ -320,8 +327,7 @@ class PlanBuilder {
     if (fresh && schedule_fits_limits(base_size(row))) {
       const auto start = Clock::now();
       it->second = schedule_floors(topo_, base_schedule(row), options_.cost);
-      note(fmt::format("{}: floors found in {:.3f} s ({} link directions walked)", row.name,
-                       seconds_since(start), it->second->links_walked));
+      note_floors_found(row, *it->second, seconds_since(start));
     }
     return it->second ? &*it->second : nullptr;
   }
@@ -511,8 +517,7 @@ class PlanBuilder {
     if (!base) {
       const auto start = Clock::now();
       base = row.build(topo_);
-      note(fmt::format("{}: base schedule of {} ops built in {:.3f} s", row.name,
-                       measured_size(*base).ops, seconds_since(start)));
+      note_base_built(row, *base, seconds_since(start));
     }
     return *base;
   }
