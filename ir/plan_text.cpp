@@ -251,10 +251,14 @@ class TextParser {
 }  // namespace
 
 std::string print_plan_text(const Plan& plan) {
-  std::string out =
-      fmt::format("flexplan-plan {}\nworld_size {}\ntopology {} {}\n", kTextFormatVersion,
-                  plan.world_size, detail::quote(plan.topology_name),
-                  plan.topology_hash.empty() ? "-" : detail::quote_if_needed(plan.topology_hash));
+  // A bare "-" means "no hash", so a hash that is the text "-" must be written quoted.
+  const std::string hash = plan.topology_hash.empty() ? "-"
+                           : plan.topology_hash == "-"
+                               ? detail::quote(plan.topology_hash)
+                               : detail::quote_if_needed(plan.topology_hash);
+  std::string out = fmt::format("flexplan-plan {}\nworld_size {}\ntopology {} {}\n",
+                                kTextFormatVersion, plan.world_size,
+                                detail::quote(plan.topology_name), hash);
   for (size_t rank = 0; rank < plan.rank_names.size(); ++rank) {
     fmt::format_to(std::back_inserter(out), "rank {} {}\n", rank,
                    detail::quote(plan.rank_names[rank]));

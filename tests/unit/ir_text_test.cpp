@@ -78,6 +78,17 @@ TEST(IrText, RoundTripsAwkwardNames) {
   EXPECT_EQ(parse_plan_text(text, "mem"), plan);
 }
 
+// Found by fuzzing: a hash that is the text "-" was printed bare, which reads back as no hash.
+TEST(IrText, RoundTripsAHashSpelledLikeNoHash) {
+  Plan plan = testing::two_range_plan(3);
+  plan.topology_hash = "-";
+  const std::string text = print_plan_text(plan);
+  EXPECT_NE(text.find(" \"-\"\n"), std::string::npos) << text;
+  EXPECT_EQ(parse_plan_text(text, "mem"), plan);
+  plan.topology_hash.clear();
+  EXPECT_EQ(parse_plan_text(print_plan_text(plan), "mem"), plan);
+}
+
 TEST(IrText, CommentsAndIndentationAreFree) {
   const std::string text =
       "# a plan written by hand\n"
