@@ -81,14 +81,17 @@ uint64_t expanded_op_count(const Schedule& schedule) {
 
 PipelineFootprint pipeline_footprint(const Schedule& base, int32_t world_size) {
   PipelineFootprint footprint;
-  // Each op's ranks once: its group, and its root when outside the group.
+  // Each op's ranks once: its group, and its root when outside the group (one walk of the
+  // group finds both).
   const auto for_each_rank = [&](auto&& take) {
     for (const Step& step : base.steps)
       for (const Op& op : step.ops) {
-        for (const int32_t rank : op.group)
+        bool root_in_group = false;
+        for (const int32_t rank : op.group) {
+          root_in_group |= rank == op.root;
           if (rank >= 0 && rank < world_size) take(rank);
-        if (op.root >= 0 && op.root < world_size && std::find(op.group.begin(), op.group.end(), op.root) == op.group.end())
-          take(op.root);
+        }
+        if (!root_in_group && op.root >= 0 && op.root < world_size) take(op.root);
       }
   };
   for (const Step& step : base.steps) {

@@ -293,8 +293,11 @@ ir::Schedule AlgorithmChoice::from_base(const ir::Schedule& base) const {
 
 std::optional<ScheduleSize> AlgorithmChoice::estimate(const Topology& topo) const {
   if (row->estimate == nullptr) return std::nullopt;
-  const auto size = row->estimate(topo);
-  return ScheduleSize{sat_mul(size.ops, slices), sat_mul(size.group_members, slices)};
+  return sliced(row->estimate(topo));
+}
+
+ScheduleSize AlgorithmChoice::sliced(const ScheduleSize& base) const {
+  return ScheduleSize{sat_mul(base.ops, slices), sat_mul(base.group_members, slices)};
 }
 
 std::optional<ScheduleCost> AlgorithmChoice::closed_form(const Topology& topo,

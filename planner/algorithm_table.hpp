@@ -70,6 +70,8 @@ struct AlgorithmChoice {
   ir::Schedule from_base(const ir::Schedule& base) const;
   // Null when the row has no estimate.
   std::optional<ScheduleSize> estimate(const Topology&) const;
+  // The size of this many slices of an unpipelined schedule of `base` size (saturating).
+  ScheduleSize sliced(const ScheduleSize& base) const;
   std::optional<ScheduleCost> closed_form(const Topology&, const CostParams&) const;
 };
 

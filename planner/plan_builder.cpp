@@ -260,6 +260,9 @@ class PlanBuilder {
       double build_seconds = 0;
       std::optional<ScheduleFloors> floors;
       double floors_seconds = 0;
+      // For rows whose variants are raced: beyond_pipeline_limits needs it for each of them.
+      bool wants_footprint = false;
+      std::optional<ir::PipelineFootprint> footprint;
       std::exception_ptr error;
       std::atomic<bool> done{false};
     };
@@ -268,6 +271,10 @@ class PlanBuilder {
       if (choice.slices == 1 && window_base(*choice.row) && !floors_.contains(choice.row) &&
           std::none_of(work.begin(), work.end(), [&](const Prepared& p) { return p.row == choice.row; }))
         work.emplace_back().row = choice.row;
+    for (Prepared& p : work)
+      p.wants_footprint = std::any_of(choices.begin(), choices.end(), [&](const AlgorithmChoice& c) {
+        return c.row == p.row && c.slices > 1;
+      });
     const auto prepare = [&](Prepared& p) {
       try {
         const AlgorithmRow& row = *p.row;
@@ -279,6 +286,7 @@ class PlanBuilder {
         start = Clock::now();
         p.floors = schedule_floors(topo_, *p.base, options_.cost);
         p.floors_seconds = seconds_since(start);
+        if (p.wants_footprint) p.footprint = ir::pipeline_footprint(*p.base, topo_.num_learners());
       } catch (...) {
         p.error = std::current_exception();
       }
@@ -302,6 +310,7 @@ class PlanBuilder {
       if (!p.base) return;  // too big to build, by its estimate: no floors
       note_base_built(*p.row, *p.base, p.build_seconds);
       bases_[p.row] = std::move(p.base);
+      if (p.footprint) footprints_[p.row] = p.footprint;
       if (!p.floors) return;
       note_floors_found(*p.row, *p.floors, p.floors_seconds);
       floors = std::move(p.floors);
@@ -342,14 +351,9 @@ class PlanBuilder {
     candidate.choice = choice;
     candidate.algorithm = choice.name();
     candidate.note = choice.row->note ? choice.row->note(topo_) : std::string();
-    if (auto estimate = choice.estimate(topo_)) {
-      candidate.size = *estimate;
-    } else {
-      // Only building tells: build the unpipelined schedule once, slice it for the variants.
-      const auto& base = base_schedule(*choice.row);
-      const auto size = measured_size(base);
-      candidate.size = {size.ops * choice.slices, size.group_members * choice.slices};
-    }
+    // The estimate, or only building tells: the unpipelined schedule, built once, sliced for
+    // the variants.
+    candidate.size = choice.sliced(base_size(*choice.row));
     if (auto closed = choice.closed_form(topo_, options_.cost)) {
       candidate.priced = true;
       candidate.priced_by = "closed form";
@@ -547,10 +551,12 @@ class PlanBuilder {
     return ir::pipeline_beyond_limits(*footprint, slices);
   }
 
-  // The size of a pipelining row's unpipelined schedule (an estimate, or the built base).
+  // The size of a row's unpipelined schedule (its estimate, or the built base), found once:
+  // both walk the tree or the schedule, and every variant of the row asks.
   ScheduleSize base_size(const AlgorithmRow& row) {
-    if (row.estimate != nullptr) return row.estimate(topo_);
-    return measured_size(base_schedule(row));
+    auto [it, fresh] = base_sizes_.try_emplace(&row);
+    if (fresh) it->second = row.estimate != nullptr ? row.estimate(topo_) : measured_size(base_schedule(row));
+    return it->second;
   }
 
   PipelinePricer& pricer(const AlgorithmRow& row) {
@@ -567,6 +573,7 @@ class PlanBuilder {
   std::map<const AlgorithmRow*, std::unique_ptr<PipelinePricer>> pricers_;  // over bases_
   std::map<const AlgorithmRow*, std::optional<ir::PipelineFootprint>> footprints_;  // of bases_
   std::map<const AlgorithmRow*, uint64_t> pricing_spent_;
+  std::map<const AlgorithmRow*, ScheduleSize> base_sizes_;  // base_size by row
   // By grid() size: the least price_upper_bound of the racing candidates so far, margins in.
   std::vector<double> cheapest_;
   std::map<const AlgorithmRow*, double> paces_;  // base_pace by row, once exact

@@ -35,13 +35,23 @@ ScheduleFloors schedule_floors(const Topology& topo, const ir::Schedule& schedul
   const bool reductions = params.reduce_bandwidth > 0;
   if (reductions) inverse_bandwidth.resize(3 * nodes, 1 / params.reduce_bandwidth);
   std::vector<double> load(inverse_bandwidth.size(), 0), total(inverse_bandwidth.size(), 0);
-  std::vector<uint32_t> touched;
+  // Each direction enters `touched` once per step, so it never holds more than there are. The
+  // walk below is the hot loop of planning a large tree: raw arrays and local counters keep its
+  // state in registers (through vectors, every push_back made the compiler reload the rest).
+  std::vector<uint32_t> touched(load.size());
+  size_t touched_count = 0;
+  double* const loads = load.data();
+  uint32_t* const touched_at = touched.data();
+  const NodeId* const up = parent.data();
+  const int* const level = depth.data();
+  const double* const link_latency = latency.data();
   const auto add = [&](uint32_t direction, double share) {
-    if (load[direction] == 0) touched.push_back(direction);
-    load[direction] += share;
+    if (loads[direction] == 0) touched_at[touched_count++] = direction;
+    loads[direction] += share;
   };
   const auto units = static_cast<double>(schedule.units);
   std::vector<codegen::Hop> lowered;
+  uint64_t walked = 0;
 
   ScheduleFloors floors;
   floors.cost.chunk_bytes = params.chunk_bytes;
@@ -58,48 +68,50 @@ ScheduleFloors schedule_floors(const Topology& topo, const ir::Schedule& schedul
       const double share = static_cast<double>(op.end - op.begin) / units;
       lowered.clear();
       codegen::append_hops(op, lowered);
+      const size_t hops = lowered.size();
       double chain = 0;
-      for (size_t h = 0; h < lowered.size(); ++h) {
+      for (size_t h = 0; h < hops; ++h) {
         NodeId a = topo.learner_node(lowered[h].src), b = topo.learner_node(lowered[h].dst);
         const NodeId receiver = b;
         double path = params.hop_overhead;
         while (a != b) {
-          if (depth[a] >= depth[b]) {
+          if (level[a] >= level[b]) {
             add(2 * static_cast<uint32_t>(a), share);
-            path += latency[a];
-            a = parent[a];
+            path += link_latency[a];
+            a = up[a];
           } else {
             add(2 * static_cast<uint32_t>(b) + 1, share);
-            path += latency[b];
-            b = parent[b];
+            path += link_latency[b];
+            b = up[b];
           }
-          ++floors.links_walked;
+          ++walked;
         }
         if (reductions && hop_sums(op, lowered[h], h))
           add(static_cast<uint32_t>(2 * nodes) + static_cast<uint32_t>(receiver), share);
         hop_latency = std::max(hop_latency, path);
         chain += path;
       }
-      if (op.shape == ir::OpShape::Chain && lowered.size() >= 2) {
+      if (op.shape == ir::OpShape::Chain && hops >= 2) {
         chain_latency = std::max(chain_latency, chain);
         ++chains;
-        chain_hops += lowered.size();
+        chain_hops += hops;
       }
     }
     // At most the pricer's work on this step (pricing_work_before): each distinct link
     // direction of the step is in at least one of its rounds.
-    const auto on_paths = static_cast<uint64_t>(
-        std::count_if(touched.begin(), touched.end(), [&](uint32_t d) { return d < path_directions; }));
-    const uint64_t entries_at_least = touched.size() + (chains > 0 ? on_paths : 0);
+    const auto on_paths = static_cast<uint64_t>(std::count_if(
+        touched_at, touched_at + touched_count, [&](uint32_t d) { return d < path_directions; }));
+    const uint64_t entries_at_least = touched_count + (chains > 0 ? on_paths : 0);
     floors.work_before_at_least[s + 1] = floors.work_before_at_least[s] + 2 * chain_hops + chains +
                                          entries_at_least / PipelinePricer::kLoadEntriesPerWork;
     StepCost step;
-    for (const uint32_t direction : touched) {
+    for (size_t t = 0; t < touched_count; ++t) {
+      const uint32_t direction = touched_at[t];
       step.per_byte = std::max(step.per_byte, load[direction] * inverse_bandwidth[direction]);
       total[direction] += load[direction];
       load[direction] = 0;
     }
-    touched.clear();
+    touched_count = 0;
     step.hop_latency = hop_latency;
     // Only the slowest chain's latency, as a chain of share 0: ChainCost::at is at least the
     // latency. The chains' paces are left out: the evaluator keeps only the chains slowest at
@@ -109,6 +121,7 @@ ScheduleFloors schedule_floors(const Topology& topo, const ir::Schedule& schedul
     if (chain_latency > 0) step.chains.push_back(ChainCost{chain_latency, 0, 0, 0});
     floors.cost.steps.push_back(std::move(step));
   }
+  floors.links_walked = walked;
   for (size_t d = 0; d < total.size(); ++d)
     floors.busiest_total = std::max(floors.busiest_total, total[d] * inverse_bandwidth[d]);
   return floors;
