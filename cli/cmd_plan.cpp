@@ -39,7 +39,7 @@ class Progress {
   void operator()(std::string_view what) const {
     if (!enabled_) return;
     const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
-    fmt::print(stderr, "flexplan: [{:7.2f} s] {}\n", elapsed, what);
+    fmt::print(stderr, "flexplan: [{:7.3f} s] {}\n", elapsed, what);
   }
 
  private:
