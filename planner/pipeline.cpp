@@ -50,9 +50,9 @@ PipelinePricer::PipelinePricer(const Topology& topo, const ir::Schedule& base,
       inverse_bandwidth_[reduction_of(n)] = 1 / params.reduce_bandwidth;
   // A hop's one walk up and down its path: adds `share` to each link direction's load (load_,
   // listed in touched_) and returns the path's latency.
-  const auto walk = [&](NodeId a, NodeId b, double share) {
+  const auto walk = [&](NodeId a, NodeId b, double share, uint64_t& walked) {
     double sum = 0;
-    while (a != b) {
+    for (; a != b; ++walked) {
       uint32_t direction;
       if (depth_[a] >= depth_[b]) {
         direction = 2 * static_cast<uint32_t>(a);
@@ -81,6 +81,7 @@ PipelinePricer::PipelinePricer(const Topology& topo, const ir::Schedule& base,
   std::vector<std::pair<Hop, double>> by_round;  // the same, in order of round
   std::vector<std::pair<uint32_t, double>> sums;  // a summing receiver's reductions, and the share
   std::vector<codegen::Hop> lowered;
+  uint64_t round_links = 0;  // walked again by round: not counted in links_walked_
   for (size_t s = 0; s < base.steps.size(); ++s) {
     BaseStep& step = steps_[s];
     hops.clear();
@@ -99,7 +100,7 @@ PipelinePricer::PipelinePricer(const Topology& topo, const ir::Schedule& base,
       for (size_t h = 0; h < lowered.size(); ++h) {
         const NodeId from = topo.learner_node(lowered[h].src), to = topo.learner_node(lowered[h].dst);
         // The step's loads are gathered hop by hop on the same walk that sums the latency.
-        const double hop_latency = walk(from, to, share) + params.hop_overhead;
+        const double hop_latency = walk(from, to, share, links_walked_) + params.hop_overhead;
         step.hop_latency = std::max(step.hop_latency, hop_latency);
         chain_latency += hop_latency;
         hops.push_back({{from, to, round, -1}, share});
@@ -146,7 +147,7 @@ PipelinePricer::PipelinePricer(const Topology& topo, const ir::Schedule& base,
     step.round_loads.resize(rounds);
     for (uint32_t r = 0; r < rounds; ++r) {
       for (size_t h = round_begin[r]; h < round_begin[r + 1]; ++h)
-        walk(by_round[h].first.from, by_round[h].first.to, by_round[h].second);
+        walk(by_round[h].first.from, by_round[h].first.to, by_round[h].second, round_links);
       step.round_loads[r] = take_loads();
     }
     step.chain_hops.reserve(static_cast<size_t>(
@@ -163,6 +164,20 @@ void PipelinePricer::add(const SparseLoads& loads) {
     load_[direction] += load;
     busiest_ = std::max(busiest_, load_[direction] * inverse_bandwidth_[direction]);
   }
+}
+
+std::vector<StepCost> PipelinePricer::step_floors() const {
+  std::vector<StepCost> floors(steps_.size());
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    const BaseStep& step = steps_[s];
+    for (const auto& [direction, load] : step.loads)
+      floors[s].per_byte = std::max(floors[s].per_byte, load * inverse_bandwidth_[direction]);
+    floors[s].hop_latency = step.hop_latency;
+    double slowest_chain = 0;
+    for (const ChainCost& chain : step.chains) slowest_chain = std::max(slowest_chain, chain.latency);
+    if (slowest_chain > 0) floors[s].chains.push_back(ChainCost{slowest_chain, 0, 0, 0});
+  }
+  return floors;
 }
 
 double PipelinePricer::busiest_total() {

@@ -69,6 +69,11 @@ class PipelinePricer {
   // Seconds per message byte of the busiest link direction under all base steps' loads at
   // once: every pipeline of the base takes at least this times the message size.
   double busiest_total();
+  // Each base step's floor as schedule_floors finds it (its busiest link direction, its slowest
+  // hop, its slowest chain's latency as a chain of share 0), from the loads gathered here.
+  std::vector<StepCost> step_floors() const;
+  // Link directions walked gathering the base steps' loads (the first walk, in op order).
+  uint64_t links_walked() const { return links_walked_; }
 
  private:
   // A hop of a base step, lowered once: its ends, its round, and the index of its chain among
@@ -106,6 +111,7 @@ class PipelinePricer {
   std::vector<BaseStep> steps_;
   std::map<std::pair<size_t, size_t>, StepCost> windows_;
   std::vector<uint64_t> work_before_;  // pricing work of base steps 0 .. s-1 (work())
+  uint64_t links_walked_ = 0;
 };
 
 }  // namespace flexplan

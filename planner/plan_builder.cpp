@@ -240,6 +240,14 @@ class PlanBuilder {
   // A pipelining row without a closed form: its base is built and priced from its windows.
   static bool window_base(const AlgorithmRow& row) { return row.pipelines && row.closed_form == nullptr; }
 
+  // A window base whose pricer is built with it, its floors taken from the pricer instead of a
+  // walk of their own: the base without a size estimate, flexreduce-bw's, the bandwidth-optimal
+  // base, which is priced first on nearly every tree (16k learners: its floors' walk 0.01 s,
+  // which then came before its pricer's 0.017 s on the longest of the bases' jobs). Its
+  // schedule has star ops only, so its pricer costs little more than its floors' walk where it
+  // is left out after all.
+  static bool floored_by_pricer(const AlgorithmRow& row) { return window_base(row) && row.estimate == nullptr; }
+
   // Whether pricing a base from its windows costs enough to leave it out on its floors when it
   // cannot win. Cheaper bases are priced anyway, so that the plan summary shows their curves.
   bool costly_to_price(const AlgorithmRow& row) {
@@ -264,8 +272,7 @@ class PlanBuilder {
       // For rows whose variants are raced: beyond_pipeline_limits needs it for each of them.
       bool wants_footprint = false;
       std::optional<ir::PipelineFootprint> footprint;
-      bool wants_pricer = false;
-      std::unique_ptr<PipelinePricer> pricer;
+      std::unique_ptr<PipelinePricer> pricer;  // floored_by_pricer rows
       std::exception_ptr error;
       std::atomic<bool> done{false};
     };
@@ -289,12 +296,7 @@ class PlanBuilder {
     };
     std::stable_sort(take_order.begin(), take_order.end(),
                      [&](size_t a, size_t b) { return expected_work(a) > expected_work(b); });
-    // With a second thread, the base without an estimate (flexreduce-bw's) also gets its pricer
-    // here: it is the bandwidth-optimal base, which run() prices first on nearly every tree, and
-    // its job, longest as it is, then still ends before the others' sum (16k learners: 0.12 s of
-    // 0.26 s). The pricer reads nothing that pricing changes, so the plan is the same.
     const bool helped = work.size() >= 2 && std::thread::hardware_concurrency() >= 2;
-    if (helped && work[take_order.front()].row->estimate == nullptr) work[take_order.front()].wants_pricer = true;
     const auto prepare = [&](Prepared& p) {
       try {
         const AlgorithmRow& row = *p.row;
@@ -304,10 +306,14 @@ class PlanBuilder {
         p.build_seconds = seconds_since(start);
         if (!schedule_fits_limits(measured_size(*p.base))) return;
         start = Clock::now();
-        p.floors = schedule_floors(topo_, *p.base, options_.cost);
+        if (floored_by_pricer(row)) {
+          p.pricer = std::make_unique<PipelinePricer>(topo_, *p.base, options_.cost);
+          p.floors = floors_from_pricer(*p.pricer, options_.cost);
+        } else {
+          p.floors = schedule_floors(topo_, *p.base, options_.cost);
+        }
         p.floors_seconds = seconds_since(start);
         if (p.wants_footprint) p.footprint = ir::pipeline_footprint(*p.base, topo_.num_learners());
-        if (p.wants_pricer) p.pricer = std::make_unique<PipelinePricer>(topo_, *p.base, options_.cost);
       } catch (...) {
         p.error = std::current_exception();
       }
@@ -333,7 +339,7 @@ class PlanBuilder {
       note_base_built(*p.row, *p.base, p.build_seconds);
       bases_[p.row] = std::move(p.base);
       if (p.footprint) footprints_[p.row] = p.footprint;
-      if (p.pricer) early_pricers_[p.row] = std::move(p.pricer);
+      if (p.pricer) pricers_[p.row] = std::move(p.pricer);
       if (!p.floors) return;
       note_floors_found(*p.row, *p.floors, p.floors_seconds);
       floors = std::move(p.floors);
@@ -358,7 +364,8 @@ class PlanBuilder {
     auto [it, fresh] = floors_.try_emplace(&row);
     if (fresh && schedule_fits_limits(base_size(row))) {
       const auto start = Clock::now();
-      it->second = schedule_floors(topo_, base_schedule(row), options_.cost);
+      it->second = floored_by_pricer(row) ? floors_from_pricer(pricer(row), options_.cost)
+                                          : schedule_floors(topo_, base_schedule(row), options_.cost);
       note_floors_found(row, *it->second, seconds_since(start));
     }
     return it->second ? &*it->second : nullptr;
@@ -584,8 +591,6 @@ class PlanBuilder {
 
   PipelinePricer& pricer(const AlgorithmRow& row) {
     auto& pricer = pricers_[&row];
-    if (auto early = early_pricers_.find(&row); !pricer && early != early_pricers_.end())
-      pricer = std::move(early->second);
     if (!pricer) pricer = std::make_unique<PipelinePricer>(topo_, base_schedule(row), options_.cost);
     return *pricer;
   }
@@ -596,8 +601,6 @@ class PlanBuilder {
   std::map<const AlgorithmRow*, std::optional<ir::Schedule>> bases_;
   std::vector<std::optional<ir::Schedule>> schedules_;  // by candidate index, once built
   std::map<const AlgorithmRow*, std::unique_ptr<PipelinePricer>> pricers_;  // over bases_
-  // Built beside the bases (prepare_window_bases), taken into pricers_ when first asked for.
-  std::map<const AlgorithmRow*, std::unique_ptr<PipelinePricer>> early_pricers_;
   std::map<const AlgorithmRow*, std::optional<ir::PipelineFootprint>> footprints_;  // of bases_
   std::map<const AlgorithmRow*, uint64_t> pricing_spent_;
   std::map<const AlgorithmRow*, ScheduleSize> base_sizes_;  // base_size by row

@@ -127,6 +127,16 @@ ScheduleFloors schedule_floors(const Topology& topo, const ir::Schedule& schedul
   return floors;
 }
 
+ScheduleFloors floors_from_pricer(PipelinePricer& pricer, const CostParams& params) {
+  ScheduleFloors floors;
+  floors.cost.chunk_bytes = params.chunk_bytes;
+  floors.cost.steps = pricer.step_floors();
+  floors.busiest_total = pricer.busiest_total();
+  floors.links_walked = pricer.links_walked();
+  floors.work_before_at_least = pricer.work_before();
+  return floors;
+}
+
 std::vector<uint64_t> pricing_work_before(const Topology& topo, const ir::Schedule& schedule,
                                           const CostParams& params) {
   ir::require_materialized(schedule, "pricing_work_before");

@@ -4,6 +4,7 @@
 
 #include "ir/plan.hpp"
 #include "planner/cost_model.hpp"
+#include "planner/pipeline.hpp"
 #include "topology/topology.hpp"
 
 namespace flexplan {
@@ -34,6 +35,11 @@ struct ScheduleFloors {
 // Throws std::invalid_argument naming the step and op where an op names a rank the topology
 // does not have.
 ScheduleFloors schedule_floors(const Topology&, const ir::Schedule&, const CostParams&);
+
+// The same floors from a pricer built over the schedule, without walking its hops again: for a
+// base the planner builds the pricer of anyway (plan_builder.cpp). Equal to schedule_floors' up
+// to rounding, with the exact work in work_before_at_least.
+ScheduleFloors floors_from_pricer(PipelinePricer&, const CostParams&);
 
 // By step s, the work PipelinePricer counts for pricing steps 0 .. s - 1
 // (PipelinePricer::work_before), without building the pricer: a planner that left the base out

@@ -75,6 +75,21 @@ TEST(PipelinePricer, WindowsPriceWhatTheSlicedScheduleCosts) {
             << row.name << " tree " << i << " n " << n;
       EXPECT_NEAR(floors.busiest_total, pricer.busiest_total(), 1e-9 * pricer.busiest_total())
           << row.name << " tree " << i;
+      // The same floors from the pricer (what the planner uses for flexreduce-bw's base), up to
+      // rounding, with the exact work per step.
+      const ScheduleFloors from_pricer = floors_from_pricer(pricer, params);
+      ASSERT_EQ(from_pricer.cost.steps.size(), floors.cost.steps.size());
+      for (size_t s = 0; s < floors.cost.steps.size(); ++s) {
+        const StepCost& a = from_pricer.cost.steps[s];
+        const StepCost& b = floors.cost.steps[s];
+        EXPECT_NEAR(a.per_byte, b.per_byte, 1e-12 * b.per_byte) << row.name << " tree " << i << " step " << s;
+        EXPECT_NEAR(a.hop_latency, b.hop_latency, 1e-12 * b.hop_latency) << row.name << " tree " << i;
+        ASSERT_EQ(a.chains.size(), b.chains.size()) << row.name << " tree " << i << " step " << s;
+        if (!b.chains.empty()) EXPECT_NEAR(a.chains[0].latency, b.chains[0].latency, 1e-12 * b.chains[0].latency);
+      }
+      EXPECT_NEAR(from_pricer.busiest_total, floors.busiest_total, 1e-12 * floors.busiest_total);
+      EXPECT_EQ(from_pricer.links_walked, floors.links_walked) << row.name << " tree " << i;
+      EXPECT_EQ(from_pricer.work_before_at_least, pricer.work_before()) << row.name << " tree " << i;
       // The pricing work the planner charges a left-out base's variants is the pricer's own.
       const auto work_before = pricing_work_before(topo, base, params);
       EXPECT_EQ(work_before, pricer.work_before()) << row.name << " tree " << i;
