@@ -51,6 +51,16 @@ class PlanBuilder {
   PlanBuilder(const Topology& topo, const PlanOptions& options)
       : topo_(topo), options_(options) {}
 
+  // Whether the bases built add up to enough to free on a thread of their own
+  // (PlanOptions::free_beside_from_ops).
+  bool large() const {
+    uint64_t ops = 0;
+    for (const auto& [row, base] : bases_)
+      if (base)
+        for (const auto& step : base->steps) ops += step.ops.size();
+    return ops >= options_.free_beside_from_ops;
+  }
+
   PlanReport run() {
     report_.floor = cost_floor(topo_);
     const auto choices = requested();
@@ -265,6 +275,8 @@ class PlanBuilder {
   void prepare_window_bases(const std::vector<AlgorithmChoice>& choices) {
     struct Prepared {
       const AlgorithmRow* row = nullptr;
+      bool closed_form_only = false;  // a row priced by its closed form: only that is found
+      std::optional<ScheduleCost> closed;
       std::optional<ir::Schedule> base;
       double build_seconds = 0;
       std::optional<ScheduleFloors> floors;
@@ -272,7 +284,7 @@ class PlanBuilder {
       // For rows whose variants are raced: beyond_pipeline_limits needs it for each of them.
       bool wants_footprint = false;
       std::optional<ir::PipelineFootprint> footprint;
-      std::unique_ptr<PipelinePricer> pricer;  // floored_by_pricer rows
+      std::unique_ptr<PipelinePricer> pricer;  // floored_by_pricer rows, and cheap ones (below)
       std::exception_ptr error;
       std::atomic<bool> done{false};
     };
@@ -281,8 +293,18 @@ class PlanBuilder {
       if (choice.slices == 1 && window_base(*choice.row) && !floors_.contains(choice.row) &&
           std::none_of(work.begin(), work.end(), [&](const Prepared& p) { return p.row == choice.row; }))
         work.emplace_back().row = choice.row;
+    // The closed forms of the unpipelined candidates run() prices first: cheap, but on the
+    // planning thread they came after every base (16k learners: about 5 ms).
+    const size_t bases = work.size();
+    for (const auto& choice : choices)
+      if (choice.slices == 1 && choice.row->closed_form != nullptr && !closed_forms_.contains(choice.row) &&
+          std::none_of(work.begin(), work.end(), [&](const Prepared& p) { return p.row == choice.row; })) {
+        Prepared& p = work.emplace_back();
+        p.row = choice.row;
+        p.closed_form_only = true;
+      }
     for (Prepared& p : work)
-      p.wants_footprint = std::any_of(choices.begin(), choices.end(), [&](const AlgorithmChoice& c) {
+      p.wants_footprint = !p.closed_form_only && std::any_of(choices.begin(), choices.end(), [&](const AlgorithmChoice& c) {
         return c.row == p.row && c.slices > 1;
       });
     // Taken longest first, so that the two threads finish close together: a base without an
@@ -292,6 +314,7 @@ class PlanBuilder {
     std::iota(take_order.begin(), take_order.end(), size_t{0});
     const auto expected_work = [&](size_t i) {
       const AlgorithmRow& row = *work[i].row;
+      if (i >= bases) return uint64_t{0};  // closed forms last
       return row.estimate == nullptr ? std::numeric_limits<uint64_t>::max() : base_size(row).group_members;
     };
     std::stable_sort(take_order.begin(), take_order.end(),
@@ -300,6 +323,10 @@ class PlanBuilder {
     const auto prepare = [&](Prepared& p) {
       try {
         const AlgorithmRow& row = *p.row;
+        if (p.closed_form_only) {
+          p.closed = row.closed_form(topo_, options_.cost);
+          return;
+        }
         if (row.estimate != nullptr && !schedule_fits_limits(row.estimate(topo_))) return;
         auto start = Clock::now();
         p.base = row.build(topo_);
@@ -313,6 +340,11 @@ class PlanBuilder {
           p.floors = schedule_floors(topo_, *p.base, options_.cost);
         }
         p.floors_seconds = seconds_since(start);
+        // A base cheap to price is priced whether or not it can win (costly_to_price): its pricer
+        // is built here too, off the planning thread (16k learners: rd-leader's and
+        // binomial-tree's, 7 ms), and taken by pricer() when asked for.
+        if (!p.pricer && p.floors->links_walked < options_.costly_base_links)
+          p.pricer = std::make_unique<PipelinePricer>(topo_, *p.base, options_.cost);
         if (p.wants_footprint) p.footprint = ir::pipeline_footprint(*p.base, topo_.num_learners());
       } catch (...) {
         p.error = std::current_exception();
@@ -334,12 +366,16 @@ class PlanBuilder {
         next.store(work.size());  // the helper takes no more; it is joined before `work` goes
         std::rethrow_exception(p.error);
       }
+      if (p.closed_form_only) {
+        closed_forms_[p.row] = std::move(p.closed);
+        return;
+      }
       auto& floors = floors_[p.row];
       if (!p.base) return;  // too big to build, by its estimate: no floors
       note_base_built(*p.row, *p.base, p.build_seconds);
       bases_[p.row] = std::move(p.base);
       if (p.footprint) footprints_[p.row] = p.footprint;
-      if (p.pricer) pricers_[p.row] = std::move(p.pricer);
+      if (p.pricer) (floored_by_pricer(*p.row) ? pricers_ : early_pricers_)[p.row] = std::move(p.pricer);
       if (!p.floors) return;
       note_floors_found(*p.row, *p.floors, p.floors_seconds);
       floors = std::move(p.floors);
@@ -384,7 +420,7 @@ class PlanBuilder {
     // The estimate, or only building tells: the unpipelined schedule, built once, sliced for
     // the variants.
     candidate.size = choice.sliced(base_size(*choice.row));
-    if (auto closed = choice.closed_form(topo_, options_.cost)) {
+    if (auto closed = closed_form(choice)) {
       candidate.priced = true;
       candidate.priced_by = "closed form";
       candidate.cost = std::move(*closed);
@@ -581,6 +617,14 @@ class PlanBuilder {
     return ir::pipeline_beyond_limits(*footprint, slices);
   }
 
+  // A choice's closed-form price (none for a pipeline): found beside the bases where
+  // prepare_window_bases ran, else here.
+  std::optional<ScheduleCost> closed_form(const AlgorithmChoice& choice) {
+    if (choice.slices != 1) return std::nullopt;
+    if (const auto found = closed_forms_.find(choice.row); found != closed_forms_.end()) return found->second;
+    return choice.closed_form(topo_, options_.cost);
+  }
+
   // The size of a row's unpipelined schedule (its estimate, or the built base), found once:
   // both walk the tree or the schedule, and every variant of the row asks.
   ScheduleSize base_size(const AlgorithmRow& row) {
@@ -591,6 +635,8 @@ class PlanBuilder {
 
   PipelinePricer& pricer(const AlgorithmRow& row) {
     auto& pricer = pricers_[&row];
+    if (auto early = early_pricers_.find(&row); !pricer && early != early_pricers_.end())
+      pricer = std::move(early->second);
     if (!pricer) pricer = std::make_unique<PipelinePricer>(topo_, base_schedule(row), options_.cost);
     return *pricer;
   }
@@ -601,9 +647,13 @@ class PlanBuilder {
   std::map<const AlgorithmRow*, std::optional<ir::Schedule>> bases_;
   std::vector<std::optional<ir::Schedule>> schedules_;  // by candidate index, once built
   std::map<const AlgorithmRow*, std::unique_ptr<PipelinePricer>> pricers_;  // over bases_
+  // Built beside the bases for bases priced whatever their floors say, and moved into pricers_
+  // only when pricing asks (pricers_ alone decides what base_pace and the work counts read).
+  std::map<const AlgorithmRow*, std::unique_ptr<PipelinePricer>> early_pricers_;
   std::map<const AlgorithmRow*, std::optional<ir::PipelineFootprint>> footprints_;  // of bases_
   std::map<const AlgorithmRow*, uint64_t> pricing_spent_;
   std::map<const AlgorithmRow*, ScheduleSize> base_sizes_;  // base_size by row
+  std::map<const AlgorithmRow*, std::optional<ScheduleCost>> closed_forms_;  // closed_form by row
   // By grid() size: the least price_upper_bound of the racing candidates so far, margins in.
   std::vector<double> cheapest_;
   std::map<const AlgorithmRow*, double> paces_;  // base_pace by row, once exact
@@ -744,7 +794,11 @@ const Candidate* PlanReport::find(std::string_view algorithm) const {
 }
 
 PlanReport build_plan_report(const Topology& topo, const PlanOptions& options) {
-  return PlanBuilder(topo, options).run();
+  auto builder = std::make_unique<PlanBuilder>(topo, options);
+  PlanReport report = builder->run();
+  if (builder->large())
+    report.freeing = std::make_shared<std::jthread>([gone = std::move(builder)]() mutable { gone.reset(); });
+  return report;
 }
 
 ir::Plan build_plan(const Topology& topo, const PlanOptions& options) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -45,6 +46,9 @@ struct PlanOptions {
   // Build and floor the bases priced from their windows on two threads before pricing
   // (plan_builder.cpp, prepare_window_bases). Same plan either way; off only to check that.
   bool prepare_bases_in_parallel = true;
+  // Where the bases built hold at least this many ops, they are freed on a thread of their own
+  // (PlanReport::freeing): a thread costs tens of microseconds, freeing a million ops 10 ms.
+  uint64_t free_beside_from_ops = 100'000;
 };
 
 // A lower bound of the price of `base` cut into `slices` slices (pipeline.hpp), nondecreasing
@@ -85,6 +89,10 @@ struct PlanReport {
   std::vector<std::string> unsuitable;              // "torus-2d: the machines differ in size"
   std::optional<ReduceCallStats> flexreduce_calls;  // when FlexReduce was built
   CostFloor floor;
+  // The planner's working memory where it was large (the bases it built, a million ops at 16k
+  // learners: about 10 ms to free), freed on a thread of its own while the caller goes on
+  // (verifies and writes the plan); that thread is joined when the last copy of the report goes.
+  std::shared_ptr<void> freeing;
 
   // The narrow query: the candidate whose schedule the plan uses for an n-byte all-reduce.
   const Candidate& chosen(uint64_t bytes) const;

@@ -367,6 +367,26 @@ TEST(PlannerBuildPlan, PrunedPipelinesChangeNothingAndTheBoundsHold) {
 // A forced pipeline, held compact, is priced as its expansion; code that reads a schedule's
 // steps as the whole schedule (here the pipeline pricer, which takes a base) refuses it
 // instead of taking it for a base.
+// A planner whose bases hold many ops frees them on a thread of its own (PlanReport::freeing;
+// PlanOptions::free_beside_from_ops, here lowered to a small tree's), one whose bases are small
+// does not; the report and its copies stay whole until the last goes.
+TEST(PlannerBuildPlan, LargeBasesAreFreedBesideTheCaller) {
+  const auto topo = machines({2, 3, 4}, kPcie, kEthernet);
+  PlanOptions options{{"flexreduce", "recursive-doubling"}};
+  EXPECT_EQ(build_plan_report(topo, options).freeing, nullptr);
+  options.free_beside_from_ops = 1;
+  std::optional<PlanReport> copy;
+  {
+    const auto freed_beside = build_plan_report(topo, options);
+    ASSERT_NE(freed_beside.freeing, nullptr);
+    copy = freed_beside;
+  }
+  EXPECT_EQ(copy->plan.world_size, 9);
+  EXPECT_NO_THROW(ir::verify_plan(copy->plan));
+  EXPECT_EQ(ir::encode_plan(copy->plan), ir::encode_plan(build_plan_report(topo, PlanOptions{{"flexreduce", "recursive-doubling"}}).plan));
+  copy.reset();  // joins the thread
+}
+
 TEST(PlannerBuildPlan, CompactPipelinesArePricedWholeAndNotTakenForABase) {
   const Topology topo = machines({2, 3});
   PlanOptions options;
