@@ -251,27 +251,29 @@ class PlanBuilder {
   static bool window_base(const AlgorithmRow& row) { return row.pipelines && row.closed_form == nullptr; }
 
   // A window base whose pricer is built with it, its floors taken from the pricer instead of a
-  // walk of their own: the base without a size estimate, flexreduce-bw's, the bandwidth-optimal
-  // base, which is priced first on nearly every tree (16k learners: its floors' walk 0.01 s,
-  // which then came before its pricer's 0.017 s on the longest of the bases' jobs). Its
-  // schedule has star ops only, so its pricer costs little more than its floors' walk where it
-  // is left out after all.
+  // walk of their own (at 16k learners that walk took 0.01 s beside the pricer's 0.017 s): the
+  // base without a size estimate, flexreduce-bw's, the bandwidth-optimal base, priced first on
+  // nearly every tree. Its schedule has star ops only, so its pricer costs little more than its
+  // floors' walk where it is left out after all.
   static bool floored_by_pricer(const AlgorithmRow& row) { return window_base(row) && row.estimate == nullptr; }
 
   // Whether pricing a base from its windows costs enough to leave it out on its floors when it
   // cannot win. Cheaper bases are priced anyway, so that the plan summary shows their curves.
   bool costly_to_price(const AlgorithmRow& row) {
     const ScheduleFloors* found = floors(row);
-    return found != nullptr && found->links_walked >= options_.costly_base_links;
+    return found != nullptr && costly(*found);
   }
+  bool costly(const ScheduleFloors& found) const { return found.links_walked >= options_.costly_base_links; }
 
   // Builds and floors, before anything is priced, every base that run() then asks the floors of
   // (its first loop: the bases priced from their windows, whose floors order the pipelines), as
   // floors() would, on this thread and one more: they are independent of each other and of the
   // prices, and on a big tree they are most of the planner's time (at 16k learners the paper's
-  // base and its floors 0.1 s, flexreduce-bw's share LP 0.09 s). Only one base is built per
+  // base and its floors 0.1 s, flexreduce-bw's share LP 0.09 s). Beside each base go the pieces
+  // pricing would otherwise find on this thread later: its pipeline footprint, its pricer where
+  // it is priced for sure, and the unpipelined rows' closed forms. Only one base is built per
   // thread at a time, so at most one share LP is solved at once. The notes come in row order,
-  // from this thread, and the bases and floors are what floors() finds, so the plan is the same.
+  // from this thread, and everything found is what the lazy paths find, so the plan is the same.
   void prepare_window_bases(const std::vector<AlgorithmChoice>& choices) {
     struct Prepared {
       const AlgorithmRow* row = nullptr;
@@ -304,9 +306,10 @@ class PlanBuilder {
         p.closed_form_only = true;
       }
     for (Prepared& p : work)
-      p.wants_footprint = !p.closed_form_only && std::any_of(choices.begin(), choices.end(), [&](const AlgorithmChoice& c) {
-        return c.row == p.row && c.slices > 1;
-      });
+      p.wants_footprint = !p.closed_form_only &&
+                          std::any_of(choices.begin(), choices.end(), [&](const AlgorithmChoice& c) {
+                            return c.row == p.row && c.slices > 1;
+                          });
     // Taken longest first, so that the two threads finish close together: a base without an
     // estimate first (flexreduce-bw's, which solves its share LP), then by group members (the
     // hops walked for the floors), most first. Installed in row order all the same.
@@ -343,7 +346,7 @@ class PlanBuilder {
         // A base cheap to price is priced whether or not it can win (costly_to_price): its pricer
         // is built here too, off the planning thread (16k learners: rd-leader's and
         // binomial-tree's, 7 ms), and taken by pricer() when asked for.
-        if (!p.pricer && p.floors->links_walked < options_.costly_base_links)
+        if (!p.pricer && !costly(*p.floors))
           p.pricer = std::make_unique<PipelinePricer>(topo_, *p.base, options_.cost);
         if (p.wants_footprint) p.footprint = ir::pipeline_footprint(*p.base, topo_.num_learners());
       } catch (...) {
