@@ -89,7 +89,7 @@ int run(const BenchArgs& args, int rank, int world) {
     row.count = std::max<uint64_t>(1, size / element);
     row.bytes = row.count * element;
     row.algorithm = algorithm_for(*comm, args, row.bytes);
-    row.flexplan = time_iterations(args.warmup, args.iterations, [] {}, [&] {
+    row.flexplan = time_iterations(args.warmup, args.iterations, [&] {
       comm->allreduce(send.data(), recv.data(), row.count, args.type, args.op);
     });
     if (args.check) {
@@ -98,7 +98,7 @@ int run(const BenchArgs& args, int rank, int world) {
       row.wrong = wrong;
     }
     if (type && args.mpi) {
-      row.mpi = time_iterations(args.warmup, args.iterations, [] {}, [&] {
+      row.mpi = time_iterations(args.warmup, args.iterations, [&] {
         MPI_Allreduce(send.data(), recv.data(), static_cast<int>(row.count), *type, mpi_op(args.op),
                       MPI_COMM_WORLD);
       });

@@ -110,7 +110,7 @@ double mstopk_alone_us(const std::byte* data, uint64_t begin, uint64_t end, doub
   const std::span<const T> slice(reinterpret_cast<const T*>(data) + begin, end - begin);
   const size_t k = static_cast<size_t>(std::ceil(density * static_cast<double>(slice.size())));
   std::vector<uint32_t> indices;
-  return time_iterations(1, 3, [] {}, [&] { sparse::mstopk<T>(slice, k, indices); }).median_us;
+  return time_iterations(1, 3, [&] { sparse::mstopk<T>(slice, k, indices); }).median_us;
 }
 
 // The rate at which this host sums, every rank at once, as step 1 of the sparse all-reduce
@@ -200,7 +200,7 @@ int run(const SparseBenchArgs& args, int rank, int world) {
     } catch (const std::out_of_range&) {
       record.dense_algorithm = "none";
     }
-    record.dense = time_iterations(args.warmup, args.iterations, [] {}, [&] {
+    record.dense = time_iterations(args.warmup, args.iterations, [&] {
       comm->allreduce(input.data(), dense.data(), record.count, args.type, ReduceOp::Sum);
     });
     const auto slice = layout.slice(rank, record.count);
@@ -216,8 +216,8 @@ int run(const SparseBenchArgs& args, int rank, int world) {
       SparseResult result{density, {}, 0, 0, 0, 0, false};
       result.time = time_iterations(
           args.warmup, args.iterations,
-          [&] { std::memcpy(work.data(), input.data(), record.bytes); },
-          [&] { comm->sparse_allreduce(work.data(), record.count, args.type, density, feedback); });
+          [&] { comm->sparse_allreduce(work.data(), record.count, args.type, density, feedback); },
+          [&] { std::memcpy(work.data(), input.data(), record.bytes); });
       // Checks that can fail: every rank holds the same bits; at most every slice's k elements
       // are nonzero, and at least the most any one machine selected (Gaussian sums are never 0).
       const uint64_t hash = fnv1a(work.data(), record.bytes);

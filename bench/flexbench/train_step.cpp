@@ -290,6 +290,10 @@ int run(const Args& args, int rank, int world) {
       if (args.check) std::memset(recv.data(), 0xff, total * sizeof(float));  // NaN: unwritten shows
       MPI_Barrier(MPI_COMM_WORLD);
       const StepTimes t = run_step(workload, slices, thread);
+      // Every rank's step is over before any rank checks: ten learners share two cores on the
+      // emulated cluster, and an early rank's check delayed a later rank's waking from its
+      // last sleep by up to 30 ms (docs/whatif.md, "Fidelity").
+      MPI_Barrier(MPI_COMM_WORLD);
       if (args.check) wrong += count_wrong(recv.data(), total, kType, kOp, world);
       if (i < args.warmup) continue;
       step_times.push_back(t.step);
