@@ -81,6 +81,12 @@ void Communicator::sparse_allreduce(void* buffer, size_t count, DataType type, d
   engine_->sparse_allreduce(SparseArgs{buffer, count, type, density, residual, mstopk_iterations});
 }
 
+void Communicator::sparse_machine_steps(void* buffer, size_t count, DataType type) {
+  SparseArgs args{buffer, count, type, 1.0};
+  args.machine_steps_only = true;
+  engine_->sparse_allreduce(args);
+}
+
 void Communicator::force_algorithm(const std::string& algorithm) {
   engine_->force_algorithm(algorithm);
 }

@@ -93,6 +93,12 @@ class Communicator {
   // it alike (count, type, density, iterations, residual or not).
   void sparse_allreduce(void* buffer, size_t count, DataType type, double density,
                         SparseResidual* residual = nullptr, int mstopk_iterations = 30);
+  // The sparse all-reduce's steps within the machines alone (its reduce-scatter and all-gather,
+  // the same transfers and sums), nothing selected or exchanged: each rank ends with the sum of
+  // its machine's buffers. For timing what those steps cost when every machine runs them at
+  // once, which calibrates the learner links of the sparse cost model (docs/sparse.md).
+  // Collective, as sparse_allreduce.
+  void sparse_machine_steps(void* buffer, size_t count, DataType type);
 
   // For a process that cannot go on: fails this communicator now (outstanding operations fail,
   // later calls throw) and tells every peer, whose communicators then fail within about a

@@ -170,6 +170,10 @@ class SparseRun {
     }
     const auto& steps = exchange_.schedule.steps;
     for (size_t s = 0; s < exchange_.first_sparse; ++s) dense_step(s, "reduce-scatter within the machine");
+    if (args.machine_steps_only) {
+      for (size_t s = exchange_.end_sparse; s < steps.size(); ++s) dense_step(s, "all-gather within the machine");
+      return;
+    }
 
     // Selection on this rank's slice (the machine's sum there), with the last call's residual
     // added first. Afterwards the slice holds the selected values and zeros elsewhere.

@@ -52,6 +52,10 @@ struct SparseArgs {
   double density;  // in (0, 1]: each slice sends ceil(density * slice length) elements
   SparseResidual* residual = nullptr;  // error feedback when set
   int iterations = 30;                 // MSTopK's threshold searches
+  // Steps 1 and 4 alone, nothing selected or exchanged: each rank ends with its machine's sum
+  // (an all-reduce within each machine, over the same transfers as the sparse call's). For
+  // calibrating the learner links with the runtime itself (Communicator::sparse_machine_steps).
+  bool machine_steps_only = false;
 };
 
 // Buffers the sparse all-reduce reuses from call to call (owned by the communicator): a call's

@@ -5,7 +5,7 @@
 #   bench/cluster/sparse_vs_dense.sh [--build DIR] [--out DIR] [--clusters 2+3,3+3+4]
 #                                    [--rates 100] [--sizes 8M,16M,32M,64M]
 #                                    [--densities 0.001,0.005,0.01,0.05] [-n 3] [-w 1]
-#                                    [--learner-links at-once|alone] [--report-only DIR]
+#                                    [--learner-links runtime|at-once|alone] [--report-only DIR]
 #
 # For each cluster (learners per machine) and rate (Mbit/s, every machine link at that rate, set
 # with `cluster.sh shape`): pass `cluster.sh check`, calibrate and write the topology, plan it
@@ -14,9 +14,13 @@
 # on each rank's slice) under `cluster.sh mpirun`. sparse_table.py then predicts every point
 # with `flexplan predict --sparse --format json` on the calibrated topology (the dense plan's
 # own algorithm; MSTopK at the time per element measured in that point) and writes the table to
-# DIR/sparse.md. The learner links are calibrated with every learner sending at once (the
-# machines share this host's cores; calibrate.py --learners-at-once), or with one pair alone
-# as the other experiments do (--learner-links alone).
+# DIR/sparse.md. The learner links (the machines share this host's cores, so the rate a learner
+# link gives depends on how many learners use theirs at once):
+#   runtime  (default) calibrated with one pair alone for planning; the table then sets each
+#            machine's learner links, per size, from the runtime's own time for the dense steps
+#            within the machines, every machine at once (the bench's machine_steps_us);
+#   at-once  calibrate.py --learners-at-once (a ucx_perftest ring in every machine at once);
+#   alone    one pair alone, as the other experiments do.
 #
 # Raw data: DIR/<cluster>/<rate>mbit/ (default BUILD/sparse-vs-dense). Needs root. The defaults
 # took about 10 minutes on two cores (2026-11-24; 7 before the learner links were measured at
@@ -35,7 +39,7 @@ SIZES="8M,16M,32M,64M"
 DENSITIES="0.001,0.005,0.01,0.05"
 ITERS=3
 WARMUP=1
-LEARNER_LINKS=at-once
+LEARNER_LINKS=runtime
 REPORT_ONLY=""
 die() { echo "sparse_vs_dense.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
@@ -48,9 +52,9 @@ while [ $# -gt 0 ]; do
     --densities) DENSITIES=${2:?--densities needs a list}; shift ;;
     -n) ITERS=${2:?-n needs a number}; shift ;;
     -w) WARMUP=${2:?-w needs a number}; shift ;;
-    --learner-links) LEARNER_LINKS=${2:?--learner-links needs at-once or alone}; shift ;;
+    --learner-links) LEARNER_LINKS=${2:?--learner-links needs runtime, at-once or alone}; shift ;;
     --report-only) REPORT_ONLY=${2:?--report-only needs a directory}; shift ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
   shift
@@ -58,7 +62,11 @@ done
 BUILD=$(cd "$BUILD" 2>/dev/null && pwd) || die "no build directory $BUILD"
 FLEXPLAN=$BUILD/flexplan
 SPARSE_BENCH=$BUILD/flexplan_sparse_bench
-table() { python3 "$HERE/sparse_table.py" "$1" --flexplan "$FLEXPLAN" -o "$1/sparse.md"; }
+table() {
+  local links=topology
+  [ "$LEARNER_LINKS" = runtime ] && links=runtime
+  python3 "$HERE/sparse_table.py" "$1" --flexplan "$FLEXPLAN" --learner-links $links -o "$1/sparse.md"
+}
 if [ -n "$REPORT_ONLY" ]; then table "$REPORT_ONLY"; exit; fi
 
 for c in ${CLUSTERS//,/ }; do
@@ -70,8 +78,8 @@ for s in ${SIZES//,/ }; do [[ $s =~ ^[1-9][0-9]*[KMG]?$ ]] || die "--sizes: '$s'
 [[ $WARMUP =~ ^[0-9]+$ ]] || die "-w: '$WARMUP' is not a number"
 case $LEARNER_LINKS in
   at-once) CALIBRATE_ARGS=(--learners-at-once) ;;
-  alone) CALIBRATE_ARGS=() ;;
-  *) die "--learner-links: '$LEARNER_LINKS' is neither at-once nor alone" ;;
+  alone|runtime) CALIBRATE_ARGS=() ;;
+  *) die "--learner-links: '$LEARNER_LINKS' is none of runtime, at-once, alone" ;;
 esac
 OUT=${OUT:-$BUILD/sparse-vs-dense}
 [ "$(id -u)" = 0 ] || die "needs root (network namespaces)"

@@ -1,6 +1,8 @@
 // flexplan_sparse_bench: the sparse all-reduce (docs/sparse.md) timed beside the plan's dense
 // all-reduce on the same vectors, per size and density, with MSTopK's own time on each rank's
 // slice measured alone (the compute term of the sparse cost model, as this host runs it).
+// It also times the sparse call's steps within the machines alone, every machine at once
+// (machine_steps_us below), for calibrating the learner links with the runtime itself.
 //   mpirun -np N flexplan_sparse_bench plan.bin -b 8M -e 64M -f 2 --densities 0.001,0.01,0.05
 #include <mpi.h>
 
@@ -148,6 +150,38 @@ double sum_rate_bytes_per_s(const std::byte* data, uint64_t count, uint64_t leng
   return std::isinf(rate) ? 0.0 : rate;
 }
 
+// Steps 1 and 4 of the sparse all-reduce alone (Communicator::sparse_machine_steps: the same
+// transfers and sums, nothing selected or exchanged), every machine at once. Per machine, the
+// median over the iterations of its slowest learner's time; every rank gets the same. These
+// calibrate the learner links as the sparse call sees them (sparse_table.py; docs/sparse.md),
+// where a ucx_perftest ring run at once moved by 2x between calibrations.
+std::vector<double> machine_steps_us(Communicator& comm, const ir::SparseLayout& layout, int rank,
+                                     const std::byte* input, std::byte* work, uint64_t count, DataType type,
+                                     int warmup, int iterations) {
+  const int machine = layout.machine_of[static_cast<size_t>(rank)];
+  MPI_Comm machine_comm;
+  MPI_Comm_split(MPI_COMM_WORLD, machine, rank, &machine_comm);
+  const size_t bytes = count * size_of(type);
+  std::vector<double> times(static_cast<size_t>(iterations));
+  // At least one untimed call: the first builds and verifies the exchange.
+  for (int i = -std::max(warmup, 1); i < iterations; ++i) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    std::memcpy(work, input, bytes);
+    MPI_Barrier(MPI_COMM_WORLD);  // every machine at once
+    const auto start = std::chrono::steady_clock::now();
+    comm.sparse_machine_steps(work, count, type);
+    const auto us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+    if (i >= 0) times[static_cast<size_t>(i)] = us;
+  }
+  MPI_Allreduce(MPI_IN_PLACE, times.data(), iterations, MPI_DOUBLE, MPI_MAX, machine_comm);
+  MPI_Comm_free(&machine_comm);
+  std::vector<double> per_machine(layout.machines.size(), 0);
+  per_machine[static_cast<size_t>(machine)] = summarize(std::move(times)).median_us;
+  MPI_Allreduce(MPI_IN_PLACE, per_machine.data(), static_cast<int>(per_machine.size()), MPI_DOUBLE, MPI_MAX,
+                MPI_COMM_WORLD);
+  return per_machine;
+}
+
 struct SparseResult {
   double density;
   TimeStats time;
@@ -161,6 +195,7 @@ struct Record {
   std::string dense_algorithm;
   TimeStats dense;
   double sum_bytes_per_s;  // sum_rate_bytes_per_s at this size
+  std::vector<double> machine_steps_us;  // machine_steps_us() at this size
   std::vector<SparseResult> sparse;
 };
 
@@ -210,6 +245,8 @@ int run(const SparseBenchArgs& args, int rank, int world) {
         args.type == DataType::Float32
             ? sum_rate_bytes_per_s<float>(input.data(), record.count, slice.end - slice.begin, parts)
             : sum_rate_bytes_per_s<double>(input.data(), record.count, slice.end - slice.begin, parts);
+    record.machine_steps_us = machine_steps_us(*comm, layout, rank, input.data(), work.data(), record.count,
+                                               args.type, args.warmup, args.iterations);
     for (double density : args.densities) {
       SparseResidual residual;
       SparseResidual* feedback = args.error_feedback ? &residual : nullptr;
@@ -275,6 +312,7 @@ int run(const SparseBenchArgs& args, int rank, int world) {
                       {"dense_time_us_min", r.dense.min_us},
                       {"dense_time_us_max", r.dense.max_us},
                       {"sum_bytes_per_s", r.sum_bytes_per_s},
+                      {"machine_steps_us", r.machine_steps_us},
                       {"sparse", sparse}});
     }
     json machines = json::array();

@@ -25,6 +25,8 @@ for r in doc["records"]:
         ok &= not s["wrong"] and s["time_us_median"] > 0 and s["nonzero"] <= s["selected_bound"]
     # density 1 selects every element of every slice: all of them nonzero
     ok &= r["sparse"][1]["nonzero"] == r["count"]
+    # the dense steps within each machine, timed with every machine at once: one time per machine
+    ok &= len(r["machine_steps_us"]) == 2 and all(t > 0 for t in r["machine_steps_us"])
 print("bench JSON ok" if ok else "FAIL: bench JSON " + json.dumps(doc)[:600])
 sys.exit(0 if ok else 1)
 PY
@@ -35,6 +37,14 @@ cp "$work/bench.json" "$work/table/2+3/100mbit/bench-64K.json"
   > "$work/table.md" 2>&1 || fail "sparse_table.py: $(cat "$work/table.md")"
 rows=$(grep -c '^| 2+3 | 100 | [0-9.]* | [0-9.]* |' "$work/table.md")
 [ "$rows" = 4 ] || fail "sparse_table.py printed $rows point rows, expected 4: $(cat "$work/table.md")"
+# the learner links set from the bench's times within the machines (one rate per machine)
+rows=$(grep -c '| [0-9.]*; [0-9.]* | 0 |' "$work/table.md")
+[ "$rows" = 4 ] || fail "sparse_table.py set the learner links from the runtime in $rows rows, expected 4: $(cat "$work/table.md")"
+[ -f "$work/table/2+3/100mbit/topology-runtime-65536.json" ] || fail "sparse_table.py wrote no topology-runtime-65536.json"
+/usr/bin/python3 "$source_dir/bench/cluster/sparse_table.py" "$work/table" --flexplan "$flexplan" \
+  --learner-links topology > "$work/table-topology.md" 2>&1 || fail "sparse_table.py --learner-links topology failed"
+rows=$(grep -c '| as calibrated | 0 |' "$work/table-topology.md")
+[ "$rows" = 4 ] || fail "sparse_table.py --learner-links topology: $rows rows as calibrated, expected 4"
 rows=$(grep -c '^| 2+3 | 100 | [0-9.]* | [0-9.]*-[0-9.]* |' "$work/table.md")
 [ "$rows" = 2 ] || fail "sparse_table.py printed $rows density-change rows, expected 2: $(cat "$work/table.md")"
 

@@ -124,6 +124,35 @@ void dense_at_density_one(DataType type) {
 TEST(Sparse, DenseAtDensityOneFloat32) { dense_at_density_one<float>(DataType::Float32); }
 TEST(Sparse, DenseAtDensityOneFloat64) { dense_at_density_one<double>(DataType::Float64); }
 
+// The calibration entry point (steps 1 and 4 alone) is an all-reduce within each machine.
+TEST(Sparse, MachineStepsLeaveEveryRankItsMachinesSum) {
+  for (const ir::Plan& plan : plans()) {
+    Communicator comm(plan, MPI_COMM_WORLD);
+    const auto layout = ir::sparse_layout(comm.plan());
+    const auto machine = static_cast<size_t>(layout.machine_of[static_cast<size_t>(comm.rank())]);
+    uint64_t salt = 5;
+    for (size_t count : {size_t{0}, size_t{1}, size_t{13}, size_t{1009}, size_t{65521}}) {
+      auto buffer = input_of<float>(comm.rank(), count, salt);
+      comm.sparse_machine_steps(buffer.data(), count, DataType::Float32);
+      const auto want = machine_sums_of<float>(layout, count, salt)[machine];
+      std::string first;
+      EXPECT_EQ(sum_over_ranks(mismatches(buffer, want, &first)), 0u)
+          << plan.topology_name << " count " << count << ": " << first;
+      ++salt;
+    }
+    // and the communicator goes on: a sparse all-reduce after it is still dense at density 1
+    auto buffer = input_of<float>(comm.rank(), 257, 99);
+    comm.sparse_allreduce(buffer.data(), 257, DataType::Float32, 1.0);
+    std::vector<float> want(257, 0.0f);
+    for (int r = 0; r < comm.size(); ++r) {
+      const auto x = input_of<float>(r, 257, 99);
+      for (size_t e = 0; e < 257; ++e) want[e] += x[e];
+    }
+    std::string first;
+    EXPECT_EQ(sum_over_ranks(mismatches(buffer, want, &first)), 0u) << plan.topology_name << ": " << first;
+  }
+}
+
 TEST(Sparse, SelectedElementsSumExactly) {
   for (const ir::Plan& plan : plans()) {
     Communicator comm(plan, MPI_COMM_WORLD);
