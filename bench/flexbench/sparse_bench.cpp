@@ -155,12 +155,11 @@ double sum_rate_bytes_per_s(const std::byte* data, uint64_t count, uint64_t leng
 // median over the iterations of its slowest learner's time; every rank gets the same. These
 // calibrate the learner links as the sparse call sees them (sparse_table.py; docs/sparse.md),
 // where a ucx_perftest ring run at once moved by 2x between calibrations.
-std::vector<double> machine_steps_us(Communicator& comm, const ir::SparseLayout& layout, int rank,
-                                     const std::byte* input, std::byte* work, uint64_t count, DataType type,
-                                     int warmup, int iterations) {
-  const int machine = layout.machine_of[static_cast<size_t>(rank)];
+std::vector<double> machine_steps_us(Communicator& comm, const ir::SparseLayout& layout, const std::byte* input,
+                                     std::byte* work, uint64_t count, DataType type, int warmup, int iterations) {
+  const int machine = layout.machine_of[static_cast<size_t>(comm.rank())];  // the plan's rank
   MPI_Comm machine_comm;
-  MPI_Comm_split(MPI_COMM_WORLD, machine, rank, &machine_comm);
+  MPI_Comm_split(MPI_COMM_WORLD, machine, comm.rank(), &machine_comm);
   const size_t bytes = count * size_of(type);
   std::vector<double> times(static_cast<size_t>(iterations));
   // At least one untimed call: the first builds and verifies the exchange.
@@ -245,8 +244,8 @@ int run(const SparseBenchArgs& args, int rank, int world) {
         args.type == DataType::Float32
             ? sum_rate_bytes_per_s<float>(input.data(), record.count, slice.end - slice.begin, parts)
             : sum_rate_bytes_per_s<double>(input.data(), record.count, slice.end - slice.begin, parts);
-    record.machine_steps_us = machine_steps_us(*comm, layout, rank, input.data(), work.data(), record.count,
-                                               args.type, args.warmup, args.iterations);
+    record.machine_steps_us = machine_steps_us(*comm, layout, input.data(), work.data(), record.count, args.type,
+                                               args.warmup, args.iterations);
     for (double density : args.densities) {
       SparseResidual residual;
       SparseResidual* feedback = args.error_feedback ? &residual : nullptr;
