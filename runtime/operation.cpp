@@ -327,7 +327,10 @@ void Operation::start_chunk(TaskRun& run, size_t chunk) {
   slot.pending = task.sources.size();
   const size_t bytes = chunk_bytes(run, chunk);
   for (uint32_t i = 0; i < task.sources.size() && !failed(); ++i) {
-    if (task.reduce) slot.scratch[i] = context_.pool->acquire(run.chunk_elements * element_size_);
+    // This chunk's bytes, not a full chunk's: a step of many one-element ops would otherwise
+    // hold a full chunk per op and source in flight, more than the pool keeps idle, and
+    // allocate and free them op after op (70,000 MiB for Limits.PlansBeyondTheOldTagFieldsRun).
+    if (task.reduce) slot.scratch[i] = context_.pool->acquire(bytes);
     void* target = receive_target(run, slot, i);
     size_t length = bytes;
     if (single_copy(task.sources[i].rank, bytes)) {  // the descriptor comes; the data is read
