@@ -6,8 +6,8 @@
 # flexbench --device --staged. Exits 1 if any check failed.
 # Logs go to OUT_DIR (and, after every check, into ARCHIVE.tar.gz when given, so that a run cut
 # short still returns what it did); the last lines are a summary, one line per check.
-# CHECKS (default "backend sparse sanitizer flexbench"; also "staged", "foldserver" and
-# "disturb") picks groups of checks.
+# CHECKS (default "backend sparse sanitizer flexbench"; also "staged", "foldserver",
+# "disturb" and "sparse_sanitizer", the sparse half of "sanitizer") picks groups of checks.
 # Usage: [CHECKS="..."] on_device.sh BUNDLE.tar.xz OUT_DIR [ARCHIVE.tar.gz]
 set -u
 bundle=$1 out=$2 archive=${3:-}
@@ -114,12 +114,14 @@ if wants sanitizer && [ -n "$sanitizer" ]; then
   # API errors are not reported; memory errors are.
   check sanitizer_device_np1 120 $mpirun -np 1 "$sanitizer" --tool memcheck --report-api-errors no \
     --error-exitcode 9 "$b/bin/flexplan_gpu_device_tests" --gtest_filter=-*Bandwidth*
+fi
+if { wants sanitizer || wants sparse_sanitizer; } && [ -n "$sanitizer" ]; then
   check sanitizer_sparse 120 "$sanitizer" --tool memcheck --error-exitcode 9 "$b/bin/flexplan_sparse_cuda_tests"
   for tool in racecheck synccheck initcheck; do
     check ${tool}_sparse 60 "$sanitizer" --tool $tool --error-exitcode 9 \
       "$b/bin/flexplan_sparse_cuda_tests" --gtest_filter=*SixPasses*
   done
-elif wants sanitizer; then
+elif wants sanitizer || wants sparse_sanitizer; then
   summary+=("compute-sanitizer not found")
 fi
 if wants flexbench; then
