@@ -483,7 +483,7 @@ void Engine::sparse_allreduce(const SparseArgs& args) {
       [this](const std::function<size_t()>& remaining, const std::string& what) {
         drive_until(remaining, what);
       },
-      [this](int32_t rank) { return describe_rank(rank); }};
+      [this](int32_t rank) { return describe_rank(rank); }, &single_copy_pids_, options_.single_copy_min_bytes};
   try {
     run_sparse_allreduce(context, args);
   } catch (const InputError&) {

@@ -2,7 +2,9 @@
 // (ir/sparse_exchange.hpp) run one step at a time, one message per peer and step.
 //
 // Tags: (sequence, step << 23 | sender rank, 0). Each sender sends a receiver at most one
-// message per step, so the tag alone names it.
+// message per step, so the tag alone names it. Within a machine, where single copy is on, a
+// message of the dense steps is a descriptor instead: the receiver reads the data out of the
+// sender's memory and acknowledges under tag::ack(sequence, step << 23 | receiver rank).
 #include "runtime/sparse_allreduce.hpp"
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 
 #include "ir/plan.hpp"
 #include "runtime/errors.hpp"
+#include "runtime/single_copy.hpp"
 #include "runtime/tag.hpp"
 #include "runtime/ucx_transport.hpp"
 #include "sparse/mstopk.hpp"
@@ -277,6 +280,20 @@ class SparseRun {
     return fmt::format("step {} of {} ({})", s + 1, exchange_.schedule.steps.size(), what);
   }
 
+  // Whether a message of the dense steps to or from `peer` goes by single copy. Through UCX's
+  // shared-memory FIFO a whole slice is copied twice, 512 KiB at a time, and its sender waits
+  // for the receiver's turn on a core to drain each piece: where processes share cores that
+  // made the steps within machines take 3-5x their copying cost (docs/sparse.md).
+  bool by_single_copy(int32_t peer, size_t bytes) const {
+    const std::vector<pid_t>* pids = context_.single_copy_pids;
+    return pids != nullptr && !pids->empty() && (*pids)[static_cast<size_t>(peer)] != 0 &&
+           bytes >= context_.single_copy_min_bytes;
+  }
+  // Names a single-copy message of step s to `receiver` in its acknowledgement's tag.
+  static uint64_t cookie(size_t s, int32_t receiver) {
+    return (static_cast<uint64_t>(s) << kSenderBits) | static_cast<uint64_t>(receiver);
+  }
+
   // Dense values. Broadcast ranges are received straight into the buffer: no rank sends from a
   // range it receives into in the same step (tests/unit/ir_sparse_exchange_test.cpp).
   void dense_step(size_t s, const char* what) {
@@ -284,26 +301,40 @@ class SparseRun {
     sections_of(s, &out, &in);
     const auto& ops = exchange_.schedule.steps[s].ops;
     // Messages of several sections are packed in the communicator's send space, which outlives
-    // a failed step's requests as the buffer does.
+    // a failed step's requests as the buffer does; so do the descriptors, declared before them.
     size_t packed = 0;
     for (const auto& [peer, sections] : out)
       if (sections.size() > 1)
         for (const Section& x : sections) packed += x.end - x.begin;
     T* pack = reinterpret_cast<T*>(context_.scratch->sends(packed * sizeof(T)));
+    std::vector<single_copy::Descriptor> descriptors;
+    descriptors.reserve(out.size());
+    static constexpr std::byte kNothing{};
+    StepTransfers acks(context_, step_name(s, what) + ", single-copy acknowledgements");
     StepTransfers step(context_, step_name(s, what));
     for (const auto& [peer, sections] : out) {
-      if (sections.size() == 1) {
-        step.send(peer, buffer_ + sections[0].begin, (sections[0].end - sections[0].begin) * sizeof(T),
-                  sparse_tag(context_.sequence, s, rank_));
-        continue;
+      const T* message = buffer_ + sections[0].begin;
+      size_t bytes = (sections[0].end - sections[0].begin) * sizeof(T);
+      if (sections.size() > 1) {
+        message = pack;
+        for (const Section& x : sections) pack = std::copy(buffer_ + x.begin, buffer_ + x.end, pack);
+        bytes = static_cast<size_t>(pack - message) * sizeof(T);
       }
-      T* message = pack;
-      for (const Section& x : sections) pack = std::copy(buffer_ + x.begin, buffer_ + x.end, pack);
-      step.send(peer, message, static_cast<size_t>(pack - message) * sizeof(T), sparse_tag(context_.sequence, s, rank_));
+      if (by_single_copy(peer, bytes)) {
+        const uint64_t c = cookie(s, peer);
+        acks.recv(peer, const_cast<std::byte*>(&kNothing), 0, tag::ack(context_.sequence, c), nullptr);
+        descriptors.push_back({single_copy::kMagic, reinterpret_cast<uint64_t>(message), bytes, c});
+        step.send(peer, &descriptors.back(), sizeof(single_copy::Descriptor), sparse_tag(context_.sequence, s, rank_));
+      } else {
+        step.send(peer, message, bytes, sparse_tag(context_.sequence, s, rank_));
+      }
     }
     struct Incoming {
       T* data = nullptr;  // null: received straight into the buffer
       size_t expected = 0, received = 0;
+      bool by_single_copy = false;
+      void* into = nullptr;  // where a single-copy message is read to
+      single_copy::Descriptor descriptor;
     };
     // Receive space is the communicator's, kept between calls (docs/sparse.md, Memory).
     // A peer's message lands straight in the buffer when it is one broadcast's range; anything
@@ -327,9 +358,39 @@ class SparseRun {
         space += x.expected / sizeof(T);
         into = x.data;
       }
-      step.recv(peer, into, x.expected, sparse_tag(context_.sequence, s, peer), &x.received);
+      x.by_single_copy = by_single_copy(peer, x.expected);
+      if (x.by_single_copy) {
+        x.into = into;
+        step.recv(peer, &x.descriptor, sizeof x.descriptor, sparse_tag(context_.sequence, s, peer), &x.received);
+      } else {
+        step.recv(peer, into, x.expected, sparse_tag(context_.sequence, s, peer), &x.received);
+      }
     }
     step.wait();
+    for (auto& [peer, x] : incoming) {
+      if (!x.by_single_copy) continue;
+      single_copy::Descriptor d;
+      if (!single_copy::is_descriptor(&x.descriptor, x.received, &d) || d.bytes != x.expected ||
+          d.cookie != cookie(s, rank_)) {
+        throw RuntimeError(fmt::format(
+            "flexplan sparse_allreduce: {}: {} sent {}, expected the single-copy descriptor of {} bytes: do all "
+            "ranks pass the same count?",
+            step_name(s, what), context_.describe_rank(peer),
+            x.received == sizeof d && single_copy::is_descriptor(&x.descriptor, x.received, &d)
+                ? fmt::format("a descriptor of {} bytes", d.bytes)
+                : fmt::format("{} bytes", x.received),
+            x.expected));
+      }
+      const std::string why =
+          single_copy::read((*context_.single_copy_pids)[static_cast<size_t>(peer)], d.address, x.into, d.bytes);
+      if (!why.empty()) {
+        throw RuntimeError(fmt::format("flexplan sparse_allreduce: {}: reading {} bytes out of {} failed: {}",
+                                       step_name(s, what), d.bytes, context_.describe_rank(peer), why));
+      }
+      x.received = d.bytes;
+      acks.send(peer, &kNothing, 0, tag::ack(context_.sequence, d.cookie));
+    }
+    acks.wait();
     std::map<std::pair<int32_t, size_t>, const T*> part;  // (peer, op) -> its section
     for (const auto& [peer, sections] : in) {
       const Incoming& x = incoming[peer];

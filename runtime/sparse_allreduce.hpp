@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/types.h>
+
 #include "ir/sparse_exchange.hpp"
 #include "ir/sparse_layout.hpp"
 #include "runtime/datatype.hpp"
@@ -92,6 +94,11 @@ struct SparseContext {
   // or a broken communicator.
   std::function<void(const std::function<size_t()>& remaining, const std::string& what)> drive;
   std::function<std::string(int32_t)> describe_rank;
+  // By plan rank: the pid of a peer on this host that messages of the steps within machines go
+  // to and come from by single copy (runtime/single_copy.hpp), 0 for the others; empty when
+  // single copy is off. Messages of at least single_copy_min_bytes go so.
+  const std::vector<pid_t>* single_copy_pids = nullptr;
+  size_t single_copy_min_bytes = 0;
 };
 
 // Runs one sparse all-reduce to completion. Throws InputError on bad arguments (the same on

@@ -287,6 +287,29 @@ TEST(Timeouts, SparseCountThatDiffersOnOneRankFailsWithoutHanging) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+// Rank 0 passes twice the others' count on a plan of one machine, with every message of the
+// steps within the machine sent by single copy: each rank gets a descriptor of another length
+// than it expects. Every rank fails, naming the descriptor or the failed peer, and none reads
+// past what its peer offered or waits out the (20 s) timeout.
+TEST(Timeouts, SparseCountThatDiffersFailsAcrossSingleCopy) {
+  Options options = Options::from_env();
+  options.timeout = std::chrono::milliseconds(20000);
+  options.single_copy = SingleCopy::On;
+  options.single_copy_min_bytes = 1;
+  Communicator comm(hand_ring_plan(world_size()), MPI_COMM_WORLD, options);
+  ASSERT_TRUE(comm.single_copy());
+  const size_t count = world_rank() == 0 ? 20014 : 10007;
+  std::vector<float> data(count, 1.0f);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto start = Clock::now();
+  const std::string message = error_of([&] { comm.sparse_allreduce(data.data(), count, DataType::Float32, 0.01); });
+  EXPECT_LT(seconds_since(start), 2.0) << message;
+  EXPECT_TRUE(message.find("expected the single-copy descriptor of") != std::string::npos ||
+              message.find("failed") != std::string::npos)
+      << message;
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 // Blocking mode with a timeout shorter than its sleeps: the last rank joins 2 s late, and the
 // others must time out after about 150 ms all the same (the idle sleeps count as time spent
 // driving the runtime, not as time the caller spent elsewhere).
