@@ -282,8 +282,8 @@ class SparseRun {
 
   // Whether a message of the dense steps to or from `peer` goes by single copy. Through UCX's
   // shared-memory FIFO a whole slice is copied twice, 512 KiB at a time, and its sender waits
-  // for the receiver's turn on a core to drain each piece: where processes share cores that
-  // made the steps within machines take 3-5x their copying cost (docs/sparse.md).
+  // for the receiver's turn on a core to drain each piece: on 3+3+4 at 32 MiB, ten processes on
+  // two cores, steps 1 and 4 took 95-119 ms so and 47-76 ms by single copy (docs/runtime.md).
   bool by_single_copy(int32_t peer, size_t bytes) const {
     const std::vector<pid_t>* pids = context_.single_copy_pids;
     return pids != nullptr && !pids->empty() && (*pids)[static_cast<size_t>(peer)] != 0 &&
