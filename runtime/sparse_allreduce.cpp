@@ -309,7 +309,6 @@ class SparseRun {
     T* pack = reinterpret_cast<T*>(context_.scratch->sends(packed * sizeof(T)));
     std::vector<single_copy::Descriptor> descriptors;
     descriptors.reserve(out.size());
-    static constexpr std::byte kNothing{};
     StepTransfers acks(context_, step_name(s, what) + ", single-copy acknowledgements");
     StepTransfers step(context_, step_name(s, what));
     for (const auto& [peer, sections] : out) {
@@ -322,7 +321,7 @@ class SparseRun {
       }
       if (by_single_copy(peer, bytes)) {
         const uint64_t c = cookie(s, peer);
-        acks.recv(peer, const_cast<std::byte*>(&kNothing), 0, tag::ack(context_.sequence, c), nullptr);
+        acks.recv(peer, &nothing_, 0, tag::ack(context_.sequence, c), nullptr);
         descriptors.push_back({single_copy::kMagic, reinterpret_cast<uint64_t>(message), bytes, c});
         step.send(peer, &descriptors.back(), sizeof(single_copy::Descriptor), sparse_tag(context_.sequence, s, rank_));
       } else {
@@ -388,7 +387,7 @@ class SparseRun {
                                        step_name(s, what), d.bytes, context_.describe_rank(peer), why));
       }
       x.received = d.bytes;
-      acks.send(peer, &kNothing, 0, tag::ack(context_.sequence, d.cookie));
+      acks.send(peer, &nothing_, 0, tag::ack(context_.sequence, d.cookie));
     }
     acks.wait();
     std::map<std::pair<int32_t, size_t>, const T*> part;  // (peer, op) -> its section
@@ -614,6 +613,7 @@ class SparseRun {
   std::vector<uint32_t> support_;  // offsets in the slice of the elements a value is held for
   std::vector<uint32_t> union_;    // merging space
   std::vector<uint64_t> unit_pairs_;  // by (rank, unit): start_bounds
+  std::byte nothing_{};  // a single-copy acknowledgement's (empty) payload
 };
 
 template <typename T>
