@@ -493,8 +493,7 @@ std::byte* Operation::descriptor_at(Slot& slot, size_t transfer) {
 }
 
 bool Operation::single_copy(int32_t peer, size_t bytes) const {
-  const auto& pids = *context_.single_copy_pids;
-  return bytes >= context_.single_copy_min_bytes && !pids.empty() && pids[static_cast<size_t>(peer)] != 0;
+  return single_copy::goes_by_single_copy(*context_.single_copy_pids, context_.single_copy_min_bytes, peer, bytes);
 }
 
 void Operation::send_descriptor(TaskRun& run, Slot& slot, size_t j, const std::byte* data, size_t bytes) {

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace flexplan::single_copy {
 
@@ -31,6 +32,13 @@ struct Descriptor {
 // A receiver expecting a descriptor checks it; one expecting 32 bytes of data from a peer that
 // sent a descriptor instead (ranks passing different counts) recognises it by it.
 inline constexpr uint64_t kMagic = 0x79706f632d656c67;  // "gle-copy"
+
+// Whether a message of `bytes` bytes to or from `peer` goes by single copy: single copy is on
+// (`pids`, by plan rank, is not empty), the peer is a process of this host that can be read
+// (its pid is known), and the message is at least `min_bytes` long. Both ends decide alike.
+inline bool goes_by_single_copy(const std::vector<pid_t>& pids, size_t min_bytes, int32_t peer, size_t bytes) {
+  return bytes >= min_bytes && !pids.empty() && pids[static_cast<size_t>(peer)] != 0;
+}
 
 // Whether a message of `length` bytes is a descriptor (copied out, since UCX buffers need not
 // be aligned for it).

@@ -285,9 +285,8 @@ class SparseRun {
   // for the receiver's turn on a core to drain each piece: on 3+3+4 at 32 MiB, ten processes on
   // two cores, steps 1 and 4 took 95-119 ms so and 47-76 ms by single copy (docs/runtime.md).
   bool by_single_copy(int32_t peer, size_t bytes) const {
-    const std::vector<pid_t>* pids = context_.single_copy_pids;
-    return pids != nullptr && !pids->empty() && (*pids)[static_cast<size_t>(peer)] != 0 &&
-           bytes >= context_.single_copy_min_bytes;
+    return context_.single_copy_pids != nullptr &&
+           single_copy::goes_by_single_copy(*context_.single_copy_pids, context_.single_copy_min_bytes, peer, bytes);
   }
   // Names a single-copy message of step s to `receiver` in its acknowledgement's tag.
   static uint64_t cookie(size_t s, int32_t receiver) {
@@ -369,15 +368,13 @@ class SparseRun {
     for (auto& [peer, x] : incoming) {
       if (!x.by_single_copy) continue;
       single_copy::Descriptor d;
-      if (!single_copy::is_descriptor(&x.descriptor, x.received, &d) || d.bytes != x.expected ||
-          d.cookie != cookie(s, rank_)) {
+      const bool descriptor = single_copy::is_descriptor(&x.descriptor, x.received, &d);
+      if (!descriptor || d.bytes != x.expected || d.cookie != cookie(s, rank_)) {
         throw RuntimeError(fmt::format(
             "flexplan sparse_allreduce: {}: {} sent {}, expected the single-copy descriptor of {} bytes: do all "
             "ranks pass the same count?",
             step_name(s, what), context_.describe_rank(peer),
-            x.received == sizeof d && single_copy::is_descriptor(&x.descriptor, x.received, &d)
-                ? fmt::format("a descriptor of {} bytes", d.bytes)
-                : fmt::format("{} bytes", x.received),
+            descriptor ? fmt::format("a descriptor of {} bytes", d.bytes) : fmt::format("{} bytes", x.received),
             x.expected));
       }
       const std::string why =
