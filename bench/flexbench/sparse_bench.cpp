@@ -106,13 +106,15 @@ uint64_t count_nonzero(const std::byte* data, size_t count) {
 }
 
 // MSTopK alone on this rank's slice of the dense sum's shape, every rank at once (so the
-// host's cores are shared as in the all-reduce): median of 3 after one untimed run, slowest rank.
+// host's cores are shared as in the all-reduce): the median over as many runs as the sparse call
+// was timed for (at least 3) after one untimed run, slowest rank. The prediction charges this
+// time in full, and on two shared cores a median of 3 moved by 40% between runs of one point.
 template <typename T>
-double mstopk_alone_us(const std::byte* data, uint64_t begin, uint64_t end, double density) {
+double mstopk_alone_us(const std::byte* data, uint64_t begin, uint64_t end, double density, int iterations) {
   const std::span<const T> slice(reinterpret_cast<const T*>(data) + begin, end - begin);
   const size_t k = static_cast<size_t>(std::ceil(density * static_cast<double>(slice.size())));
   std::vector<uint32_t> indices;
-  return time_iterations(1, 3, [&] { sparse::mstopk<T>(slice, k, indices); }).median_us;
+  return time_iterations(1, std::max(iterations, 3), [&] { sparse::mstopk<T>(slice, k, indices); }).median_us;
 }
 
 // The rate at which this host sums, every rank at once, as step 1 of the sparse all-reduce
@@ -275,8 +277,8 @@ int run(const SparseBenchArgs& args, int rank, int world) {
       result.wrong = bad != 0;
       wrong_total += bad;
       result.mstopk_us = args.type == DataType::Float32
-                             ? mstopk_alone_us<float>(dense.data(), slice.begin, slice.end, density)
-                             : mstopk_alone_us<double>(dense.data(), slice.begin, slice.end, density);
+                             ? mstopk_alone_us<float>(dense.data(), slice.begin, slice.end, density, args.iterations)
+                             : mstopk_alone_us<double>(dense.data(), slice.begin, slice.end, density, args.iterations);
       if (rank == 0) {
         fmt::print("  {:>10} {:>10} {:>15} {:>11.1f} {:>8} {:>11.1f} {:>9.2f} {:>10.1f} {:>9} {:>7}\n",
                    record.bytes, record.count, record.dense_algorithm, record.dense.median_us, density,
