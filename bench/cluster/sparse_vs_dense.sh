@@ -22,11 +22,12 @@
 #   at-once  calibrate.py --learners-at-once (a ucx_perftest ring in every machine at once);
 #   alone    one pair alone, as the other experiments do.
 #
-# The links' tbf bucket is 8 KB over MTU-sized packets here (EMU_BURST=8kb, EMU_GSO=1500), not
-# cluster.sh's 64 KB over 32 KB GSO packets: a link idle long enough passes its whole bucket at
-# once, and at 100 Mbit/s 64 KB is 5 ms free, a third of a whole 8 MiB call at density 0.005.
-# A real link of that rate has no such allowance, and neither has the cost model (docs/results.md,
-# "The emulator's bucket"). Set EMU_BURST / EMU_GSO to choose others.
+# The links' tbf bucket is 16 KB over 8000-byte GSO packets here (EMU_BURST=16kb, EMU_GSO=8000),
+# not cluster.sh's 64 KB over 32 KB: a link idle long enough passes its whole bucket at once,
+# and at 100 Mbit/s 64 KB is 5 ms free, a third of a whole 8 MiB call at density 0.005. A real
+# link of that rate has no such allowance, and neither has the cost model. 8 KB over MTU-sized
+# packets costs the learners cores on 3+3+4 (docs/results.md, "The emulator's bucket"). Set
+# EMU_BURST / EMU_GSO to choose others.
 #
 # Raw data: DIR/<cluster>/<rate>mbit/ (default BUILD/sparse-vs-dense). Needs root. The defaults
 # took about 10 minutes on two cores (2026-11-24; 7 before the learner links were measured at
@@ -60,7 +61,7 @@ while [ $# -gt 0 ]; do
     -w) WARMUP=${2:?-w needs a number}; shift ;;
     --learner-links) LEARNER_LINKS=${2:?--learner-links needs runtime, at-once or alone}; shift ;;
     --report-only) REPORT_ONLY=${2:?--report-only needs a directory}; shift ;;
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
   shift
@@ -88,7 +89,7 @@ case $LEARNER_LINKS in
   *) die "--learner-links: '$LEARNER_LINKS' is none of runtime, at-once, alone" ;;
 esac
 OUT=${OUT:-$BUILD/sparse-vs-dense}
-export EMU_BURST=${EMU_BURST:-8kb} EMU_GSO=${EMU_GSO:-1500}
+export EMU_BURST=${EMU_BURST:-16kb} EMU_GSO=${EMU_GSO:-8000}
 [ "$(id -u)" = 0 ] || die "needs root (network namespaces)"
 for b in "$FLEXPLAN" "$SPARSE_BENCH"; do
   [ -x "$b" ] || die "$b is missing: cmake --build $BUILD --target flexplan flexplan_sparse_bench"
