@@ -9,6 +9,7 @@
 #include <fmt/core.h>
 
 #include "planner/algorithm_table.hpp"
+#include "planner/collective_planner.hpp"
 
 namespace flexplan::cli {
 
@@ -19,6 +20,14 @@ inline CLI::Validator algorithm_validator() {
           find_algorithm(name);
           return {};
         } catch (const std::invalid_argument& e) {
+          // Or an algorithm of another collective (collective_planner.hpp).
+          for (size_t c = 1; c < ir::kCollectiveCount; ++c) {
+            try {
+              plan_collective_algorithm_name_check(static_cast<ir::Collective>(c), name);
+              return {};
+            } catch (const std::invalid_argument&) {
+            }
+          }
           return e.what();
         }
       },
@@ -30,6 +39,11 @@ inline std::string algorithm_help(const std::string& lead) {
   std::string text = lead;
   for (const auto& row : algorithm_table())
     text += fmt::format("\n  {:<15} {}{}", row.name, row.summary, row.pipelines ? " (@slices)" : "");
+  text += "\nother collectives (all-gather and reduce-scatter; broadcast and reduce):";
+  for (const auto& row : collective_table())
+    text += fmt::format("\n  {:<15} {}: {}{}", row.name,
+                        row.sharded ? "allgather, reduce_scatter" : "broadcast, reduce",
+                        row.summary, row.max_slices > 1 ? " (@slices)" : "");
   return text;
 }
 

@@ -1,6 +1,8 @@
-// The main job, `flexplan TOPOLOGY.json -o plan.bin [--algorithms A,B]`: plan every candidate
-// algorithm, keep for each message-size range the one the cost model predicts fastest, verify
-// and write plan.bin, and print what was decided and what it should buy.
+// The main job, `flexplan TOPOLOGY.json -o plan.bin [--algorithms A,B] [--collectives C,D]`:
+// plan every candidate algorithm of every collective, keep for each message-size range the one
+// the cost model predicts fastest, verify and write plan.bin, and print what was decided and
+// what it should buy.
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <memory>
@@ -28,6 +30,9 @@ struct PlanCommand {
   std::string topology_path;
   std::string output = "plan.bin";
   std::vector<std::string> algorithms;
+  std::vector<std::string> collectives{"allreduce", "reduce_scatter", "allgather", "broadcast",
+                                       "reduce"};
+  std::vector<int32_t> roots{0};
   CostOptions cost;
 };
 
@@ -65,12 +70,15 @@ std::string note_text(const Candidate& candidate) {
   return candidate.note.empty() ? "" : "  (" + candidate.note + ")";
 }
 
-void print_schedules(const PlanReport& report, const std::string& output) {
+void print_schedules(const PlanReport& report, const std::string& output, bool all_reduce) {
   const auto& plan = report.plan;
   fmt::print("plan: {} schedule{} written to {} (verified, {})\n", plan.schedules.size(),
              plan.schedules.size() == 1 ? "" : "s", output,
              format_bytes(static_cast<double>(std::filesystem::file_size(output))));
+  if (!all_reduce) return;
+  fmt::print("allreduce:\n");
   for (const auto& schedule : plan.schedules) {
+    if (schedule.collective != ir::Collective::AllReduce) continue;
     const auto* candidate = report.find(schedule.algorithm);
     fmt::print("  {:<22} {:<17} {}{}\n", range_text(schedule), schedule.algorithm,
                candidate ? price_text(candidate->cost) : std::string(),
@@ -119,6 +127,34 @@ void print_predictions(const Topology& topo, const PlanReport& report, const Cos
                format_gbps(1 / floor.per_byte), floor.bound_by, format_seconds(floor.latency));
 }
 
+// nccl-tests' bus-bandwidth factor: (P - 1) / P for all-gather and reduce-scatter, 1 for
+// broadcast and reduce.
+double bus_factor(ir::Collective collective, int learners) {
+  return ir::has_shards(collective) ? (learners - 1.0) / learners : 1.0;
+}
+
+void print_collectives(const Topology& topo, const PlanReport& report) {
+  for (const CollectivePlan& planned : report.collectives) {
+    fmt::print("{}{}:", ir::to_string(planned.collective),
+               ir::has_root(planned.collective) ? fmt::format(" (root {})", planned.root) : "");
+    for (const ir::Schedule& schedule : planned.schedules)
+      fmt::print(" {} {};", range_text(schedule), schedule.algorithm);
+    fmt::print("\n  {:>10} {:>10} {:>12}  {:<17} {:>7}\n", "size", "time", "busbw", "algorithm",
+               "/floor");
+    for (const uint64_t bytes : {uint64_t{8}, uint64_t{64} << 10, uint64_t{1} << 20,
+                                 uint64_t{16} << 20, uint64_t{256} << 20}) {
+      const auto& candidate = planned.chosen(bytes);
+      const double n = static_cast<double>(bytes);
+      const double time = candidate.cost.at(n);
+      const double bound = planned.floor.at(n);
+      fmt::print("  {:>10} {:>10} {:>12}  {:<17} {:>7}\n", format_bytes(n), format_seconds(time),
+                 format_gbps(time > 0 ? n * bus_factor(planned.collective, topo.num_learners()) / time
+                                      : 0),
+                 candidate.algorithm, bound > 0 ? fmt::format("{:.2f}", time / bound) : "-");
+    }
+  }
+}
+
 void print_calls(const ReduceCallStats& calls) {
   fmt::print("flexreduce reduce calls per learner: top step avg {:.2f}, max {} (Eq. 12 bound {}); "
              "taking part over the reduce-scatter: avg {:.2f}, max {}\n",
@@ -135,6 +171,14 @@ void run(const PlanCommand& command, CostParams cost) {
 
   PlanOptions options;
   options.algorithms = command.algorithms;
+  options.collectives.clear();
+  for (const std::string& name : command.collectives)
+    options.collectives.push_back(ir::collective_from_string(name));
+  for (const int32_t root : command.roots)
+    if (root < 0 || root >= topo.num_learners())
+      throw CLI::ValidationError(fmt::format("--roots: root {} is not among the {} learners", root,
+                                             topo.num_learners()));
+  options.roots = command.roots;
   options.cost = cost;
   options.progress = [&](std::string_view what) { progress(what); };
   options.compact_pipelines = true;  // the plan is only verified and written: no need to expand
@@ -145,8 +189,11 @@ void run(const PlanCommand& command, CostParams cost) {
 
   fmt::print("flexplan: topology {} ({}), hash {}\n", topo.name(), describe_topology(topo),
              topo.hash_hex());
-  print_schedules(report, command.output);
-  print_predictions(topo, report, options.cost);
+  const bool all_reduce = std::find(options.collectives.begin(), options.collectives.end(),
+                                   ir::Collective::AllReduce) != options.collectives.end();
+  print_schedules(report, command.output, all_reduce);
+  if (all_reduce) print_predictions(topo, report, options.cost);
+  print_collectives(topo, report);
   if (report.flexreduce_calls) print_calls(*report.flexreduce_calls);
 }
 
@@ -161,6 +208,15 @@ void setup(CLI::App& app) {
                                 "tree, with pipelined variants); one alone forces it:"))
       ->delimiter(',')
       ->check(algorithm_validator());
+  app.add_option("--collectives", command->collectives,
+                 "collectives to plan (default: all of allreduce, reduce_scatter, allgather, "
+                 "broadcast, reduce)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"allreduce", "reduce_scatter", "allgather", "broadcast", "reduce"}));
+  app.add_option("--roots", command->roots,
+                 "roots to plan broadcast and reduce for (default 0); the runtime derives a "
+                 "schedule for a root not planned")
+      ->delimiter(',');
   command->cost.add_to(app);
   app.callback([&app, command] {
     if (!app.get_subcommands().empty()) return;  // a subcommand did the work

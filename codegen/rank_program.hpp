@@ -55,10 +55,7 @@ struct Task {
   friend bool operator==(const Task&, const Task&) = default;
 };
 
-struct UnitRange {
-  uint64_t begin = 0, end = 0;
-  friend bool operator==(const UnitRange&, const UnitRange&) = default;
-};
+using ir::UnitRange;
 
 struct StepProgram {
   std::vector<Task> tasks;

@@ -13,8 +13,8 @@ constexpr std::array<std::string_view, 2> kOpKindNames{"reduce", "broadcast"};
 constexpr std::array<std::string_view, 2> kOpShapeNames{"chain", "star"};
 constexpr std::array<std::string_view, 4> kPhaseNames{"reduce_scatter", "allgather", "reduce",
                                                       "broadcast"};
-constexpr std::array<std::string_view, 4> kCollectiveNames{"allreduce", "reduce_scatter",
-                                                           "allgather", "broadcast"};
+constexpr std::array<std::string_view, kCollectiveCount> kCollectiveNames{
+    "allreduce", "reduce_scatter", "allgather", "broadcast", "reduce"};
 
 template <typename Enum, size_t N>
 Enum from_name(const std::array<std::string_view, N>& names, std::string_view word,
@@ -61,13 +61,26 @@ Collective collective_from_string(std::string_view word) {
   return from_name<Collective>(kCollectiveNames, word, "collective");
 }
 
-const Schedule& select_schedule(const Plan& plan, Collective collective, uint64_t bytes) {
+namespace {
+bool serves(const Schedule& schedule, Collective collective, int32_t root) {
+  return schedule.collective == collective && (!has_root(collective) || schedule.root == root);
+}
+}  // namespace
+
+const Schedule& select_schedule(const Plan& plan, Collective collective, uint64_t bytes,
+                                int32_t root) {
   for (const Schedule& schedule : plan.schedules) {
-    if (schedule.collective != collective || bytes < schedule.min_bytes) continue;
+    if (!serves(schedule, collective, root) || bytes < schedule.min_bytes) continue;
     if (!schedule.max_bytes || bytes < *schedule.max_bytes) return schedule;
   }
   throw std::out_of_range("the plan has no " + std::string(to_string(collective)) +
+                          (has_root(collective) ? " (root " + std::to_string(root) + ")" : "") +
                           " schedule for messages of " + std::to_string(bytes) + " bytes");
+}
+
+bool plans_collective(const Plan& plan, Collective collective, int32_t root) {
+  return std::any_of(plan.schedules.begin(), plan.schedules.end(),
+                     [&](const Schedule& s) { return serves(s, collective, root); });
 }
 
 }  // namespace flexplan::ir

@@ -60,11 +60,20 @@ struct Step {
   friend bool operator==(const Step&, const Step&) = default;
 };
 
+// What a schedule computes; ir/collective_contract.hpp states each one's before and after.
 enum class Collective : uint8_t {
   AllReduce = 0,
   ReduceScatter = 1,
   AllGather = 2,
   Broadcast = 3,
+  Reduce = 4,
+};
+inline constexpr size_t kCollectiveCount = 5;
+
+// A rank's shard of a reduce-scatter or all-gather, in units.
+struct UnitRange {
+  uint64_t begin = 0, end = 0;
+  friend bool operator==(const UnitRange&, const UnitRange&) = default;
 };
 
 struct Schedule {
@@ -73,6 +82,11 @@ struct Schedule {
   uint64_t min_bytes = 0;                // the schedule serves messages of
   std::optional<uint64_t> max_bytes;     // [min_bytes, max_bytes); no max means unbounded
   uint64_t units = 1;
+  // Broadcast and reduce: the rank holding the data before, or the sum after. 0 otherwise.
+  int32_t root = 0;
+  // Reduce-scatter and all-gather: rank r's shard is shards[r]. Empty: equal shards in rank
+  // order, rank r's [floor(r*U/P), floor((r+1)*U/P)). Empty for the other collectives.
+  std::vector<UnitRange> shards;
   // Shared with copies of the schedule until one is changed (shared_vector.hpp): the planner's
   // pipelines of one base and plan.bin's named copies hold their steps once.
   SharedVector<Step> steps;
@@ -104,8 +118,17 @@ OpShape op_shape_from_string(std::string_view);
 Phase phase_from_string(std::string_view);
 Collective collective_from_string(std::string_view);
 
-// The schedule serving a message of `bytes` bytes; throws std::out_of_range if none does.
-const Schedule& select_schedule(const Plan&, Collective, uint64_t bytes);
+// The schedule serving a message of `bytes` bytes (for broadcast and reduce, one planned for
+// `root`; the root is ignored for the other collectives); throws std::out_of_range if none does.
+const Schedule& select_schedule(const Plan&, Collective, uint64_t bytes, int32_t root = 0);
+// Whether the plan holds schedules of this collective (for broadcast and reduce: for this root).
+bool plans_collective(const Plan&, Collective, int32_t root = 0);
+// Whether a schedule of this collective names a root (broadcast, reduce) or shards
+// (reduce-scatter, all-gather).
+inline bool has_root(Collective c) { return c == Collective::Broadcast || c == Collective::Reduce; }
+inline bool has_shards(Collective c) {
+  return c == Collective::ReduceScatter || c == Collective::AllGather;
+}
 
 // Unit u of a `count`-element buffer is element floor(u * count / units); 128-bit where the
 // product needs it, so that neither factor needs to be small (a 128-bit division costs several

@@ -114,13 +114,26 @@ void encode_payload(detail::ByteWriter& out, const Plan& plan) {
     const Schedule& schedule = plan.schedules[i];
     out.string(schedule.algorithm);
     out.varint(static_cast<uint64_t>(schedule.collective));
+    // The contract's fields (format 6): a root for broadcast and reduce, the shards (0 of them
+    // for equal shards; else begin and length each) for reduce-scatter and all-gather.
+    if (has_root(schedule.collective)) out.varint(static_cast<uint64_t>(schedule.root));
+    if (has_shards(schedule.collective)) {
+      out.varint(schedule.shards.size());
+      for (const UnitRange& shard : schedule.shards) {
+        out.varint(shard.begin);
+        out.varint(shard.end - shard.begin);
+      }
+    }
     out.varint(schedule.min_bytes);
     out.varint(schedule.max_bytes ? 1 : 0);
     if (schedule.max_bytes) out.varint(*schedule.max_bytes);
     out.varint(expanded_units(schedule));
     // A pipeline is written as its base (pipeline_form.hpp): 1/slices of the size. A compact
     // one holds its base's steps already; a whole one is recognised op for op.
-    recognised[i] = schedule.slices == 1 ? pipeline_base(schedule) : std::nullopt;
+    // Only where the contract is the same on every unit: slices would cut a sharded one's shards.
+    recognised[i] = schedule.slices == 1 && !has_shards(schedule.collective)
+                        ? pipeline_base(schedule)
+                        : std::nullopt;
     const auto& pipeline = recognised[i];
     out.varint(pipeline ? pipeline->slices : schedule.slices);
     const Schedule& written = pipeline ? pipeline->base : schedule;
@@ -258,7 +271,24 @@ Schedule decode_schedule(detail::ByteReader& in, int32_t world_size, const Earli
   Schedule schedule;
   schedule.algorithm = in.utf8_string("algorithm name");
   schedule.collective = static_cast<Collective>(
-      in.varint_at_most(static_cast<uint64_t>(Collective::Broadcast), "collective"));
+      in.varint_at_most(kCollectiveCount - 1, "collective"));
+  if (has_root(schedule.collective))
+    schedule.root = static_cast<int32_t>(in.varint_at_most(kMaxRank, "root"));
+  if (has_shards(schedule.collective)) {
+    // Each shard takes two bytes at least: no allocation beyond what the file holds.
+    const size_t at = in.offset();
+    const size_t shards = in.count(2, "shard count");
+    if (shards > static_cast<uint64_t>(world_size))
+      in.fail_at(at, fmt::format("{} shards for a world of {} ranks", shards, world_size));
+    schedule.shards.resize(shards);
+    for (UnitRange& shard : schedule.shards) {
+      shard.begin = in.varint("shard begin");
+      const uint64_t length = in.varint("shard length");
+      if (length > std::numeric_limits<uint64_t>::max() - shard.begin)
+        in.fail_at(in.offset(), "a shard's end does not fit in 64 bits");
+      shard.end = shard.begin + length;
+    }
+  }
   schedule.min_bytes = in.varint("min bytes");
   if (in.varint_at_most(1, "max bytes flag")) schedule.max_bytes = in.varint("max bytes");
   schedule.units = in.varint("units");
@@ -537,8 +567,44 @@ void write_plan_file(const std::string& path, const Plan& plan) {
 }
 
 Plan read_plan_file(const std::string& path) {
-  const std::vector<uint8_t> bytes = detail::read_file_bytes(path);
-  return decode_plan(bytes, path);
+  return decode_plan(read_plan_bytes(path), path);
+}
+
+std::vector<uint8_t> read_plan_bytes(const std::string& path) {
+  detail::FileReader file(path);
+  return read_plan_bytes(file);
+}
+
+std::vector<uint8_t> read_plan_bytes(detail::FileReader& file) {
+  const std::span<const uint8_t> head = file.read_to(kHeaderSize);
+  // A short file, a bad magic or another version: the header alone fails decoding just as the
+  // whole file would (those checks come first), and nothing more is read.
+  const bool header_usable =
+      head.size() == kHeaderSize && std::memcmp(head.data(), kMagic, sizeof kMagic) == 0 &&
+      detail::ByteReader(head.subspan(sizeof kMagic), file.path()).fixed32("format version") ==
+          kPlanFormatVersion;
+  if (!header_usable) {
+    decode_fingerprinted_plan(head, file.path());
+    return file.take();  // not reached: decoding a header alone always fails
+  }
+  detail::ByteReader header(head.subspan(kPayloadLengthOffset), file.path(), kPayloadLengthOffset);
+  const uint64_t payload_length = header.fixed64("payload length");
+  if (const auto size = file.size(); size && *size >= kHeaderSize) {
+    const uint64_t available = *size - kHeaderSize;
+    if (payload_length > available)
+      header.fail_at(*size, fmt::format("truncated: the header announces a {}-byte payload but "
+                                        "only {} bytes follow it",
+                                        payload_length, available));
+    if (payload_length < available)
+      header.fail_at(kHeaderSize + payload_length,
+                     fmt::format("{} trailing bytes after the {}-byte payload",
+                                 available - payload_length, payload_length));
+  }
+  // At most one byte past the announced payload: enough for the decoder to report trailing
+  // bytes, and a pipe is never read on unbounded.
+  const uint64_t announced = std::min<uint64_t>(payload_length, UINT64_MAX - kHeaderSize - 1);
+  file.read_to(kHeaderSize + announced + 1);
+  return file.take();
 }
 
 }  // namespace flexplan::ir

@@ -16,7 +16,7 @@ namespace flexplan::ir {
 // 2: ops relative to the op before; 3: ops carry their shape; 4: a pipeline is written as its
 // base and slice count (ir/pipeline_form.hpp) and expanded when read; 5: a schedule whose steps
 // an earlier schedule of the plan wrote (the same base at another slice count) names it.
-inline constexpr uint32_t kPlanFormatVersion = 5;
+inline constexpr uint32_t kPlanFormatVersion = 6;
 
 // Serializes the plan as it is; does not verify (write_plan_file does).
 std::vector<uint8_t> encode_plan(const Plan& plan);
@@ -55,7 +55,20 @@ bool has_plan_magic(std::span<const uint8_t> bytes);
 // verify_plan, then write. Throws PlanFormatError if the file cannot be written.
 void write_plan_file(const std::string& path, const Plan& plan);
 
-// Read, decode and verify_plan.
+// Read (read_plan_bytes), decode and verify_plan.
 Plan read_plan_file(const std::string& path);
+
+namespace detail {
+class FileReader;
+}
+
+// A plan.bin file's bytes for the decoders, read in a bounded way: the fixed header first, so
+// that a bad magic, another format version, a file shorter than the header, or a payload length
+// that disagrees with the file's size is refused (PlanFormatError, as the decoders word it)
+// having read at most the header; then no more than the payload the header announces and one
+// byte (which the decoder reports as trailing). The decoders check everything again.
+std::vector<uint8_t> read_plan_bytes(const std::string& path);
+// The same from a file read from its start; some of it may have been read already.
+std::vector<uint8_t> read_plan_bytes(detail::FileReader& file);
 
 }  // namespace flexplan::ir

@@ -39,10 +39,12 @@ class Node {
         fmt::format("JSON plan: {}: {}", path_.empty() ? "top level" : path_, what));
   }
 
-  // An object with exactly these keys.
-  void expect_object(std::initializer_list<const char*> keys) const {
+  // An object with exactly these keys, and perhaps some of `optional`.
+  void expect_object(std::initializer_list<const char*> keys,
+                     std::initializer_list<const char*> optional = {}) const {
     if (!value_.is_object()) fail(fmt::format("expected an object, found {}", value_.type_name()));
-    const std::set<std::string> known(keys.begin(), keys.end());
+    std::set<std::string> known(keys.begin(), keys.end());
+    known.insert(optional.begin(), optional.end());
     for (const auto& [key, unused] : value_.items()) {
       if (!known.count(key)) fail(fmt::format("unknown field '{}'", key));
     }
@@ -62,6 +64,7 @@ class Node {
     return nodes;
   }
   bool is_null() const { return value_.is_null(); }
+  bool has(const char* key) const { return value_.contains(key); }
 
   std::string string() const {
     if (!value_.is_string()) fail(fmt::format("expected a string, found {}", value_.type_name()));
@@ -127,10 +130,33 @@ Step step_from_json(const Node& node) {
 }
 
 Schedule schedule_from_json(const Node& node) {
-  node.expect_object({"algorithm", "collective", "min_bytes", "max_bytes", "units", "steps"});
+  node.expect_object({"algorithm", "collective", "min_bytes", "max_bytes", "units", "steps"},
+                     {"root", "shards"});
   Schedule schedule;
   schedule.algorithm = node.field("algorithm").string();
   schedule.collective = node.field("collective").name(collective_from_string);
+  // The contract's fields: a root exactly for broadcast and reduce, shards (optional) only for
+  // reduce-scatter and all-gather (collective_contract.hpp).
+  const std::string_view collective = to_string(schedule.collective);
+  if (has_root(schedule.collective) && !node.has("root"))
+    node.fail(fmt::format("missing field 'root' (a {} schedule names its root)", collective));
+  if (!has_root(schedule.collective) && node.has("root"))
+    node.field("root").fail(fmt::format("a {} schedule has no root", collective));
+  if (node.has("root"))
+    schedule.root = static_cast<int32_t>(node.field("root").unsigned_at_most(kMaxInt32));
+  if (node.has("shards")) {
+    if (!has_shards(schedule.collective))
+      node.field("shards").fail(fmt::format("a {} schedule has no shards", collective));
+    for (const Node& pair : node.field("shards").elements()) {
+      const std::vector<Node> ends = pair.elements();
+      if (ends.size() != 2) pair.fail("expected [begin, end]");
+      const UnitRange shard{ends[0].unsigned_at_most(std::numeric_limits<uint64_t>::max()),
+                            ends[1].unsigned_at_most(std::numeric_limits<uint64_t>::max())};
+      if (shard.end < shard.begin)
+        ends[1].fail(fmt::format("the shard ends at {}, before its begin {}", shard.end, shard.begin));
+      schedule.shards.push_back(shard);
+    }
+  }
   schedule.min_bytes =
       node.field("min_bytes").unsigned_at_most(std::numeric_limits<uint64_t>::max());
   const Node max = node.field("max_bytes");
@@ -161,13 +187,19 @@ json plan_to_json(const Plan& plan) {
       steps.push_back(
           {{"phase", to_string(step.phase)}, {"level", step.level}, {"ops", std::move(ops)}});
     }
-    schedules.push_back(
-        {{"algorithm", schedule.algorithm},
-         {"collective", to_string(schedule.collective)},
-         {"min_bytes", schedule.min_bytes},
-         {"max_bytes", schedule.max_bytes ? json(*schedule.max_bytes) : json(nullptr)},
-         {"units", schedule.units},
-         {"steps", std::move(steps)}});
+    json entry{{"algorithm", schedule.algorithm},
+               {"collective", to_string(schedule.collective)},
+               {"min_bytes", schedule.min_bytes},
+               {"max_bytes", schedule.max_bytes ? json(*schedule.max_bytes) : json(nullptr)},
+               {"units", schedule.units},
+               {"steps", std::move(steps)}};
+    if (has_root(schedule.collective)) entry["root"] = schedule.root;
+    if (!schedule.shards.empty()) {
+      json shards = json::array();
+      for (const UnitRange& shard : schedule.shards) shards.push_back({shard.begin, shard.end});
+      entry["shards"] = std::move(shards);
+    }
+    schedules.push_back(std::move(entry));
   }
   return json{{"format", kFormatName},
               {"version", kJsonFormatVersion},

@@ -3,7 +3,7 @@
 //   world_size P
 //   topology NAME HASH|-
 //   rank I NAME                        (none, or one per rank in order)
-//   schedule ALGORITHM COLLECTIVE bytes MIN..MAX|inf units U
+//   schedule ALGORITHM COLLECTIVE bytes MIN..MAX|inf units U [root R] [shards [B,E)...]
 //     step PHASE level L
 //       reduce|broadcast [BEGIN,END) root R group|star M...
 // Indentation is cosmetic; `#` starts a comment.
@@ -83,6 +83,7 @@ class TextParser {
     return line.tokens[token_++];
   }
   bool has_more() const { return token_ < lines_[line_].tokens.size(); }
+  const Token& peek() const { return lines_[line_].tokens[token_]; }
   void end_line() {
     if (has_more())
       fail(lines_[line_].tokens[token_], fmt::format("unexpected '{}' at the end of the line",
@@ -178,6 +179,19 @@ class TextParser {
     parse_byte_range(next("the message size range MIN..MAX"), schedule);
     word("units");
     schedule.units = number<uint64_t>("units");
+    // The contract's fields (collective_contract.hpp); the verifier says which belong.
+    if (has_more() && peek().text == "root") {
+      word("root");
+      schedule.root = number<int32_t>("the root", 0);
+    }
+    if (has_more() && peek().text == "shards") {
+      word("shards");
+      while (has_more()) {
+        UnitRange shard;
+        parse_unit_range(next("a shard [BEGIN,END)"), shard.begin, shard.end);
+        schedule.shards.push_back(shard);
+      }
+    }
     end_line();
     while (at_keyword("step")) schedule.steps.push_back(parse_step());
     return schedule;
@@ -213,7 +227,7 @@ class TextParser {
     Op op;
     op.kind = op_kind_from_string(lines_[line_].tokens[0].text);
     token_ = 1;
-    parse_unit_range(next("the unit range [BEGIN,END)"), op);
+    parse_unit_range(next("the unit range [BEGIN,END)"), op.begin, op.end);
     word("root");
     op.root = number<int32_t>("the root", 0);
     const Token& shape = next("'group' (a chain) or 'star'");
@@ -228,17 +242,17 @@ class TextParser {
     return op;
   }
 
-  void parse_unit_range(const Token& token, Op& op) {
+  void parse_unit_range(const Token& token, uint64_t& begin, uint64_t& end) {
     const std::string_view text = token.text;
     const size_t comma = text.find(',');
     if (token.quoted || text.size() < 5 || text.front() != '[' || text.back() != ')' ||
-        comma == std::string_view::npos || !parse_int(text.substr(1, comma - 1), op.begin) ||
-        !parse_int(text.substr(comma + 1, text.size() - comma - 2), op.end)) {
+        comma == std::string_view::npos || !parse_int(text.substr(1, comma - 1), begin) ||
+        !parse_int(text.substr(comma + 1, text.size() - comma - 2), end)) {
       fail(token, fmt::format("expected a unit range [BEGIN,END), found '{}'", text));
     }
     // Every form codes a range as its begin and length (plan.bin), so none holds one that ends
     // before it begins; an empty one is the verifier's to refuse.
-    if (op.end < op.begin)
+    if (end < begin)
       fail(token, fmt::format("the unit range {} ends before it begins", text));
   }
 
@@ -268,9 +282,17 @@ std::string print_plan_text(const Plan& plan) {
     std::optional<Schedule> whole;
     const Schedule& schedule = held.slices == 1 ? held : whole.emplace(materialize(held));
     const std::string max = schedule.max_bytes ? std::to_string(*schedule.max_bytes) : "inf";
-    fmt::format_to(std::back_inserter(out), "schedule {} {} bytes {}..{} units {}\n",
+    fmt::format_to(std::back_inserter(out), "schedule {} {} bytes {}..{} units {}",
                    detail::quote_if_needed(schedule.algorithm), to_string(schedule.collective),
                    schedule.min_bytes, max, schedule.units);
+    if (schedule.root != 0 || has_root(schedule.collective))
+      fmt::format_to(std::back_inserter(out), " root {}", schedule.root);
+    if (!schedule.shards.empty()) {
+      out += " shards";
+      for (const UnitRange& shard : schedule.shards)
+        fmt::format_to(std::back_inserter(out), " [{},{})", shard.begin, shard.end);
+    }
+    out += '\n';
     for (const Step& step : schedule.steps) {
       fmt::format_to(std::back_inserter(out), "  step {} level {}\n", to_string(step.phase),
                      step.level);

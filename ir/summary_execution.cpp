@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "ir/collective_contract.hpp"
 #include "ir/contribution.hpp"
 #include "ir/op_text.hpp"
 #include "ir/rank_segments.hpp"
@@ -72,12 +73,12 @@ class WindowExecution {
     low_ = low;
     high_ = high;
     limit_ = unlimited ? ~size_t{0} : budget_;
+    segments_ = 0;
     for (int32_t rank = 0; rank < world_size_; ++rank) {
-      ranks_[rank].reset(low, contribution_of(rank));
+      start_state(rank);
       hints_[rank] = 0;
       marks_[rank].stamp = 0;
     }
-    segments_ = static_cast<size_t>(world_size_);
     for (size_t s = 0; s < schedule_.steps.size(); ++s) {
       const Outcome outcome = run_step(s, fault);
       if (outcome != Outcome::Done) return outcome;
@@ -87,6 +88,25 @@ class WindowExecution {
   }
 
  private:
+  // The rank's holding before the first step (collective_contract.hpp): its input, or no
+  // data (an empty summary, which no right result equals).
+  Summary initial_value(const HoldingRun& run, int32_t rank) const {
+    return run.holding == Holding::Own ? contribution_of(rank) : Summary{};
+  }
+
+  void start_state(int32_t rank) {
+    HoldingRun run = holding_before(schedule_, world_size_, rank, low_);
+    ranks_[rank].reset(low_, initial_value(run, rank));
+    ++segments_;
+    size_t hint = 0;
+    for (uint64_t at = run.end; at < high_; at = run.end) {
+      run = holding_before(schedule_, world_size_, rank, at);
+      const Segment piece{at, initial_value(run, rank)};
+      segments_ += ranks_[rank].assign(at, std::min(run.end, high_), high_,
+                                       std::span<const Segment>(&piece, 1), scratch_, hint);
+    }
+  }
+
   bool clip(const Op& op, uint64_t& begin, uint64_t& end) const {
     begin = std::max(op.begin, low_);
     end = std::min(op.end, high_);
@@ -257,24 +277,44 @@ class WindowExecution {
       const Segments& segments = ranks_[rank];
       for (size_t j = 0; j < segments.size(); ++j) {
         const Summary& held = segments.at(j).value;
-        if (held == total_) continue;
         const uint64_t begin = segments.at(j).begin, end = segments.end_of(j, high_);
-        return SummaryFault{
-            SummaryFault::Kind::Incomplete,
-            fmt::format("after the last step rank {} holds {} contributions on units [{},{}) "
-                        "that are not each rank's once",
-                        rank,
-                        held.count > static_cast<uint64_t>(world_size_)
-                            ? fmt::format("more than {}", world_size_)
-                            : std::to_string(held.count),
-                        begin, end),
-            begin,
-            rank,
-            begin,
-            end};
+        // The segment may span several runs of the contract (an all-gather's shards).
+        for (uint64_t at = begin; at < end;) {
+          const HoldingRun run = holding_after(schedule_, world_size_, rank, at);
+          const uint64_t to = std::min(run.end, end);
+          if (run.holding == Holding::Sum && !(held == total_))
+            return incomplete(rank, at, to, held, "that are not each rank's once");
+          if (run.holding == Holding::CopyOf && !(held == contribution_of(run.source)))
+            return incomplete(rank, at, to, held,
+                              fmt::format("where it must hold rank {}'s input", run.source));
+          at = to;
+        }
       }
     }
     return std::nullopt;
+  }
+
+  SummaryFault incomplete(int32_t rank, uint64_t begin, uint64_t end, const Summary& held,
+                          const std::string& want) const {
+    return SummaryFault{SummaryFault::Kind::Incomplete,
+                        fmt::format("after the last step rank {} holds {} on units [{},{}) {}",
+                                    rank, describe_held(held), begin, end, want),
+                        begin,
+                        rank,
+                        begin,
+                        end};
+  }
+
+  // Words for a summary: "no data", "rank 3's input", "4 contributions". Finding the rank of a
+  // single input costs a pass over the ranks, paid only when reporting a fault.
+  std::string describe_held(const Summary& held) const {
+    if (held.count == 0) return "no data";
+    if (held.count > static_cast<uint64_t>(world_size_))
+      return fmt::format("more than {} contributions", world_size_);
+    if (held.count == 1)
+      for (int32_t r = 0; r < world_size_; ++r)
+        if (held == contribution_of(r)) return fmt::format("rank {}'s input alone", r);
+    return fmt::format("{} contributions", held.count);
   }
 
   const Schedule& schedule_;

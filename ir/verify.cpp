@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "ir/collective_contract.hpp"
 #include "ir/exact_replay.hpp"
 #include "ir/op_text.hpp"
 #include "ir/pipeline_form.hpp"
@@ -90,9 +91,8 @@ void check_schedule_fields(const Schedule& schedule, int32_t world_size, const s
   if (schedule.max_bytes && *schedule.max_bytes <= schedule.min_bytes) {
     fail(label, fmt::format("message size range {} is empty", byte_range(schedule)));
   }
-  if (static_cast<size_t>(schedule.collective) > static_cast<size_t>(Collective::Broadcast)) {
-    fail(label, "invalid collective");
-  }
+  if (const std::string fault = contract_fault(schedule, world_size); !fault.empty())
+    fail(label, fault);
 }
 
 void check_structure_labeled(const Schedule& schedule, int32_t world_size,
@@ -156,46 +156,94 @@ void check_structure_labeled(const Schedule& schedule, int32_t world_size,
   }
 }
 
-// A rank that no op writes keeps only its own contribution, which is wrong whenever P > 1.
-// Checking this first also bounds the verifier's memory by the plan's size, whatever world
-// size the plan claims.
-std::optional<int32_t> first_unwritten_rank(const Schedule& schedule, int32_t world_size) {
+// A rank that must end with data from others but that no op writes, or whose input the result
+// needs but that takes part in no op: the first such rank and why, from the ops alone. Every
+// collective needs at least P - 1 ranks in its ops, so checking that first also bounds the
+// verifier's memory by the plan's size, whatever world size the plan claims.
+std::optional<std::string> first_rank_left_out(const Schedule& schedule, int32_t world_size) {
   if (world_size == 1) return std::nullopt;
-  size_t writes = 0;
-  for (const Step& step : schedule.steps) {
-    for (const Op& op : step.ops) writes += op.kind == OpKind::Reduce ? 1 : op.group.size();
-  }
-  auto for_each_write = [&](auto&& note) {
-    for (const Step& step : schedule.steps) {
+  const Collective collective = schedule.collective;
+  size_t mentions = 0;
+  for (const Step& step : schedule.steps)
+    for (const Op& op : step.ops) mentions += 1 + op.group.size();
+  if (mentions + 1 < static_cast<size_t>(world_size)) {
+    // Some rank other than the one that may stay out is in no op: find the first.
+    std::vector<int32_t> ranks;
+    ranks.reserve(mentions);
+    for (const Step& step : schedule.steps)
       for (const Op& op : step.ops) {
-        if (op.kind == OpKind::Reduce)
-          note(op.root);
-        else
-          for (int32_t member : op.group)
-            if (member != op.root) note(member);
+        ranks.push_back(op.root);
+        ranks.insert(ranks.end(), op.group.begin(), op.group.end());
       }
+    std::sort(ranks.begin(), ranks.end());
+    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+    int32_t expected = 0;
+    for (int32_t rank : ranks) {
+      if (rank != expected) break;
+      ++expected;
     }
-  };
-  if (writes >= static_cast<size_t>(world_size)) {
-    std::vector<bool> written(static_cast<size_t>(world_size), false);
-    for_each_write([&](int32_t rank) { written[rank] = true; });
+    if (has_root(collective) && expected == schedule.root) {
+      ++expected;
+      for (int32_t rank : ranks)
+        if (rank == expected) ++expected;
+    }
+    return fmt::format("rank {} takes part in no op: the schedule's {} ops name at most {} of "
+                       "the {} ranks",
+                       expected, to_string(collective), mentions, world_size);
+  }
+  std::vector<bool> written(static_cast<size_t>(world_size), false);
+  std::vector<bool> touched(static_cast<size_t>(world_size), false);
+  for (const Step& step : schedule.steps) {
+    for (const Op& op : step.ops) {
+      touched[op.root] = true;
+      for (int32_t member : op.group) touched[member] = true;
+      if (op.kind == OpKind::Reduce)
+        written[op.root] = true;
+      else
+        for (int32_t member : op.group)
+          if (member != op.root) written[member] = true;
+    }
+  }
+  uint64_t owned_units = 0;
+  if (collective == Collective::AllGather)
     for (int32_t rank = 0; rank < world_size; ++rank) {
-      if (!written[rank]) return rank;
+      const UnitRange shard = shard_of(schedule, world_size, rank);
+      owned_units += shard.end - shard.begin;
     }
-    return std::nullopt;
+  bool sum_needed = false;  // some rank must end with every input
+  for (int32_t rank = 0; rank < world_size; ++rank) {
+    const char* lacks = nullptr;  // what it must end with, if that needs a write
+    switch (collective) {
+      case Collective::AllReduce:
+        lacks = "the other ranks' contributions";
+        break;
+      case Collective::ReduceScatter: {
+        const UnitRange shard = shard_of(schedule, world_size, rank);
+        if (shard.begin < shard.end) lacks = "the other ranks' contributions on its shard";
+        break;
+      }
+      case Collective::Reduce:
+        if (rank == schedule.root) lacks = "the other ranks' contributions (it is the root)";
+        break;
+      case Collective::AllGather: {
+        const UnitRange shard = shard_of(schedule, world_size, rank);
+        if (owned_units > shard.end - shard.begin) lacks = "the other ranks' shards";
+        break;
+      }
+      case Collective::Broadcast:
+        if (rank != schedule.root) lacks = "the root's data";
+        break;
+    }
+    if (lacks && combines(collective)) sum_needed = true;
+    if (lacks && !written[rank])
+      return fmt::format("rank {} is never written by any op, so it cannot end with {}", rank,
+                         lacks);
   }
-  // Fewer writes than ranks: some rank is surely unwritten; find the first without a P-sized map.
-  std::vector<int32_t> ranks;
-  ranks.reserve(writes);
-  for_each_write([&](int32_t rank) { ranks.push_back(rank); });
-  std::sort(ranks.begin(), ranks.end());
-  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-  int32_t expected = 0;
-  for (int32_t rank : ranks) {
-    if (rank != expected) break;
-    ++expected;
-  }
-  return expected;
+  if (sum_needed)
+    for (int32_t rank = 0; rank < world_size; ++rank)
+      if (!touched[rank])
+        return fmt::format("rank {} takes part in no op, so its input cannot reach the sum", rank);
+  return std::nullopt;
 }
 
 // Runs the schedule on units [low, high) and throws the exact explanation of the first fault.
@@ -204,6 +252,9 @@ void execute_and_explain(const Schedule& schedule, int32_t world_size, uint64_t 
   const auto fault = detail::execute_summaries(schedule, world_size, low, high);
   if (!fault) return;
   if (fault->kind == detail::SummaryFault::Kind::WriteConflict) fail(label, fault->message);
+  // The exact replay starts every rank with its own input on every unit, as the combining
+  // collectives do; for the copying ones the summary's words name what was held and what due.
+  if (!combines(schedule.collective)) fail(label, fault->message);
   const auto exact =
       detail::replay_unit(schedule, world_size, fault->unit, fault->rank,
                           fmt::format("[{},{})", fault->range_begin, fault->range_end));
@@ -211,22 +262,16 @@ void execute_and_explain(const Schedule& schedule, int32_t world_size, uint64_t 
   fail(label, exact ? *exact : fault->message);
 }
 
-void check_supported(const Schedule& schedule, const std::string& label) {
-  if (schedule.collective != Collective::AllReduce) {
-    fail(label, fmt::format("verifying {} schedules is not supported yet (only allreduce)",
-                            to_string(schedule.collective)));
-  }
+// A pipeline's base computes what the pipeline does only where the contract is the same on every
+// unit (pipeline_form.hpp): the slices of a sharded collective would cut across its shards.
+bool base_stands_for_pipeline(const Schedule& schedule) {
+  return !has_shards(schedule.collective);
 }
 
 void verify_whole_schedule(const Schedule& schedule, int32_t world_size,
                            const std::string& label) {
   check_structure_labeled(schedule, world_size, label);
-  check_supported(schedule, label);
-  if (const auto rank = first_unwritten_rank(schedule, world_size)) {
-    fail(label, fmt::format("rank {} is never written by any op, so it cannot end with the other "
-                            "ranks' contributions",
-                            *rank));
-  }
+  if (const auto why = first_rank_left_out(schedule, world_size)) fail(label, *why);
   execute_and_explain(schedule, world_size, 0, schedule.units, label);
 }
 
@@ -245,7 +290,8 @@ void verify_schedule_labeled(const Schedule& schedule, int32_t world_size,
     verify_whole_schedule(materialize(schedule), world_size, label);
     return;
   }
-  if (const auto pipeline = pipeline_base(schedule)) {
+  if (const auto pipeline = base_stands_for_pipeline(schedule) ? pipeline_base(schedule)
+                                                                : std::nullopt) {
     try {
       verify_whole_schedule(pipeline->base, world_size, label);
       return;
@@ -255,32 +301,45 @@ void verify_schedule_labeled(const Schedule& schedule, int32_t world_size,
   verify_whole_schedule(schedule, world_size, label);
 }
 
-// Every all-reduce message size, 0 bytes and up, has a schedule: the runtime picks one for any
-// size it is given. `order` sorts the schedules by collective, then min_bytes (and they do not
-// overlap).
+// Every message size, 0 bytes and up, has a schedule for each collective (and root) the plan
+// holds at all: the runtime picks one for any size it is given. `order` sorts the schedules by
+// collective, root, then min_bytes (and they do not overlap).
 void check_every_size_served(const Plan& plan, const std::vector<size_t>& order) {
-  uint64_t served_to = 0;           // sizes below this are served
-  std::optional<size_t> previous;   // the schedule that serves up to served_to
-  auto gap = [&](uint64_t begin, std::optional<uint64_t> end, const std::string& why) {
-    fail("plan", fmt::format("no allreduce schedule serves messages of [{},{}) bytes: {}", begin,
-                             end ? std::to_string(*end) : "inf", why));
-  };
+  if (plan.schedules.empty()) fail("plan", "the plan has no schedule");
   auto name = [&](size_t i) { return ir::schedule_label(plan, i); };
-  for (size_t i : order) {
-    const Schedule& schedule = plan.schedules[i];
-    if (schedule.collective != Collective::AllReduce) continue;
-    if (schedule.min_bytes > served_to) {
-      gap(served_to, schedule.min_bytes,
-          previous ? fmt::format("{} ends at {} and {} starts at {}", name(*previous), served_to,
-                                 name(i), schedule.min_bytes)
-                   : fmt::format("{} starts at {}", name(i), schedule.min_bytes));
+  auto what = [&](const Schedule& schedule) {
+    return has_root(schedule.collective)
+               ? fmt::format("{} (root {})", to_string(schedule.collective), schedule.root)
+               : std::string(to_string(schedule.collective));
+  };
+  for (size_t k = 0; k < order.size();) {
+    const Schedule& first = plan.schedules[order[k]];
+    uint64_t served_to = 0;          // sizes below this are served
+    std::optional<size_t> previous;  // the schedule that serves up to served_to
+    auto gap = [&](uint64_t begin, std::optional<uint64_t> end, const std::string& why) {
+      fail("plan", fmt::format("no {} schedule serves messages of [{},{}) bytes: {}", what(first),
+                               begin, end ? std::to_string(*end) : "inf", why));
+    };
+    bool unbounded = false;
+    for (; k < order.size(); ++k) {
+      const Schedule& schedule = plan.schedules[order[k]];
+      if (schedule.collective != first.collective || schedule.root != first.root) break;
+      if (unbounded) continue;  // overlaps were reported by the caller
+      if (schedule.min_bytes > served_to) {
+        gap(served_to, schedule.min_bytes,
+            previous ? fmt::format("{} ends at {} and {} starts at {}", name(*previous), served_to,
+                                   name(order[k]), schedule.min_bytes)
+                     : fmt::format("{} starts at {}", name(order[k]), schedule.min_bytes));
+      }
+      if (!schedule.max_bytes) {
+        unbounded = true;  // every larger size is served
+        continue;
+      }
+      served_to = *schedule.max_bytes;
+      previous = order[k];
     }
-    if (!schedule.max_bytes) return;  // unbounded: every larger size is served
-    served_to = *schedule.max_bytes;
-    previous = i;
+    if (!unbounded) gap(served_to, std::nullopt, fmt::format("{} ends at {}", name(*previous), served_to));
   }
-  if (!previous) gap(0, std::nullopt, "the plan has no allreduce schedule");
-  gap(served_to, std::nullopt, fmt::format("{} ends at {}", name(*previous), served_to));
 }
 
 // Strings must be UTF-8, so that every printed form (text, JSON) can hold them.
@@ -335,11 +394,12 @@ void check_plan_fields(const Plan& plan) {
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     const Schedule &x = plan.schedules[a], &y = plan.schedules[b];
-    return std::pair(x.collective, x.min_bytes) < std::pair(y.collective, y.min_bytes);
+    return std::tuple(x.collective, x.root, x.min_bytes) <
+           std::tuple(y.collective, y.root, y.min_bytes);
   });
   for (size_t k = 1; k < order.size(); ++k) {
     const Schedule &prev = plan.schedules[order[k - 1]], &next = plan.schedules[order[k]];
-    if (prev.collective != next.collective) continue;
+    if (prev.collective != next.collective || prev.root != next.root) continue;
     if (!prev.max_bytes || *prev.max_bytes > next.min_bytes) {
       fail("plan",
            fmt::format("schedules {} ({}, bytes {}) and {} ({}, bytes {}) both serve {} "
@@ -367,7 +427,8 @@ std::vector<size_t> repeated_schedules(const Plan& plan) {
   std::vector<uint64_t> hashes;
   std::vector<size_t> earlier(plan.schedules.size(), kNoEarlier);
   const auto same_steps_of = [&](const Schedule& a, const Schedule& b) {
-    return a.collective == b.collective && a.units == b.units;
+    return a.collective == b.collective && a.units == b.units && a.root == b.root &&
+           a.shards == b.shards;
   };
   for (size_t i = 0; i < plan.schedules.size(); ++i) {
     const Schedule& schedule = plan.schedules[i];
@@ -448,7 +509,6 @@ void verify_slice(const Schedule& schedule, int32_t world_size, const std::strin
                   int32_t slice, int32_t slices) {
   const UnitRange ops = unit_slice(op_count(schedule), slice, slices);
   check_structure_labeled(schedule, world_size, label, ops.begin, ops.end);
-  check_supported(schedule, label);
   const UnitRange range = unit_slice(schedule.units, slice, slices);
   check_ranks_touching(schedule, world_size, range, label);
   execute_and_explain(schedule, world_size, range.begin, range.end, label);
@@ -503,7 +563,8 @@ void verify_plan_slice(const Plan& plan, int32_t part, int32_t slices) {
         throw;
       }
     }
-    if (const auto pipeline = pipeline_base(schedule)) {
+    if (const auto pipeline = base_stands_for_pipeline(schedule) ? pipeline_base(schedule)
+                                                                  : std::nullopt) {
       try {
         verify_slice(pipeline->base, plan.world_size, label, slice, slices);
         continue;

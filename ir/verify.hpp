@@ -43,9 +43,6 @@ std::string schedule_label(const Plan& plan, size_t index);  // "schedule 1 (rin
 
 // Slice `slice` of `slices` of a schedule's units: [floor(slice * U / slices),
 // floor((slice + 1) * U / slices)). The slices of 0 .. slices-1 tile [0, U).
-struct UnitRange {
-  uint64_t begin, end;
-};
 UnitRange unit_slice(uint64_t units, int32_t slice, int32_t slices);
 
 // Which slice of schedule `index` (of `schedules`) the part `part` of `slices` checks: the parts

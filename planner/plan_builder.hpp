@@ -14,6 +14,7 @@
 
 #include "ir/plan.hpp"
 #include "planner/algorithm_table.hpp"
+#include "planner/collective_planner.hpp"
 #include "planner/cost_model.hpp"
 #include "planner/flexreduce.hpp"
 #include "planner/floor.hpp"
@@ -22,6 +23,10 @@
 namespace flexplan {
 
 struct PlanOptions {
+  // The collectives to plan: all-reduce alone by default (the plan command asks for all five).
+  std::vector<ir::Collective> collectives{ir::Collective::AllReduce};
+  // The roots to plan broadcast and reduce for.
+  std::vector<int32_t> roots{0};
   // Empty: every algorithm of the table that suits the tree, each pipelining one also with
   // kPipelineSlices slices. Otherwise exactly these ("flexreduce@4" names a pipelined one);
   // one name alone forces it for every size.
@@ -89,6 +94,9 @@ struct PlanReport {
   std::vector<std::string> unsuitable;              // "torus-2d: the machines differ in size"
   std::optional<ReduceCallStats> flexreduce_calls;  // when FlexReduce was built
   CostFloor floor;
+  // The other collectives' races (collective_planner.hpp), one per collective and root, in the
+  // order their schedules follow the all-reduce's in the plan.
+  std::vector<CollectivePlan> collectives;
   // The planner's working memory where it was large (the bases it built, a million ops at 16k
   // learners: about 10 ms to free), freed on a thread of its own while the caller goes on
   // (verifies and writes the plan); that thread is joined when the last copy of the report goes.

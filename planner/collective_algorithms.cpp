@@ -1,0 +1,244 @@
+// Builders of the all-gather and broadcast schedules, and the transpose that turns them into
+// reduce-scatter and reduce (collective_algorithms.hpp).
+#include "planner/collective_algorithms.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <vector>
+
+#include "ir/collective_contract.hpp"
+#include "planner/machines.hpp"
+
+namespace flexplan {
+
+namespace {
+
+std::vector<int32_t> depth_first_ranks(const Topology& topo) {
+  const auto order = topo.learners_under(topo.root());
+  return {order.begin(), order.end()};
+}
+
+ir::Schedule sharded(const Topology& topo, std::string algorithm) {
+  ir::Schedule schedule;
+  schedule.algorithm = std::move(algorithm);
+  schedule.collective = ir::Collective::AllGather;
+  schedule.units = static_cast<uint64_t>(std::max(topo.num_learners(), 1));
+  return schedule;
+}
+
+ir::Op copy(uint64_t begin, uint64_t end, int32_t from, ir::RankList group,
+            ir::OpShape shape = ir::OpShape::Chain) {
+  ir::Op op;
+  op.kind = ir::OpKind::Broadcast;
+  op.begin = begin;
+  op.end = end;
+  op.root = from;
+  op.group = std::move(group);
+  op.shape = shape;
+  return op;
+}
+
+// Ops copying the shards of `owners` from `from` to `to`, one op per run of adjacent units.
+void copy_shards(std::vector<ir::Op>& ops, const ir::Schedule& schedule, int32_t world_size,
+                 std::span<const int32_t> owners, int32_t from, int32_t to) {
+  std::vector<ir::UnitRange> ranges;
+  for (int32_t owner : owners) {
+    const ir::UnitRange shard = ir::shard_of(schedule, world_size, owner);
+    if (shard.begin == shard.end) continue;
+    ranges.push_back(shard);
+  }
+  std::sort(ranges.begin(), ranges.end(),
+            [](const ir::UnitRange& a, const ir::UnitRange& b) { return a.begin < b.begin; });
+  for (size_t i = 0; i < ranges.size();) {
+    uint64_t end = ranges[i].end;
+    size_t j = i + 1;
+    while (j < ranges.size() && ranges[j].begin == end) end = ranges[j++].end;
+    ops.push_back(copy(ranges[i].begin, end, from, {from, to}));
+    i = j;
+  }
+}
+
+ir::Step step_of(ir::Phase phase, int32_t level) {
+  ir::Step step;
+  step.phase = phase;
+  step.level = level;
+  return step;
+}
+
+int32_t top_level(const Topology& topo) { return topo.num_levels() - 1; }
+
+}  // namespace
+
+ir::Schedule plan_ring_allgather(const Topology& topo) {
+  ir::Schedule schedule = sharded(topo, "ring");
+  const std::vector<int32_t> ring = depth_first_ranks(topo);
+  const int32_t p = static_cast<int32_t>(ring.size());
+  auto& steps = schedule.steps.edit();
+  // In step k the member at position i passes on the shard of position i - k.
+  for (int32_t k = 0; k + 1 < p; ++k) {
+    ir::Step step = step_of(ir::Phase::AllGather, top_level(topo));
+    for (int32_t i = 0; i < p; ++i) {
+      const int32_t owner = ring[static_cast<size_t>(((i - k) % p + p) % p)];
+      copy_shards(step.ops, schedule, p, std::span(&owner, 1), ring[i], ring[(i + 1) % p]);
+    }
+    steps.push_back(std::move(step));
+  }
+  return schedule;
+}
+
+ir::Schedule plan_bruck_allgather(const Topology& topo) {
+  ir::Schedule schedule = sharded(topo, "bruck");
+  const std::vector<int32_t> order = depth_first_ranks(topo);
+  const int32_t p = static_cast<int32_t>(order.size());
+  auto& steps = schedule.steps.edit();
+  // After round k the member at position i holds the shards of positions i .. i + 2^(k+1) - 1.
+  for (int64_t distance = 1; distance < p; distance *= 2) {
+    ir::Step step = step_of(ir::Phase::AllGather, top_level(topo));
+    const int64_t count = std::min<int64_t>(distance, p - distance);
+    for (int32_t i = 0; i < p; ++i) {
+      const int32_t partner = static_cast<int32_t>((i + distance) % p);
+      std::vector<int32_t> owners;
+      for (int64_t b = 0; b < count; ++b) owners.push_back(order[(partner + b) % p]);
+      copy_shards(step.ops, schedule, p, owners, order[partner], order[i]);
+    }
+    steps.push_back(std::move(step));
+  }
+  return schedule;
+}
+
+ir::Schedule plan_hierarchical_allgather(const Topology& topo) {
+  ir::Schedule schedule = sharded(topo, "hierarchical");
+  const int32_t p = topo.num_learners();
+  const std::vector<Machine> machines = machines_of(topo);
+  auto& steps = schedule.steps.edit();
+  // Every shard to its machine's leader.
+  ir::Step gather = step_of(ir::Phase::AllGather, 0);
+  for (const Machine& machine : machines)
+    for (int32_t learner : machine.learners)
+      if (learner != machine.leader)
+        copy_shards(gather.ops, schedule, p, std::span(&learner, 1), learner, machine.leader);
+  if (!gather.ops.empty()) steps.push_back(std::move(gather));
+  // A ring among the leaders, each passing on a machine's block of shards.
+  const int32_t m = static_cast<int32_t>(machines.size());
+  for (int32_t k = 0; k + 1 < m; ++k) {
+    ir::Step step = step_of(ir::Phase::AllGather, top_level(topo));
+    for (int32_t i = 0; i < m; ++i) {
+      const Machine& block = machines[static_cast<size_t>(((i - k) % m + m) % m)];
+      copy_shards(step.ops, schedule, p, block.learners, machines[i].leader,
+                  machines[(i + 1) % m].leader);
+    }
+    steps.push_back(std::move(step));
+  }
+  // Each leader's vector to its machine, every unit as one star to the learners that lack it (a
+  // learner's own shard is not copied back: harmless here, but the transpose would count that
+  // learner's input twice, and one star per range keeps the transpose to one reduce per range).
+  ir::Step scatter = step_of(ir::Phase::Broadcast, 0);
+  for (const Machine& machine : machines) {
+    if (machine.learners.size() < 2) continue;
+    std::vector<uint64_t> cuts{0, schedule.units};
+    for (int32_t learner : machine.learners) {
+      const ir::UnitRange own = ir::shard_of(schedule, p, learner);
+      cuts.push_back(own.begin);
+      cuts.push_back(own.end);
+    }
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    for (size_t c = 0; c + 1 < cuts.size(); ++c) {
+      ir::RankList group{machine.leader};
+      for (int32_t learner : machine.learners) {
+        const ir::UnitRange own = ir::shard_of(schedule, p, learner);
+        const bool holds = own.begin <= cuts[c] && cuts[c] < own.end;
+        if (learner != machine.leader && !holds) group.push_back(learner);
+      }
+      if (group.size() > 1)
+        scatter.ops.push_back(copy(cuts[c], cuts[c + 1], machine.leader, std::move(group),
+                                   ir::OpShape::Star));
+    }
+  }
+  if (!scatter.ops.empty()) steps.push_back(std::move(scatter));
+  return schedule;
+}
+
+namespace {
+
+// The depth-first order rotated to start at the root.
+std::vector<int32_t> from_root(const Topology& topo, int32_t root) {
+  if (root < 0 || root >= topo.num_learners())
+    throw std::invalid_argument(
+        fmt::format("root {} is not among the {} learners", root, topo.num_learners()));
+  std::vector<int32_t> order = depth_first_ranks(topo);
+  std::rotate(order.begin(), std::find(order.begin(), order.end(), root), order.end());
+  return order;
+}
+
+ir::Schedule whole(std::string algorithm, int32_t root) {
+  ir::Schedule schedule;
+  schedule.algorithm = std::move(algorithm);
+  schedule.collective = ir::Collective::Broadcast;
+  schedule.root = root;
+  schedule.units = 1;
+  return schedule;
+}
+
+}  // namespace
+
+ir::Schedule plan_chain_broadcast(const Topology& topo, int32_t root) {
+  ir::Schedule schedule = whole("chain", root);
+  const std::vector<int32_t> order = from_root(topo, root);
+  if (order.size() < 2) return schedule;
+  ir::Step step = step_of(ir::Phase::Broadcast, top_level(topo));
+  step.ops.push_back(copy(0, 1, root, ir::RankList(order.begin(), order.end())));
+  schedule.steps.edit().push_back(std::move(step));
+  return schedule;
+}
+
+ir::Schedule plan_binomial_broadcast(const Topology& topo, int32_t root) {
+  ir::Schedule schedule = whole("binomial-tree", root);
+  const std::vector<int32_t> order = from_root(topo, root);
+  const size_t p = order.size();
+  // The farthest hops first, so that the last rounds stay inside subtrees.
+  std::vector<size_t> distances;
+  for (size_t d = 1; d < p; d *= 2) distances.push_back(d);
+  // Round r: every position q that holds the data (a multiple of 2 * d_r) sends to q + d_r.
+  auto& steps = schedule.steps.edit();
+  for (auto d = distances.rbegin(); d != distances.rend(); ++d) {
+    ir::Step step = step_of(ir::Phase::Broadcast, top_level(topo));
+    for (size_t q = 0; q + *d < p; q += 2 * *d)
+      step.ops.push_back(copy(0, 1, order[q], {order[q], order[q + *d]}));
+    steps.push_back(std::move(step));
+  }
+  return schedule;
+}
+
+ir::Schedule transpose_copies(const ir::Schedule& copies) {
+  if (copies.collective != ir::Collective::AllGather &&
+      copies.collective != ir::Collective::Broadcast)
+    throw std::invalid_argument(fmt::format("transpose_copies: a {} schedule is not a copy",
+                                            ir::to_string(copies.collective)));
+  ir::Schedule out = copies;
+  out.collective = copies.collective == ir::Collective::AllGather ? ir::Collective::ReduceScatter
+                                                                  : ir::Collective::Reduce;
+  auto& steps = out.steps.edit();
+  steps.clear();
+  for (size_t s = copies.steps.size(); s-- > 0;) {
+    const ir::Step* step = &copies.steps[s];
+    ir::Step back = step_of(step->phase == ir::Phase::AllGather   ? ir::Phase::ReduceScatter
+                            : step->phase == ir::Phase::Broadcast ? ir::Phase::Reduce
+                                                                  : step->phase,
+                            step->level);
+    for (const ir::Op& op : step->ops) {
+      if (op.kind != ir::OpKind::Broadcast)
+        throw std::invalid_argument("transpose_copies: a reduce op in a copying schedule");
+      ir::Op reduce = op;
+      reduce.kind = ir::OpKind::Reduce;
+      std::reverse(reduce.group.begin(), reduce.group.end());
+      back.ops.push_back(std::move(reduce));
+    }
+    steps.push_back(std::move(back));
+  }
+  return out;
+}
+
+}  // namespace flexplan

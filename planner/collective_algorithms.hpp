@@ -1,0 +1,37 @@
+// The schedule builders for reduce-scatter, all-gather, broadcast and reduce (all-reduce's are
+// in algorithms.hpp). All-gather and broadcast are built as copies; reduce-scatter and reduce
+// are their transposes (transpose_copies): the same trees with the data flowing back and
+// combining on the way, which the verifier proves for each schedule built.
+#pragma once
+
+#include <cstdint>
+
+#include "ir/plan.hpp"
+#include "topology/topology.hpp"
+
+namespace flexplan {
+
+// All-gather over equal shards (one unit per rank):
+// the ring in depth-first order: P - 1 steps, each rank passing one shard on;
+ir::Schedule plan_ring_allgather(const Topology&);
+// Bruck's: ceil(log2 P) rounds, in round k each rank gets the min(2^k, P - 2^k) shards its
+// partner 2^k ahead in depth-first order holds (any P, no extra round);
+ir::Schedule plan_bruck_allgather(const Topology&);
+// by machines: every learner's shard to its machine's leader, a ring among the leaders over the
+// machines' blocks, each leader's whole vector to its machine.
+ir::Schedule plan_hierarchical_allgather(const Topology&);
+
+// Broadcast from `root` (one unit):
+// one chain through every learner in depth-first order from the root, which enters every
+// subtree once (the runtime pipelines a chain in chunks);
+ir::Schedule plan_chain_broadcast(const Topology&, int32_t root);
+// a binomial tree over the depth-first order rotated to start at the root: ceil(log2 P) rounds.
+ir::Schedule plan_binomial_broadcast(const Topology&, int32_t root);
+
+// The transpose of a schedule that only copies (all-gather, broadcast): steps in reverse order,
+// each broadcast a reduce to the same root with its group reversed (a chain runs backwards).
+// An all-gather becomes a reduce-scatter over the same shards, a broadcast a reduce to the same
+// root. Throws std::invalid_argument for a schedule with a reduce op or another collective.
+ir::Schedule transpose_copies(const ir::Schedule& copies);
+
+}  // namespace flexplan

@@ -1,0 +1,264 @@
+// The rows of the collectives other than all-reduce, their race, and their floors
+// (collective_planner.hpp).
+#include "planner/collective_planner.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <stdexcept>
+
+#include "ir/collective_contract.hpp"
+#include "ir/pipeline_form.hpp"
+#include "planner/collective_algorithms.hpp"
+#include "planner/machines.hpp"
+#include "planner/plan_builder.hpp"
+
+namespace flexplan {
+
+namespace {
+
+uint64_t ceil_log2(uint64_t n) {
+  uint64_t k = 0;
+  while ((uint64_t{1} << k) < n) ++k;
+  return k;
+}
+
+uint64_t p_of(const Topology& topo) { return static_cast<uint64_t>(topo.num_learners()); }
+
+const CollectiveRow kRows[] = {
+    {.name = "ring",
+     .summary = "ring in depth-first order: P - 1 steps of one shard each",
+     .sharded = true,
+     .build = [](const Topology& t, int32_t) { return plan_ring_allgather(t); },
+     .ops = [](const Topology& t) { return p_of(t) * (p_of(t) - 1); }},
+    {.name = "hierarchical",
+     .summary = "through a leader per machine: gather in, ring among leaders, out again",
+     .sharded = true,
+     .build = [](const Topology& t, int32_t) { return plan_hierarchical_allgather(t); },
+     .ops =
+         [](const Topology& t) {
+           const uint64_t m = machines_of(t).size();
+           return p_of(t) + m * m * 2 + m;
+         }},
+    {.name = "bruck",
+     .summary = "Bruck's exchange: ceil(log2 P) rounds at distances 1, 2, 4, ... (small messages)",
+     .sharded = true,
+     .build = [](const Topology& t, int32_t) { return plan_bruck_allgather(t); },
+     .ops = [](const Topology& t) { return 2 * p_of(t) * ceil_log2(p_of(t)); }},
+    {.name = "chain",
+     .summary = "one chain through every learner in depth-first order from the root",
+     .build = plan_chain_broadcast,
+     .ops = [](const Topology&) { return uint64_t{1}; }},
+    {.name = "binomial-tree",
+     .summary = "binomial tree from the root, ceil(log2 P) rounds; pipelined: binomial-tree@S",
+     .build = plan_binomial_broadcast,
+     .ops = [](const Topology& t) { return p_of(t); },
+     .max_slices = 64},
+};
+
+struct NamedChoice {
+  const CollectiveRow* row;
+  uint32_t slices;
+};
+
+NamedChoice find_row(ir::Collective collective, std::string_view name) {
+  const size_t at = name.find('@');
+  const std::string_view base = name.substr(0, at);
+  uint32_t slices = 1;
+  if (at != std::string_view::npos) {
+    const std::string_view digits = name.substr(at + 1);
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), slices);
+    if (error != std::errc() || end != digits.data() + digits.size() || slices < 1 ||
+        slices > ir::kMaxPipelineSlices)
+      throw std::invalid_argument(fmt::format(
+          "algorithm '{}': the slice count after '@' must be a whole number from 1 to {}", name,
+          ir::kMaxPipelineSlices));
+  }
+  for (const CollectiveRow& row : kRows) {
+    if (row.name != base || !row.serves(collective)) continue;
+    if (slices > 1 && row.max_slices == 1)
+      throw std::invalid_argument(
+          fmt::format("algorithm '{}' has no pipelined variant for {}", name,
+                      ir::to_string(collective)));
+    return {&row, slices};
+  }
+  throw std::invalid_argument(fmt::format("unknown {} algorithm '{}' (known: {})",
+                                          ir::to_string(collective), name,
+                                          fmt::join(collective_algorithm_names(collective), ", ")));
+}
+
+std::string choice_name(const NamedChoice& choice) {
+  return choice.slices == 1 ? std::string(choice.row->name)
+                            : fmt::format("{}@{}", choice.row->name, choice.slices);
+}
+
+// The base schedule of a row for the collective: the copying form, transposed where it combines.
+ir::Schedule build_base(const Topology& topo, const CollectiveRow& row, ir::Collective collective,
+                        int32_t root) {
+  ir::Schedule schedule = row.build(topo, root);
+  if (ir::combines(collective)) schedule = transpose_copies(schedule);
+  return schedule;
+}
+
+}  // namespace
+
+std::span<const CollectiveRow> collective_table() { return kRows; }
+
+std::vector<std::string> collective_algorithm_names(ir::Collective collective) {
+  std::vector<std::string> names;
+  for (const CollectiveRow& row : kRows)
+    if (row.serves(collective)) names.emplace_back(row.name);
+  return names;
+}
+
+ir::Schedule plan_collective_algorithm(const Topology& topo, ir::Collective collective,
+                                       std::string_view name, int32_t root) {
+  if (collective == ir::Collective::AllReduce) return plan_algorithm(topo, name);
+  const NamedChoice choice = find_row(collective, name);
+  ir::Schedule base = build_base(topo, *choice.row, collective, root);
+  return choice.slices == 1 ? base : ir::compact_pipeline(std::move(base), choice.slices);
+}
+
+void plan_collective_algorithm_name_check(ir::Collective collective, std::string_view name) {
+  if (collective == ir::Collective::AllReduce)
+    find_algorithm(name);
+  else
+    find_row(collective, name);
+}
+
+const CollectiveCandidate& CollectivePlan::chosen(uint64_t bytes) const {
+  const ir::Schedule& schedule = [&]() -> const ir::Schedule& {
+    for (const ir::Schedule& s : schedules)
+      if (bytes >= s.min_bytes && (!s.max_bytes || bytes < *s.max_bytes)) return s;
+    throw std::out_of_range(fmt::format("no {} schedule serves {} bytes",
+                                        ir::to_string(collective), bytes));
+  }();
+  for (const CollectiveCandidate& candidate : candidates)
+    if (candidate.algorithm == schedule.algorithm && candidate.left_out_because.empty())
+      return candidate;
+  throw std::logic_error("a chosen schedule without its candidate");
+}
+
+CollectivePlan plan_collective(const Topology& topo, ir::Collective collective, int32_t root,
+                               std::span<const std::string> algorithms, const CostParams& cost) {
+  if (collective == ir::Collective::AllReduce)
+    throw std::invalid_argument("plan_collective: all-reduce is planned by build_plan");
+  if (root < 0 || root >= topo.num_learners())
+    throw std::invalid_argument(fmt::format("root {} is not among the {} learners", root,
+                                            topo.num_learners()));
+  CollectivePlan plan;
+  plan.collective = collective;
+  plan.root = ir::has_root(collective) ? root : 0;
+  plan.floor = collective_floor(topo, collective, plan.root);
+
+  // The choices: the names asked for that this collective has, else every row and slicing.
+  std::vector<NamedChoice> choices;
+  for (const std::string& name : algorithms) {
+    try {
+      choices.push_back(find_row(collective, name));
+    } catch (const std::invalid_argument&) {
+      // A name of another collective's algorithm: it narrows that collective, not this one.
+    }
+  }
+  if (choices.empty())
+    for (const CollectiveRow& row : kRows) {
+      if (!row.serves(collective)) continue;
+      choices.push_back({&row, 1});
+      for (uint32_t slices : kPipelineSlices)
+        if (slices <= row.max_slices) choices.push_back({&row, slices});
+    }
+
+  std::vector<PriceCurve> curves;
+  std::vector<size_t> raced;  // candidate index of each curve
+  for (const NamedChoice& choice : choices) {
+    CollectiveCandidate candidate;
+    candidate.algorithm = choice_name(choice);
+    const uint64_t ops = choice.row->ops(topo) * choice.slices;
+    if (ops > kMaxScheduleOps) {
+      candidate.left_out_because =
+          fmt::format("about {} ops, beyond the {} the planner builds", ops, kMaxScheduleOps);
+    } else {
+      ir::Schedule base = build_base(topo, *choice.row, collective, plan.root);
+      candidate.schedule =
+          choice.slices == 1 ? std::move(base) : ir::compact_pipeline(std::move(base), choice.slices);
+      candidate.cost = evaluate_schedule(topo, candidate.schedule, cost);
+    }
+    plan.candidates.push_back(std::move(candidate));
+  }
+  for (size_t i = 0; i < plan.candidates.size(); ++i) {
+    if (!plan.candidates[i].left_out_because.empty()) continue;
+    const ScheduleCost* priced = &plan.candidates[i].cost;
+    curves.push_back([priced](double bytes) { return priced->at(bytes); });
+    raced.push_back(i);
+  }
+  if (curves.empty())
+    throw std::runtime_error(fmt::format("no {} algorithm can be built for this tree ({})",
+                                         ir::to_string(collective),
+                                         plan.candidates.front().left_out_because));
+  for (const EnvelopePiece& piece : cheapest_pieces(curves)) {
+    ir::Schedule schedule = plan.candidates[raced[piece.curve]].schedule;
+    schedule.min_bytes = piece.min_bytes;
+    schedule.max_bytes = piece.max_bytes;
+    plan.schedules.push_back(std::move(schedule));
+  }
+  return plan;
+}
+
+CostFloor collective_floor(const Topology& topo, ir::Collective collective, int32_t root) {
+  if (collective == ir::Collective::AllReduce) return cost_floor(topo);
+  CostFloor floor;
+  const int learners = topo.num_learners();
+  if (learners < 2) return floor;
+  const bool sharded = ir::has_shards(collective);
+  const GroupCuts cuts = group_cuts(topo);
+  const auto raise = [&](double per_byte, auto describe) {
+    if (per_byte > floor.per_byte) {
+      floor.per_byte = per_byte;
+      floor.bound_by = describe();
+    }
+  };
+  const double p = learners;
+  for (NodeId n = 0; n < topo.num_nodes(); ++n) {
+    if (separates_learners(topo, n)) {
+      // What must cross the link in its busier direction, per message byte.
+      const double k = static_cast<double>(topo.learners_under(n).size());
+      const double share = sharded ? std::max(k, p - k) / p : 1.0;
+      raise(share / std::min(topo.uplink(n).bandwidth, cuts.below[static_cast<size_t>(n)]),
+            [&] { return fmt::format("the link above '{}'", topo.full_name(n)); });
+    }
+    if (topo.is_learner(n)) continue;
+    int groups = topo.degree(n);
+    double bandwidth = 0;
+    for (NodeId child : topo.children(n)) bandwidth += cuts.below[static_cast<size_t>(child)];
+    if (separates_learners(topo, n)) {
+      ++groups;
+      bandwidth += cuts.above[static_cast<size_t>(n)];
+    }
+    if (groups < 2) continue;
+    // The M groups receive (M - 1) n together: each group what it lacks.
+    raise((groups - 1) / bandwidth, [&] {
+      return fmt::format("branch '{}' ({} groups)",
+                         n == topo.root() ? std::string("root") : topo.full_name(n), groups);
+    });
+  }
+  floor.per_byte_own_uplinks = floor.per_byte;
+  if (sharded) {
+    const CostFloor all_reduce = cost_floor(topo);
+    floor.latency = all_reduce.latency;
+    floor.latency_from = all_reduce.latency_from;
+    floor.latency_to = all_reduce.latency_to;
+  } else {
+    for (int rank = 0; rank < learners; ++rank) {
+      const double latency = rank == root ? 0 : topo.path_latency(root, rank);
+      if (latency > floor.latency) {
+        floor.latency = latency;
+        floor.latency_from = root;
+        floor.latency_to = rank;
+      }
+    }
+  }
+  return floor;
+}
+
+}  // namespace flexplan

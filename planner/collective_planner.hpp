@@ -1,0 +1,82 @@
+// Planning reduce-scatter, all-gather, broadcast and reduce: one row per algorithm naming the
+// collectives it serves, and a race of the rows' price curves per collective and root whose
+// cheapest pieces become the plan's schedules. All-reduce keeps its own planner
+// (plan_builder.hpp); build_plan_report calls this one for the other collectives it is asked for.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/plan.hpp"
+#include "planner/algorithms.hpp"
+#include "planner/cost_model.hpp"
+#include "planner/floor.hpp"
+#include "topology/topology.hpp"
+
+namespace flexplan {
+
+struct CollectiveRow {
+  std::string_view name;
+  std::string_view summary;  // one line, for --help and the plan summary
+  // The collectives served: all-gather rows serve reduce-scatter by their transpose, broadcast
+  // rows reduce.
+  bool sharded = false;  // all-gather and reduce-scatter (else broadcast and reduce)
+  // The copying form (all-gather, or broadcast from root); the planner transposes it for the
+  // combining collective.
+  ir::Schedule (*build)(const Topology&, int32_t root) = nullptr;
+  // Ops, without building (exact or an upper bound), to leave out schedules too big to build.
+  uint64_t (*ops)(const Topology&) = nullptr;
+  // Slice counts tried beside the plain schedule (compact pipelines; broadcast and reduce
+  // only: slices would cut a sharded collective's shards).
+  uint32_t max_slices = 1;
+  bool serves(ir::Collective c) const {
+    return sharded ? ir::has_shards(c) : ir::has_root(c);
+  }
+};
+std::span<const CollectiveRow> collective_table();
+// The names of the rows serving `collective`, in table order.
+std::vector<std::string> collective_algorithm_names(ir::Collective);
+
+// "ring" or "chain@8" for a collective: the schedule, built (and transposed where the
+// collective combines). Throws std::invalid_argument for a name no row of that collective has.
+ir::Schedule plan_collective_algorithm(const Topology&, ir::Collective, std::string_view name,
+                                       int32_t root = 0);
+
+// Checks a name as plan_collective_algorithm would, without building: throws the same error.
+void plan_collective_algorithm_name_check(ir::Collective, std::string_view name);
+
+struct CollectiveCandidate {
+  std::string algorithm;           // "binomial-tree@4"
+  std::string left_out_because;    // non-empty: not raced
+  ScheduleCost cost;               // when raced
+  ir::Schedule schedule;           // when raced
+};
+
+struct CollectivePlan {
+  ir::Collective collective = ir::Collective::AllGather;
+  int32_t root = 0;
+  std::vector<CollectiveCandidate> candidates;
+  std::vector<ir::Schedule> schedules;  // the cheapest per size range, ranges set
+  CostFloor floor;
+  // The candidate whose schedule serves an n-byte call.
+  const CollectiveCandidate& chosen(uint64_t bytes) const;
+};
+
+// Races every row serving the collective (or only `algorithms` among them, when any of those
+// names a row of it) and keeps the cheapest per size range.
+CollectivePlan plan_collective(const Topology&, ir::Collective, int32_t root,
+                               std::span<const std::string> algorithms, const CostParams&);
+
+// Lower bounds for the collective (docs/cost-model.md, "Floors of the other collectives"):
+// all-gather and reduce-scatter, max(k, P - k) n / P over the link above every subtree of k
+// learners and (M - 1) n over the sum of a branch's M groups' cuts; broadcast and reduce, n
+// over every separating link and (M - 1) n over the sum of the cuts; the latency floor is the
+// diameter latency (all-gather, reduce-scatter) or the farthest learner from the root. All-reduce:
+// cost_floor.
+CostFloor collective_floor(const Topology&, ir::Collective, int32_t root = 0);
+
+}  // namespace flexplan
