@@ -67,13 +67,14 @@ const std::string& Communicator::learner_name() const { return engine_->learner_
 const Options& Communicator::options() const { return engine_->options(); }
 bool Communicator::single_copy() const { return engine_->single_copy(); }
 
-void Communicator::allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op) {
-  iallreduce(send, recv, count, type, op).wait();
+void Communicator::allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                             const CallInfo& call) {
+  iallreduce(send, recv, count, type, op, call).wait();
 }
 
 Request Communicator::iallreduce(const void* send, void* recv, size_t count, DataType type,
-                                 ReduceOp op) {
-  return Request(engine_.get(), engine_->start({send, recv, count, type, op}));
+                                 ReduceOp op, const CallInfo& call) {
+  return Request(engine_.get(), engine_->start({send, recv, count, type, op, call}));
 }
 
 void Communicator::sparse_allreduce(void* buffer, size_t count, DataType type, double density,

@@ -18,6 +18,7 @@
 
 #include "ir/plan.hpp"
 #include "runtime/bootstrap.hpp"
+#include "runtime/call_signature.hpp"
 #include "runtime/datatype.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/options.hpp"
@@ -76,9 +77,14 @@ class Communicator {
   bool single_copy() const;
 
   // recv = op over all ranks' send, element-wise. In place when send == recv or send is null.
-  // Uses the plan's schedule for count * size_of(type) bytes.
-  void allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op);
-  Request iallreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op);
+  // Uses the plan's schedule for count * size_of(type) bytes. Every message carries the call's
+  // signature (collective, root, type, op, count, call number; docs/runtime.md, Call checks):
+  // ranks that issue different calls fail, naming both. `call` says which collective the caller
+  // carries out with this all-reduce (a broadcast, an all-gather), so that it is compared too.
+  void allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                 const CallInfo& call = {});
+  Request iallreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                     const CallInfo& call = {});
 
   // Run every later operation with the plan's schedule of this algorithm (the one serving the
   // message size if several do, else its first); "" restores the plan's own choice. Must be

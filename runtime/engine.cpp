@@ -145,6 +145,27 @@ void Engine::connect(const bootstrap::HostIdentity& host, const std::vector<int3
   }
   bootstrap::raise_if_any_failed(*group_, error, "connecting UCX endpoints");
   setup_single_copy(plan_rank_of);
+  agree_on_call_checks(plan_rank_of);
+}
+
+void Engine::agree_on_call_checks(const std::vector<int32_t>& plan_rank_of) {
+  std::string error;
+  check_calls_ = check_calls_from_env(&error);
+  bootstrap::raise_if_any_failed(*group_, error, "reading FLEXPLAN_CHECK_CALLS", /*bad_input=*/true);
+  // Both ends of every message must agree on whether it starts with a signature.
+  const auto all = bootstrap::exchange_by_plan_rank(*group_, {static_cast<uint8_t>(check_calls_)}, plan_rank_of);
+  std::vector<size_t> on, off;
+  for (size_t r = 0; r < all.size(); ++r) (!all[r].empty() && all[r][0] != 0 ? on : off).push_back(r);
+  if (!on.empty() && !off.empty()) {
+    throw InputError(fmt::format("flexplan: the ranks disagree on FLEXPLAN_CHECK_CALLS: on at ranks {}, off at ranks {}",
+                                 fmt::join(on, ", "), fmt::join(off, ", ")));
+  }
+  if (!check_calls_) return;
+  // A receive's sink takes what a peer of another count sends beyond this rank's chunk: at most
+  // a whole chunk (codegen::chunk_range: chunk_bytes, or one element of up to 8 bytes), or a
+  // single-copy descriptor. Uninitialised: it is only ever written.
+  sink_bytes_ = std::max<size_t>(options_.chunk_bytes, 8) + sizeof(single_copy::Descriptor);
+  sink_.reset(new std::byte[sink_bytes_]);
 }
 
 void Engine::setup_single_copy(const std::vector<int32_t>& plan_rank_of) {
@@ -310,6 +331,10 @@ std::shared_ptr<Operation> Engine::start(const AllreduceArgs& args_in) {
   if (args.count > 0 && args.recv == nullptr) {
     throw RuntimeError(fmt::format("flexplan allreduce: null receive buffer for {} elements", args.count));
   }
+  if (args.call.root < -1 || args.call.root >= plan_.world_size) {
+    throw RuntimeError(fmt::format("flexplan {}: root {} is not a rank of the {} ranks",
+                                   to_string(args.call.collective), args.call.root, plan_.world_size));
+  }
   const ir::Schedule& schedule = select(args.count * element_size);
   // The newest operation stays less than kMaxAhead sequence numbers ahead of the oldest
   // unfinished one, so that no two operations in flight share a tag (tag.hpp): finish the
@@ -338,7 +363,8 @@ std::shared_ptr<Operation> Engine::start(const AllreduceArgs& args_in) {
       const ExecContext context{transport_.get(),    &pool_,          &plan_,
                                 rank_,                options_.chunk_bytes, options_.window,
                                 &same_host_,          &quarantine_,    &single_copy_pids_,
-                                options_.single_copy_min_bytes, &pool_.arithmetic()};
+                                options_.single_copy_min_bytes, &pool_.arithmetic(),
+                                check_calls_,         sink_.get(),     sink_bytes_};
       operation = std::make_shared<Operation>(context, next_sequence_++, schedule, program, args);
       // Kept for reuse; beyond kMaxSpares the oldest is let go.
       if (spares_.size() == kMaxSpares) spares_.erase(spares_.begin());
@@ -478,12 +504,19 @@ void Engine::sparse_allreduce(const SparseArgs& args) {
     sparse_layout_ = std::move(layout);
     sparse_exchange_ = std::move(exchange);
   }
+  const uint64_t sequence = next_sequence_++;
+  CallInfo call;
+  call.collective = args.machine_steps_only ? UserCollective::SparseMachineSteps : UserCollective::SparseAllReduce;
   const SparseContext context{
-      transport_.get(), rank_, &*sparse_layout_, &*sparse_exchange_, next_sequence_++, &sparse_scratch_,
+      transport_.get(), rank_, &*sparse_layout_, &*sparse_exchange_, sequence, &sparse_scratch_,
       [this](const std::function<size_t()>& remaining, const std::string& what) {
         drive_until(remaining, what);
       },
-      [this](int32_t rank) { return describe_rank(rank); }, &single_copy_pids_, options_.single_copy_min_bytes};
+      [this](int32_t rank) { return describe_rank(rank); }, &single_copy_pids_, options_.single_copy_min_bytes,
+      check_calls_,
+      make_signature(call, args.count, args.type, ReduceOp::Sum, sequence),
+      sink_.get(), sink_bytes_};
+  sparse_scratch_.start_call();
   try {
     run_sparse_allreduce(context, args);
   } catch (const InputError&) {

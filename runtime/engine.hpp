@@ -65,6 +65,9 @@ class Engine {
   // Whether chunks between processes of this host go by single copy (single_copy.hpp): every
   // rank probes its host's others and all agree. Collective.
   void setup_single_copy(const std::vector<int32_t>& plan_rank_of);
+  // Whether messages carry call signatures (FLEXPLAN_CHECK_CALLS): every rank reads its own,
+  // then all must agree, or every rank throws InputError. Collective.
+  void agree_on_call_checks(const std::vector<int32_t>& plan_rank_of);
   // UCX_TLS to impose, or nullptr for UCX's own choice (docs/runtime.md, UCX transports).
   const char* default_transports(bool single_host) const;
   struct Outstanding {
@@ -111,6 +114,11 @@ class Engine {
   // Scratch outlives the transport, which may read it until its endpoints close.
   ScratchPool pool_;
   std::vector<ScratchPool::Buffer> quarantine_;
+  // Call checks (call_signature.hpp), and the sink of their receives (ExecContext::sink),
+  // which UCX may write until its endpoints close.
+  bool check_calls_ = true;
+  std::unique_ptr<std::byte[]> sink_;
+  size_t sink_bytes_ = 0;
   SparseScratch sparse_scratch_;
   std::unique_ptr<UcxTransport> transport_;
 

@@ -1,6 +1,7 @@
 #include "runtime/operation.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -31,6 +32,7 @@ void Operation::restart(uint64_t sequence, const ir::Schedule& schedule, const c
   schedule_ = &schedule;
   program_ = &program;
   args_ = args;
+  signature_ = make_signature(args.call, args.count, args.type, args.op, sequence);
   element_size_ = size_of(args.type);
   input_ = static_cast<const std::byte*>(args.send);
   buffer_ = static_cast<std::byte*>(args.recv);
@@ -71,6 +73,15 @@ void Operation::copy_input(const std::vector<codegen::UnitRange>& ranges) {
 Operation::~Operation() { release_requests(); }
 
 std::string Operation::describe() const {
+  // A collective carried out as an all-reduce says so: "broadcast (root 0) #7 as allreduce (...)".
+  std::string called = "allreduce";
+  if (args_.call.collective != UserCollective::AllReduce) {
+    called = std::string(to_string(args_.call.collective));
+    if (args_.call.root >= 0) called += fmt::format(" (root {})", args_.call.root);
+    called += fmt::format(" #{} as allreduce", sequence_);
+    return fmt::format("{} ({}, {} x {} {})", called, schedule_->algorithm, args_.count,
+                       to_string(args_.type), to_string(args_.op));
+  }
   return fmt::format("allreduce #{} ({}, {} x {} {})", sequence_, schedule_->algorithm, args_.count,
                      to_string(args_.type), to_string(args_.op));
 }
@@ -163,6 +174,10 @@ void Operation::start_step() {
         if (!context_.single_copy_pids->empty() && runs_[r].chunks > 0 &&
             chunk_bytes(runs_[r], 0) >= context_.single_copy_min_bytes)
           slot.descriptors = context_.pool->acquire(transfers * sizeof(single_copy::Descriptor));
+        if (context_.check_calls && slot.frames.capacity < transfers * sizeof(Frame)) {
+          if (slot.frames) context_.pool->release(std::move(slot.frames));
+          slot.frames = context_.pool->acquire(transfers * sizeof(Frame));
+        }
         slot.scratch.clear();  // (its buffers were released with the slot's last chunk)
         if (task.reduce) slot.scratch.resize(task.sources.size());
         for (uint32_t t = 0; t < transfers; ++t) {
@@ -338,8 +353,19 @@ void Operation::start_chunk(TaskRun& run, size_t chunk) {
       length = sizeof(single_copy::Descriptor);
     }
     Transfer& transfer = slot.transfers[i];
-    const ucs_status_ptr_t request =
-        context_.transport->recv(target, length, tag_of(task.sources[i], chunk), &transfer);
+    ucs_status_ptr_t request;
+    if (context_.check_calls) {
+      // The signature first, then the data where it belongs, then the sink for whatever a
+      // peer of another count sends beyond it.
+      Frame& frame = frame_at(slot, i);
+      size_t pieces = 0;
+      frame.iov[pieces++] = {&frame.signature, sizeof(CallSignature)};
+      if (length > 0) frame.iov[pieces++] = {target, length};
+      frame.iov[pieces++] = {context_.sink, context_.sink_bytes};
+      request = context_.transport->recv_iov(frame.iov, pieces, tag_of(task.sources[i], chunk), &transfer);
+    } else {
+      request = context_.transport->recv(target, length, tag_of(task.sources[i], chunk), &transfer);
+    }
     if (UCS_PTR_IS_ERR(request)) {
       complete_receive(run, slot, i, UCS_PTR_STATUS(request), 0);
       continue;
@@ -361,7 +387,9 @@ void Operation::post_sends(TaskRun& run, Slot& slot, const std::byte* data) {
     }
     Transfer& transfer = slot.transfers[task.sources.size() + j];
     const ucs_status_ptr_t request =
-        context_.transport->send(to.rank, data, bytes, tag_of(to, slot.chunk), &transfer);
+        context_.check_calls
+            ? send_framed(slot, task.sources.size() + j, to.rank, data, bytes, tag_of(to, slot.chunk), &transfer)
+            : context_.transport->send(to.rank, data, bytes, tag_of(to, slot.chunk), &transfer);
     if (UCS_PTR_IS_ERR(request)) {
       set_error(fmt::format("{}: {}: sending chunk {} to {} failed: {}", describe(), where(run), slot.chunk,
                             peer(to.rank), ucs_status_string(UCS_PTR_STATUS(request))));
@@ -401,6 +429,7 @@ void Operation::complete_receive(TaskRun& run, Slot& slot, uint32_t source, ucs_
                               : ""));
     return;
   }
+  if (context_.check_calls && !check_signature(run, slot, source, &length)) return;
   const bool by_descriptor = single_copy(from, expected);
   single_copy::Descriptor descriptor;
   if (by_descriptor) {
@@ -481,6 +510,46 @@ void Operation::on_received(TaskRun& run, Slot& slot) {
   if (!failed()) finish_chunk(slot);
 }
 
+// --- call signatures -------------------------------------------------------------------------
+
+Operation::Frame& Operation::frame_at(Slot& slot, size_t transfer) {
+  static_assert(offsetof(Frame, packed) == sizeof(CallSignature),
+                "a packed message is the signature and the data behind it, contiguous");
+  return reinterpret_cast<Frame*>(slot.frames.get())[transfer];
+}
+
+ucs_status_ptr_t Operation::send_framed(Slot& slot, size_t transfer, int32_t to, const std::byte* data,
+                                        size_t bytes, uint64_t tag, Transfer* completion) {
+  Frame& frame = frame_at(slot, transfer);
+  frame.signature = signature_;
+  if (bytes <= sizeof frame.packed) {
+    if (bytes > 0) std::memcpy(frame.packed, data, bytes);
+    return context_.transport->send(to, &frame.signature, sizeof(CallSignature) + bytes, tag, completion);
+  }
+  frame.iov[0] = {&frame.signature, sizeof(CallSignature)};
+  frame.iov[1] = {const_cast<std::byte*>(data), bytes};
+  return context_.transport->send_iov(to, frame.iov, 2, tag, completion);
+}
+
+bool Operation::check_signature(const TaskRun& run, Slot& slot, uint32_t source, size_t* length) {
+  const int32_t from = run.task->sources[source].rank;
+  CallSignature theirs;
+  if (!read_signature(&frame_at(slot, source).signature, *length, &theirs)) {
+    set_error(fmt::format("{}: {}: chunk {} from {} carries no call signature ({} bytes; is "
+                          "FLEXPLAN_CHECK_CALLS alike on every rank, and every rank the same build?)",
+                          describe(), where(run), slot.chunk, peer(from), *length));
+    return false;
+  }
+  if (theirs != signature_) {
+    set_error(fmt::format("{}: {}: chunk {} from {} belongs to another call: {}", describe(), where(run),
+                          slot.chunk, peer(from),
+                          describe_mismatch(theirs, peer(from), signature_, peer(context_.rank))));
+    return false;
+  }
+  *length -= sizeof(CallSignature);
+  return true;
+}
+
 // --- single copy -----------------------------------------------------------------------------
 
 std::byte* Operation::receive_target(const TaskRun& run, Slot& slot, uint32_t source) const {
@@ -514,7 +583,9 @@ void Operation::send_descriptor(TaskRun& run, Slot& slot, size_t j, const std::b
   std::byte* message = descriptor_at(slot, index);
   std::memcpy(message, &descriptor, sizeof descriptor);
   const ucs_status_ptr_t request =
-      context_.transport->send(to.rank, message, sizeof descriptor, tag_of(to, slot.chunk));
+      context_.check_calls
+          ? send_framed(slot, index, to.rank, message, sizeof descriptor, tag_of(to, slot.chunk), nullptr)
+          : context_.transport->send(to.rank, message, sizeof descriptor, tag_of(to, slot.chunk));
   if (UCS_PTR_IS_ERR(request)) {
     awaiting_ack_[cookie] = nullptr;
     free_cookies_.push_back(cookie);
@@ -688,6 +759,7 @@ void Operation::release_requests() {
         for (ScratchPool::Buffer& buffer : slot.scratch)
           if (buffer) context_.quarantine->push_back(std::move(buffer));
         if (slot.descriptors) context_.quarantine->push_back(std::move(slot.descriptors));
+        if (slot.frames) context_.quarantine->push_back(std::move(slot.frames));
       }
       slot.state = ChunkState::Idle;
     }

@@ -12,6 +12,9 @@
 // Between processes of one host, long chunks go by single copy (single_copy.hpp): the sender
 // sends a descriptor instead of the data and its send completes when the receiver's
 // acknowledgement arrives; the receiver reads the chunk out of the sender's memory.
+//
+// Every message starts with the call's signature (call_signature.hpp) unless call checks are off:
+// a receiver whose peer issued another call fails naming both calls.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +24,7 @@
 
 #include "codegen/rank_program.hpp"
 #include "ir/plan.hpp"
+#include "runtime/call_signature.hpp"
 #include "runtime/datatype.hpp"
 #include "runtime/scratch_pool.hpp"
 #include "runtime/single_copy.hpp"
@@ -45,6 +49,13 @@ struct ExecContext {
   const std::vector<pid_t>* single_copy_pids;
   size_t single_copy_min_bytes;  // the smallest chunk that goes so
   LocalArithmetic* arithmetic;    // combines chunks, divides for avg (the pool's memory)
+  // Whether every message carries the call's signature (FLEXPLAN_CHECK_CALLS, alike on every rank).
+  bool check_calls;
+  // Where a receive puts whatever a peer sent beyond what this rank expects (a peer of another
+  // count): long enough for any chunk, so that the message still arrives whole, its signature
+  // first, and the mismatch is named rather than cut off by UCX as truncated. Never read.
+  std::byte* sink;
+  size_t sink_bytes;
 };
 
 struct AllreduceArgs {
@@ -53,6 +64,7 @@ struct AllreduceArgs {
   size_t count;
   DataType type;
   ReduceOp op;
+  CallInfo call;  // what the caller called, for the signature
 };
 
 class Operation {
@@ -118,6 +130,18 @@ class Operation {
     // destination (by transfer index, descriptor_at); none when single copy is off.
     ScratchPool::Buffer descriptors;
     std::vector<const std::byte*> parts;  // combine_chunk's contributions, in order
+    // With call checks, a Frame per transfer (frame_at). Kept across steps and restarts; it
+    // goes to quarantine with the scratch when a failure leaves a transfer in flight, since
+    // UCX reads a frame's pieces while the message moves.
+    ScratchPool::Buffer frames;
+  };
+  // A message's signature and the pieces it is sent from or received into. A short message is
+  // sent from `signature` on, its data copied into `packed` behind it: one contiguous buffer
+  // keeps UCX's fastest (short) path for small chunks, where an iov send would not.
+  struct Frame {
+    CallSignature signature;
+    std::byte packed[232];
+    ucp_dt_iov_t iov[3];
   };
   struct TaskRun {
     const codegen::Task* task = nullptr;
@@ -153,6 +177,13 @@ class Operation {
   void post_sends(TaskRun& run, Slot& slot, const std::byte* data);
   void finish_chunk(Slot& slot);
   void release_requests();
+  static Frame& frame_at(Slot& slot, size_t transfer);
+  // Sends `bytes` of `data` to `to` behind the call's signature (call checks on).
+  ucs_status_ptr_t send_framed(Slot& slot, size_t transfer, int32_t to, const std::byte* data, size_t bytes,
+                               uint64_t tag, Transfer* completion);
+  // Checks the signature a receive brought (call checks on) and takes it off `length`; false,
+  // with the error set, if it is not this call's.
+  bool check_signature(const TaskRun& run, Slot& slot, uint32_t source, size_t* length);
   // Single copy: whether a chunk of `bytes` to or from `peer` goes so (both ends decide alike).
   bool single_copy(int32_t peer, size_t bytes) const;
   // Sends the descriptor of `data` to destination j; the transfer then awaits the ack.
@@ -181,6 +212,7 @@ class Operation {
   const ir::Schedule* schedule_;
   const codegen::RankProgram* program_;
   AllreduceArgs args_;
+  CallSignature signature_;  // this rank's, which every message of the call carries
   size_t element_size_;
   const std::byte* input_;  // the send buffer (== buffer_ in place)
   std::byte* buffer_;       // the receive buffer, where the result forms

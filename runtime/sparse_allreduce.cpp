@@ -5,6 +5,8 @@
 // message per step, so the tag alone names it. Within a machine, where single copy is on, a
 // message of the dense steps is a descriptor instead: the receiver reads the data out of the
 // sender's memory and acknowledges under tag::ack(sequence, step << 23 | receiver rank).
+// With call checks every message but the acknowledgements starts with the call's signature
+// (call_signature.hpp), which the receiver compares with its own.
 #include "runtime/sparse_allreduce.hpp"
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 #include <iterator>
 #include <limits>
 #include <map>
+#include <new>
 #include <span>
 #include <string>
 
@@ -58,10 +61,12 @@ size_t selected_count(double density, uint64_t slice_length) {
   return static_cast<size_t>(std::min<double>(k, static_cast<double>(slice_length)));
 }
 
-// The transfers of one step: posted, then driven until all completed.
+// The transfers of one step: posted, then driven until all completed. `signed_messages`: its
+// messages carry the call's signature where call checks are on (not the acknowledgements).
 class StepTransfers {
  public:
-  StepTransfers(const SparseContext& context, std::string step) : context_(context), step_(std::move(step)) {}
+  StepTransfers(const SparseContext& context, std::string step, bool signed_messages = true)
+      : context_(context), step_(std::move(step)), signed_(signed_messages && context.check_calls) {}
   ~StepTransfers() {
     for (auto& t : transfers_) {
       if (t.request == nullptr) continue;
@@ -70,24 +75,52 @@ class StepTransfers {
     }
   }
 
+  // A message's signature and pieces, in the communicator's scratch (SparseScratch::frame).
+  struct Frame {
+    CallSignature signature;
+    ucp_dt_iov_t iov[3];
+  };
+  static_assert(sizeof(Frame) <= SparseScratch::kFrameBytes);
+
   void send(int32_t peer, const void* data, size_t bytes, uint64_t tag) {
-    ucs_status_ptr_t request = context_.transport->send(peer, data, bytes, tag);
+    ucs_status_ptr_t request;
+    if (signed_) {
+      Frame* frame = new (context_.scratch->frame()) Frame{context_.signature, {}};
+      size_t pieces = 0;
+      frame->iov[pieces++] = {&frame->signature, sizeof(CallSignature)};
+      if (bytes > 0) frame->iov[pieces++] = {const_cast<void*>(data), bytes};
+      request = context_.transport->send_iov(peer, frame->iov, pieces, tag);
+    } else {
+      request = context_.transport->send(peer, data, bytes, tag);
+    }
     if (UCS_PTR_IS_ERR(request)) {
       throw RuntimeError(fmt::format("flexplan sparse_allreduce: {}: send to {} failed: {}", step_,
                                      context_.describe_rank(peer),
                                      ucs_status_string(UCS_PTR_STATUS(request))));
     }
-    if (request != nullptr) transfers_.push_back({request, false, peer, nullptr});
+    if (request != nullptr) transfers_.push_back({request, false, peer, nullptr, nullptr});
   }
   // `received` gets the length that arrived.
   void recv(int32_t peer, void* data, size_t capacity, uint64_t tag, size_t* received) {
-    ucs_status_ptr_t request = context_.transport->recv(data, capacity, tag);
+    ucs_status_ptr_t request;
+    Frame* frame = nullptr;
+    if (signed_) {
+      // The signature, the data, then the sink for what a peer of another count sends beyond.
+      frame = new (context_.scratch->frame()) Frame{};
+      size_t pieces = 0;
+      frame->iov[pieces++] = {&frame->signature, sizeof(CallSignature)};
+      if (capacity > 0) frame->iov[pieces++] = {data, capacity};
+      frame->iov[pieces++] = {context_.sink, context_.sink_bytes};
+      request = context_.transport->recv_iov(frame->iov, pieces, tag);
+    } else {
+      request = context_.transport->recv(data, capacity, tag);
+    }
     if (UCS_PTR_IS_ERR(request)) {
       throw RuntimeError(fmt::format("flexplan sparse_allreduce: {}: receive from {} failed: {}",
                                      step_, context_.describe_rank(peer),
                                      ucs_status_string(UCS_PTR_STATUS(request))));
     }
-    transfers_.push_back({request, true, peer, received});
+    transfers_.push_back({request, true, peer, received, frame});
   }
 
   void wait() {
@@ -100,6 +133,7 @@ class StepTransfers {
     bool receive;
     int32_t peer;
     size_t* received;
+    const Frame* frame;  // a signed receive's
   };
 
   size_t poll() {
@@ -126,13 +160,33 @@ class StepTransfers {
                                        t.receive ? "receive from" : "send to",
                                        context_.describe_rank(t.peer), ucs_status_string(status)));
       }
+      if (t.frame != nullptr) length = checked_length(t, length);
       if (t.received != nullptr) *t.received = length;
     }
     return remaining;
   }
 
+  // The length of a signed message's data, once its signature is found to be this call's.
+  size_t checked_length(const Transfer& t, size_t length) const {
+    CallSignature theirs;
+    if (!read_signature(&t.frame->signature, length, &theirs)) {
+      throw RuntimeError(fmt::format(
+          "flexplan sparse_allreduce: {}: the message from {} carries no call signature ({} bytes; is "
+          "FLEXPLAN_CHECK_CALLS alike on every rank, and every rank the same build?)",
+          step_, context_.describe_rank(t.peer), length));
+    }
+    if (theirs != context_.signature) {
+      throw RuntimeError(fmt::format("flexplan sparse_allreduce: {}: the message from {} belongs to another call: {}",
+                                     step_, context_.describe_rank(t.peer),
+                                     describe_mismatch(theirs, context_.describe_rank(t.peer), context_.signature,
+                                                       context_.describe_rank(context_.rank))));
+    }
+    return length - sizeof(CallSignature);
+  }
+
   const SparseContext& context_;
   std::string step_;
+  bool signed_;
   std::vector<Transfer> transfers_;
 };
 
@@ -308,7 +362,7 @@ class SparseRun {
     T* pack = reinterpret_cast<T*>(context_.scratch->sends(packed * sizeof(T)));
     std::vector<single_copy::Descriptor> descriptors;
     descriptors.reserve(out.size());
-    StepTransfers acks(context_, step_name(s, what) + ", single-copy acknowledgements");
+    StepTransfers acks(context_, step_name(s, what) + ", single-copy acknowledgements", /*signed_messages=*/false);
     StepTransfers step(context_, step_name(s, what));
     for (const auto& [peer, sections] : out) {
       const T* message = buffer_ + sections[0].begin;

@@ -13,8 +13,10 @@
 // selected i, else nothing. At density 1 every element is selected: a dense sum.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <string>
 #include <vector>
@@ -23,6 +25,7 @@
 
 #include "ir/sparse_exchange.hpp"
 #include "ir/sparse_layout.hpp"
+#include "runtime/call_signature.hpp"
 #include "runtime/datatype.hpp"
 
 namespace flexplan {
@@ -72,6 +75,15 @@ class SparseScratch {
   // Send space of one step (messages of several sections).
   std::byte* sends(size_t bytes) { return grow(sends_, bytes); }
   std::vector<uint32_t>& selected() { return selected_; }
+  // Room for one message's call signature and piece list (call checks), at an address that
+  // stays valid until the next call: UCX reads them while the message moves, even after a
+  // failed step gave up on it.
+  void* frame() {
+    if (frames_used_ == frames_.size()) frames_.emplace_back();
+    return frames_[frames_used_++].data();
+  }
+  void start_call() { frames_used_ = 0; }
+  static constexpr size_t kFrameBytes = 128;
 
  private:
   static std::byte* grow(std::vector<std::byte>& buffer, size_t bytes) {
@@ -80,6 +92,8 @@ class SparseScratch {
   }
   std::vector<std::byte> parts_, reduced_, sends_;
   std::vector<uint32_t> selected_;
+  std::deque<std::array<uint64_t, kFrameBytes / 8>> frames_;  // (a deque: stable addresses)
+  size_t frames_used_ = 0;
 };
 
 // What the sparse exchange needs from its communicator.
@@ -99,6 +113,12 @@ struct SparseContext {
   // single copy is off. Messages of at least single_copy_min_bytes go so.
   const std::vector<pid_t>* single_copy_pids = nullptr;
   size_t single_copy_min_bytes = 0;
+  // Call checks: every message but the acknowledgements starts with `signature`, and a
+  // receive's excess goes to the sink (as ExecContext's).
+  bool check_calls = false;
+  CallSignature signature{};
+  std::byte* sink = nullptr;
+  size_t sink_bytes = 0;
 };
 
 // Runs one sparse all-reduce to completion. Throws InputError on bad arguments (the same on

@@ -171,22 +171,21 @@ void UcxTransport::on_endpoint_error(void* arg, ucp_ep_h, ucs_status_t status) {
   if (!context->transport->failure_) context->transport->failure_ = PeerFailure{context->rank, status};
 }
 
-ucs_status_ptr_t UcxTransport::send(int32_t peer, const void* buffer, size_t bytes, uint64_t tag,
-                                    Completion* completion) {
+namespace {
+// The send and receive parameters (and callbacks) shared by the contiguous and iov forms.
+ucp_request_param_t send_param(UcxTransport::Completion* completion) {
   ucp_request_param_t param{};
   if (completion != nullptr) {
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     param.cb.send = [](void*, ucs_status_t status, void* user_data) {
-      auto* c = static_cast<Completion*>(user_data);
+      auto* c = static_cast<UcxTransport::Completion*>(user_data);
       c->notify(c, status, 0, 0);
     };
     param.user_data = completion;
   }
-  return ucp_tag_send_nbx(endpoints_[static_cast<size_t>(peer)], buffer, bytes, tag, &param);
+  return param;
 }
-
-ucs_status_ptr_t UcxTransport::recv(void* buffer, size_t bytes, uint64_t tag, Completion* completion,
-                                    uint64_t tag_mask) {
+ucp_request_param_t recv_param(UcxTransport::Completion* completion) {
   ucp_request_param_t param{};
   // UCX 1.13 leaves the receive info unset when a receive completes at once, and the length is
   // what tells a count mismatch: always take a request.
@@ -194,12 +193,40 @@ ucs_status_ptr_t UcxTransport::recv(void* buffer, size_t bytes, uint64_t tag, Co
   if (completion != nullptr) {
     param.op_attr_mask |= UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     param.cb.recv = [](void*, ucs_status_t status, const ucp_tag_recv_info_t* info, void* user_data) {
-      auto* c = static_cast<Completion*>(user_data);
+      auto* c = static_cast<UcxTransport::Completion*>(user_data);
       const bool told = status == UCS_OK && info != nullptr;
       c->notify(c, status, told ? info->length : 0, told ? info->sender_tag : 0);
     };
     param.user_data = completion;
   }
+  return param;
+}
+}  // namespace
+
+ucs_status_ptr_t UcxTransport::send_iov(int32_t peer, const ucp_dt_iov_t* iov, size_t count, uint64_t tag,
+                                        Completion* completion) {
+  ucp_request_param_t param = send_param(completion);
+  param.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
+  param.datatype = ucp_dt_make_iov();
+  return ucp_tag_send_nbx(endpoints_[static_cast<size_t>(peer)], iov, count, tag, &param);
+}
+
+ucs_status_ptr_t UcxTransport::recv_iov(ucp_dt_iov_t* iov, size_t count, uint64_t tag, Completion* completion) {
+  ucp_request_param_t param = recv_param(completion);
+  param.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
+  param.datatype = ucp_dt_make_iov();
+  return ucp_tag_recv_nbx(worker_, iov, count, tag, ~uint64_t{0}, &param);
+}
+
+ucs_status_ptr_t UcxTransport::send(int32_t peer, const void* buffer, size_t bytes, uint64_t tag,
+                                    Completion* completion) {
+  const ucp_request_param_t param = send_param(completion);
+  return ucp_tag_send_nbx(endpoints_[static_cast<size_t>(peer)], buffer, bytes, tag, &param);
+}
+
+ucs_status_ptr_t UcxTransport::recv(void* buffer, size_t bytes, uint64_t tag, Completion* completion,
+                                    uint64_t tag_mask) {
+  const ucp_request_param_t param = recv_param(completion);
   return ucp_tag_recv_nbx(worker_, buffer, bytes, tag, tag_mask, &param);
 }
 

@@ -59,6 +59,12 @@ class UcxTransport {
                         Completion* completion = nullptr);
   ucs_status_ptr_t recv(void* buffer, size_t bytes, uint64_t tag, Completion* completion = nullptr,
                         uint64_t tag_mask = ~uint64_t{0});
+  // The same with the message gathered from, or scattered into, `count` pieces (UCX's iov
+  // datatype): a call signature before the data (call_signature.hpp). The array must stay
+  // untouched until the request completes: UCX reads it as it goes.
+  ucs_status_ptr_t send_iov(int32_t peer, const ucp_dt_iov_t* iov, size_t count, uint64_t tag,
+                            Completion* completion = nullptr);
+  ucs_status_ptr_t recv_iov(ucp_dt_iov_t* iov, size_t count, uint64_t tag, Completion* completion = nullptr);
   void cancel(void* request) { ucp_request_cancel(worker_, request); }
 
   // Drives UCX until it has nothing more to do now; true if anything happened.

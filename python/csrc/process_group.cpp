@@ -19,7 +19,7 @@ const char* env(const char* name) {
   return value && *value ? value : nullptr;
 }
 
-DataType data_type_of(const at::Tensor& tensor) {
+std::optional<DataType> known_type(const at::Tensor& tensor) {
   switch (tensor.scalar_type()) {
     case at::kFloat: return DataType::Float32;
     case at::kDouble: return DataType::Float64;
@@ -28,11 +28,30 @@ DataType data_type_of(const at::Tensor& tensor) {
     case at::kInt: return DataType::Int32;
     case at::kLong: return DataType::Int64;
     case at::kByte: return DataType::UInt8;
-    default:
-      TORCH_CHECK(false, "flexplan: allreduce of ", tensor.scalar_type(),
-                  " tensors is not supported (supported: float32, float64, float16, bfloat16, "
-                  "int32, int64, uint8)");
+    default: return std::nullopt;
   }
+}
+
+DataType data_type_of(const at::Tensor& tensor) {
+  const auto type = known_type(tensor);
+  TORCH_CHECK(type.has_value(), "flexplan: allreduce of ", tensor.scalar_type(),
+              " tensors is not supported (supported: float32, float64, float16, bfloat16, "
+              "int32, int64, uint8)");
+  return *type;
+}
+
+// What a collective moved as bytes was called with, for the call signature: the tensor's type
+// and element count where the runtime knows the type. (Another type, say int16, is named and
+// compared as its bytes.)
+CallInfo call_of(UserCollective collective, const at::Tensor& tensor, int32_t root = -1) {
+  CallInfo call;
+  call.collective = collective;
+  call.root = root;
+  if (const auto type = known_type(tensor)) {
+    call.type = *type;
+    call.count = static_cast<uint64_t>(tensor.numel());
+  }
+  return call;
 }
 
 ReduceOp reduce_op_of(const c10d::ReduceOp& op) {
@@ -171,7 +190,7 @@ void ProcessGroupFlexplan::run(Communicator& comm) {
         if (job.before) job.before();
         void* data = job.buffer.data_ptr();
         Request request = comm.iallreduce(data, data, static_cast<size_t>(job.buffer.numel()),
-                                          job.type, job.op);
+                                          job.type, job.op, job.call);
         in_flight.push_back({std::move(job), std::move(request)});
       } catch (...) {
         fail(job, std::current_exception());
@@ -255,6 +274,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFlexplan::broadcast(std::vector<at::T
 }
 
 // Each rank writes its bytes into its own slot of a zeroed buffer; the byte-wise sum is the
+  // Named as what it is, so that a rank calling broadcast where another calls all_reduce of
+  // the same size fails (both are this all-reduce underneath).
+  job.call = call_of(UserCollective::Broadcast, tensor, static_cast<int32_t>(opts.rootRank));
 // concatenation.
 c10::intrusive_ptr<c10d::Work> ProcessGroupFlexplan::allgather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
@@ -291,8 +313,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFlexplan::allgather(
 c10::intrusive_ptr<c10d::Work> ProcessGroupFlexplan::barrier(const c10d::BarrierOptions& /*opts*/) {
   Job job;
   job.buffer = at::zeros({1}, at::kByte);
+  job.call = call_of(UserCollective::AllGather, input);
   job.after = [] { return std::vector<at::Tensor>{}; };
   return enqueue(c10d::OpType::BARRIER, std::move(job));
 }
 
 }  // namespace flexplan::torch_backend
+  job.call.collective = UserCollective::Barrier;
