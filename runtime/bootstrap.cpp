@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 
@@ -168,6 +169,55 @@ void check_tag_limits(const ir::Plan& plan) {
                                      "receives of one rank per schedule",
                                      schedule.algorithm, ops, tag::kMaxReceives));
     }
+  }
+}
+
+namespace {
+
+const char* peer_failure_name(int mode) {
+  switch (static_cast<PeerFailureDetection>(mode)) {
+    case PeerFailureDetection::Remote: return "remote";
+    case PeerFailureDetection::All: return "all";
+    case PeerFailureDetection::None: return "none";
+  }
+  return "?";
+}
+
+}  // namespace
+
+void agree_on_settings(Group& group, const Options& options) {
+  // One record per rank: the settings that must agree, then the errors, NUL-separated (no
+  // environment value can hold a NUL).
+  std::string mine = std::to_string(static_cast<int>(options.peer_failure));
+  for (const auto& error : options.errors) {
+    mine += '\0';
+    mine += error;
+  }
+  const auto records = group.allgather(mine);
+  std::string errors;
+  std::map<int, std::vector<int>> by_peer_failure;
+  for (size_t r = 0; r < records.size(); ++r) {
+    size_t start = 0;
+    for (size_t field = 0; start <= records[r].size(); ++field) {
+      const size_t end = std::min(records[r].find('\0', start), records[r].size());
+      const std::string text = records[r].substr(start, end - start);
+      if (field == 0) {
+        by_peer_failure[std::atoi(text.c_str())].push_back(static_cast<int>(r));
+      } else {
+        errors += fmt::format("\n  {} {}: {}", group.member_noun(), r, text);
+      }
+      start = end + 1;
+    }
+  }
+  if (!errors.empty()) throw InputError("flexplan: configuring the communicator failed" + errors);
+  if (by_peer_failure.size() > 1) {
+    std::string message = "flexplan: the ranks detect peer failure differently (FLEXPLAN_PEER_FAILURE), "
+                          "which must be the same on every rank:";
+    for (const auto& [mode, ranks] : by_peer_failure) {
+      message += fmt::format("\n  '{}': {}{} {}", peer_failure_name(mode), group.member_noun(),
+                             ranks.size() > 1 ? "s" : "", rank_list(ranks));
+    }
+    throw InputError(message);
   }
 }
 

@@ -70,6 +70,15 @@ class MpiGroup final : public Group {
   bool abandoned_ = false;
 };
 
+// The first exchange of creation, before anything can fail on one rank alone: every rank's
+// Options::errors (malformed FLEXPLAN_* values, each naming its variable and value) and the
+// settings that must agree but are compared nowhere later (FLEXPLAN_PEER_FAILURE: it picks
+// the transports and UCX's error mode at both ends of a link). Throws the same InputError on
+// every rank, naming each failing rank, if any rank has an error or the settings differ.
+// (FLEXPLAN_CHUNK_BYTES and FLEXPLAN_SINGLE_COPY_MIN_BYTES are compared later: agree_on_plan,
+// and single copy's setup, which alone knows whether the threshold matters.)
+void agree_on_settings(Group& group, const Options& options);
+
 // The plan rank this process plays (local; throws RuntimeError naming the unmatched name).
 int32_t plan_rank_for(const ir::Plan& plan, const Options& options, int mpi_rank,
                       const HostIdentity& host);

@@ -21,9 +21,11 @@ namespace {
 
 // Each rank verifies its slice of the plan (ir/job_plan.hpp), as the group's member of its
 // size; the engine then fails every rank if any slice failed, and refuses ranks that hold
-// different plans or a plan for another size.
+// different plans or a plan for another size. The settings are agreed first, before anything
+// that could fail on one rank alone (bootstrap::agree_on_settings).
 std::unique_ptr<Engine> engine_for(const std::string& plan_path, std::unique_ptr<bootstrap::Group> group,
                                    Options options) {
+  bootstrap::agree_on_settings(*group, options);
   const int size = group->size();
   const int rank = group->rank();
   return std::make_unique<Engine>([&] { return ir::load_job_plan(plan_path, size, rank); },
@@ -32,6 +34,7 @@ std::unique_ptr<Engine> engine_for(const std::string& plan_path, std::unique_ptr
 
 std::unique_ptr<Engine> engine_for(ir::Plan& plan, std::unique_ptr<bootstrap::Group> group,
                                    Options options) {
+  bootstrap::agree_on_settings(*group, options);
   const int size = group->size();
   const int rank = group->rank();
   return std::make_unique<Engine>(

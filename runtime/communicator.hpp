@@ -53,9 +53,10 @@ class Request {
 
 class Communicator {
  public:
-  // Collective over `comm`: loads and verifies the plan, checks that every rank holds the same
-  // plan and that its world size is the communicator's, maps ranks, connects UCX. Throws the
-  // same RuntimeError on every rank when anything is wrong on any rank.
+  // Collective over `comm`: agrees on the settings (a malformed FLEXPLAN_* value on any rank,
+  // Options::errors, fails every rank), loads and verifies the plan, checks that every rank
+  // holds the same plan and that its world size is the communicator's, maps ranks, connects
+  // UCX. Throws the same RuntimeError on every rank when anything is wrong on any rank.
   Communicator(const std::string& plan_path, MPI_Comm comm, Options options = Options::from_env());
   // Same from a plan built in process (verified here).
   Communicator(ir::Plan plan, MPI_Comm comm, Options options = Options::from_env());

@@ -1,3 +1,4 @@
+// Options::from_env: the FLEXPLAN_* variables parsed, each bad one recorded rather than thrown.
 #include "runtime/options.hpp"
 
 #include <charconv>
@@ -5,6 +6,7 @@
 #include <string_view>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "runtime/errors.hpp"
 
@@ -31,72 +33,84 @@ bool parse_flag(const char* name, std::string_view text) {
   throw InputError(fmt::format("{}='{}': expected 0 or 1", name, text));
 }
 
+// Applies `name`'s value if it is set; a malformed one leaves the default and is recorded, so
+// that one bad variable does not hide the others.
+template <typename Apply>
+void take(Options& options, const char* name, Apply apply) {
+  const char* value = env(name);
+  if (!value) return;
+  try {
+    apply(std::string_view(value));
+  } catch (const InputError& e) {
+    options.errors.emplace_back(e.what());
+  }
+}
+
 }  // namespace
 
 Options Options::from_env() {
   Options options;
-  if (const char* v = env("FLEXPLAN_TIMEOUT_MS")) {
+  take(options, "FLEXPLAN_TIMEOUT_MS", [&](std::string_view v) {
     options.timeout = std::chrono::milliseconds(parse_positive("FLEXPLAN_TIMEOUT_MS", v));
-  }
-  if (const char* v = env("FLEXPLAN_BLOCKING")) options.blocking = parse_flag("FLEXPLAN_BLOCKING", v);
-  if (const char* v = env("FLEXPLAN_YIELD_US")) {
+  });
+  take(options, "FLEXPLAN_BLOCKING", [&](std::string_view v) { options.blocking = parse_flag("FLEXPLAN_BLOCKING", v); });
+  take(options, "FLEXPLAN_YIELD_US", [&](std::string_view v) {
     // 0 is allowed: sleep at once.
-    options.yield_before_sleep = std::chrono::microseconds(
-        std::string_view(v) == "0" ? 0 : parse_positive("FLEXPLAN_YIELD_US", v));
-  }
-  if (const char* v = env("FLEXPLAN_SPIN_US")) {
+    options.yield_before_sleep = std::chrono::microseconds(v == "0" ? 0 : parse_positive("FLEXPLAN_YIELD_US", v));
+  });
+  take(options, "FLEXPLAN_SPIN_US", [&](std::string_view v) {
     // 0 is allowed: yield at once.
-    options.spin_before_yield.emplace(
-        std::string_view(v) == "0" ? 0 : parse_positive("FLEXPLAN_SPIN_US", v));
-  }
-  if (const char* v = env("FLEXPLAN_CHUNK_BYTES")) {
+    options.spin_before_yield.emplace(v == "0" ? 0 : parse_positive("FLEXPLAN_SPIN_US", v));
+  });
+  take(options, "FLEXPLAN_CHUNK_BYTES", [&](std::string_view v) {
     options.chunk_bytes = parse_positive("FLEXPLAN_CHUNK_BYTES", v);
-  }
-  if (const char* v = env("FLEXPLAN_WINDOW")) {
+  });
+  take(options, "FLEXPLAN_WINDOW", [&](std::string_view v) {
     const uint64_t window = parse_positive("FLEXPLAN_WINDOW", v);
-    if (window > 1024) throw InputError(fmt::format("FLEXPLAN_WINDOW={}: at most 1024", window));
+    if (window > 1024) throw InputError(fmt::format("FLEXPLAN_WINDOW='{}': at most 1024", v));
     options.window = static_cast<unsigned>(window);
-  }
-  if (const char* v = env("FLEXPLAN_RANK_MAPPING")) {
-    const std::string_view text = v;
-    if (text == "mpi") {
+  });
+  take(options, "FLEXPLAN_RANK_MAPPING", [&](std::string_view v) {
+    if (v == "mpi") {
       options.rank_mapping = RankMapping::MpiRank;
-    } else if (text == "name") {
+    } else if (v == "name") {
       options.rank_mapping = RankMapping::Name;
     } else {
-      throw InputError(fmt::format("FLEXPLAN_RANK_MAPPING='{}': expected 'mpi' or 'name'", text));
+      throw InputError(fmt::format("FLEXPLAN_RANK_MAPPING='{}': expected 'mpi' or 'name'", v));
     }
-  }
+  });
   if (const char* v = env("FLEXPLAN_LEARNER_NAME")) options.learner_name = v;
   if (const char* v = env("FLEXPLAN_PROGRAM_LIBRARY")) options.program_library = v;
-  if (const char* v = env("FLEXPLAN_PEER_FAILURE")) {
-    const std::string_view text = v;
-    if (text == "remote") {
+  take(options, "FLEXPLAN_PEER_FAILURE", [&](std::string_view v) {
+    if (v == "remote") {
       options.peer_failure = PeerFailureDetection::Remote;
-    } else if (text == "all") {
+    } else if (v == "all") {
       options.peer_failure = PeerFailureDetection::All;
-    } else if (text == "none") {
+    } else if (v == "none") {
       options.peer_failure = PeerFailureDetection::None;
     } else {
-      throw InputError(fmt::format("FLEXPLAN_PEER_FAILURE='{}': expected remote, all or none", text));
+      throw InputError(fmt::format("FLEXPLAN_PEER_FAILURE='{}': expected remote, all or none", v));
     }
-  }
-  if (const char* v = env("FLEXPLAN_SINGLE_COPY")) {
-    const std::string_view text = v;
-    if (text == "auto") {
+  });
+  take(options, "FLEXPLAN_SINGLE_COPY", [&](std::string_view v) {
+    if (v == "auto") {
       options.single_copy = SingleCopy::Auto;
-    } else if (text == "on" || text == "1") {
+    } else if (v == "on" || v == "1") {
       options.single_copy = SingleCopy::On;
-    } else if (text == "off" || text == "0") {
+    } else if (v == "off" || v == "0") {
       options.single_copy = SingleCopy::Off;
     } else {
-      throw InputError(fmt::format("FLEXPLAN_SINGLE_COPY='{}': expected auto, on or off", text));
+      throw InputError(fmt::format("FLEXPLAN_SINGLE_COPY='{}': expected auto, on or off", v));
     }
-  }
-  if (const char* v = env("FLEXPLAN_SINGLE_COPY_MIN_BYTES")) {
+  });
+  take(options, "FLEXPLAN_SINGLE_COPY_MIN_BYTES", [&](std::string_view v) {
     options.single_copy_min_bytes = parse_positive("FLEXPLAN_SINGLE_COPY_MIN_BYTES", v);
-  }
+  });
   return options;
+}
+
+void Options::throw_if_invalid() const {
+  if (!errors.empty()) throw InputError(fmt::format("{}", fmt::join(errors, "; ")));
 }
 
 }  // namespace flexplan

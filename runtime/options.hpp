@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "codegen/chunking.hpp"
 #include "runtime/local_arithmetic.hpp"
@@ -81,9 +82,19 @@ struct Options {
   // environment.
   std::shared_ptr<LocalArithmetic> arithmetic;
 
-  // Defaults, overridden by the FLEXPLAN_* variables that are set. A malformed value throws
-  // RuntimeError naming the variable.
+  // Settings that could not be taken, each naming its variable and value
+  // ("FLEXPLAN_TIMEOUT_MS='abc': expected a positive integer"); each such setting keeps its
+  // default. Creation exchanges them first and fails every rank alike if any rank has one (a
+  // throw on one rank alone would leave the others waiting in creation). A caller may add its
+  // own (the PyTorch backend: no plan given).
+  std::vector<std::string> errors;
+
+  // Defaults, overridden by the FLEXPLAN_* variables that are set. Never throws: a malformed
+  // value is recorded in `errors`, for creation to report on every rank.
   static Options from_env();
+  // Throws InputError listing `errors`, if any: for a caller that uses the settings without
+  // creating a communicator.
+  void throw_if_invalid() const;
 };
 
 }  // namespace flexplan

@@ -29,6 +29,8 @@ constexpr int kExitRuntimeFailed = 3; // UCX could not start, or an operation fa
 inline int open_communicator(std::optional<Communicator>& comm, const std::string& plan_path,
                              bool blocking, int rank, const char* name) {
   try {
+    // A malformed FLEXPLAN_* value does not throw here, on its rank alone: creation reports it
+    // on every rank (Options::errors).
     Options options = Options::from_env();
     if (blocking) options.blocking = true;
     comm.emplace(plan_path, MPI_COMM_WORLD, options);

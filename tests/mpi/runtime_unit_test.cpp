@@ -176,11 +176,21 @@ TEST(Options, EnvironmentOverridesDefaults) {
   EXPECT_EQ(Options::from_env().spin_before_yield, std::chrono::microseconds(25));
   unsetenv("FLEXPLAN_SPIN_US");
   EXPECT_FALSE(Options::from_env().spin_before_yield.has_value()) << "unset: decided by the runtime";
+  // Malformed values are recorded, not thrown (creation reports them on every rank), each
+  // naming its variable and value; the others still apply.
   setenv("FLEXPLAN_SPIN_US", "-1", 1);
-  EXPECT_THROW(Options::from_env(), RuntimeError);
+  EXPECT_NO_THROW(Options::from_env());
+  EXPECT_THROW(Options::from_env().throw_if_invalid(), RuntimeError);
   setenv("FLEXPLAN_SPIN_US", "25", 1);
   setenv("FLEXPLAN_CHUNK_BYTES", "0", 1);
-  EXPECT_THROW(Options::from_env(), RuntimeError);
+  setenv("FLEXPLAN_WINDOW", "2000", 1);
+  const Options bad = Options::from_env();
+  ASSERT_EQ(bad.errors.size(), 2u);
+  EXPECT_EQ(bad.errors[0], "FLEXPLAN_CHUNK_BYTES='0': expected a positive integer");
+  EXPECT_EQ(bad.errors[1], "FLEXPLAN_WINDOW='2000': at most 1024");
+  EXPECT_EQ(bad.chunk_bytes, Options().chunk_bytes) << "a bad value leaves the default";
+  EXPECT_EQ(bad.spin_before_yield, std::chrono::microseconds(25));
+  unsetenv("FLEXPLAN_WINDOW");
   for (const char* name : {"FLEXPLAN_TIMEOUT_MS", "FLEXPLAN_BLOCKING", "FLEXPLAN_CHUNK_BYTES", "FLEXPLAN_PEER_FAILURE",
                            "FLEXPLAN_SPIN_US"}) {
     unsetenv(name);

@@ -8,6 +8,7 @@ Scenarios (--scenario):
                broadcast, all_gather, barrier, and the errors for what is not supported.
   wrong-plan   rank 1 is given a corrupt plan: every rank must raise.
   wrong-size   the plan is for another world size: every rank must raise.
+  bad-setting  rank 1 alone has a malformed FLEXPLAN_TIMEOUT_MS: every rank must raise, naming it.
   dead-peer    the last rank dies after two steps: every other rank must raise, not hang.
 Expected failures print "EXPECTED-ERROR: <message>" and exit 3; anything else exits non-zero
 with a traceback. launch.py checks the outcome of every rank.
@@ -203,6 +204,8 @@ def expect_failure(args):
         plan = os.path.join(args.scratch, f"corrupt-{os.getpid()}.bin")
         with open(plan, "wb") as f:
             f.write(b"this is not a plan" * 10)
+    if args.scenario == "bad-setting" and rank == 1:
+        os.environ["FLEXPLAN_TIMEOUT_MS"] = "abc"
     try:
         init(args, plan)
         if args.scenario != "dead-peer":
@@ -226,7 +229,7 @@ def expect_failure(args):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--scenario", required=True,
-                        choices=["train", "collectives", "wrong-plan", "wrong-size", "dead-peer"])
+                        choices=["train", "collectives", "wrong-plan", "wrong-size", "bad-setting", "dead-peer"])
     parser.add_argument("--plan", required=True)
     parser.add_argument("--data", choices=["integer", "float"], default="integer")
     parser.add_argument("--steps", type=int, default=3)
