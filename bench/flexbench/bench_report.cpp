@@ -28,10 +28,10 @@ double busbw_gbps(uint64_t bytes, double time_us, int world) {
   return algbw_gbps(bytes, time_us) * 2.0 * (world - 1) / world;
 }
 
-void print_header(const BenchArgs& args, const std::string& topology, int world) {
+void print_header(const BenchArgs& args, bool blocking, const std::string& topology, int world) {
   fmt::print("# flexbench: plan {} (topology {}), {} ranks, {} {}, {} iterations after {} warmup, {} progress\n",
              args.plan_path, topology, world, to_string(args.type), to_string(args.op),
-             args.iterations, args.warmup, args.blocking ? "blocking" : "busy-polling");
+             args.iterations, args.warmup, blocking ? "blocking" : "busy-polling");
   fmt::print("# algorithm: {}; times are medians of the slowest rank per iteration; MPI = MPI_Allreduce{}\n",
              args.algorithm.empty() ? "the plan's choice per size" : args.algorithm,
              args.op == ReduceOp::Avg ? " with MPI_SUM (MPI has no avg)" : "");
@@ -58,7 +58,7 @@ void print_row(const BenchArgs& args, const Row& row, int world) {
   std::fflush(stdout);
 }
 
-void write_json(const std::string& path, const BenchArgs& args, const std::string& topology,
+void write_json(const std::string& path, const BenchArgs& args, bool blocking, const std::string& topology,
                 int world, const std::vector<Row>& rows) {
   nlohmann::json records = nlohmann::json::array();
   for (const Row& row : rows) {
@@ -85,7 +85,7 @@ void write_json(const std::string& path, const BenchArgs& args, const std::strin
       {"world_size", world},
       {"iterations", args.iterations},
       {"warmup", args.warmup},
-      {"blocking", args.blocking},
+      {"blocking", blocking},
       {"forced_algorithm", args.algorithm.empty() ? nlohmann::json(nullptr) : nlohmann::json(args.algorithm)},
       {"records", records},
   };

@@ -29,9 +29,11 @@ struct Row {
 double algbw_gbps(uint64_t bytes, double time_us);
 double busbw_gbps(uint64_t bytes, double time_us, int world);
 
-void print_header(const BenchArgs& args, const std::string& topology, int world);
+// `blocking`: the progress mode the runtime runs in (Communicator::options().blocking), which
+// FLEXPLAN_BLOCKING=1 sets as well as --blocking.
+void print_header(const BenchArgs& args, bool blocking, const std::string& topology, int world);
 void print_row(const BenchArgs& args, const Row& row, int world);
-void write_json(const std::string& path, const BenchArgs& args, const std::string& topology,
+void write_json(const std::string& path, const BenchArgs& args, bool blocking, const std::string& topology,
                 int world, const std::vector<Row>& rows);
 
 }  // namespace flexplan::bench

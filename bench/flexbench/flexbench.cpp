@@ -82,7 +82,9 @@ int run(const BenchArgs& args, int rank, int world) {
   fill_pattern(send.data(), max_count, args.type, args.op, comm->rank());
   const auto type = mpi_type(args.type);
 
-  if (rank == 0) print_header(args, comm->plan().topology_name, world);
+  // The mode the runtime runs in: --blocking or FLEXPLAN_BLOCKING=1.
+  const bool blocking = comm->options().blocking;
+  if (rank == 0) print_header(args, blocking, comm->plan().topology_name, world);
   std::vector<Row> rows;
   for (uint64_t size = args.min_bytes; size <= args.max_bytes; size *= args.factor) {
     Row row;
@@ -108,7 +110,7 @@ int run(const BenchArgs& args, int rank, int world) {
     if (size > args.max_bytes / args.factor) break;  // the next size would overflow or pass max
   }
   if (rank == 0 && !args.json_path.empty()) {
-    write_json(args.json_path, args, comm->plan().topology_name, world, rows);
+    write_json(args.json_path, args, blocking, comm->plan().topology_name, world, rows);
   }
   uint64_t wrong = 0;
   for (const Row& row : rows) wrong += row.wrong;

@@ -211,6 +211,7 @@ int run(const SparseBenchArgs& args, int rank, int world) {
   if (args.type == DataType::Float32) fill_gaussian<float>(input, max_count, rank);
   else fill_gaussian<double>(input, max_count, rank);
 
+  // Progress mode as the runtime runs it: --blocking or FLEXPLAN_BLOCKING=1.
   if (rank == 0) {
     std::string machines;
     for (const auto& m : layout.machines) machines += (machines.empty() ? "" : "+") + std::to_string(m.size());
@@ -218,7 +219,7 @@ int run(const SparseBenchArgs& args, int rank, int world) {
                "{} iterations after {} warmup, {} progress, error feedback {}\n",
                args.plan_path, comm->plan().topology_name, world, layout.machines.size(), machines,
                to_string(args.type), args.iterations, args.warmup,
-               args.blocking ? "blocking" : "busy-polling", args.error_feedback ? "on" : "off");
+               comm->options().blocking ? "blocking" : "busy-polling", args.error_feedback ? "on" : "off");
     fmt::print("# times: medians of the slowest rank per iteration; dense = the plan's all-reduce; "
                "mstopk = MSTopK alone on one slice (slowest rank, all ranks at once)\n#\n");
     fmt::print("# {:>10} {:>10} {:>15} {:>11} {:>8} {:>11} {:>9} {:>10} {:>9} {:>7}\n", "size(B)",
@@ -322,7 +323,7 @@ int run(const SparseBenchArgs& args, int rank, int world) {
                         {"topology", comm->plan().topology_name}, {"world_size", world},
                         {"machines", machines},               {"dtype", std::string(to_string(args.type))},
                         {"iterations", args.iterations},      {"warmup", args.warmup},
-                        {"blocking", args.blocking},          {"error_feedback", args.error_feedback},
+                        {"blocking", comm->options().blocking}, {"error_feedback", args.error_feedback},
                         {"records", rows}};
     std::ofstream out(args.json_path);
     out << document.dump(2) << "\n";

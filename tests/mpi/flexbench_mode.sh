@@ -1,0 +1,34 @@
+#!/bin/bash
+# flexbench reports the progress mode the runtime runs in, in its header and in the JSON
+# "blocking" field: FLEXPLAN_BLOCKING=1 blocks as --blocking does (both once read only the flag).
+#   flexbench_mode.sh MPIEXEC FLEXPLAN FLEXBENCH SOURCE_DIR
+set -u
+mpiexec=$1 flexplan=$2 flexbench=$3 source_dir=$4
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+"$flexplan" "$source_dir/bench/flexbench/loopback-2.json" -o "$work/plan-2.bin" > /dev/null || exit 1
+
+status=0
+# expect DESCRIPTION HEADER_MODE JSON_VALUE FLEXPLAN_BLOCKING [FLEXBENCH-FLAGS...]
+expect() {
+  local what=$1 mode=$2 json=$3 setting=$4; shift 4
+  local output
+  output=$(FLEXPLAN_BLOCKING=$setting timeout 60 "$mpiexec" -np 2 --oversubscribe --mca mpi_yield_when_idle 1 \
+           "$flexbench" "$work/plan-2.bin" -b 8 -e 8 -n 1 -w 0 --mpi 0 --json "$work/out.json" "$@" 2>&1)
+  local got=$?
+  if [ "$got" -ne 0 ]; then
+    echo "FAIL: $what: exit $got"; echo "$output" | head -20; status=1; return
+  fi
+  if ! grep -q "^# flexbench: .*, $mode progress$" <<< "$output"; then
+    echo "FAIL: $what: the header does not say '$mode progress'"; echo "$output" | head -3; status=1; return
+  fi
+  if ! grep -q "\"blocking\": $json," "$work/out.json"; then
+    echo "FAIL: $what: the JSON does not say \"blocking\": $json"; grep blocking "$work/out.json"; status=1; return
+  fi
+  echo "ok: $what"
+}
+expect "FLEXPLAN_BLOCKING=1 alone" blocking true 1
+expect "--blocking alone" blocking true 0 --blocking
+expect "neither" busy-polling false 0
+[ $status -eq 0 ] && echo "PASS: flexbench reports the runtime's progress mode"
+exit $status
