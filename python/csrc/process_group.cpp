@@ -115,29 +115,24 @@ ProcessGroupFlexplan::ProcessGroupFlexplan(const c10::intrusive_ptr<c10d::Store>
                                            int size, std::chrono::milliseconds timeout,
                                            std::string plan_path)
     : ProcessGroup(rank, size), plan_path_(std::move(plan_path)) {
+  if (!env("FLEXPLAN_TIMEOUT_MS")) torch_timeout_ = timeout;
   std::promise<std::string> started;
   auto learner = started.get_future();
   thread_ = std::thread([this, store, timeout, &started] {
     std::unique_ptr<Communicator> comm;
     try {
       auto group = std::make_unique<StoreGroup>(store, getRank(), getSize(), timeout);
-      // Settings are checked on every rank together, so that a bad one fails every rank.
-      flexplan::Options options;
-      std::string error;
-      try {
-        options = flexplan::Options::from_env();
-        if (!env("FLEXPLAN_TIMEOUT_MS")) options.timeout = timeout;
-        // Blocking by default: the training threads need the cores a busy-polling loop takes.
-        if (!env("FLEXPLAN_BLOCKING")) options.blocking = true;
-        if (plan_path_.empty() && env("FLEXPLAN_PLAN")) plan_path_ = env("FLEXPLAN_PLAN");
-        if (plan_path_.empty()) {
-          error = "no plan: pass pg_options=flexplan_torch.Options(plan=PATH) or set FLEXPLAN_PLAN";
-        }
-      } catch (const std::exception& e) {
-        error = e.what();
+      // Bad settings are recorded, not thrown: the communicator's creation agrees on them first
+      // (bootstrap::agree_on_settings), so that a bad one on any rank fails every rank.
+      flexplan::Options options = flexplan::Options::from_env();
+      if (torch_timeout_) options.timeout = *torch_timeout_;
+      // Blocking by default: the training threads need the cores a busy-polling loop takes.
+      if (!env("FLEXPLAN_BLOCKING")) options.blocking = true;
+      if (plan_path_.empty() && env("FLEXPLAN_PLAN")) plan_path_ = env("FLEXPLAN_PLAN");
+      if (plan_path_.empty()) {
+        options.errors.emplace_back(
+            "no plan: pass pg_options=flexplan_torch.Options(plan=PATH) or set FLEXPLAN_PLAN");
       }
-      bootstrap::raise_if_any_failed(*group, error, "configuring the flexplan process group",
-                                     /*bad_input=*/true);
       comm = std::make_unique<Communicator>(plan_path_, std::move(group), options);
       started.set_value(comm->learner_name());
     } catch (...) {
@@ -169,13 +164,38 @@ ProcessGroupFlexplan::~ProcessGroupFlexplan() {
   if (saved) PyEval_RestoreThread(saved);
 }
 
+std::exception_ptr ProcessGroupFlexplan::naming_timeout_source(std::exception_ptr error) const {
+  if (!torch_timeout_) return error;
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    // The runtime's words for its own timeout, with this rank's value: a peer's notice quoting
+    // its own timeout of another value (set by FLEXPLAN_TIMEOUT_MS there) stays as it is.
+    const std::string runtime_says = fmt::format("no progress for {} ms (FLEXPLAN_TIMEOUT_MS)", torch_timeout_->count());
+    const std::string here = fmt::format("no progress for {} ms (the timeout given to init_process_group)",
+                                         torch_timeout_->count());
+    std::string message = e.what();
+    bool changed = false;
+    for (size_t at = message.find(runtime_says); at != std::string::npos; at = message.find(runtime_says, at)) {
+      message.replace(at, runtime_says.size(), here);
+      at += here.size();
+      changed = true;
+    }
+    if (changed) return std::make_exception_ptr(RuntimeError(message));
+  } catch (...) {
+  }
+  return error;
+}
+
 void ProcessGroupFlexplan::run(Communicator& comm) {
   struct InFlight {
     Job job;
     Request request;
   };
   std::deque<InFlight> in_flight;
-  auto fail = [](Job& job, std::exception_ptr error) { job.future->setError(std::move(error)); };
+  auto fail = [this](Job& job, std::exception_ptr error) {
+    job.future->setError(naming_timeout_source(std::move(error)));
+  };
   while (true) {
     std::deque<Job> fresh;
     {

@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -75,9 +76,15 @@ class ProcessGroupFlexplan : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, Job job);
   // The communicator thread's loop after creation, until the group is destroyed.
   void run(Communicator& comm);
+  // `error`, its timeout named as init_process_group's where that is where it came from (the
+  // runtime's messages name FLEXPLAN_TIMEOUT_MS).
+  std::exception_ptr naming_timeout_source(std::exception_ptr error) const;
 
   std::string plan_path_;
   std::string learner_name_;
+  // The communicator's timeout when it came from init_process_group(timeout=...), that is
+  // when FLEXPLAN_TIMEOUT_MS is not set; none otherwise.
+  std::optional<std::chrono::milliseconds> torch_timeout_;
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Job> queue_;
