@@ -2,7 +2,9 @@
 // name, a count) are collected into small JSON objects, one per node; when a node object ends
 // it is checked and turned into a NodeSpec, and its object is dropped. So memory is one
 // NodeSpec per written node, the time is linear in the text however many siblings an array
-// holds, and nesting costs no stack.
+// holds, and nesting costs no stack. Past kMaxNesting open containers the reader only counts
+// brackets (the parser's own stack is a bit per level), so any nesting is refused in linear
+// time and bounded memory.
 #include "topology/node_reader.hpp"
 
 #include <algorithm>
@@ -24,6 +26,10 @@ using nlohmann::json;
 
 // Real clusters are a handful of levels deep; this only stops runaway nesting.
 constexpr int kMaxDepth = 64;
+// JSON containers open at once that the reader keeps. A tree kMaxDepth + 1 nodes deep opens
+// 2 + 2 * 65 of them, so runaway node nesting is still reported as such; deeper than this the
+// reader keeps nothing and every path it could spell out stays short.
+constexpr size_t kMaxNesting = 256;
 
 constexpr std::string_view kTopLevel = "top level";
 
@@ -317,15 +323,16 @@ class TreeReader : public PathSource {
     return result;
   }
 
-  bool null() { return value(json(nullptr)); }
-  bool boolean(bool v) { return value(json(v)); }
-  bool number_integer(number_integer_t v) { return value(json(v)); }
-  bool number_unsigned(number_unsigned_t v) { return value(json(v)); }
-  bool number_float(number_float_t v, const string_t&) { return value(json(v)); }
-  bool string(string_t& v) { return value(json(std::move(v))); }
-  bool binary(binary_t& v) { return value(json(std::move(v))); }
+  bool null() { return skipped_ > 0 || value(json(nullptr)); }
+  bool boolean(bool v) { return skipped_ > 0 || value(json(v)); }
+  bool number_integer(number_integer_t v) { return skipped_ > 0 || value(json(v)); }
+  bool number_unsigned(number_unsigned_t v) { return skipped_ > 0 || value(json(v)); }
+  bool number_float(number_float_t v, const string_t&) { return skipped_ > 0 || value(json(v)); }
+  bool string(string_t& v) { return skipped_ > 0 || value(json(std::move(v))); }
+  bool binary(binary_t& v) { return skipped_ > 0 || value(json(std::move(v))); }
 
   bool start_object(std::size_t) {
+    if (skip_nested()) return true;
     if (frames_.empty()) {
       document_ = std::make_unique<json>(json::object());
       frames_.push_back(Frame{Kind::Object, document_.get()});
@@ -342,9 +349,10 @@ class TreeReader : public PathSource {
       node.depth = is_root ? 0 : frames_[frames_.size() - 2].depth + 1;
       frames_.push_back(std::move(node));
       if (frames_.back().depth > kMaxDepth)
-        note_fault(TopologyError(path(frames_.size() - 1),
-                                 fmt::format("the tree is nested more than {} levels deep",
-                                             kMaxDepth)));
+        note_fault([&] {
+          return TopologyError(path(frames_.size() - 1),
+                               fmt::format("the tree is nested more than {} levels deep", kMaxDepth));
+        });
       return true;
     }
     json* object = add(json::object());
@@ -353,6 +361,7 @@ class TreeReader : public PathSource {
   }
 
   bool start_array(std::size_t) {
+    if (skip_nested()) return true;
     if (frames_.empty()) {
       document_ = std::make_unique<json>(json::array());
       frames_.push_back(Frame{Kind::Array, document_.get()});
@@ -371,6 +380,7 @@ class TreeReader : public PathSource {
   }
 
   bool key(string_t& key) {
+    if (skipped_ > 0) return true;
     Frame& top = frames_.back();
     if (top.container->contains(key))
       throw TopologyError(child_location(path(frames_.size() - 1), key),
@@ -380,6 +390,7 @@ class TreeReader : public PathSource {
   }
 
   bool end_object() {
+    if (skipped_ > 0) return --skipped_, true;
     if (frames_.back().kind == Kind::Node) {
       const size_t at = frames_.size() - 1;
       Frame& node = frames_[at];
@@ -389,7 +400,7 @@ class TreeReader : public PathSource {
           spec = make_node(*node.container, node.children_read, std::move(node.children),
                            Where(*this, at), node.depth == 0, figures_);
         } catch (const TopologyError& e) {
-          note_fault(e);
+          note_fault([&] { return e; });
         }
       }
       frames_.pop_back();
@@ -407,6 +418,7 @@ class TreeReader : public PathSource {
   }
 
   bool end_array() {
+    if (skipped_ > 0) return --skipped_, true;
     if (frames_.back().kind == Kind::Children) {
       std::vector<NodeSpec> children = std::move(frames_.back().children);
       frames_.pop_back();
@@ -466,6 +478,19 @@ class TreeReader : public PathSource {
     std::vector<NodeSpec> children;  // Node, Children: the nodes read
   };
 
+  // Whether a container opening now lies past kMaxNesting, so that the reader skips it and
+  // everything in it, counting brackets only. The first one skipped is the fault, located at
+  // the value that holds it; none of the cost depends on how deep the nesting goes on.
+  bool skip_nested() {
+    if (skipped_ == 0 && frames_.size() < kMaxNesting) return false;
+    if (skipped_++ == 0)
+      note_fault([&] {
+        return TopologyError(path(frames_.size() - 1),
+                             fmt::format("the JSON is nested more than {} levels deep", kMaxNesting));
+      });
+    return true;
+  }
+
   bool value(json&& v) {
     if (frames_.empty()) {
       document_ = std::make_unique<json>(std::move(v));
@@ -474,8 +499,10 @@ class TreeReader : public PathSource {
     if (frames_.back().kind == Kind::Children) {
       Frame& list = frames_.back();
       ++list.elements;
-      note_fault(TopologyError(fmt::format("{}[{}]", path(frames_.size() - 1), list.elements - 1),
-                               fmt::format("must be a node object, got {}", shown(v))));
+      note_fault([&] {
+        return TopologyError(fmt::format("{}[{}]", path(frames_.size() - 1), list.elements - 1),
+                             fmt::format("must be a node object, got {}", shown(v)));
+      });
       return true;
     }
     add(std::move(v));
@@ -488,8 +515,10 @@ class TreeReader : public PathSource {
     if (top.kind == Kind::Children) {
       // An array element of "children" that is an array: not a node; its contents go nowhere.
       ++top.elements;
-      note_fault(TopologyError(fmt::format("{}[{}]", path(frames_.size() - 1), top.elements - 1),
-                               fmt::format("must be a node object, got {}", shown(v))));
+      note_fault([&] {
+        return TopologyError(fmt::format("{}[{}]", path(frames_.size() - 1), top.elements - 1),
+                             fmt::format("must be a node object, got {}", shown(v)));
+      });
       discarded_.push_back(std::make_unique<json>(std::move(v)));
       return discarded_.back().get();
     }
@@ -502,8 +531,11 @@ class TreeReader : public PathSource {
     return &((*top.container)[top.key] = std::move(v));
   }
 
-  void note_fault(const TopologyError& fault) {
-    if (!first_fault_) first_fault_ = fault;
+  // Keeps the first fault only; `make` spells it out (its path costs time growing with the
+  // depth) only when it is the first.
+  template <typename Make>
+  void note_fault(Make make) {
+    if (!first_fault_) first_fault_ = make();
   }
 
   const std::string& text_;
@@ -512,6 +544,7 @@ class TreeReader : public PathSource {
   std::unique_ptr<json> document_;
   const json empty_;
   std::vector<std::unique_ptr<json>> discarded_;
+  size_t skipped_ = 0;  // containers open past kMaxNesting (skip_nested)
   bool root_read_ = false;
   std::unique_ptr<NodeSpec> root_;
   std::optional<TopologyError> first_fault_;
