@@ -136,7 +136,9 @@ long decimal_magnitude(std::string_view mantissa) {
                        : -static_cast<long>(first - point);
 }
 
-// Converts mantissa * 10^exponent with a single rounding.
+// Converts mantissa * 10^exponent with a single rounding. Too large for a double gives an
+// infinity of the number's sign: the figure is finite as written, and the caller's range check
+// reports it against the limit ("1e308 GB/s" is 1e317 B/s, above the largest bandwidth).
 double decimal_value(const SplitFigure& split, int extra_decimal_exponent,
                      std::string_view text) {
   std::string composed(split.mantissa);
@@ -145,9 +147,9 @@ double decimal_value(const SplitFigure& split, int extra_decimal_exponent,
   double value = 0;
   auto [end, ec] = std::from_chars(composed.data(), composed.data() + composed.size(), value);
   if (ec == std::errc::result_out_of_range) {
-    // Too small rounds to zero (reported by the caller as zero); too large is not finite.
+    // Too small rounds to zero (reported by the caller as zero).
     const bool tiny = decimal_magnitude(split.mantissa) + split.exponent + extra_decimal_exponent < 0;
-    if (!tiny) throw std::invalid_argument(fmt::format("{} is not finite", quoted(text)));
+    if (!tiny) return composed.front() == '-' ? -HUGE_VAL : HUGE_VAL;
     return 0;
   }
   if (ec != std::errc() || end != composed.data() + composed.size())
@@ -184,12 +186,11 @@ std::string case_suggestions(const std::map<std::string, UnitScale, std::less<>>
   return found;
 }
 
+// The figure in its canonical unit; an infinity when it is too large for a double (the figure
+// itself is finite: "inf" and "nan" were refused by split_figure).
 double scaled(const SplitFigure& split, const UnitScale& scale, std::string_view text) {
   const double value = decimal_value(split, scale.decimal_exponent, text);
-  const double result = std::ldexp(value, scale.binary_exponent);
-  if (!std::isfinite(result))
-    throw std::invalid_argument(fmt::format("{} is not finite", quoted(text)));
-  return result;
+  return std::ldexp(value, scale.binary_exponent);
 }
 
 // Shortest text for `value` with at most 6 significant digits ("12.5", "3.125", "100").

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include <fmt/core.h>
 #include <gtest/gtest.h>
 
 #include "topology/topology.hpp"
@@ -79,11 +80,13 @@ TEST(TopologyUnits, BandwidthErrorsNameTheProblem) {
   EXPECT_NE(error_of(parse_bandwidth, "-1 GB/s").find("is negative"), std::string::npos);
   EXPECT_NE(error_of(parse_bandwidth, "inf GB/s").find("not finite"), std::string::npos);
   EXPECT_NE(error_of(parse_bandwidth, "nan GB/s").find("not finite"), std::string::npos);
-  EXPECT_NE(error_of(parse_bandwidth, "1e400 GB/s").find("not finite"), std::string::npos);
+  // Finite as written, too large for a double in bytes/s: out of range, not "not finite".
+  EXPECT_NE(error_of(parse_bandwidth, "1e400 GB/s").find("is above 1000 Tbit/s"), std::string::npos);
   EXPECT_NE(error_of(parse_bandwidth, "1e-400 GB/s").find("is zero"), std::string::npos);
   const std::string tiny_mantissa = "0." + std::string(400, '0') + "1e10 GB/s";
   EXPECT_NE(error_of(parse_bandwidth, tiny_mantissa).find("is zero"), std::string::npos);
-  EXPECT_NE(error_of(parse_bandwidth, "100000e305 B/s").find("not finite"), std::string::npos);
+  EXPECT_NE(error_of(parse_bandwidth, "100000e305 B/s").find("is above 1000 Tbit/s"),
+            std::string::npos);
   const std::string wrong_case = error_of(parse_bandwidth, "10 gb/s");
   EXPECT_NE(wrong_case.find("unknown bandwidth unit \"gb/s\""), std::string::npos) << wrong_case;
   EXPECT_NE(wrong_case.find("Gb/s"), std::string::npos) << wrong_case;
@@ -93,6 +96,24 @@ TEST(TopologyUnits, BandwidthErrorsNameTheProblem) {
   EXPECT_NE(error_of(parse_bandwidth, "10 us").find("unknown bandwidth unit"), std::string::npos);
   EXPECT_NE(error_of(parse_bandwidth, "1.2.3 GB/s").find("unknown bandwidth unit"),
             std::string::npos);
+}
+
+// Issue 39: "1e308 GB/s" is a finite figure whose bytes/s overflow a double; it used to be
+// called "not finite". It is out of range, and the message gives the limit.
+TEST(TopologyUnits, FiguresTooLargeForADoubleAreOutOfRangeNotInfinite) {
+  for (const char* text : {"1e308 GB/s", "1e308 Tbit/s", "1.7e308 B/s", "9e307 TiB/s"}) {
+    const std::string message = error_of(parse_bandwidth, text);
+    EXPECT_EQ(message, fmt::format("\"{}\" is above 1000 Tbit/s, the largest bandwidth flexplan "
+                                   "accepts", text));
+  }
+  EXPECT_NE(error_of(parse_bandwidth, "-1e308 GB/s").find("is negative"), std::string::npos);
+  for (const char* text : {"1e308 ms", "1e400 s"}) {
+    const std::string message = error_of(parse_latency, text);
+    EXPECT_EQ(message, fmt::format("\"{}\" is above 100 s, the largest latency flexplan accepts",
+                                   text));
+  }
+  // Written infinities are still not finite.
+  EXPECT_NE(error_of(parse_bandwidth, "inf GB/s").find("not finite"), std::string::npos);
 }
 
 TEST(TopologyUnits, LatencyErrorsNameTheProblem) {
