@@ -18,6 +18,8 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "topology/printable.hpp"
+
 namespace flexplan::detail {
 
 namespace {
@@ -106,7 +108,7 @@ void check_fields(const json& object, const Where& where,
                   std::initializer_list<std::string_view> known) {
   for (const auto& [key, value] : object.get_ref<const json::object_t&>()) {
     if (std::find(known.begin(), known.end(), key) != known.end()) continue;
-    std::string message = fmt::format("unknown field \"{}\"", key);
+    std::string message = fmt::format("unknown field \"{}\"", escaped(key));
     std::string_view closest;
     size_t best = 3;  // suggest only within two edits
     for (std::string_view k : known) {
@@ -133,7 +135,12 @@ const json& require(const json& object, const Where& where, std::string_view key
 std::string shown(const json& value) {
   if (value.is_structured()) return value.type_name();
   std::string text = value.dump();
-  if (text.size() > 40) text = text.substr(0, 37) + "...";
+  if (text.size() > 40) {
+    size_t cut = 37;  // not inside a UTF-8 sequence
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xc0) == 0x80) --cut;
+    text = text.substr(0, cut) + "...";
+  }
+  text = escaped(text);  // dump() escapes control characters, not bidirectional controls
   return fmt::format("{} {}", value.type_name(), text);
 }
 
@@ -191,26 +198,13 @@ Link parse_link(const json& value, const Where& where, FigureCache& figures) {
   return link;
 }
 
-// The first control character (U+0000-U+001F, U+007F-U+009F) in UTF-8 text, if any: names are
-// printed one to a line, in trees and in messages.
-std::optional<uint32_t> control_character(std::string_view text) {
-  for (size_t i = 0; i < text.size(); ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c < 0x20 || c == 0x7f) return c;
-    // U+0080-U+009F are 0xC2 0x80-0x9F in UTF-8 (the parser has checked the encoding).
-    if (c == 0xc2 && i + 1 < text.size()) {
-      const auto next = static_cast<unsigned char>(text[i + 1]);
-      if (next >= 0x80 && next <= 0x9f) return next;
-    }
-  }
-  return std::nullopt;
-}
-
+// Names are printed one to a line, in trees, in messages and by inspect: a control character
+// would break the line or drive the terminal, and a bidirectional control would reorder what
+// follows it (a name could then pass for another).
 void check_printable(const std::string& name, const Where& where) {
-  if (const auto c = control_character(name))
-    throw TopologyError(where.str(), fmt::format("{} holds the control character U+{:04X}; names "
-                                                 "must be printable",
-                                                 json(name).dump(), *c));
+  if (const auto c = unprintable_code_point(name))
+    throw TopologyError(where.str(), fmt::format("\"{}\" holds {}; names must be printable",
+                                                 escaped(name), describe_unprintable(*c)));
 }
 
 void check_name(const std::string& name, const Where& where, bool has_count) {
@@ -383,8 +377,8 @@ class TreeReader : public PathSource {
     if (skipped_ > 0) return true;
     Frame& top = frames_.back();
     if (top.container->contains(key))
-      throw TopologyError(child_location(path(frames_.size() - 1), key),
-                          fmt::format("the key \"{}\" appears twice", key));
+      throw TopologyError(child_location(path(frames_.size() - 1), escaped(key)),
+                          fmt::format("the key \"{}\" appears twice", escaped(key)));
     top.key = std::move(key);
     return true;
   }
@@ -446,7 +440,8 @@ class TreeReader : public PathSource {
     const size_t offset = whole_token && token.size() <= position ? position - token.size()
                           : position == 0                        ? 0
                                                                  : position - 1;
-    throw TopologyError(text_location(text_, source_, offset), "invalid JSON: " + detail);
+    // The detail quotes the input ("last read: '...'"), raw bytes and all.
+    throw TopologyError(text_location(text_, source_, offset), "invalid JSON: " + escaped(detail));
   }
 
   // The JSON location of the value open in frame `frame` ("" for the document).
@@ -456,7 +451,7 @@ class TreeReader : public PathSource {
     const std::string above = path(frame - 1);
     if (parent.kind == Kind::Children || parent.kind == Kind::Array)
       return fmt::format("{}[{}]", above, parent.elements - 1);
-    return child_location(above, parent.key);
+    return child_location(above, escaped(parent.key));
   }
 
  private:

@@ -17,6 +17,7 @@
 
 #include <fmt/core.h>
 
+#include "topology/printable.hpp"
 #include "topology/topology.hpp"
 
 namespace flexplan {
@@ -70,7 +71,8 @@ const std::map<std::string, UnitScale, std::less<>>& latency_units() {
 bool is_space(char c) { return c == ' ' || c == '\t'; }
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
-std::string quoted(std::string_view text) { return fmt::format("\"{}\"", text); }
+// Figures come from files and command lines: quoted escaped, so that no raw bytes reach a message.
+std::string quoted(std::string_view text) { return fmt::format("\"{}\"", detail::escaped(text)); }
 
 // The number at the front of `text`, split into its mantissa ("-1.5") and exponent (from an
 // "e" suffix), and the unit after it.

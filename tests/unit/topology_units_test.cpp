@@ -116,6 +116,19 @@ TEST(TopologyUnits, FiguresTooLargeForADoubleAreOutOfRangeNotInfinite) {
   EXPECT_NE(error_of(parse_bandwidth, "inf GB/s").find("not finite"), std::string::npos);
 }
 
+// Figures come from the command line too (--reduce-bandwidth, whatif variations): bytes that
+// are not UTF-8, and control characters, are escaped in the message, never echoed raw.
+TEST(TopologyUnits, ErrorsEscapeRawBytes) {
+  const std::string message = error_of(parse_bandwidth, "10 G\xff\xfe" "B/s\x1b[31m");
+  EXPECT_EQ(message.find('\xff'), std::string::npos) << message;
+  EXPECT_EQ(message.find('\x1b'), std::string::npos) << message;
+  EXPECT_NE(message.find("\"10 G\\xFF\\xFEB/s\\x1B[31m\": unknown bandwidth unit"),
+            std::string::npos)
+      << message;
+  const std::string bidi = error_of(parse_latency, "5 \u202eus");
+  EXPECT_NE(bidi.find("\"5 \\u202Eus\""), std::string::npos) << bidi;
+}
+
 TEST(TopologyUnits, LatencyErrorsNameTheProblem) {
   EXPECT_EQ(error_of(parse_latency, "5").rfind("\"5\" has no unit", 0), 0u);
   EXPECT_NE(error_of(parse_latency, "-5 us").find("is negative"), std::string::npos);
