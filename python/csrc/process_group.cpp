@@ -274,6 +274,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFlexplan::broadcast(std::vector<at::T
   TORCH_CHECK(opts.rootTensor == 0, "flexplan: broadcast takes one tensor per process");
   const bool root = opts.rootRank == getRank();
   Job job;
+  // Named as what it is, so that a rank calling broadcast where another calls all_reduce of
+  // the same size fails (both are this all-reduce underneath).
+  job.call = call_of(UserCollective::Broadcast, tensor, static_cast<int32_t>(opts.rootRank));
   job.buffer = at::empty({static_cast<int64_t>(byte_size(tensor))}, at::kByte);
   job.before = [buffer = job.buffer, tensor, root] {
     if (root) {
@@ -294,9 +297,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFlexplan::broadcast(std::vector<at::T
 }
 
 // Each rank writes its bytes into its own slot of a zeroed buffer; the byte-wise sum is the
-  // Named as what it is, so that a rank calling broadcast where another calls all_reduce of
-  // the same size fails (both are this all-reduce underneath).
-  job.call = call_of(UserCollective::Broadcast, tensor, static_cast<int32_t>(opts.rootRank));
 // concatenation.
 c10::intrusive_ptr<c10d::Work> ProcessGroupFlexplan::allgather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
@@ -313,6 +313,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFlexplan::allgather(
   const int rank = getRank();
   std::vector<at::Tensor> outs = outputs[0];
   Job job;
+  job.call = call_of(UserCollective::AllGather, input);
   job.buffer = at::empty({static_cast<int64_t>(slot) * getSize()}, at::kByte);
   job.before = [buffer = job.buffer, input, slot, rank] {
     buffer.zero_();
@@ -332,11 +333,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFlexplan::allgather(
 // A one-byte all-reduce: it completes on a rank only once every rank has joined it.
 c10::intrusive_ptr<c10d::Work> ProcessGroupFlexplan::barrier(const c10d::BarrierOptions& /*opts*/) {
   Job job;
+  job.call.collective = UserCollective::Barrier;
   job.buffer = at::zeros({1}, at::kByte);
-  job.call = call_of(UserCollective::AllGather, input);
   job.after = [] { return std::vector<at::Tensor>{}; };
   return enqueue(c10d::OpType::BARRIER, std::move(job));
 }
 
 }  // namespace flexplan::torch_backend
-  job.call.collective = UserCollective::Barrier;

@@ -28,8 +28,8 @@ struct Job {
   at::Tensor buffer;  // contiguous CPU tensor, reduced in place
   DataType type = DataType::UInt8;
   ReduceOp op = ReduceOp::Sum;
-  std::function<void()> before;                    // on the communicator thread, before issue
   CallInfo call;  // the collective the caller called, for the call signature (a broadcast is an all-reduce here)
+  std::function<void()> before;                    // on the communicator thread, before issue
   std::function<std::vector<at::Tensor>()> after;  // after completion: the future's value
   c10::intrusive_ptr<c10::ivalue::Future> future;
 };
