@@ -1,10 +1,12 @@
-// `flexplan predict TOPOLOGY.json -b 64K -e 512M -f 2`: predicted all-reduce time, algbw and
-// busbw per algorithm and message size, in the manner of nccl-tests' tables, and the best
-// algorithm per size. With --sparse, a second table: the sparse all-reduce's predicted time at
+// `flexplan predict TOPOLOGY.json -b 64K -e 512M -f 2 [--collective C] [--root R]`: predicted
+// time, algbw and busbw of a collective per algorithm and message size, in the manner of
+// nccl-tests' tables, the best algorithm per size and the schedule the plan command would write. With --sparse, a second table: the sparse all-reduce's predicted time at
 // a few densities beside the best dense plan, and the density below which sparse wins.
 // --format json prints the same records.
 #include <algorithm>
+#include <functional>
 #include <memory>
+#include <tuple>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,8 +17,11 @@
 #include "cli/algorithm_option.hpp"
 #include "cli/cost_options.hpp"
 #include "cli/command.hpp"
+#include "ir/collective_contract.hpp"
 #include "planner/algorithms.hpp"
+#include "planner/collective_planner.hpp"
 #include "planner/floor.hpp"
+#include "planner/plan_builder.hpp"
 #include "planner/prediction.hpp"
 #include "planner/size_format.hpp"
 #include "planner/sparse_cost.hpp"
@@ -36,7 +41,42 @@ struct PredictCommand {
   double mstopk_ns = SparseCostParams{}.mstopk_seconds_per_element * 1e9;
   std::vector<double> densities{0.001, 0.01, 0.05};
   std::string format = "text";
+  std::string collective = "allreduce";
+  int32_t root = 0;
 };
+
+// nccl-tests' bus-bandwidth factor: 2(P-1)/P for all-reduce, (P-1)/P for all-gather and
+// reduce-scatter, 1 for broadcast and reduce.
+double bus_factor(ir::Collective collective, int learners) {
+  const double p = learners;
+  if (collective == ir::Collective::AllReduce) return 2 * (p - 1) / p;
+  return ir::has_shards(collective) ? (p - 1) / p : 1.0;
+}
+
+// What the plan command would write for each size: the winner of its race (pipelined variants
+// included), as one narrow query.
+struct WrittenPlan {
+  std::function<std::pair<std::string, double>(uint64_t bytes)> at;
+};
+
+WrittenPlan written_plan(const Topology& topo, ir::Collective collective, int32_t root,
+                         const CostParams& cost) {
+  if (collective == ir::Collective::AllReduce) {
+    PlanOptions options;
+    options.cost = cost;
+    options.compact_pipelines = true;
+    auto report = std::make_shared<PlanReport>(build_plan_report(topo, options));
+    return {[report](uint64_t bytes) {
+      const Candidate& chosen = report->chosen(bytes);
+      return std::pair(chosen.algorithm, chosen.cost.at(static_cast<double>(bytes)));
+    }};
+  }
+  auto planned = std::make_shared<CollectivePlan>(plan_collective(topo, collective, root, {}, cost));
+  return {[planned](uint64_t bytes) {
+    const CollectiveCandidate& chosen = planned->chosen(bytes);
+    return std::pair(chosen.algorithm, chosen.cost.at(static_cast<double>(bytes)));
+  }};
+}
 
 struct Sweep {
   uint64_t min_bytes, max_bytes, factor;
@@ -75,6 +115,8 @@ struct SizeRecord {
   std::vector<std::optional<double>> seconds;  // by algorithm, as `predictions`
   int best = -1;                                // index into `predictions`
   double floor_seconds = 0;
+  std::string plan_algorithm;  // what the plan command writes for this size
+  double plan_seconds = 0;
   std::vector<SparsePoint> sparse;
   std::optional<double> sparse_break_even;      // sparse wins below this density
 };
@@ -82,12 +124,14 @@ struct SizeRecord {
 std::vector<SizeRecord> sweep_records(const PredictCommand& command, const Sweep& sweep,
                                       const Topology& topo,
                                       const std::vector<AlgorithmPrediction>& predictions,
-                                      const CostFloor& floor, const SparseCostParams& sparse) {
+                                      const CostFloor& floor, const SparseCostParams& sparse,
+                                      const WrittenPlan& plan) {
   std::vector<SizeRecord> records;
   const double element = static_cast<double>(sweep.element);
   for (uint64_t bytes = sweep.min_bytes; bytes <= sweep.max_bytes;) {
     const double n = static_cast<double>(bytes);
-    SizeRecord record{bytes, {}, -1, floor.at(n), {}, std::nullopt};
+    SizeRecord record{bytes, {}, -1, floor.at(n), {}, 0, {}, std::nullopt};
+    std::tie(record.plan_algorithm, record.plan_seconds) = plan.at(bytes);
     for (size_t i = 0; i < predictions.size(); ++i) {
       if (!predictions[i].time) {
         record.seconds.emplace_back();
@@ -139,23 +183,32 @@ void print_sparse(const PredictCommand& command, const std::vector<SizeRecord>& 
 
 void print_text(const PredictCommand& command, const Sweep& sweep, const Topology& topo,
                 const std::vector<AlgorithmPrediction>& predictions, const CostFloor& floor,
-                const std::vector<SizeRecord>& records, const SparseCostParams& sparse) {
+                const std::vector<SizeRecord>& records, const SparseCostParams& sparse,
+                ir::Collective collective) {
   const int learners = topo.num_learners();
-  fmt::print("# flexplan predict: topology {} ({}), {} ({} B), hop overhead {}{}\n", topo.name(),
-             describe_topology(topo), command.dtype, sweep.element,
+  const double factor = bus_factor(collective, learners);
+  fmt::print("# flexplan predict: {}{}, topology {} ({}), {} ({} B), hop overhead {}{}\n",
+             ir::to_string(collective),
+             ir::has_root(collective) ? fmt::format(" from root {}", command.root) : "",
+             topo.name(), describe_topology(topo), command.dtype, sweep.element,
              format_seconds(sweep.cost.hop_overhead),
              sweep.cost.reduce_bandwidth > 0
                  ? ", reductions at " + format_bandwidth(sweep.cost.reduce_bandwidth)
                  : std::string());
   if (floor.per_byte > 0)
-    fmt::print("# floor: the larger of n / {} (bandwidth, set by {}) and {} (latency: the "
-               "diameter)\n",
-               format_gbps(1 / floor.per_byte), floor.bound_by, format_seconds(floor.latency));
+    fmt::print("# floor: the larger of n / {} (bandwidth, set by {}) and {} (latency: {})\n",
+               format_gbps(1 / floor.per_byte), floor.bound_by, format_seconds(floor.latency),
+               ir::has_root(collective) ? "the farthest learner from the root" : "the diameter");
   for (const auto& p : predictions)
     fmt::print("# {:<13} {}{}\n", p.algorithm,
                p.method == "none" ? "no prediction" : "priced by " + p.method,
                p.note.empty() ? "" : " (" + p.note + ")");
-  fmt::print("# busbw = algbw * 2(n-1)/n with n = {} learners\n#\n", learners);
+  fmt::print("# busbw = algbw * {} with n = {} learners; plan: what `flexplan TOPO -o plan.bin` "
+             "writes for the size\n#\n",
+             collective == ir::Collective::AllReduce ? "2(n-1)/n"
+             : ir::has_shards(collective)            ? "(n-1)/n"
+                                                     : "1",
+             learners);
 
   std::string header1 = fmt::format("# {:>12} {:>12}", "", "");
   std::string header2 = fmt::format("# {:>12} {:>12}", "size", "count");
@@ -165,8 +218,8 @@ void print_text(const PredictCommand& command, const Sweep& sweep, const Topolog
     header2 += fmt::format("   {:>10} {:>9} {:>9}", "time", "algbw", "busbw");
     header3 += fmt::format("   {:>10} {:>9} {:>9}", "(us)", "(GB/s)", "(GB/s)");
   }
-  fmt::print("{}\n{}   {:<17} {:>6} {:>12}\n{}{:>40}\n", header1, header2, "best", "/floor", "floor",
-             header3, "(us)");
+  fmt::print("{}\n{}   {:<17} {:>6} {:>12}   {:<17} {:>10}\n{}{:>40}{:>31}\n", header1, header2,
+             "best", "/floor", "floor", "plan", "plan", header3, "(us)", "(us)");
 
   for (const SizeRecord& record : records) {
     const double n = static_cast<double>(record.bytes);
@@ -177,14 +230,17 @@ void print_text(const PredictCommand& command, const Sweep& sweep, const Topolog
         continue;
       }
       row += fmt::format("   {:>10.2f} {:>9.3f} {:>9.3f}", *time * 1e6,
-                         algorithm_bandwidth(n, *time) / 1e9, bus_bandwidth(n, *time, learners) / 1e9);
+                         algorithm_bandwidth(n, *time) / 1e9,
+                         algorithm_bandwidth(n, *time) * factor / 1e9);
     }
     const bool has_best = record.best >= 0;
     const auto best = static_cast<size_t>(std::max(record.best, 0));
     const double bound = record.floor_seconds;
-    fmt::print("{}   {:<17} {:>6} {:>12}\n", row, has_best ? predictions[best].algorithm : "-",
+    fmt::print("{}   {:<17} {:>6} {:>12}   {:<17} {:>10.2f}\n", row,
+               has_best ? predictions[best].algorithm : "-",
                has_best && bound > 0 ? fmt::format("{:.2f}", *record.seconds[best] / bound) : "-",
-               bound > 0 ? fmt::format("{:.2f}", bound * 1e6) : "-");
+               bound > 0 ? fmt::format("{:.2f}", bound * 1e6) : "-", record.plan_algorithm,
+               record.plan_seconds * 1e6);
   }
   if (command.sparse) print_sparse(command, records, predictions, sparse);
 }
@@ -207,7 +263,8 @@ void print_json(const PredictCommand& command, const Sweep& sweep, const Topolog
              {"seconds", seconds},
              {"best", record.best >= 0 ? json(predictions[static_cast<size_t>(record.best)].algorithm) : json(nullptr)},
              {"best_seconds", record.best >= 0 ? json(*record.seconds[static_cast<size_t>(record.best)]) : json(nullptr)},
-             {"floor_seconds", record.floor_seconds}};
+             {"floor_seconds", record.floor_seconds},
+             {"plan", {{"algorithm", record.plan_algorithm}, {"seconds", record.plan_seconds}}}};
     if (command.sparse) {
       json points = json::array();
       for (const SparsePoint& point : record.sparse)
@@ -226,6 +283,10 @@ void print_json(const PredictCommand& command, const Sweep& sweep, const Topolog
   json document{{"format", "flexplan-predict"},
                 {"topology", topo.name()},
                 {"learners", topo.num_learners()},
+                {"collective", command.collective},
+                {"root", ir::has_root(ir::collective_from_string(command.collective))
+                             ? json(command.root)
+                             : json(nullptr)},
                 {"dtype", command.dtype},
                 {"element_bytes", sweep.element},
                 {"hop_overhead_seconds", sweep.cost.hop_overhead},
@@ -248,23 +309,56 @@ void run(const PredictCommand& command) {
   Sweep sweep = parse_sweep(command);
   const auto topo = load_topology(command.topology_path);
   command.cost.apply_topology(sweep.cost, topo);
-  const auto names = command.algorithms.empty() ? algorithm_names() : command.algorithms;
+  const ir::Collective collective = ir::collective_from_string(command.collective);
+  if (command.sparse && collective != ir::Collective::AllReduce)
+    throw CLI::ValidationError("--sparse predicts the sparse all-reduce: leave out --collective");
+  if (command.root < 0 || command.root >= topo.num_learners())
+    throw CLI::ValidationError(fmt::format("--root {} is not among the {} learners", command.root,
+                                           topo.num_learners()));
   std::vector<AlgorithmPrediction> predictions;
-  for (const auto& name : names) predictions.push_back(predict_algorithm(topo, name, sweep.cost));
-  const auto floor = cost_floor(topo);
+  if (collective == ir::Collective::AllReduce) {
+    const auto names = command.algorithms.empty() ? algorithm_names() : command.algorithms;
+    for (const auto& name : names) {
+      try {
+        find_algorithm(name);  // -a takes every collective's names; this one must be all-reduce's
+      } catch (const std::invalid_argument& e) {
+        throw CLI::ValidationError(e.what());
+      }
+      predictions.push_back(predict_algorithm(topo, name, sweep.cost));
+    }
+  } else {
+    std::vector<std::string> names;
+    for (const std::string& name : command.algorithms) {
+      try {
+        plan_collective_algorithm_name_check(collective, name);
+        names.push_back(name);
+      } catch (const std::invalid_argument& e) {
+        throw CLI::ValidationError(e.what());
+      }
+    }
+    if (names.empty()) names = collective_algorithm_names(collective);
+    for (const auto& name : names) {
+      const auto cost = std::make_shared<ScheduleCost>(evaluate_schedule(
+          topo, plan_collective_algorithm(topo, collective, name, command.root), sweep.cost));
+      predictions.push_back(
+          {name, "evaluator", "", [cost](double bytes) { return cost->at(bytes); }});
+    }
+  }
+  const auto floor = collective_floor(topo, collective, command.root);
+  const WrittenPlan plan = written_plan(topo, collective, command.root, sweep.cost);
   SparseCostParams sparse;
   sparse.mstopk_seconds_per_element = command.mstopk_ns * 1e-9;
-  const auto records = sweep_records(command, sweep, topo, predictions, floor, sparse);
+  const auto records = sweep_records(command, sweep, topo, predictions, floor, sparse, plan);
   if (command.format == "json")
     print_json(command, sweep, topo, predictions, floor, records, sparse);
   else
-    print_text(command, sweep, topo, predictions, floor, records, sparse);
+    print_text(command, sweep, topo, predictions, floor, records, sparse, collective);
 }
 
 void setup(CLI::App& app) {
   auto command = std::make_shared<PredictCommand>();
   CLI::App* predict = app.add_subcommand(
-      "predict", "Predicted all-reduce time, algbw and busbw per algorithm and size");
+      "predict", "Predicted time, algbw and busbw of a collective per algorithm and size");
   predict->add_option("TOPOLOGY", command->topology_path, "topology JSON file")->required();
   predict->add_option("-b,--minbytes", command->min_bytes, "smallest message (64K, 1M, ...)")
       ->capture_default_str();
@@ -280,6 +374,12 @@ void setup(CLI::App& app) {
                       algorithm_help("algorithms to show (default: all, without pipelining):"))
       ->delimiter(',')
       ->check(algorithm_validator());
+  predict->add_option("--collective", command->collective,
+                      "allreduce, reduce_scatter, allgather, broadcast or reduce")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"allreduce", "reduce_scatter", "allgather", "broadcast", "reduce"}));
+  predict->add_option("--root", command->root, "root of a broadcast or reduce")
+      ->capture_default_str();
   command->cost.add_to(*predict);
   predict->add_flag("--sparse", command->sparse,
                     "also predict the sparse all-reduce and the density below which it beats the "

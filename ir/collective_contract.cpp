@@ -136,9 +136,8 @@ std::string contract_fault(const Schedule& schedule, int32_t world_size) {
     for (size_t s = 0; s < schedule.steps.size(); ++s)
       for (size_t o = 0; o < schedule.steps[s].ops.size(); ++o)
         if (schedule.steps[s].ops[o].kind == OpKind::Reduce)
-          return fmt::format("step {} op {}: a reduce in a {} schedule ({} copies data, it never "
-                             "combines it)",
-                             s, o, to_string(collective), to_string(collective));
+          return fmt::format("step {} op {}: a reduce op, but {} copies data and never combines it",
+                             s, o, to_string(collective));
   }
   if (schedule.slices != 1 && has_shards(collective))
     return fmt::format("a {} schedule cannot be held as a compact pipeline of {} slices (its "

@@ -163,33 +163,80 @@ void check_structure_labeled(const Schedule& schedule, int32_t world_size,
 std::optional<std::string> first_rank_left_out(const Schedule& schedule, int32_t world_size) {
   if (world_size == 1) return std::nullopt;
   const Collective collective = schedule.collective;
+  uint64_t owned_units = 0;  // an all-gather's units that some shard holds
+  if (collective == Collective::AllGather) {
+    if (schedule.shards.empty()) owned_units = schedule.units;
+    for (const UnitRange& shard : schedule.shards) owned_units += shard.end - shard.begin;
+  }
+  // What the rank must end with that only a write can bring, or null.
+  const auto lacks = [&](int32_t rank) -> const char* {
+    switch (collective) {
+      case Collective::AllReduce:
+        return "the other ranks' contributions";
+      case Collective::ReduceScatter: {
+        const UnitRange shard = shard_of(schedule, world_size, rank);
+        return shard.begin < shard.end ? "the other ranks' contributions on its shard" : nullptr;
+      }
+      case Collective::Reduce:
+        return rank == schedule.root ? "the other ranks' contributions (it is the root)" : nullptr;
+      case Collective::AllGather: {
+        const UnitRange shard = shard_of(schedule, world_size, rank);
+        return owned_units > shard.end - shard.begin ? "the other ranks' shards" : nullptr;
+      }
+      case Collective::Broadcast:
+        return rank != schedule.root ? "the root's data" : nullptr;
+    }
+    return nullptr;
+  };
+  const auto never_written = [&](int32_t rank) {
+    return fmt::format("rank {} is never written by any op, so it cannot end with {}", rank,
+                       lacks(rank));
+  };
   size_t mentions = 0;
   for (const Step& step : schedule.steps)
     for (const Op& op : step.ops) mentions += 1 + op.group.size();
   if (mentions + 1 < static_cast<size_t>(world_size)) {
-    // Some rank other than the one that may stay out is in no op: find the first.
-    std::vector<int32_t> ranks;
-    ranks.reserve(mentions);
+    // Some rank other than the one that may stay out is in no op. The ranks the ops write and
+    // name, sorted, find it without a map sized by the world.
+    std::vector<int32_t> written, named;
     for (const Step& step : schedule.steps)
       for (const Op& op : step.ops) {
-        ranks.push_back(op.root);
-        ranks.insert(ranks.end(), op.group.begin(), op.group.end());
+        named.push_back(op.root);
+        named.insert(named.end(), op.group.begin(), op.group.end());
+        if (op.kind == OpKind::Reduce)
+          written.push_back(op.root);
+        else
+          for (int32_t member : op.group)
+            if (member != op.root) written.push_back(member);
       }
-    std::sort(ranks.begin(), ranks.end());
-    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-    int32_t expected = 0;
-    for (int32_t rank : ranks) {
-      if (rank != expected) break;
-      ++expected;
+    for (auto* ranks : {&written, &named}) {
+      std::sort(ranks->begin(), ranks->end());
+      ranks->erase(std::unique(ranks->begin(), ranks->end()), ranks->end());
     }
-    if (has_root(collective) && expected == schedule.root) {
-      ++expected;
-      for (int32_t rank : ranks)
-        if (rank == expected) ++expected;
-    }
-    return fmt::format("rank {} takes part in no op: the schedule's {} ops name at most {} of "
-                       "the {} ranks",
-                       expected, to_string(collective), mentions, world_size);
+    // The first ranks outside a sorted list, in order.
+    const auto gaps = [](const std::vector<int32_t>& ranks, auto&& visit) {
+      int32_t next = 0;
+      for (size_t i = 0; i <= ranks.size(); ++i) {
+        const int32_t until = i < ranks.size() ? ranks[i] : next + 2;
+        for (; next < until; ++next)
+          if (visit(next)) return;
+        next = until + 1;
+      }
+    };
+    std::optional<std::string> found;
+    gaps(written, [&](int32_t rank) {
+      if (rank < world_size && lacks(rank)) found = never_written(rank);
+      return true;  // the first unwritten rank decides; the others are exempt by the contract
+    });
+    if (found) return found;
+    gaps(named, [&](int32_t rank) {
+      if (has_root(collective) && rank == schedule.root) return false;
+      found = fmt::format("rank {} takes part in no op: the schedule's {} ops name at most {} of "
+                          "the {} ranks",
+                          rank, to_string(collective), mentions, world_size);
+      return true;
+    });
+    return found;
   }
   std::vector<bool> written(static_cast<size_t>(world_size), false);
   std::vector<bool> touched(static_cast<size_t>(world_size), false);
@@ -204,40 +251,11 @@ std::optional<std::string> first_rank_left_out(const Schedule& schedule, int32_t
           if (member != op.root) written[member] = true;
     }
   }
-  uint64_t owned_units = 0;
-  if (collective == Collective::AllGather)
-    for (int32_t rank = 0; rank < world_size; ++rank) {
-      const UnitRange shard = shard_of(schedule, world_size, rank);
-      owned_units += shard.end - shard.begin;
-    }
   bool sum_needed = false;  // some rank must end with every input
   for (int32_t rank = 0; rank < world_size; ++rank) {
-    const char* lacks = nullptr;  // what it must end with, if that needs a write
-    switch (collective) {
-      case Collective::AllReduce:
-        lacks = "the other ranks' contributions";
-        break;
-      case Collective::ReduceScatter: {
-        const UnitRange shard = shard_of(schedule, world_size, rank);
-        if (shard.begin < shard.end) lacks = "the other ranks' contributions on its shard";
-        break;
-      }
-      case Collective::Reduce:
-        if (rank == schedule.root) lacks = "the other ranks' contributions (it is the root)";
-        break;
-      case Collective::AllGather: {
-        const UnitRange shard = shard_of(schedule, world_size, rank);
-        if (owned_units > shard.end - shard.begin) lacks = "the other ranks' shards";
-        break;
-      }
-      case Collective::Broadcast:
-        if (rank != schedule.root) lacks = "the root's data";
-        break;
-    }
-    if (lacks && combines(collective)) sum_needed = true;
-    if (lacks && !written[rank])
-      return fmt::format("rank {} is never written by any op, so it cannot end with {}", rank,
-                         lacks);
+    if (!lacks(rank)) continue;
+    if (combines(collective)) sum_needed = true;
+    if (!written[rank]) return never_written(rank);
   }
   if (sum_needed)
     for (int32_t rank = 0; rank < world_size; ++rank)

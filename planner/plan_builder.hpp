@@ -23,10 +23,6 @@
 namespace flexplan {
 
 struct PlanOptions {
-  // The collectives to plan: all-reduce alone by default (the plan command asks for all five).
-  std::vector<ir::Collective> collectives{ir::Collective::AllReduce};
-  // The roots to plan broadcast and reduce for.
-  std::vector<int32_t> roots{0};
   // Empty: every algorithm of the table that suits the tree, each pipelining one also with
   // kPipelineSlices slices. Otherwise exactly these ("flexreduce@4" names a pipelined one);
   // one name alone forces it for every size.
@@ -54,6 +50,10 @@ struct PlanOptions {
   // Where the bases built hold at least this many ops, they are freed on a thread of their own
   // (PlanReport::freeing): a thread costs tens of microseconds, freeing a million ops 10 ms.
   uint64_t free_beside_from_ops = 100'000;
+  // The collectives to plan: all-reduce alone by default (the plan command takes --collectives).
+  std::vector<ir::Collective> collectives{ir::Collective::AllReduce};
+  // The roots to plan broadcast and reduce for.
+  std::vector<int32_t> roots{0};
 };
 
 // A lower bound of the price of `base` cut into `slices` slices (pipeline.hpp), nondecreasing

@@ -263,10 +263,13 @@ TEST(IrVerify, ScheduleFieldsAreChecked) {
   EXPECT_REJECTED(ring_schedule(3), 0, "world size 0 must be at least 1");
 }
 
-TEST(IrVerify, OtherCollectivesAreNotSupportedYet) {
+// The all-reduce ring read as an all-gather: its reduces are refused before anything runs.
+TEST(IrVerify, CopyingCollectivesRefuseReduceOps) {
   Schedule ring = ring_schedule(3);
   ring.collective = Collective::AllGather;
-  EXPECT_REJECTED(ring, 3, "allgather", "not supported yet");
+  EXPECT_REJECTED(ring, 3, "a reduce op, but allgather copies data and never combines it");
+  ring.collective = Collective::Broadcast;
+  EXPECT_REJECTED(ring, 3, "a reduce op, but broadcast copies data and never combines it");
 }
 
 TEST(IrVerify, MissingStepsLeaveRanksIncomplete) {

@@ -143,21 +143,74 @@ TEST_F(PlannerCli, PredictPrintsOneRowPerSize) {
   first >> size >> count;
   EXPECT_EQ(size, 65536u);
   EXPECT_EQ(count, 65536u / 8);
-  // The row ends with the best algorithm, its time over the floor, and the floor in us.
+  // The row ends with the best algorithm, its time over the floor, the floor in us, and the
+  // schedule the plan command writes for the size with its time in us.
   std::istringstream row(rows[0]);
   std::vector<std::string> words;
   for (std::string word; row >> word;) words.push_back(word);
-  ASSERT_GE(words.size(), 3u);
-  const std::string best = words[words.size() - 3];
-  const double over_floor = std::stod(words[words.size() - 2]);
-  const double floor_us = std::stod(words.back());
+  ASSERT_GE(words.size(), 5u);
+  const std::string best = words[words.size() - 5];
+  const double over_floor = std::stod(words[words.size() - 4]);
+  const double floor_us = std::stod(words[words.size() - 3]);
+  const std::string written = words[words.size() - 2];
+  const double written_us = std::stod(words.back());
   EXPECT_NO_THROW(find_algorithm(best)) << rows[0];
+  EXPECT_NO_THROW(find_algorithm(written)) << rows[0];
+  EXPECT_GE(written_us, floor_us) << rows[0];
   EXPECT_GE(over_floor, 1.0) << rows[0];
   const auto topo = load_topology(topology("two-machines-2+3"));
   EXPECT_NEAR(floor_us, cost_floor(topo).at(65536.0) * 1e6, 0.01) << rows[0];
   for (const char* name : {"flexreduce", "ring", "blueconnect", "hierarchical", "busbw", "/floor"})
     EXPECT_NE(run.output.find(name), std::string::npos) << name;
   EXPECT_FALSE(std::filesystem::exists(path("plan.bin"))) << "predict must not run the main job";
+}
+
+// --collective: the collective's own algorithms, its floor, and the schedule the plan command
+// writes for each size, which is the cheapest priced.
+TEST_F(PlannerCli, PredictTakesACollective) {
+  const auto run = run_flexplan("predict " + topology("two-machines-2+3") +
+                                    " -b 8 -e 256M -f 8 --collective broadcast --root 3 --format json",
+                                "2>/dev/null");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto json = nlohmann::json::parse(run.output);
+  EXPECT_EQ(json["collective"], "broadcast");
+  EXPECT_EQ(json["root"], 3);
+  for (const auto& record : json["records"]) {
+    const std::string written = record["plan"]["algorithm"];
+    const double seconds = record["plan"]["seconds"];
+    EXPECT_GE(seconds, record["floor_seconds"].get<double>() * (1 - 1e-9));
+    if (written.find('@') == std::string::npos)  // a pipelined variant is not in the table
+      EXPECT_NEAR(seconds, record["seconds"][written].get<double>(), 1e-12);
+    EXPECT_LE(seconds, record["best_seconds"].get<double>() * (1 + 1e-9));
+  }
+  const auto bad = run_flexplan("predict " + topology("two-machines-2+3") +
+                                    " --collective allgather -a chain",
+                                "2>&1");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("unknown allgather algorithm 'chain'"), std::string::npos) << bad.output;
+  const auto root = run_flexplan("predict " + topology("two-machines-2+3") +
+                                     " --collective reduce --root 5",
+                                 "2>&1");
+  EXPECT_EQ(root.exit_code, 2) << root.output;
+  EXPECT_NE(root.output.find("--root 5 is not among the 5 learners"), std::string::npos) << root.output;
+}
+
+// The plan command writes the collectives asked for, each verified, and says so.
+TEST_F(PlannerCli, PlanWritesTheCollectivesAskedFor) {
+  const auto run = run_flexplan("" + topology("two-machines-2+3") + " -o " + path("all.bin") +
+                                    " --collectives allreduce,allgather,reduce_scatter,broadcast,reduce"
+                                    " --roots 0,2",
+                                "2>&1");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  for (const char* line : {"allgather:", "reduce_scatter:", "broadcast (root 2):", "reduce (root 0):"})
+    EXPECT_NE(run.output.find(line), std::string::npos) << line << "\n" << run.output;
+  const auto verify = run_flexplan("verify " + path("all.bin"), "2>&1");
+  EXPECT_EQ(verify.exit_code, 0) << verify.output;
+  const auto bad = run_flexplan("" + topology("two-machines-2+3") + " -o " +
+                                    path("bad.bin") + " --collectives broadcast --roots 9",
+                                "2>&1");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("root 9 is not among the 5 learners"), std::string::npos) << bad.output;
 }
 
 // --format json carries the text table's records: per size every algorithm's time, the best,

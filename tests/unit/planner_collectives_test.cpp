@@ -1,0 +1,190 @@
+// The reduce-scatter, all-gather, broadcast and reduce planners on random trees: every
+// (collective, algorithm, root) schedule verifies against its contract, dropping any op breaks
+// it, every raced price is at or above the collective's floor, and a plan of all five
+// collectives round-trips through every form.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+
+#include "ir/collective_contract.hpp"
+#include "ir/errors.hpp"
+#include "ir/pipeline_form.hpp"
+#include "ir/plan_binary.hpp"
+#include "ir/plan_json.hpp"
+#include "ir/plan_text.hpp"
+#include "ir/verify.hpp"
+#include "planner/collective_algorithms.hpp"
+#include "planner/collective_planner.hpp"
+#include "planner/plan_builder.hpp"
+#include "tests/unit/planner_test_trees.hpp"
+
+namespace flexplan {
+namespace {
+
+constexpr ir::Collective kOthers[] = {ir::Collective::ReduceScatter, ir::Collective::AllGather,
+                                      ir::Collective::Broadcast, ir::Collective::Reduce};
+
+// Roots to try on a tree: all of a small one, a few of a larger one.
+std::vector<int32_t> roots_of(const Topology& topo, std::mt19937_64& rng) {
+  std::vector<int32_t> roots;
+  const int32_t p = topo.num_learners();
+  if (p <= 8) {
+    for (int32_t r = 0; r < p; ++r) roots.push_back(r);
+    return roots;
+  }
+  std::uniform_int_distribution<int32_t> pick(0, p - 1);
+  roots = {0, p - 1, pick(rng)};
+  return roots;
+}
+
+TEST(PlannerCollectives, EveryAlgorithmVerifiesOnRandomTrees) {
+  testing::RandomTrees trees(0xC011EC7);
+  std::mt19937_64 rng(7);
+  int verified = 0;
+  for (int t = 0; t < 300; ++t) {
+    const Topology topo = trees.next(t % 10 == 0 ? 90 : 30);
+    for (const ir::Collective collective : kOthers) {
+      const std::vector<int32_t> roots =
+          ir::has_root(collective) ? roots_of(topo, rng) : std::vector<int32_t>{0};
+      for (const std::string& name : collective_algorithm_names(collective)) {
+        std::vector<std::string> variants{name};
+        if (ir::has_root(collective) && name == "binomial-tree") variants.push_back(name + "@4");
+        for (const std::string& variant : variants)
+          for (const int32_t root : roots) {
+            const ir::Schedule schedule = plan_collective_algorithm(topo, collective, variant, root);
+            EXPECT_EQ(schedule.collective, collective);
+            EXPECT_NO_THROW(ir::verify_schedule(schedule, topo.num_learners()))
+                << topo.name() << " " << ir::to_string(collective) << " " << variant << " root "
+                << root;
+            ++verified;
+          }
+      }
+    }
+  }
+  EXPECT_GT(verified, 3000);
+}
+
+// Every op of these schedules delivers data some rank needs: without it the contract fails.
+TEST(PlannerCollectives, DroppingAnyOpIsCaught) {
+  testing::RandomTrees trees(0xD20B);
+  int caught = 0;
+  for (int t = 0; t < 25; ++t) {
+    const Topology topo = trees.next(9);
+    const int32_t p = topo.num_learners();
+    for (const ir::Collective collective : kOthers)
+      for (const std::string& name : collective_algorithm_names(collective)) {
+        const ir::Schedule whole = plan_collective_algorithm(topo, collective, name, p - 1);
+        for (size_t s = 0; s < whole.steps.size(); ++s)
+          for (size_t o = 0; o < whole.steps[s].ops.size(); ++o) {
+            ir::Schedule mutant = whole;
+            auto& ops = mutant.steps.edit()[s].ops;
+            ops.erase(ops.begin() + static_cast<std::ptrdiff_t>(o));
+            EXPECT_THROW(ir::verify_schedule(mutant, p), ir::VerifyError)
+                << topo.name() << " " << ir::to_string(collective) << " " << name << " without step "
+                << s << " op " << o;
+            ++caught;
+          }
+      }
+  }
+  EXPECT_GT(caught, 500);
+}
+
+// Moving a shard boundary, or the root, makes a right schedule wrong.
+TEST(PlannerCollectives, AnotherContractIsRefused) {
+  const Topology topo = testing::machines({2, 3});
+  ir::Schedule gather = plan_collective_algorithm(topo, ir::Collective::AllGather, "ring");
+  ASSERT_NO_THROW(ir::verify_schedule(gather, 5));
+  gather.shards = {{0, 1}, {1, 2}, {2, 3}, {3, 4}, {4, 5}};  // the equal shards, spelled out
+  EXPECT_NO_THROW(ir::verify_schedule(gather, 5));
+  gather.shards[0] = {0, 0};
+  gather.shards[1] = {0, 2};
+  EXPECT_THROW(ir::verify_schedule(gather, 5), ir::VerifyError);
+  ir::Schedule reduce = plan_collective_algorithm(topo, ir::Collective::Reduce, "binomial-tree", 3);
+  ASSERT_NO_THROW(ir::verify_schedule(reduce, 5));
+  reduce.root = 2;
+  EXPECT_THROW(ir::verify_schedule(reduce, 5), ir::VerifyError);
+  EXPECT_THROW(transpose_copies(reduce), std::invalid_argument);
+}
+
+// The floors are lower bounds: no schedule the planner prices beats them.
+TEST(PlannerCollectives, NoPriceBelowTheFloor) {
+  testing::RandomTrees trees(0xF100);
+  for (int t = 0; t < 120; ++t) {
+    const Topology topo = trees.next(40);
+    for (const ir::Collective collective : kOthers) {
+      const CollectivePlan planned = plan_collective(topo, collective, 0, {}, CostParams{});
+      ASSERT_FALSE(planned.schedules.empty());
+      for (const CollectiveCandidate& candidate : planned.candidates) {
+        if (!candidate.left_out_because.empty()) continue;
+        for (const double bytes : {8.0, 65536.0, 1048576.0, 268435456.0})
+          EXPECT_GE(candidate.cost.at(bytes), planned.floor.at(bytes) * (1 - 1e-9))
+              << topo.name() << " " << ir::to_string(collective) << " " << candidate.algorithm
+              << " at " << bytes << " B";
+      }
+    }
+  }
+}
+
+TEST(PlannerCollectives, APlanOfEveryCollectiveRoundTrips) {
+  const Topology topo = testing::machines({2, 3, 1});
+  PlanOptions options;
+  options.collectives = {ir::Collective::AllReduce, ir::Collective::ReduceScatter,
+                         ir::Collective::AllGather, ir::Collective::Broadcast,
+                         ir::Collective::Reduce};
+  options.roots = {0, 4};
+  const ir::Plan plan = build_plan(topo, options);
+  ASSERT_NO_THROW(ir::verify_plan(plan));
+  for (const ir::Collective collective : options.collectives)
+    for (const int32_t root : options.roots) {
+      EXPECT_TRUE(ir::plans_collective(plan, collective, root));
+      const ir::Schedule& chosen = ir::select_schedule(plan, collective, 1 << 20, root);
+      EXPECT_EQ(chosen.collective, collective);
+      if (ir::has_root(collective)) EXPECT_EQ(chosen.root, root);
+    }
+  EXPECT_FALSE(ir::plans_collective(plan, ir::Collective::Broadcast, 2));
+  EXPECT_THROW(ir::select_schedule(plan, ir::Collective::Broadcast, 8, 2), std::out_of_range);
+  const ir::Plan materialized = ir::materialize(plan);
+  EXPECT_EQ(ir::materialize(ir::decode_plan(ir::encode_plan(plan), "plan.bin")), materialized);
+  EXPECT_EQ(ir::parse_plan_text(ir::print_plan_text(plan), "plan"), materialized);
+  EXPECT_EQ(ir::plan_from_json(ir::plan_to_json(plan)), materialized);
+  // The JSON form names the contract's fields.
+  const auto json = ir::plan_to_json(plan);
+  bool saw_root = false;
+  for (const auto& schedule : json["schedules"]) {
+    const std::string collective = schedule["collective"];
+    EXPECT_EQ(schedule.contains("root"), collective == "broadcast" || collective == "reduce");
+    saw_root = saw_root || (schedule.contains("root") && schedule["root"] == 4);
+  }
+  EXPECT_TRUE(saw_root);
+}
+
+TEST(PlannerCollectives, ExplicitShardsRoundTripAndAreChecked) {
+  ir::Plan plan;
+  plan.world_size = 2;
+  ir::Schedule swap;
+  swap.algorithm = "swap";
+  swap.collective = ir::Collective::AllGather;
+  swap.units = 10;
+  swap.shards = {{0, 2}, {2, 10}};
+  ir::Step step;
+  step.phase = ir::Phase::AllGather;
+  ir::Op a;
+  a.kind = ir::OpKind::Broadcast;
+  a.begin = 0, a.end = 2, a.root = 0, a.group = {0, 1};
+  ir::Op b = a;
+  b.begin = 2, b.end = 10, b.root = 1, b.group = {1, 0};
+  step.ops = {a, b};
+  swap.steps.edit().push_back(step);
+  plan.schedules.push_back(swap);
+  ASSERT_NO_THROW(ir::verify_plan(plan));
+  EXPECT_EQ(ir::decode_plan(ir::encode_plan(plan), "plan.bin"), plan);
+  EXPECT_EQ(ir::plan_from_json(ir::plan_to_json(plan)), plan);
+  EXPECT_EQ(ir::parse_plan_text(ir::print_plan_text(plan), "plan"), plan);
+  auto json = ir::plan_to_json(plan);
+  json["schedules"][0]["collective"] = "allreduce";
+  EXPECT_THROW(ir::plan_from_json(json), ir::PlanFormatError);  // an all-reduce has no shards
+}
+
+}  // namespace
+}  // namespace flexplan
