@@ -100,6 +100,46 @@ HoldingRun holding_after(const Schedule& schedule, int32_t world_size, int32_t r
   return {Holding::Nothing, -1, units};
 }
 
+ContractView::ContractView(const Schedule& schedule, int32_t world_size)
+    : schedule_(schedule), world_size_(world_size) {
+  for (size_t r = 0; r < schedule.shards.size(); ++r)
+    if (schedule.shards[r].begin < schedule.shards[r].end)
+      owned_.push_back({schedule.shards[r].begin, schedule.shards[r].end, static_cast<int32_t>(r)});
+  std::sort(owned_.begin(), owned_.end(),
+            [](const Owned& a, const Owned& b) { return a.begin < b.begin; });
+  for (const Owned& shard : owned_) {
+    if (!owned_runs_.empty() && owned_runs_.back().end >= shard.begin)
+      owned_runs_.back().end = std::max(owned_runs_.back().end, shard.end);
+    else
+      owned_runs_.push_back({shard.begin, shard.end});
+  }
+}
+
+int32_t ContractView::owner(uint64_t unit) const {
+  if (schedule_.shards.empty()) return shard_owner(schedule_, world_size_, unit);
+  auto at = std::upper_bound(owned_.begin(), owned_.end(), unit,
+                             [](uint64_t u, const Owned& shard) { return u < shard.begin; });
+  if (at == owned_.begin()) return -1;
+  --at;
+  return unit < at->end ? at->rank : -1;
+}
+
+HoldingRun ContractView::before(int32_t rank, uint64_t unit) const {
+  return holding_before(schedule_, world_size_, rank, unit);  // O(1): its own shard only
+}
+
+HoldingRun ContractView::after(int32_t rank, uint64_t unit) const {
+  if (schedule_.collective != Collective::AllGather)
+    return holding_after(schedule_, world_size_, rank, unit);  // O(1) for the others
+  const int32_t source = owner(unit);
+  if (schedule_.shards.empty()) return {Holding::CopyOf, source, schedule_.units};
+  auto run = std::upper_bound(owned_runs_.begin(), owned_runs_.end(), unit,
+                              [](uint64_t u, const UnitRange& r) { return u < r.begin; });
+  if (run != owned_runs_.begin() && unit < std::prev(run)->end)
+    return {Holding::CopyOf, source, std::prev(run)->end};
+  return {Holding::Nothing, -1, run == owned_runs_.end() ? schedule_.units : run->begin};
+}
+
 std::string contract_fault(const Schedule& schedule, int32_t world_size) {
   const Collective collective = schedule.collective;
   if (static_cast<size_t>(collective) >= kCollectiveCount) return "invalid collective";

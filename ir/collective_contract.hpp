@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "ir/plan.hpp"
 
@@ -43,6 +44,28 @@ struct HoldingRun {
 };
 HoldingRun holding_before(const Schedule&, int32_t world_size, int32_t rank, uint64_t unit);
 HoldingRun holding_after(const Schedule&, int32_t world_size, int32_t rank, uint64_t unit);
+
+// The same questions asked many times of one schedule (the verifier asks per rank and
+// segment): explicit shards sorted once, so that each answer costs O(log P). An all-gather's
+// run after ends where the units some shard holds end, not at each shard's end: `source` is
+// the owner at the unit asked about.
+class ContractView {
+ public:
+  ContractView(const Schedule&, int32_t world_size);
+  HoldingRun before(int32_t rank, uint64_t unit) const;
+  HoldingRun after(int32_t rank, uint64_t unit) const;
+  int32_t owner(uint64_t unit) const;  // as shard_owner
+
+ private:
+  const Schedule& schedule_;
+  int32_t world_size_;
+  struct Owned {
+    uint64_t begin, end;
+    int32_t rank;
+  };
+  std::vector<Owned> owned_;          // explicit shards, non-empty, sorted by begin
+  std::vector<UnitRange> owned_runs_; // their union, as maximal runs
+};
 
 // Whether the collective may combine data (reduce ops are allowed).
 bool combines(Collective);

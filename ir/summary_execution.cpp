@@ -89,18 +89,27 @@ class WindowExecution {
 
  private:
   // The rank's holding before the first step (collective_contract.hpp): its input, or no
-  // data (an empty summary, which no right result equals).
+  // data (an empty summary, which no right result equals). In a collective that only copies,
+  // data moves within its unit, and on each unit only its owner starts with data: any data a
+  // rank holds there is the owner's. One token for every owner's input is then exact, and it
+  // lets a rank's right final state be one segment instead of one per shard.
   Summary initial_value(const HoldingRun& run, int32_t rank) const {
-    return run.holding == Holding::Own ? contribution_of(rank) : Summary{};
+    if (run.holding != Holding::Own) return Summary{};
+    return copies_only_ ? copy_token() : contribution_of(rank);
+  }
+  static Summary copy_token() { return Summary{1, mix64(~uint64_t{0}), mix64(~uint64_t{1})}; }
+  // What a rank must hold where the contract asks for a copy of `source`'s input.
+  Summary copy_of(int32_t source) const {
+    return copies_only_ ? copy_token() : contribution_of(source);
   }
 
   void start_state(int32_t rank) {
-    HoldingRun run = holding_before(schedule_, world_size_, rank, low_);
+    HoldingRun run = contract_.before(rank, low_);
     ranks_[rank].reset(low_, initial_value(run, rank));
     ++segments_;
     size_t hint = 0;
     for (uint64_t at = run.end; at < high_; at = run.end) {
-      run = holding_before(schedule_, world_size_, rank, at);
+      run = contract_.before(rank, at);
       const Segment piece{at, initial_value(run, rank)};
       segments_ += ranks_[rank].assign(at, std::min(run.end, high_), high_,
                                        std::span<const Segment>(&piece, 1), scratch_, hint);
@@ -280,13 +289,16 @@ class WindowExecution {
         const uint64_t begin = segments.at(j).begin, end = segments.end_of(j, high_);
         // The segment may span several runs of the contract (an all-gather's shards).
         for (uint64_t at = begin; at < end;) {
-          const HoldingRun run = holding_after(schedule_, world_size_, rank, at);
+          const HoldingRun run = contract_.after(rank, at);
           const uint64_t to = std::min(run.end, end);
           if (run.holding == Holding::Sum && !(held == total_))
             return incomplete(rank, at, to, held, "that are not each rank's once");
-          if (run.holding == Holding::CopyOf && !(held == contribution_of(run.source)))
-            return incomplete(rank, at, to, held,
+          if (run.holding == Holding::CopyOf && !(held == copy_of(run.source))) {
+            // The run may hold several owners' shards: name the first one's.
+            const uint64_t owned_to = std::min(to, shard_of(schedule_, world_size_, run.source).end);
+            return incomplete(rank, at, std::max(owned_to, at + 1), held,
                               fmt::format("where it must hold rank {}'s input", run.source));
+          }
           at = to;
         }
       }
@@ -311,6 +323,7 @@ class WindowExecution {
     if (held.count == 0) return "no data";
     if (held.count > static_cast<uint64_t>(world_size_))
       return fmt::format("more than {} contributions", world_size_);
+    if (held.count == 1 && copies_only_) return "the owner's data";
     if (held.count == 1)
       for (int32_t r = 0; r < world_size_; ++r)
         if (held == contribution_of(r)) return fmt::format("rank {}'s input alone", r);
@@ -319,6 +332,8 @@ class WindowExecution {
 
   const Schedule& schedule_;
   const int32_t world_size_;
+  const bool copies_only_ = !combines(schedule_.collective);
+  const ContractView contract_{schedule_, world_size_};
   const size_t budget_;
   const Summary total_;
   uint64_t low_ = 0, high_ = 0;

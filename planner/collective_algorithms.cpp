@@ -69,71 +69,22 @@ ir::Step step_of(ir::Phase phase, int32_t level) {
 
 int32_t top_level(const Topology& topo) { return topo.num_levels() - 1; }
 
-}  // namespace
-
-ir::Schedule plan_ring_allgather(const Topology& topo) {
-  ir::Schedule schedule = sharded(topo, "ring");
-  const std::vector<int32_t> ring = depth_first_ranks(topo);
-  const int32_t p = static_cast<int32_t>(ring.size());
-  auto& steps = schedule.steps.edit();
-  // In step k the member at position i passes on the shard of position i - k.
-  for (int32_t k = 0; k + 1 < p; ++k) {
-    ir::Step step = step_of(ir::Phase::AllGather, top_level(topo));
-    for (int32_t i = 0; i < p; ++i) {
-      const int32_t owner = ring[static_cast<size_t>(((i - k) % p + p) % p)];
-      copy_shards(step.ops, schedule, p, std::span(&owner, 1), ring[i], ring[(i + 1) % p]);
-    }
-    steps.push_back(std::move(step));
-  }
-  return schedule;
-}
-
-ir::Schedule plan_bruck_allgather(const Topology& topo) {
-  ir::Schedule schedule = sharded(topo, "bruck");
-  const std::vector<int32_t> order = depth_first_ranks(topo);
-  const int32_t p = static_cast<int32_t>(order.size());
-  auto& steps = schedule.steps.edit();
-  // After round k the member at position i holds the shards of positions i .. i + 2^(k+1) - 1.
-  for (int64_t distance = 1; distance < p; distance *= 2) {
-    ir::Step step = step_of(ir::Phase::AllGather, top_level(topo));
-    const int64_t count = std::min<int64_t>(distance, p - distance);
-    for (int32_t i = 0; i < p; ++i) {
-      const int32_t partner = static_cast<int32_t>((i + distance) % p);
-      std::vector<int32_t> owners;
-      for (int64_t b = 0; b < count; ++b) owners.push_back(order[(partner + b) % p]);
-      copy_shards(step.ops, schedule, p, owners, order[partner], order[i]);
-    }
-    steps.push_back(std::move(step));
-  }
-  return schedule;
-}
-
-ir::Schedule plan_hierarchical_allgather(const Topology& topo) {
-  ir::Schedule schedule = sharded(topo, "hierarchical");
-  const int32_t p = topo.num_learners();
-  const std::vector<Machine> machines = machines_of(topo);
-  auto& steps = schedule.steps.edit();
-  // Every shard to its machine's leader.
+// Every learner's shard to its machine's leader, in one step.
+void append_machine_gather(std::vector<ir::Step>& steps, const ir::Schedule& schedule, int32_t p,
+                           const std::vector<Machine>& machines) {
   ir::Step gather = step_of(ir::Phase::AllGather, 0);
   for (const Machine& machine : machines)
     for (int32_t learner : machine.learners)
       if (learner != machine.leader)
         copy_shards(gather.ops, schedule, p, std::span(&learner, 1), learner, machine.leader);
   if (!gather.ops.empty()) steps.push_back(std::move(gather));
-  // A ring among the leaders, each passing on a machine's block of shards.
-  const int32_t m = static_cast<int32_t>(machines.size());
-  for (int32_t k = 0; k + 1 < m; ++k) {
-    ir::Step step = step_of(ir::Phase::AllGather, top_level(topo));
-    for (int32_t i = 0; i < m; ++i) {
-      const Machine& block = machines[static_cast<size_t>(((i - k) % m + m) % m)];
-      copy_shards(step.ops, schedule, p, block.learners, machines[i].leader,
-                  machines[(i + 1) % m].leader);
-    }
-    steps.push_back(std::move(step));
-  }
-  // Each leader's vector to its machine, every unit as one star to the learners that lack it (a
-  // learner's own shard is not copied back: harmless here, but the transpose would count that
-  // learner's input twice, and one star per range keeps the transpose to one reduce per range).
+}
+
+// Each leader's whole vector to its machine, every unit as one star to the learners that lack it
+// (a learner's own shard is not copied back: harmless here, but the transpose would count that
+// learner's input twice, and one star per range keeps the transpose to one reduce per range).
+void append_machine_scatter(std::vector<ir::Step>& steps, const ir::Schedule& schedule, int32_t p,
+                            const std::vector<Machine>& machines) {
   ir::Step scatter = step_of(ir::Phase::Broadcast, 0);
   for (const Machine& machine : machines) {
     if (machine.learners.size() < 2) continue;
@@ -158,6 +109,211 @@ ir::Schedule plan_hierarchical_allgather(const Topology& topo) {
     }
   }
   if (!scatter.ops.empty()) steps.push_back(std::move(scatter));
+}
+
+}  // namespace
+
+ir::Schedule plan_ring_allgather(const Topology& topo) {
+  ir::Schedule schedule = sharded(topo, "ring");
+  const std::vector<int32_t> ring = depth_first_ranks(topo);
+  const int32_t p = static_cast<int32_t>(ring.size());
+  auto& steps = schedule.steps.edit();
+  // In step k the member at position i passes on the shard of position i - k.
+  for (int32_t k = 0; k + 1 < p; ++k) {
+    ir::Step step = step_of(ir::Phase::AllGather, top_level(topo));
+    for (int32_t i = 0; i < p; ++i) {
+      const int32_t owner = ring[static_cast<size_t>(((i - k) % p + p) % p)];
+      copy_shards(step.ops, schedule, p, std::span(&owner, 1), ring[i], ring[(i + 1) % p]);
+    }
+    steps.push_back(std::move(step));
+  }
+  return schedule;
+}
+
+bool depth_first_is_rank_order(const Topology& topo) {
+  const auto order = topo.learners_under(topo.root());
+  for (size_t i = 0; i < order.size(); ++i)
+    if (order[i] != static_cast<int>(i)) return false;
+  return true;
+}
+
+ir::Schedule plan_bruck_allgather(const Topology& topo) {
+  ir::Schedule schedule = sharded(topo, "bruck");
+  const std::vector<int32_t> order = depth_first_ranks(topo);
+  const int32_t p = static_cast<int32_t>(order.size());
+  // Ranks in depth-first order (the usual numbering): a partner's shards are one or two runs of
+  // units, found without listing them (P^2 / 2 shards over the rounds).
+  const bool in_order = depth_first_is_rank_order(topo);
+  auto& steps = schedule.steps.edit();
+  // After round k the member at position i holds the shards of positions i .. i + 2^(k+1) - 1.
+  for (int64_t distance = 1; distance < p; distance *= 2) {
+    ir::Step step = step_of(ir::Phase::AllGather, top_level(topo));
+    const int64_t count = std::min<int64_t>(distance, p - distance);
+    for (int32_t i = 0; i < p; ++i) {
+      const int32_t partner = static_cast<int32_t>((i + distance) % p);
+      if (in_order) {
+        const int64_t end = partner + count;  // positions [partner, end), wrapping past p
+        const auto cut = [&](int64_t position) { return ir::shard_of(schedule, p, static_cast<int32_t>(position)).begin; };
+        const uint64_t units = schedule.units;
+        const uint64_t first_end = end <= p ? (end == p ? units : cut(end)) : units;
+        if (cut(partner) < first_end) step.ops.push_back(copy(cut(partner), first_end, partner, {partner, i}));
+        if (end > p && cut(0) < cut(end - p)) step.ops.push_back(copy(cut(0), cut(end - p), partner, {partner, i}));
+        continue;
+      }
+      std::vector<int32_t> owners;
+      for (int64_t b = 0; b < count; ++b) owners.push_back(order[(partner + b) % p]);
+      copy_shards(step.ops, schedule, p, owners, order[partner], order[i]);
+    }
+    steps.push_back(std::move(step));
+  }
+  return schedule;
+}
+
+ir::Schedule plan_hierarchical_allgather(const Topology& topo) {
+  ir::Schedule schedule = sharded(topo, "hierarchical");
+  const int32_t p = topo.num_learners();
+  const std::vector<Machine> machines = machines_of(topo);
+  auto& steps = schedule.steps.edit();
+  append_machine_gather(steps, schedule, p, machines);
+  // A ring among the leaders, each passing on a machine's block of shards.
+  const int32_t m = static_cast<int32_t>(machines.size());
+  for (int32_t k = 0; k + 1 < m; ++k) {
+    ir::Step step = step_of(ir::Phase::AllGather, top_level(topo));
+    for (int32_t i = 0; i < m; ++i) {
+      const Machine& block = machines[static_cast<size_t>(((i - k) % m + m) % m)];
+      copy_shards(step.ops, schedule, p, block.learners, machines[i].leader,
+                  machines[(i + 1) % m].leader);
+    }
+    steps.push_back(std::move(step));
+  }
+  append_machine_scatter(steps, schedule, p, machines);
+  return schedule;
+}
+
+namespace {
+
+// A learner's place in the depth-first order, and the places a subtree's learners hold.
+struct DepthFirst {
+  const Topology& topo;
+  const int* first;  // learners_under(root).data()
+  explicit DepthFirst(const Topology& t) : topo(t), first(t.learners_under(t.root()).data()) {}
+  size_t begin(NodeId n) const { return static_cast<size_t>(topo.learners_under(n).data() - first); }
+  size_t end(NodeId n) const { return begin(n) + topo.learners_under(n).size(); }
+  bool holds(NodeId n, size_t place) const { return begin(n) <= place && place < end(n); }
+};
+
+// Appends the learners under `node` in depth-first order, the child holding `last` last; only
+// those `keep` marks, where it is given (by rank).
+void append_subtree(const DepthFirst& order, NodeId node, size_t last, ir::RankList& chain,
+                    const std::vector<bool>* keep = nullptr) {
+  const Topology& topo = order.topo;
+  if (topo.is_learner(node)) {
+    if (!keep || (*keep)[static_cast<size_t>(topo.rank_of(node))]) chain.push_back(topo.rank_of(node));
+    return;
+  }
+  NodeId deferred = -1;
+  for (NodeId child : topo.children(node)) {
+    if (order.holds(child, last)) {
+      deferred = child;
+      continue;
+    }
+    append_subtree(order, child, last, chain, keep);
+  }
+  if (deferred >= 0) append_subtree(order, deferred, last, chain, keep);
+}
+
+}  // namespace
+
+ir::Schedule plan_tree_chains_allgather(const Topology& topo) {
+  ir::Schedule schedule = sharded(topo, "tree-chains");
+  const int32_t p = topo.num_learners();
+  if (p < 2) return schedule;
+  const DepthFirst order(topo);
+  // The root's child above each place, to keep a chain's end out of its owner's.
+  std::vector<NodeId> top_of(static_cast<size_t>(p), -1);
+  for (NodeId child : topo.children(topo.root()))
+    for (size_t place = order.begin(child); place < order.end(child); ++place) top_of[place] = child;
+  ir::Step step = step_of(ir::Phase::AllGather, top_level(topo));
+  for (size_t place = 0; place < static_cast<size_t>(p); ++place) {
+    const int32_t owner = order.first[place];
+    const ir::UnitRange shard = ir::shard_of(schedule, p, owner);
+    if (shard.begin == shard.end) continue;
+    // Half the order away; where that is in the owner's own child of the root (a child of more
+    // than half the learners), the first place after that child.
+    const NodeId home = top_of[place];
+    size_t last = (place + static_cast<size_t>(p) / 2) % static_cast<size_t>(p);
+    if (top_of[last] == home) last = order.end(home) % static_cast<size_t>(p);
+    // Up from the owner: at each ancestor, its other children, the one holding `last` last.
+    ir::RankList chain{owner};
+    for (NodeId below = topo.learner_node(owner), above = topo.parent(below); above >= 0;
+         below = above, above = topo.parent(above)) {
+      NodeId deferred = -1;
+      for (NodeId child : topo.children(above)) {
+        if (child == below) continue;
+        if (order.holds(child, last)) {
+          deferred = child;
+          continue;
+        }
+        append_subtree(order, child, last, chain);
+      }
+      if (deferred >= 0) append_subtree(order, deferred, last, chain);
+    }
+    step.ops.push_back(copy(shard.begin, shard.end, owner, std::move(chain)));
+  }
+  schedule.steps.edit().push_back(std::move(step));
+  return schedule;
+}
+
+ir::Schedule plan_machine_chains_allgather(const Topology& topo) {
+  ir::Schedule schedule = sharded(topo, "machine-chains");
+  const int32_t p = topo.num_learners();
+  if (p < 2) return schedule;
+  const DepthFirst order(topo);
+  const std::vector<Machine> machines = machines_of(topo);
+  std::vector<NodeId> top_of(static_cast<size_t>(p), -1);
+  for (NodeId child : topo.children(topo.root()))
+    for (size_t place = order.begin(child); place < order.end(child); ++place) top_of[place] = child;
+  std::vector<bool> leader(static_cast<size_t>(p), false);
+  for (const Machine& machine : machines) leader[static_cast<size_t>(machine.leader)] = true;
+  auto& steps = schedule.steps.edit();
+  append_machine_gather(steps, schedule, p, machines);
+  ir::Step step = step_of(ir::Phase::AllGather, top_level(topo));
+  for (const Machine& machine : machines) {
+    const size_t place = static_cast<size_t>(
+        std::find(order.first, order.first + p, machine.learners.front()) - order.first);
+    const NodeId home = top_of[place];
+    size_t last = (place + static_cast<size_t>(p) / 2) % static_cast<size_t>(p);
+    if (top_of[last] == home) last = order.end(home) % static_cast<size_t>(p);
+    // From the leader through every other machine: first the switches under its own machine
+    // node, then up, the subtree holding `last` last at each node.
+    const NodeId node = topo.parent(topo.learner_node(machine.leader));
+    ir::RankList chain{machine.leader};
+    const auto visit_others = [&](NodeId above, NodeId skip) {
+      NodeId deferred = -1;
+      for (NodeId child : topo.children(above)) {
+        if (child == skip || (above == node && topo.is_learner(child))) continue;
+        if (order.holds(child, last)) {
+          deferred = child;
+          continue;
+        }
+        append_subtree(order, child, last, chain, &leader);
+      }
+      if (deferred >= 0) append_subtree(order, deferred, last, chain, &leader);
+    };
+    visit_others(node, -1);
+    for (NodeId below = node, above = topo.parent(node); above >= 0;
+         below = above, above = topo.parent(above))
+      visit_others(above, below);
+    if (chain.size() < 2) continue;
+    std::vector<ir::Op> block;
+    copy_shards(block, schedule, p, machine.learners, machine.leader, machine.leader);
+    for (ir::Op& op : block) {
+      op.group = chain;
+      step.ops.push_back(std::move(op));
+    }
+  }
+  if (!step.ops.empty()) steps.push_back(std::move(step));
+  append_machine_scatter(steps, schedule, p, machines);
   return schedule;
 }
 

@@ -21,6 +21,22 @@ ir::Schedule plan_bruck_allgather(const Topology&);
 // machines' blocks, each leader's whole vector to its machine.
 ir::Schedule plan_hierarchical_allgather(const Topology&);
 
+// tree-aware: one chain per shard, from its owner through every learner in depth-first order,
+// each subtree entered once and left once, ending in the learner half the depth-first order
+// away (in another child of the root). Every subtree of k <= P/2 of the P learners is then the
+// chain's end for k shards from outside, so its link carries (P - k) / P of the data each way,
+// the all-gather floor, and each shard crosses each link at most once in each direction.
+ir::Schedule plan_tree_chains_allgather(const Topology&);
+// The same at machine grain, for trees too big for a chain per shard: each machine's shards to
+// its leader, one chain per machine's block from its leader through every other machine's
+// leader (ending half the order away), each leader's vector to its machine. About 3P + M ops,
+// M^2 chain members.
+ir::Schedule plan_machine_chains_allgather(const Topology&);
+
+// Whether the ranks are numbered in the tree's depth-first order (then every subtree's shards
+// are one run of units).
+bool depth_first_is_rank_order(const Topology&);
+
 // Broadcast from `root` (one unit):
 // one chain through every learner in depth-first order from the root, which enters every
 // subtree once (the runtime pipelines a chain in chunks);

@@ -36,16 +36,42 @@ const CollectiveRow kRows[] = {
      .summary = "through a leader per machine: gather in, ring among leaders, out again",
      .sharded = true,
      .build = [](const Topology& t, int32_t) { return plan_hierarchical_allgather(t); },
+     // A machine's block is one run of units when ranks follow the depth-first order; at worst
+     // one op per shard in each of the ring's steps.
      .ops =
          [](const Topology& t) {
            const uint64_t m = machines_of(t).size();
-           return p_of(t) + m * m * 2 + m;
+           return depth_first_is_rank_order(t) ? 4 * p_of(t) + m * m * 2
+                                               : 4 * p_of(t) + m * p_of(t);
+         }},
+    {.name = "tree-chains",
+     .summary = "a chain per shard through the tree from its owner, ending half the order away: "
+                "each link carries what the floor does",
+     .sharded = true,
+     .build = [](const Topology& t, int32_t) { return plan_tree_chains_allgather(t); },
+     .ops = p_of,
+     .members = [](const Topology& t) { return p_of(t) * p_of(t); }},
+    {.name = "machine-chains",
+     .summary = "tree-chains at machine grain: gather to a leader, a chain per machine's block "
+                "through the leaders, scatter",
+     .sharded = true,
+     .build = [](const Topology& t, int32_t) { return plan_machine_chains_allgather(t); },
+     .ops = [](const Topology& t) { return 6 * p_of(t); },
+     .members =
+         [](const Topology& t) {
+           const uint64_t m = machines_of(t).size();
+           return m * m + 6 * p_of(t) * 8;
          }},
     {.name = "bruck",
      .summary = "Bruck's exchange: ceil(log2 P) rounds at distances 1, 2, 4, ... (small messages)",
      .sharded = true,
      .build = [](const Topology& t, int32_t) { return plan_bruck_allgather(t); },
-     .ops = [](const Topology& t) { return 2 * p_of(t) * ceil_log2(p_of(t)); }},
+     // Ranks out of depth-first order cut a partner's shards into up to P / 2 runs each.
+     .ops =
+         [](const Topology& t) {
+           return depth_first_is_rank_order(t) ? 2 * p_of(t) * ceil_log2(p_of(t))
+                                               : p_of(t) * p_of(t);
+         }},
     {.name = "chain",
      .summary = "one chain through every learner in depth-first order from the root",
      .build = plan_chain_broadcast,
@@ -175,9 +201,12 @@ CollectivePlan plan_collective(const Topology& topo, ir::Collective collective, 
     CollectiveCandidate candidate;
     candidate.algorithm = choice_name(choice);
     const uint64_t ops = choice.row->ops(topo) * choice.slices;
-    if (ops > kMaxScheduleOps) {
+    const uint64_t members =
+        (choice.row->members ? choice.row->members(topo) : 2 * choice.row->ops(topo)) * choice.slices;
+    if (!schedule_fits_limits({ops, members})) {
       candidate.left_out_because =
-          fmt::format("about {} ops, beyond the {} the planner builds", ops, kMaxScheduleOps);
+          fmt::format("about {} ops and {} group members, beyond the {} and {} the planner builds",
+                      ops, members, kMaxScheduleOps, kMaxScheduleGroupMembers);
     } else {
       ir::Schedule base = build_base(topo, *choice.row, collective, plan.root);
       candidate.schedule =

@@ -30,6 +30,8 @@ struct CollectiveRow {
   ir::Schedule (*build)(const Topology&, int32_t root) = nullptr;
   // Ops, without building (exact or an upper bound), to leave out schedules too big to build.
   uint64_t (*ops)(const Topology&) = nullptr;
+  // Group members summed over ops, likewise (null: twice the ops).
+  uint64_t (*members)(const Topology&) = nullptr;
   // Slice counts tried beside the plain schedule (compact pipelines; broadcast and reduce
   // only: slices would cut a sharded collective's shards).
   uint32_t max_slices = 1;

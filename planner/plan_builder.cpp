@@ -797,10 +797,32 @@ const Candidate* PlanReport::find(std::string_view algorithm) const {
 }
 
 PlanReport build_plan_report(const Topology& topo, const PlanOptions& options) {
-  auto builder = std::make_unique<PlanBuilder>(topo, options);
+  // --algorithms narrows each collective that has the names given: all-reduce takes its own
+  // (and all of its rows when none of the names is one of them).
+  // Held as long as the builder, which keeps a reference to it (and may be freed on a thread).
+  auto all_reduce_options = std::make_shared<PlanOptions>(options);
+  PlanOptions& all_reduce = *all_reduce_options;
+  std::erase_if(all_reduce.algorithms, [](const std::string& name) {
+    try {
+      find_algorithm(name);
+      return false;
+    } catch (const std::invalid_argument& unknown) {
+      // A name no collective has is an error, in all-reduce's words.
+      for (size_t c = 1; c < ir::kCollectiveCount; ++c) {
+        try {
+          plan_collective_algorithm_name_check(static_cast<ir::Collective>(c), name);
+          return true;
+        } catch (const std::invalid_argument&) {
+        }
+      }
+      throw;
+    }
+  });
+  auto builder = std::make_unique<PlanBuilder>(topo, all_reduce);
   PlanReport report = builder->run();
   if (builder->large())
-    report.freeing = std::make_shared<std::jthread>([gone = std::move(builder)]() mutable { gone.reset(); });
+    report.freeing = std::make_shared<std::jthread>(
+        [gone = std::move(builder), all_reduce_options]() mutable { gone.reset(); });
   const auto asked = [&](ir::Collective c) {
     return std::find(options.collectives.begin(), options.collectives.end(), c) !=
            options.collectives.end();

@@ -1,7 +1,8 @@
 // Plan quality of the other collectives on random asymmetric clusters (docs/planner-quality.md):
 // for every tree of the two families of cluster_families.hpp, the written plan's predicted time
 // for all-gather, reduce-scatter and broadcast (root 0) at 256 MiB over the collective's floor,
-// and at 8 B over ceil(log2 P) times its latency floor; beside it the all-gather of the
+// and at 8 B over ceil(log2 P) times the diameter latency (the goal's reference; a broadcast's
+// own latency floor, the farthest learner from the root, is at most that); beside it the all-gather of the
 // depth-first ring, and the all-reduce of the whole output that stands in for an all-gather
 // today (the PyTorch backend's), each over the written all-gather.
 //
@@ -15,6 +16,7 @@
 
 #include "cluster_families.hpp"
 #include "planner/collective_planner.hpp"
+#include "planner/floor.hpp"
 #include "planner/plan_builder.hpp"
 
 namespace {
@@ -58,7 +60,7 @@ int main(int argc, char** argv) {
   const ir::Collective kCollectives[] = {ir::Collective::AllGather, ir::Collective::ReduceScatter,
                                          ir::Collective::Broadcast};
   fmt::print("| family | collective | trees | learners | plan/floor at 256 MiB: geomean | worst "
-             "| plan at 8 B / (ceil(log2 P) x latency floor): geomean | worst "
+             "| plan at 8 B / (ceil(log2 P) x diameter latency): geomean | worst "
              "| ring / plan at 256 MiB | all-reduce as all-gather / plan at 256 MiB |\n");
   fmt::print("|---|---|---|---|---|---|---|---|---|---|\n");
   for (const std::string which : {"realistic", "adversarial"}) {
@@ -77,8 +79,9 @@ int main(int argc, char** argv) {
         const auto& tiny = plan.chosen(static_cast<uint64_t>(kSmall));
         const double at_large = big.cost.at(kLarge), at_small = tiny.cost.at(kSmall);
         const double rounds = std::ceil(std::log2(static_cast<double>(p)));
+        const double diameter = cost_floor(topo).latency;
         large.add(at_large / plan.floor.at(kLarge), topo.name());
-        small.add(at_small / (rounds * plan.floor.latency), topo.name());
+        small.add(at_small / (rounds * diameter), topo.name());
         if (collective == ir::Collective::AllGather) {
           for (const CollectiveCandidate& c : plan.candidates)
             if (c.algorithm == "ring" && c.left_out_because.empty())
@@ -91,7 +94,7 @@ int main(int argc, char** argv) {
           fmt::print(stderr, "{:<16} {:<15} P {:>4}  256 MiB {:<14} {:.3f}  8 B {:<14} {:.3f}\n",
                      topo.name(), ir::to_string(collective), p, big.algorithm,
                      at_large / plan.floor.at(kLarge), tiny.algorithm,
-                     at_small / (rounds * plan.floor.latency));
+                     at_small / (rounds * diameter));
       }
       const auto beside = [](const Stats& s) {
         return s.n ? fmt::format("{:.2f} (worst {:.2f})", s.geomean(), s.worst) : std::string("-");
