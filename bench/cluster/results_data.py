@@ -56,8 +56,9 @@ def load_predictions(path):
 
 def parse_predictions(text):
     """`flexplan predict -a A,B,...` table: size, count, then time/algbw/busbw per algorithm,
-    then best, /floor and the floor in us. Returns times[algorithm][bytes]; the floor goes
-    under the key "floor" (absent in files from before predict printed it)."""
+    then best, /floor and the floor in us, then (since 2026-11-28) the schedule the plan command
+    writes and its time in us. Returns times[algorithm][bytes]; the floor goes under the key
+    "floor" (absent in files from before predict printed it)."""
     algorithms, times = [], {}
     for line in text.splitlines():
         fields = line.split()
@@ -72,8 +73,10 @@ def parse_predictions(text):
             cell = fields[2 + 3 * k]
             if cell != "-":
                 times.setdefault(algorithm, {})[size] = float(cell) * 1e-6
-        if len(fields) == 2 + 3 * len(algorithms) + 3 and fields[-1] != "-":
-            times.setdefault("floor", {})[size] = float(fields[-1]) * 1e-6
+        tail = len(fields) - (2 + 3 * len(algorithms))
+        floor = fields[-1] if tail == 3 else fields[-3] if tail == 5 else "-"
+        if floor != "-":
+            times.setdefault("floor", {})[size] = float(floor) * 1e-6
     return times
 
 
