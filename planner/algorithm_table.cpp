@@ -306,18 +306,23 @@ std::optional<ScheduleCost> AlgorithmChoice::closed_form(const Topology& topo,
   return row->closed_form(topo, params);
 }
 
-AlgorithmChoice find_algorithm(std::string_view name) {
+SlicedName split_slices(std::string_view name) {
   const size_t at = name.find('@');
-  const std::string_view base = name.substr(0, at);
-  uint32_t slices = 1;
+  SlicedName split{name.substr(0, at), 1};
   if (at != std::string_view::npos) {
     const std::string_view digits = name.substr(at + 1);
-    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), slices);
-    if (error != std::errc() || end != digits.data() + digits.size() || slices < 1 ||
-        slices > 1024)
+    const auto [end, error] =
+        std::from_chars(digits.data(), digits.data() + digits.size(), split.slices);
+    if (error != std::errc() || end != digits.data() + digits.size() || split.slices < 1 ||
+        split.slices > 1024)
       throw std::invalid_argument(fmt::format(
           "algorithm '{}': the slice count after '@' must be a whole number from 1 to 1024", name));
   }
+  return split;
+}
+
+AlgorithmChoice find_algorithm(std::string_view name) {
+  const auto [base, slices] = split_slices(name);
   for (const auto& row : kTable) {
     if (row.name != base) continue;
     if (slices > 1 && !row.pipelines)

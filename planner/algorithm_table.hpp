@@ -75,6 +75,14 @@ struct AlgorithmChoice {
   std::optional<ScheduleCost> closed_form(const Topology&, const CostParams&) const;
 };
 
+// "flexreduce@8" -> {"flexreduce", 8}; "ring" -> {"ring", 1}. Throws std::invalid_argument for a
+// slice count that is not a whole number from 1 to 1024.
+struct SlicedName {
+  std::string_view base;
+  uint32_t slices = 1;
+};
+SlicedName split_slices(std::string_view name);
+
 // "ring", "flexreduce@8": throws std::invalid_argument naming the word and the known
 // algorithms (never listing the unknown one among them).
 AlgorithmChoice find_algorithm(std::string_view name);

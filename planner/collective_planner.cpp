@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <stdexcept>
 
 #include "ir/collective_contract.hpp"
@@ -89,18 +88,7 @@ struct NamedChoice {
 };
 
 NamedChoice find_row(ir::Collective collective, std::string_view name) {
-  const size_t at = name.find('@');
-  const std::string_view base = name.substr(0, at);
-  uint32_t slices = 1;
-  if (at != std::string_view::npos) {
-    const std::string_view digits = name.substr(at + 1);
-    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), slices);
-    if (error != std::errc() || end != digits.data() + digits.size() || slices < 1 ||
-        slices > ir::kMaxPipelineSlices)
-      throw std::invalid_argument(fmt::format(
-          "algorithm '{}': the slice count after '@' must be a whole number from 1 to {}", name,
-          ir::kMaxPipelineSlices));
-  }
+  const auto [base, slices] = split_slices(name);
   for (const CollectiveRow& row : kRows) {
     if (row.name != base || !row.serves(collective)) continue;
     if (slices > 1 && row.max_slices == 1)

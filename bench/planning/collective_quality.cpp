@@ -15,6 +15,7 @@
 #include <fmt/core.h>
 
 #include "cluster_families.hpp"
+#include "ratio_stats.hpp"
 #include "planner/collective_planner.hpp"
 #include "planner/floor.hpp"
 #include "planner/plan_builder.hpp"
@@ -23,20 +24,7 @@ namespace {
 
 using namespace flexplan;
 
-struct Stats {
-  double log_sum = 0, worst = 0;
-  int n = 0;
-  std::string worst_tree;
-  void add(double ratio, const std::string& tree) {
-    log_sum += std::log(ratio);
-    ++n;
-    if (ratio > worst) {
-      worst = ratio;
-      worst_tree = tree;
-    }
-  }
-  double geomean() const { return n ? std::exp(log_sum / n) : 0; }
-};
+using Stats = bench::RatioStats;
 
 }  // namespace
 
