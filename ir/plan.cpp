@@ -67,12 +67,32 @@ bool serves(const Schedule& schedule, Collective collective, int32_t root) {
 }
 }  // namespace
 
+std::optional<size_t> find_schedule(const Plan& plan, const ScheduleQuery& query) {
+  std::optional<size_t> first;
+  for (size_t i = 0; i < plan.schedules.size(); ++i) {
+    const Schedule& schedule = plan.schedules[i];
+    if (!serves(schedule, query.collective, query.root)) continue;
+    if (!query.forced.empty() && schedule.algorithm != query.forced) continue;
+    if (query.bytes >= schedule.min_bytes && (!schedule.max_bytes || query.bytes < *schedule.max_bytes))
+      return i;
+    if (!first && !query.forced.empty()) first = i;
+  }
+  return first;
+}
+
+std::vector<std::string> algorithms_of(const Plan& plan, Collective collective, int32_t root) {
+  std::vector<std::string> names;
+  for (const Schedule& schedule : plan.schedules)
+    if (serves(schedule, collective, root) &&
+        std::find(names.begin(), names.end(), schedule.algorithm) == names.end())
+      names.push_back(schedule.algorithm);
+  return names;
+}
+
 const Schedule& select_schedule(const Plan& plan, Collective collective, uint64_t bytes,
                                 int32_t root) {
-  for (const Schedule& schedule : plan.schedules) {
-    if (!serves(schedule, collective, root) || bytes < schedule.min_bytes) continue;
-    if (!schedule.max_bytes || bytes < *schedule.max_bytes) return schedule;
-  }
+  if (const auto index = find_schedule(plan, {collective, bytes, root}))
+    return plan.schedules[*index];
   throw std::out_of_range("the plan has no " + std::string(to_string(collective)) +
                           (has_root(collective) ? " (root " + std::to_string(root) + ")" : "") +
                           " schedule for messages of " + std::to_string(bytes) + " bytes");

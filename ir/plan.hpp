@@ -121,6 +121,22 @@ Collective collective_from_string(std::string_view);
 // The schedule serving a message of `bytes` bytes (for broadcast and reduce, one planned for
 // `root`; the root is ignored for the other collectives); throws std::out_of_range if none does.
 const Schedule& select_schedule(const Plan&, Collective, uint64_t bytes, int32_t root = 0);
+// The one selection every communicator makes (engine, device, staged): the index in
+// plan.schedules of the schedule serving a `bytes`-byte call of `collective` (and `root`, for
+// broadcast and reduce). With `forced` non-empty, only schedules of that algorithm count: the
+// one serving the size, else the first (a forced algorithm serves every size). Nullopt when
+// none does.
+struct ScheduleQuery {
+  Collective collective = Collective::AllReduce;
+  uint64_t bytes = 0;
+  int32_t root = 0;
+  std::string_view forced = {};
+};
+std::optional<size_t> find_schedule(const Plan&, const ScheduleQuery&);
+// The algorithms of the plan's schedules of a collective (and root), each once, in plan order:
+// for naming what a forced algorithm could have been.
+std::vector<std::string> algorithms_of(const Plan&, Collective, int32_t root = 0);
+
 // Whether the plan holds schedules of this collective (for broadcast and reduce: for this root).
 bool plans_collective(const Plan&, Collective, int32_t root = 0);
 // Whether a schedule of this collective names a root (broadcast, reduce) or shards

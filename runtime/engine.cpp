@@ -272,43 +272,18 @@ void Engine::shutdown() {
 // --- starting operations ----------------------------------------------------------------------
 
 const ir::Schedule& Engine::select(uint64_t bytes) const {
-  if (forced_algorithm_.empty()) {
-    try {
-      return ir::select_schedule(plan_, ir::Collective::AllReduce, bytes);
-    } catch (const std::out_of_range&) {
-      throw RuntimeError(fmt::format("the plan has no allreduce schedule for {} bytes", bytes));
-    }
-  }
-  const ir::Schedule* first = nullptr;
-  for (const auto& schedule : plan_.schedules) {
-    if (schedule.collective != ir::Collective::AllReduce || schedule.algorithm != forced_algorithm_) {
-      continue;
-    }
-    if (bytes >= schedule.min_bytes && (!schedule.max_bytes || bytes < *schedule.max_bytes)) {
-      return schedule;
-    }
-    if (!first) first = &schedule;
-  }
-  return *first;  // force_algorithm checked that one exists
+  const auto index =
+      ir::find_schedule(plan_, {ir::Collective::AllReduce, bytes, 0, forced_algorithm_});
+  if (!index) throw RuntimeError(fmt::format("the plan has no allreduce schedule for {} bytes", bytes));
+  return plan_.schedules[*index];
 }
 
 void Engine::force_algorithm(const std::string& algorithm) {
-  if (!algorithm.empty()) {
-    std::vector<std::string> present;
-    for (const auto& schedule : plan_.schedules) {
-      if (schedule.collective != ir::Collective::AllReduce) continue;
-      if (schedule.algorithm == algorithm) {
-        forced_algorithm_ = algorithm;
-        return;
-      }
-      if (std::find(present.begin(), present.end(), schedule.algorithm) == present.end()) {
-        present.push_back(schedule.algorithm);
-      }
-    }
+  const std::vector<std::string> present = ir::algorithms_of(plan_, ir::Collective::AllReduce);
+  if (!algorithm.empty() && std::find(present.begin(), present.end(), algorithm) == present.end())
     throw RuntimeError(fmt::format("the plan has no allreduce schedule of algorithm '{}' (it has: {})",
                                    algorithm, fmt::join(present, ", ")));
-  }
-  forced_algorithm_.clear();
+  forced_algorithm_ = algorithm;
 }
 
 const codegen::RankProgram& Engine::program_for(const ir::Schedule& schedule) {

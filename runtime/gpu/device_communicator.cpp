@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "ir/pipeline_form.hpp"
 #include "ir/plan_binary.hpp"
@@ -206,11 +207,10 @@ size_t DeviceCommunicator::local_communicators() const {
 }
 
 void DeviceCommunicator::force_algorithm(const std::string& algorithm) {
-  if (!algorithm.empty()) {
-    bool found = false;
-    for (const ir::Schedule& s : plan_.schedules) found = found || s.algorithm == algorithm;
-    if (!found) throw RuntimeError(fmt::format("the plan has no schedule of algorithm {}", algorithm));
-  }
+  const std::vector<std::string> present = ir::algorithms_of(plan_, ir::Collective::AllReduce);
+  if (!algorithm.empty() && std::find(present.begin(), present.end(), algorithm) == present.end())
+    throw RuntimeError(fmt::format("the plan has no allreduce schedule of algorithm '{}' (it has: {})",
+                                   algorithm, fmt::join(present, ", ")));
   forced_algorithm_ = algorithm;
 }
 
@@ -227,18 +227,10 @@ std::shared_ptr<DeviceOperation> DeviceCommunicator::enqueue(const void* send, v
   const size_t element = size_of(type);
   const uint64_t bytes = static_cast<uint64_t>(count) * element;
   // The schedule: the forced algorithm's (serving this size if several do), else the plan's.
-  size_t index = plan_.schedules.size();
-  for (size_t s = 0; s < plan_.schedules.size(); ++s) {
-    const ir::Schedule& schedule = plan_.schedules[s];
-    if (schedule.collective != ir::Collective::AllReduce) continue;
-    const bool serves = bytes >= schedule.min_bytes && (!schedule.max_bytes || bytes < *schedule.max_bytes);
-    if (forced_algorithm_.empty() ? serves : schedule.algorithm == forced_algorithm_) {
-      if (index == plan_.schedules.size() || serves) index = s;
-      if (serves) break;
-    }
-  }
-  if (index == plan_.schedules.size())
-    throw RuntimeError(fmt::format("the plan has no all-reduce schedule for {} bytes", bytes));
+  const auto found =
+      ir::find_schedule(plan_, {ir::Collective::AllReduce, bytes, 0, forced_algorithm_});
+  if (!found) throw RuntimeError(fmt::format("the plan has no all-reduce schedule for {} bytes", bytes));
+  const size_t index = *found;
   const ir::Schedule& schedule = plan_.schedules[index];
   const codegen::NcclRankProgram& program = program_for(index);
 

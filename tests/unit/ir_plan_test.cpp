@@ -14,7 +14,7 @@ TEST(IrPlan, NamesRoundTrip) {
     EXPECT_EQ(phase_from_string(to_string(phase)), phase);
   }
   for (Collective c : {Collective::AllReduce, Collective::ReduceScatter, Collective::AllGather,
-                       Collective::Broadcast}) {
+                       Collective::Broadcast, Collective::Reduce}) {
     EXPECT_EQ(collective_from_string(to_string(c)), c);
   }
   EXPECT_EQ(to_string(Collective::AllReduce), "allreduce");
@@ -36,6 +36,27 @@ TEST(IrPlan, UnknownNamesAreRejectedByName) {
 TEST(IrPlan, RootInGroup) {
   EXPECT_TRUE((Op{OpKind::Reduce, 0, 1, 2, {1, 2}}.root_in_group()));
   EXPECT_FALSE((Op{OpKind::Reduce, 0, 1, 3, {1, 2}}.root_in_group()));
+}
+
+// The one selection: by collective, root and size; a forced algorithm serves every size, by its
+// schedule for the size where it has one.
+TEST(IrPlan, FindScheduleIsTheOneSelection) {
+  Plan plan = testing::two_range_plan(4);  // allreduce: ring [0, 32768), tree [32768, inf)
+  Schedule broadcast = plan.schedules[0];
+  broadcast.collective = Collective::Broadcast;
+  broadcast.root = 2;
+  broadcast.max_bytes.reset();
+  broadcast.algorithm = "chain";
+  plan.schedules.push_back(broadcast);
+  EXPECT_EQ(find_schedule(plan, {Collective::AllReduce, 100}), 0u);
+  EXPECT_EQ(find_schedule(plan, {Collective::AllReduce, 1 << 20}), 1u);
+  EXPECT_EQ(find_schedule(plan, {Collective::AllReduce, 1 << 20, 0, "ring"}), 0u);  // forced
+  EXPECT_EQ(find_schedule(plan, {Collective::AllReduce, 100, 0, "tree"}), 1u);
+  EXPECT_EQ(find_schedule(plan, {Collective::AllReduce, 100, 0, "chain"}), std::nullopt);
+  EXPECT_EQ(find_schedule(plan, {Collective::Broadcast, 100, 2}), 2u);
+  EXPECT_EQ(find_schedule(plan, {Collective::Broadcast, 100, 1}), std::nullopt);
+  EXPECT_EQ(algorithms_of(plan, Collective::AllReduce), (std::vector<std::string>{"ring", "tree"}));
+  EXPECT_EQ(algorithms_of(plan, Collective::Broadcast, 2), (std::vector<std::string>{"chain"}));
 }
 
 TEST(IrPlan, SelectScheduleBySize) {
