@@ -279,8 +279,7 @@ ir::Schedule plan_machine_chains_allgather(const Topology& topo) {
   append_machine_gather(steps, schedule, p, machines);
   ir::Step step = step_of(ir::Phase::AllGather, top_level(topo));
   for (const Machine& machine : machines) {
-    const size_t place = static_cast<size_t>(
-        std::find(order.first, order.first + p, machine.learners.front()) - order.first);
+    const size_t place = order.begin(topo.learner_node(machine.learners.front()));
     const NodeId home = top_of[place];
     size_t last = (place + static_cast<size_t>(p) / 2) % static_cast<size_t>(p);
     if (top_of[last] == home) last = order.end(home) % static_cast<size_t>(p);

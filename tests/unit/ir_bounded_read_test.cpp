@@ -96,7 +96,8 @@ const std::vector<std::pair<const char*, std::function<void(const std::string&)>
 
 TEST_F(IrBoundedRead, LargeFileOfZerosIsRefusedFromItsStart) {
   const std::string zeros = file_of("zeros.bin", {}, kLarge);
-  for (const auto& [name, load] : loaders()) {
+  for (const auto& [name, loader] : loaders()) {
+    const auto& load = loader;  // clang 14 lambdas cannot capture a structured binding
     SCOPED_TRACE(name);
     const Refusal r = refusal_of([&] { load(zeros); });
     EXPECT_TRUE(r.message.find("not a flexplan plan") != std::string::npos ||
@@ -108,7 +109,8 @@ TEST_F(IrBoundedRead, LargeFileOfZerosIsRefusedFromItsStart) {
 
 // An endless stream of zeros: only a bounded read ever returns.
 TEST_F(IrBoundedRead, EndlessZerosAreRefused) {
-  for (const auto& [name, load] : loaders()) {
+  for (const auto& [name, loader] : loaders()) {
+    const auto& load = loader;  // clang 14 lambdas cannot capture a structured binding
     SCOPED_TRACE(name);
     const Refusal r = refusal_of([&] { load("/dev/zero"); });
     EXPECT_FALSE(r.message.empty());
@@ -133,7 +135,8 @@ TEST_F(IrBoundedRead, BadHeaderIsRefusedBeforeThePayload) {
   };
   for (const Case& c : cases) {
     const std::string path = file_of(std::string(c.label) + ".bin", c.start, kLarge);
-    for (const auto& [name, load] : loaders()) {
+    for (const auto& [name, loader] : loaders()) {
+      const auto& load = loader;  // clang 14 lambdas cannot capture a structured binding
       if (std::string(c.label) == "magic" && std::string(name) == "load_plan_file")
         continue;  // no magic: a text plan for this loader, refused as neither form
       SCOPED_TRACE(std::string(c.label) + ", " + name);
@@ -156,7 +159,8 @@ TEST_F(IrBoundedRead, PayloadLengthMustMatchTheFileSize) {
   std::vector<uint8_t> max_length = good;
   put_le(max_length, kLengthAt, ~uint64_t{0}, 8);
   const std::string claims_max = file_of("claims-max.bin", max_length, good.size());
-  for (const auto& [name, load] : loaders()) {
+  for (const auto& [name, loader] : loaders()) {
+    const auto& load = loader;  // clang 14 lambdas cannot capture a structured binding
     SCOPED_TRACE(name);
     Refusal r = refusal_of([&] { load(longer); });
     EXPECT_NE(r.message.find(fmt::format("byte {}: {} trailing bytes after the {}-byte payload",
