@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cli/command.hpp"
+#include "ir/collective_contract.hpp"
 #include "ir/pipeline_form.hpp"
 #include "ir/plan_load.hpp"
 #include "ir/verify.hpp"
@@ -30,7 +31,12 @@ void verify(const std::string& path) {
     }
     const std::chrono::duration<double, std::milli> elapsed =
         std::chrono::steady_clock::now() - start;
-    fmt::print("ok: {} {} steps {} ops, {} ranks, verified in {:.2f} ms\n", schedule.algorithm,
+    // The collective where it is not all-reduce: "ok: tree-chains (allgather (equal shards)) ...".
+    const std::string what = schedule.collective == ir::Collective::AllReduce
+                                 ? schedule.algorithm
+                                 : fmt::format("{} ({})", schedule.algorithm,
+                                               ir::describe_contract(schedule));
+    fmt::print("ok: {} {} steps {} ops, {} ranks, verified in {:.2f} ms\n", what,
                ir::expanded_step_count(schedule, schedule.slices), ir::expanded_op_count(schedule),
                plan.world_size, elapsed.count());
   }

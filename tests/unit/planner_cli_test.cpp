@@ -206,6 +206,9 @@ TEST_F(PlannerCli, PlanWritesTheCollectivesAskedFor) {
     EXPECT_NE(run.output.find(line), std::string::npos) << line << "\n" << run.output;
   const auto verify = run_flexplan("verify " + path("all.bin"), "2>&1");
   EXPECT_EQ(verify.exit_code, 0) << verify.output;
+  for (const char* what : {"(allgather (equal shards))", "(reduce_scatter (equal shards))",
+                           "(broadcast (root 2))", "(reduce (root 0))"})
+    EXPECT_NE(verify.output.find(what), std::string::npos) << what << "\n" << verify.output;
   const auto bad = run_flexplan("" + topology("two-machines-2+3") + " -o " +
                                     path("bad.bin") + " --collectives broadcast --roots 9",
                                 "2>&1");
