@@ -30,24 +30,26 @@ UnitRange shard_of(const Schedule& schedule, int32_t world_size, int32_t rank) {
           equal_cut(schedule.units, world_size, int64_t{rank} + 1)};
 }
 
-int32_t shard_owner(const Schedule& schedule, int32_t world_size, uint64_t unit) {
-  if (unit >= schedule.units) return -1;
-  if (schedule.shards.empty()) {
-    // The largest r with floor(r*U/P) <= unit; shards of equal cuts may be empty when U < P.
-    int32_t low = 0, high = world_size - 1;
-    while (low < high) {
-      const int32_t mid = low + (high - low + 1) / 2;
-      if (equal_cut(schedule.units, world_size, mid) <= unit)
-        low = mid;
-      else
-        high = mid - 1;
-    }
-    return low;
+namespace {
+
+// The owner under equal shards: the largest r with floor(r*U/P) <= unit (shards of equal cuts
+// may be empty when U < P).
+int32_t equal_owner(const Schedule& schedule, int32_t world_size, uint64_t unit) {
+  int32_t low = 0, high = world_size - 1;
+  while (low < high) {
+    const int32_t mid = low + (high - low + 1) / 2;
+    if (equal_cut(schedule.units, world_size, mid) <= unit)
+      low = mid;
+    else
+      high = mid - 1;
   }
-  for (size_t r = 0; r < schedule.shards.size(); ++r)
-    if (schedule.shards[r].begin <= unit && unit < schedule.shards[r].end)
-      return static_cast<int32_t>(r);
-  return -1;
+  return low;
+}
+
+}  // namespace
+
+int32_t shard_owner(const Schedule& schedule, int32_t world_size, uint64_t unit) {
+  return ContractView(schedule, world_size).owner(unit);
 }
 
 bool combines(Collective collective) {
@@ -81,17 +83,8 @@ HoldingRun holding_after(const Schedule& schedule, int32_t world_size, int32_t r
       const bool inside = shard.begin <= unit && unit < shard.end;
       return {inside ? Holding::Sum : Holding::Nothing, -1, next_shard_edge(shard, unit, units)};
     }
-    case Collective::AllGather: {
-      const int32_t owner = shard_owner(schedule, world_size, unit);
-      if (owner < 0) {
-        // Explicit shards leave this unit to no rank: anything up to the next shard's start.
-        uint64_t end = units;
-        for (const UnitRange& shard : schedule.shards)
-          if (shard.begin > unit && shard.begin < shard.end) end = std::min(end, shard.begin);
-        return {Holding::Nothing, -1, end};
-      }
-      return {Holding::CopyOf, owner, shard_of(schedule, world_size, owner).end};
-    }
+    case Collective::AllGather:
+      return ContractView(schedule, world_size).after(rank, unit);
     case Collective::Broadcast:
       return {Holding::CopyOf, schedule.root, units};
     case Collective::Reduce:
@@ -116,7 +109,8 @@ ContractView::ContractView(const Schedule& schedule, int32_t world_size)
 }
 
 int32_t ContractView::owner(uint64_t unit) const {
-  if (schedule_.shards.empty()) return shard_owner(schedule_, world_size_, unit);
+  if (unit >= schedule_.units) return -1;
+  if (schedule_.shards.empty()) return equal_owner(schedule_, world_size_, unit);
   auto at = std::upper_bound(owned_.begin(), owned_.end(), unit,
                              [](uint64_t u, const Owned& shard) { return u < shard.begin; });
   if (at == owned_.begin()) return -1;
@@ -131,6 +125,7 @@ HoldingRun ContractView::before(int32_t rank, uint64_t unit) const {
 HoldingRun ContractView::after(int32_t rank, uint64_t unit) const {
   if (schedule_.collective != Collective::AllGather)
     return holding_after(schedule_, world_size_, rank, unit);  // O(1) for the others
+  // Explicit shards may leave units to no rank: anything goes there, up to the next shard.
   const int32_t source = owner(unit);
   if (schedule_.shards.empty()) return {Holding::CopyOf, source, schedule_.units};
   auto run = std::upper_bound(owned_runs_.begin(), owned_runs_.end(), unit,

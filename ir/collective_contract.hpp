@@ -43,12 +43,13 @@ struct HoldingRun {
   uint64_t end = 0;
 };
 HoldingRun holding_before(const Schedule&, int32_t world_size, int32_t rank, uint64_t unit);
+// An all-gather's run after ends where the units some shard holds end (ContractView::after).
 HoldingRun holding_after(const Schedule&, int32_t world_size, int32_t rank, uint64_t unit);
 
 // The same questions asked many times of one schedule (the verifier asks per rank and
 // segment): explicit shards sorted once, so that each answer costs O(log P). An all-gather's
 // run after ends where the units some shard holds end, not at each shard's end: `source` is
-// the owner at the unit asked about.
+// the owner at the unit asked about. The free functions above ask a view made for the call.
 class ContractView {
  public:
   ContractView(const Schedule&, int32_t world_size);
