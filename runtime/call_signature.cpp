@@ -33,7 +33,19 @@ CallSignature make_signature(const CallInfo& call, uint64_t count, DataType type
   s.root = call.root;
   s.call = static_cast<uint32_t>(call_number);
   s.count = call.count.value_or(count);
+  s.layout = call.layout;
   return s;
+}
+
+uint64_t layout_digest(const uint64_t* counts, size_t ranks) {
+  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a over the counts' bytes
+  for (size_t r = 0; r < ranks; ++r) {
+    for (int b = 0; b < 8; ++b) {
+      h ^= (counts[r] >> (8 * b)) & 0xff;
+      h *= 0x100000001b3ULL;
+    }
+  }
+  return h == 0 ? 1 : h;
 }
 
 bool read_signature(const void* message, size_t length, CallSignature* out) {
@@ -67,7 +79,9 @@ std::string describe(const CallSignature& s, bool show_op) {
   std::string text = collective_name(s.collective);
   if (s.root >= 0) text += fmt::format(" (root {})", s.root);
   if (show_op || reduces(s.collective)) text += " " + op_name(s.op);
-  return text + fmt::format(" of {} {}, call {}", s.count, type_name(s.type), s.call);
+  text += fmt::format(" of {} {}", s.count, type_name(s.type));
+  if (s.layout != 0) text += fmt::format(" in per-rank counts {:016x}", s.layout);
+  return text + fmt::format(", call {}", s.call);
 }
 
 std::string describe_mismatch(const CallSignature& theirs, const std::string& sender, const CallSignature& mine,

@@ -39,9 +39,15 @@ struct CallInfo {
   // instead of the runtime's.
   std::optional<DataType> type;
   std::optional<uint64_t> count;
+  // A reduce-scatter's or all-gather's per-rank counts when the call gives them (the v forms):
+  // a digest of them (layout_digest), 0 for equal counts.
+  uint64_t layout = 0;
 };
 
-// On the wire, first in every message of a call (24 bytes, host byte order: one job, one
+// A digest of per-rank counts for CallInfo::layout (never 0).
+uint64_t layout_digest(const uint64_t* counts, size_t ranks);
+
+// On the wire, first in every message of a call (32 bytes, host byte order: one job, one
 // architecture).
 struct CallSignature {
   uint32_t magic = 0;  // kMagic: tells a signature from data (a peer that sends none)
@@ -52,10 +58,11 @@ struct CallSignature {
   int32_t root = -1;
   uint32_t call = 0;   // the communicator's call number (sequence), low 32 bits
   uint64_t count = 0;  // elements
+  uint64_t layout = 0;  // CallInfo::layout
   static constexpr uint32_t kMagic = 0x31534346;  // "FCS1"
   bool operator==(const CallSignature&) const = default;
 };
-static_assert(sizeof(CallSignature) == 24);
+static_assert(sizeof(CallSignature) == 32);
 
 CallSignature make_signature(const CallInfo& call, uint64_t count, DataType type, ReduceOp op,
                              uint64_t call_number);

@@ -19,6 +19,21 @@ bool Request::test() { return !operation_ || engine_->test(*operation_); }
 
 namespace {
 
+CollectiveCall collective_call(ir::Collective collective, const void* send, void* recv, uint64_t count,
+                               std::span<const uint64_t> counts, DataType type, ReduceOp op = ReduceOp::Sum,
+                               int32_t root = 0) {
+  CollectiveCall call;
+  call.collective = collective;
+  call.send = send;
+  call.recv = recv;
+  call.count = count;
+  call.counts = counts;
+  call.type = type;
+  call.op = op;
+  call.root = root;
+  return call;
+}
+
 // Each rank verifies its slice of the plan (ir/job_plan.hpp), as the group's member of its
 // size; the engine then fails every rank if any slice failed, and refuses ranks that hold
 // different plans or a plan for another size. The settings are agreed first, before anything
@@ -77,7 +92,60 @@ void Communicator::allreduce(const void* send, void* recv, size_t count, DataTyp
 
 Request Communicator::iallreduce(const void* send, void* recv, size_t count, DataType type,
                                  ReduceOp op, const CallInfo& call) {
-  return Request(engine_.get(), engine_->start({send, recv, count, type, op, call}));
+  CollectiveCall all = collective_call(ir::Collective::AllReduce, send, recv, count, {}, type, op);
+  all.call = call;
+  return start(all);
+}
+
+Request Communicator::start(const CollectiveCall& call) {
+  return Request(engine_.get(), engine_->start(call));
+}
+
+void Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DataType type, ReduceOp op) {
+  ireduce_scatter(send, recv, recv_count, type, op).wait();
+}
+Request Communicator::ireduce_scatter(const void* send, void* recv, size_t recv_count, DataType type,
+                                      ReduceOp op) {
+  return start(collective_call(ir::Collective::ReduceScatter, send, recv, recv_count, {}, type, op));
+}
+void Communicator::reduce_scatter_v(const void* send, void* recv, std::span<const uint64_t> recv_counts,
+                                    DataType type, ReduceOp op) {
+  ireduce_scatter_v(send, recv, recv_counts, type, op).wait();
+}
+Request Communicator::ireduce_scatter_v(const void* send, void* recv, std::span<const uint64_t> recv_counts,
+                                        DataType type, ReduceOp op) {
+  if (recv_counts.empty()) throw InputError("flexplan reduce_scatter_v: no per-rank counts");
+  return start(collective_call(ir::Collective::ReduceScatter, send, recv, 0, recv_counts, type, op));
+}
+
+void Communicator::allgather(const void* send, void* recv, size_t send_count, DataType type) {
+  iallgather(send, recv, send_count, type).wait();
+}
+Request Communicator::iallgather(const void* send, void* recv, size_t send_count, DataType type) {
+  return start(collective_call(ir::Collective::AllGather, send, recv, send_count, {}, type));
+}
+void Communicator::allgather_v(const void* send, void* recv, std::span<const uint64_t> counts, DataType type) {
+  iallgather_v(send, recv, counts, type).wait();
+}
+Request Communicator::iallgather_v(const void* send, void* recv, std::span<const uint64_t> counts,
+                                   DataType type) {
+  if (counts.empty()) throw InputError("flexplan allgather_v: no per-rank counts");
+  return start(collective_call(ir::Collective::AllGather, send, recv, 0, counts, type));
+}
+
+void Communicator::broadcast(const void* send, void* recv, size_t count, DataType type, int root) {
+  ibroadcast(send, recv, count, type, root).wait();
+}
+Request Communicator::ibroadcast(const void* send, void* recv, size_t count, DataType type, int root) {
+  return start(collective_call(ir::Collective::Broadcast, send, recv, count, {}, type, ReduceOp::Sum, root));
+}
+
+void Communicator::reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, int root) {
+  ireduce(send, recv, count, type, op, root).wait();
+}
+Request Communicator::ireduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                              int root) {
+  return start(collective_call(ir::Collective::Reduce, send, recv, count, {}, type, op, root));
 }
 
 void Communicator::sparse_allreduce(void* buffer, size_t count, DataType type, double density,

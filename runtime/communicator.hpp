@@ -1,19 +1,23 @@
-// flexplan::Communicator: all-reduce by replaying a plan over UCX, in a job launched by
+// flexplan::Communicator: all-reduce, reduce-scatter, all-gather, broadcast and reduce by
+// replaying a plan's schedules over UCX, in a job launched by
 // mpirun (or by another launcher, given a bootstrap::Group). MPI serves only at creation
 // (worker addresses, agreement on the plan) and shutdown; data moves over UCX. docs/runtime.md describes launching, progress, tags, pipelining and errors.
 //
 //   flexplan::Communicator comm("plan.bin", MPI_COMM_WORLD);
 //   comm.allreduce(grads, grads, n, flexplan::DataType::Float32, flexplan::ReduceOp::Avg);
 //
-// Progress happens inside allreduce, wait and test (no thread): drive a communicator from
-// one thread at a time. All ranks must issue the same operations (count, type, op) in the
-// same order; they may overlap freely.
+// Progress happens inside the calls, wait and test (no thread): drive a communicator from
+// one thread at a time. All ranks must issue the same operations (count, type, op, root) in the
+// same order; they may overlap freely. Each collective runs the plan's schedule of that
+// collective for the call's size (planned with `flexplan TOPO --collectives ...`); a call the
+// plan has no schedule for throws InputError on every rank, the communicator staying usable.
 #pragma once
 
 #include <mpi.h>
 
 #include <cstddef>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "ir/plan.hpp"
@@ -28,8 +32,9 @@ namespace flexplan {
 
 class Engine;
 class Operation;
+struct CollectiveCall;
 
-// A non-blocking all-reduce. Move-only; must be completed (wait, or test until true) before
+// A non-blocking collective. Move-only; must be completed (wait, or test until true) before
 // its communicator is destroyed. The buffers must stay untouched until then.
 class Request {
  public:
@@ -87,6 +92,37 @@ class Communicator {
   Request iallreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
                      const CallInfo& call = {});
 
+  // Reduce-scatter (NCCL's and MPI_Reduce_scatter_block's): `send` holds size() blocks of
+  // `recv_count` elements in rank order; `recv` gets op over every rank's block rank(). In place
+  // as NCCL's: recv == send + rank() * recv_count.
+  void reduce_scatter(const void* send, void* recv, size_t recv_count, DataType type, ReduceOp op);
+  Request ireduce_scatter(const void* send, void* recv, size_t recv_count, DataType type, ReduceOp op);
+  // With per-rank counts (MPI_Reduce_scatter): rank r's block has recv_counts[r] elements, the
+  // blocks packed in rank order in `send`. The plan's shards may differ: each rank's shard of
+  // units maps onto its block. Every rank passes the same counts.
+  void reduce_scatter_v(const void* send, void* recv, std::span<const uint64_t> recv_counts, DataType type,
+                        ReduceOp op);
+  Request ireduce_scatter_v(const void* send, void* recv, std::span<const uint64_t> recv_counts,
+                            DataType type, ReduceOp op);
+
+  // All-gather (NCCL's and MPI_Allgather's): `recv` gets size() blocks of `send_count` elements,
+  // rank r's `send` at block r. In place: send == recv + rank() * send_count, or null.
+  void allgather(const void* send, void* recv, size_t send_count, DataType type);
+  Request iallgather(const void* send, void* recv, size_t send_count, DataType type);
+  // With per-rank counts (MPI_Allgatherv with packed displacements): rank r sends counts[r].
+  void allgather_v(const void* send, void* recv, std::span<const uint64_t> counts, DataType type);
+  Request iallgather_v(const void* send, void* recv, std::span<const uint64_t> counts, DataType type);
+
+  // Broadcast (NCCL's): every rank's `recv` gets the root's `send`, count elements. `send` is
+  // read at the root only; null there means in place (MPI_Bcast's one buffer).
+  void broadcast(const void* send, void* recv, size_t count, DataType type, int root);
+  Request ibroadcast(const void* send, void* recv, size_t count, DataType type, int root);
+
+  // Reduce (NCCL's and MPI_Reduce's): the root's `recv` gets op over every rank's `send`; `recv`
+  // is not touched off the root. A null `send` means in place (the input is `recv`).
+  void reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, int root);
+  Request ireduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, int root);
+
   // Run every later operation with the plan's schedule of this algorithm (the one serving the
   // message size if several do, else its first); "" restores the plan's own choice. Must be
   // called alike on every rank. Throws RuntimeError if the plan has no such schedule.
@@ -114,6 +150,7 @@ class Communicator {
   void abort(const std::string& reason);
 
  private:
+  Request start(const CollectiveCall& call);
   std::unique_ptr<Engine> engine_;
 };
 

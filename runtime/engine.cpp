@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "ir/collective_contract.hpp"
 #include "ir/verify.hpp"
 #include "runtime/bootstrap.hpp"
 #include "runtime/errors.hpp"
@@ -271,11 +273,21 @@ void Engine::shutdown() {
 
 // --- starting operations ----------------------------------------------------------------------
 
-const ir::Schedule& Engine::select(uint64_t bytes) const {
-  const auto index =
-      ir::find_schedule(plan_, {ir::Collective::AllReduce, bytes, 0, forced_algorithm_});
-  if (!index) throw RuntimeError(fmt::format("the plan has no allreduce schedule for {} bytes", bytes));
-  return plan_.schedules[*index];
+const ir::Schedule& Engine::select(ir::Collective collective, uint64_t bytes, int32_t root,
+                                   const CallInfo& call) const {
+  // A forced algorithm (force_algorithm) is an all-reduce's.
+  const std::string_view forced = collective == ir::Collective::AllReduce ? forced_algorithm_ : "";
+  const auto index = ir::find_schedule(plan_, {collective, bytes, root, forced});
+  if (index) return plan_.schedules[*index];
+  const std::string name(ir::to_string(collective));
+  const std::string from_root = ir::has_root(collective) ? fmt::format(" from root {}", root) : "";
+  std::string what = fmt::format("the plan has no {} schedule{} for {} bytes", name, from_root, bytes);
+  if (to_string(call.collective) != name) what = fmt::format("{} (carrying out {})", what, to_string(call.collective));
+  if (!ir::plans_collective(plan_, collective, root)) {
+    what += fmt::format("; plan it with `flexplan TOPOLOGY --collectives {}{}`", name,
+                        ir::has_root(collective) ? fmt::format(" --roots {}", root) : "");
+  }
+  throw InputError("flexplan: " + what);
 }
 
 void Engine::force_algorithm(const std::string& algorithm) {
@@ -292,25 +304,123 @@ const codegen::RankProgram& Engine::program_for(const ir::Schedule& schedule) {
   return it->second;
 }
 
-std::shared_ptr<Operation> Engine::start(const AllreduceArgs& args_in) {
+namespace {
+// Rank r's first element in the concatenation of per-rank blocks.
+uint64_t block_begin(std::span<const uint64_t> counts, int32_t rank) {
+  uint64_t begin = 0;
+  for (int32_t r = 0; r < rank; ++r) begin += counts[static_cast<size_t>(r)];
+  return begin;
+}
+}  // namespace
+
+std::shared_ptr<Operation> Engine::start(const CollectiveCall& in) {
   if (!broken_.empty()) {
     throw RuntimeError("flexplan: the communicator is unusable after an earlier error: " + broken_);
   }
-  AllreduceArgs args = args_in;
-  if (args.send == nullptr) args.send = args.recv;  // in place
-  const size_t element_size = size_of(args.type);
-  if (element_size == 0) throw RuntimeError("flexplan allreduce: unknown data type");
-  if (args.count > std::numeric_limits<uint64_t>::max() / element_size) {
-    throw RuntimeError(fmt::format("flexplan allreduce: count {} overflows the byte size", args.count));
+  const int32_t world = plan_.world_size;
+  CallInfo call;
+  if (in.call) {
+    call = *in.call;
+  } else {
+    call.collective = static_cast<UserCollective>(static_cast<uint8_t>(in.collective));
+    call.root = ir::has_root(in.collective) ? in.root : -1;
   }
-  if (args.count > 0 && args.recv == nullptr) {
-    throw RuntimeError(fmt::format("flexplan allreduce: null receive buffer for {} elements", args.count));
+  const std::string name(to_string(call.collective));
+  const size_t element_size = size_of(in.type);
+  if (element_size == 0) throw InputError(fmt::format("flexplan {}: unknown data type", name));
+  if (call.root < -1 || call.root >= world || (ir::has_root(in.collective) && (in.root < 0 || in.root >= world))) {
+    throw InputError(fmt::format("flexplan {}: root {} is not a rank of the {} ranks", name,
+                                 ir::has_root(in.collective) ? in.root : call.root, world));
   }
-  if (args.call.root < -1 || args.call.root >= plan_.world_size) {
-    throw RuntimeError(fmt::format("flexplan {}: root {} is not a rank of the {} ranks",
-                                   to_string(args.call.collective), args.call.root, plan_.world_size));
+  // The elements the schedule spans, and each rank's where the collective is sharded.
+  uint64_t total = in.count;
+  if (ir::has_shards(in.collective)) {
+    if (!in.counts.empty() && in.counts.size() != static_cast<size_t>(world)) {
+      throw InputError(fmt::format("flexplan {}: {} per-rank counts for {} ranks", name, in.counts.size(), world));
+    }
+    shard_counts_.assign(static_cast<size_t>(world), in.count);
+    if (!in.counts.empty()) shard_counts_.assign(in.counts.begin(), in.counts.end());
+    total = 0;
+    for (const uint64_t c : shard_counts_) {
+      if (__builtin_add_overflow(total, c, &total)) {
+        throw InputError(fmt::format("flexplan {}: the per-rank counts overflow", name));
+      }
+    }
+    if (!in.counts.empty()) {
+      call.layout = layout_digest(shard_counts_.data(), shard_counts_.size());
+      call.count = total;
+    } else if (!call.count) {
+      call.count = in.count;
+    }
   }
-  const ir::Schedule& schedule = select(args.count * element_size);
+  if (total > std::numeric_limits<uint64_t>::max() / element_size) {
+    throw InputError(fmt::format("flexplan {}: count {} overflows the byte size", name, total));
+  }
+  const uint64_t bytes = total * element_size;
+  const int32_t root = ir::has_root(in.collective) ? in.root : 0;
+  const ir::Schedule& schedule = select(in.collective, bytes, root, call);
+
+  // The operation's buffers (operation.hpp, OperationArgs): the result forms in place in the
+  // receive buffer where the collective allows, else in working memory.
+  OperationArgs args{in.send, in.recv, total, in.type, in.op, call};
+  if (!ir::combines(in.collective)) args.op = ReduceOp::Sum;  // (an op it never applies)
+  const auto need = [&](const void* buffer, uint64_t elements, const char* which) {
+    if (elements > 0 && buffer == nullptr) {
+      throw InputError(fmt::format("flexplan {}: null {} buffer for {} elements", name, which, elements));
+    }
+  };
+  switch (in.collective) {
+    case ir::Collective::AllReduce:
+      if (args.send == nullptr) args.send = args.recv;
+      need(args.recv, total, "receive");
+      break;
+    case ir::Collective::Broadcast:
+      need(in.recv, total, "receive");
+      // Off the root the input is never read; at the root it may come from elsewhere.
+      args.send = (rank_ == in.root && in.send != nullptr) ? in.send : in.recv;
+      break;
+    case ir::Collective::Reduce:
+      if (args.send == nullptr) args.send = in.recv;  // in place
+      need(args.send, total, "send");
+      if (rank_ == in.root) {
+        need(in.recv, total, "receive");
+      } else {  // partial sums only: working memory, nothing returned
+        args.recv = nullptr;
+        args.result_begin = args.result_end = 0;
+      }
+      break;
+    case ir::Collective::AllGather:
+    case ir::Collective::ReduceScatter: {
+      if (const std::string why = shard_check_.set_sharded(schedule, world, shard_counts_); !why.empty()) {
+        throw InputError(fmt::format("flexplan {}: {}", name, why));
+      }
+      const uint64_t mine = shard_counts_[static_cast<size_t>(rank_)];
+      const uint64_t begin = block_begin(shard_counts_, rank_);
+      if (in.collective == ir::Collective::AllGather) {
+        need(in.recv, total, "receive");
+        // This rank's contribution goes to its block, then the schedule runs in place there
+        // (NCCL's in place: the send buffer is that block already; null send: MPI's in place).
+        std::byte* block = static_cast<std::byte*>(in.recv) + begin * element_size;
+        if (in.send != nullptr && in.send != block && mine > 0) std::memmove(block, in.send, mine * element_size);
+        args.send = args.recv = in.recv;
+      } else {
+        need(in.send, total, "send");
+        need(in.recv, mine, "receive");
+        // Every rank's partial sums need the whole buffer's room: working memory, of which
+        // this rank's block is delivered (also NCCL's in place, recv inside send).
+        args.recv = nullptr;
+        args.deliver = in.recv;
+        args.result_begin = begin;
+        args.result_end = begin + mine;
+      }
+      args.shard_counts = shard_counts_;
+      break;
+    }
+  }
+  return launch(schedule, args);
+}
+
+std::shared_ptr<Operation> Engine::launch(const ir::Schedule& schedule, const OperationArgs& args) {
   // The newest operation stays less than kMaxAhead sequence numbers ahead of the oldest
   // unfinished one, so that no two operations in flight share a tag (tag.hpp): finish the
   // oldest first where needed.
@@ -348,7 +458,7 @@ std::shared_ptr<Operation> Engine::start(const AllreduceArgs& args_in) {
   } catch (const std::exception& e) {
     // (Out of memory while posting its first transfers.) This rank has used a sequence number
     // its peers will wait on: the communicator cannot go on.
-    broken_ = fmt::format("starting allreduce #{} failed: {}", next_sequence_ - 1, e.what());
+    broken_ = fmt::format("starting {} #{} failed: {}", to_string(args.call.collective), next_sequence_ - 1, e.what());
     tell_peers(broken_);
     throw RuntimeError("flexplan: " + broken_);
   }

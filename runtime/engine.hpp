@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,25 @@
 
 namespace flexplan {
 
+// A call as the user made it (communicator.hpp), before the engine maps it onto a schedule.
+struct CollectiveCall {
+  ir::Collective collective = ir::Collective::AllReduce;  // the schedule it runs
+  const void* send = nullptr;
+  void* recv = nullptr;
+  // Elements per rank: all-reduce, broadcast and reduce, the buffer's; all-gather, each rank's
+  // contribution; reduce-scatter, each rank's block of the result.
+  uint64_t count = 0;
+  // All-gather and reduce-scatter with per-rank counts (the v forms): one per rank; `count`
+  // is then unused.
+  std::span<const uint64_t> counts = {};
+  DataType type = DataType::Float32;
+  ReduceOp op = ReduceOp::Sum;
+  int32_t root = 0;  // broadcast and reduce
+  // What the caller called when it is not `collective` itself (the PyTorch backend's
+  // broadcast carried out as an all-reduce); defaults to the collective and root above.
+  std::optional<CallInfo> call;
+};
+
 class Engine {
  public:
   // `load` produces this rank's verified plan; `source` names it in errors.
@@ -41,9 +61,10 @@ class Engine {
   // Whether chunks to some peer of this host go by single copy.
   bool single_copy() const { return !single_copy_pids_.empty(); }
 
-  // Starts an all-reduce (posting its first transfers). Throws RuntimeError on bad arguments
-  // or a broken communicator.
-  std::shared_ptr<Operation> start(const AllreduceArgs& args);
+  // Starts a collective (posting its first transfers). Throws InputError on bad arguments or a
+  // call the plan has no schedule for (the communicator stays usable), RuntimeError on a broken
+  // communicator.
+  std::shared_ptr<Operation> start(const CollectiveCall& call);
   void wait(Operation& operation);
   bool test(Operation& operation);
   void force_algorithm(const std::string& algorithm);
@@ -76,7 +97,10 @@ class Engine {
     bool moved_this_pass = false;
   };
 
-  const ir::Schedule& select(uint64_t bytes) const;
+  const ir::Schedule& select(ir::Collective collective, uint64_t bytes, int32_t root,
+                             const CallInfo& call) const;
+  // Posts an operation of `schedule` (the checked, translated call).
+  std::shared_ptr<Operation> launch(const ir::Schedule& schedule, const OperationArgs& args);
   const codegen::RankProgram& program_for(const ir::Schedule& schedule);
   // One pass: UCX progress, then every outstanding operation in issue order. True if
   // anything moved.
@@ -130,6 +154,8 @@ class Engine {
   std::map<const ir::Schedule*, codegen::RankProgram> programs_;
   std::unique_ptr<GeneratedPrograms> generated_;
   std::deque<Outstanding> outstanding_;
+  std::vector<uint64_t> shard_counts_;  // the current call's, reused
+  ElementMap shard_check_;              // checks them before a sequence number is spent
   // The newest operations, oldest first, reused by start() once free.
   static constexpr size_t kMaxSpares = 16;
   std::vector<std::shared_ptr<Operation>> spares_;

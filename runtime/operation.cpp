@@ -7,13 +7,14 @@
 #include <fmt/format.h>
 
 #include "codegen/chunking.hpp"
+#include "ir/collective_contract.hpp"
 #include "ir/pipeline_form.hpp"
 #include "runtime/tag.hpp"
 
 namespace flexplan {
 
 Operation::Operation(const ExecContext& context, uint64_t sequence, const ir::Schedule& schedule,
-                     const codegen::RankProgram& program, const AllreduceArgs& args)
+                     const codegen::RankProgram& program, const OperationArgs& args)
     : context_(context) {
   ack_receive_.owner = this;
   ack_receive_.notify = &Operation::on_completion;
@@ -27,15 +28,30 @@ bool Operation::reusable() const {
 }
 
 void Operation::restart(uint64_t sequence, const ir::Schedule& schedule, const codegen::RankProgram& program,
-                        const AllreduceArgs& args) {
+                        const OperationArgs& args) {
   sequence_ = sequence;
   schedule_ = &schedule;
   program_ = &program;
   args_ = args;
+  args_.shard_counts = {};  // (the caller's storage: read here only)
+  args_.result_end = std::min<uint64_t>(args_.result_end, args_.count);
+  args_.result_begin = std::min(args_.result_begin, args_.result_end);
   signature_ = make_signature(args.call, args.count, args.type, args.op, sequence);
   element_size_ = size_of(args.type);
+  // A zero-count operation runs the one-element operation's tasks with empty messages, so that
+  // it too completes only once every rank has issued it (tag.hpp: the sequence argument).
+  const uint64_t units = ir::expanded_units(schedule);  // the program's ranges are the whole schedule's
+  if (args.count == 0 || args.shard_counts.empty()) {
+    map_.set_uniform(units, std::max<uint64_t>(args.count, 1));
+  } else if (const std::string why = map_.set_sharded(schedule, context_.plan->world_size, args.shard_counts);
+             !why.empty()) {
+    throw std::invalid_argument(why);  // (the engine checked the same before using a sequence number)
+  }
+  if (work_) context_.pool->release(std::move(work_));
+  if (args.recv == nullptr && args.count > 0) work_ = context_.pool->acquire(args.count * element_size_);
   input_ = static_cast<const std::byte*>(args.send);
-  buffer_ = static_cast<std::byte*>(args.recv);
+  buffer_ = args.recv == nullptr ? work_.get() : static_cast<std::byte*>(args.recv);
+  if (input_ == nullptr) input_ = buffer_;
   step_ = 0;
   retire_runs();
   incomplete_runs_ = 0;
@@ -60,11 +76,12 @@ void Operation::restart(uint64_t sequence, const ir::Schedule& schedule, const c
   }
 }
 
-void Operation::copy_input(const std::vector<codegen::UnitRange>& ranges) {
+void Operation::copy_input(const std::vector<codegen::UnitRange>& ranges, uint64_t lo, uint64_t hi) {
   if (input_ == buffer_ || args_.count == 0) return;
   for (const codegen::UnitRange& range : ranges) {
-    const uint64_t begin = ir::unit_to_element(range.begin, ir::expanded_units(*schedule_), args_.count);
-    const uint64_t end = ir::unit_to_element(range.end, ir::expanded_units(*schedule_), args_.count);
+    const uint64_t begin = std::max(map_(range.begin), lo);
+    const uint64_t end = std::min(map_(range.end), hi);
+    if (begin >= end) continue;
     std::memcpy(buffer_ + begin * element_size_, input_ + begin * element_size_,
                 (end - begin) * element_size_);
   }
@@ -73,17 +90,16 @@ void Operation::copy_input(const std::vector<codegen::UnitRange>& ranges) {
 Operation::~Operation() { release_requests(); }
 
 std::string Operation::describe() const {
-  // A collective carried out as an all-reduce says so: "broadcast (root 0) #7 as allreduce (...)".
-  std::string called = "allreduce";
-  if (args_.call.collective != UserCollective::AllReduce) {
-    called = std::string(to_string(args_.call.collective));
-    if (args_.call.root >= 0) called += fmt::format(" (root {})", args_.call.root);
-    called += fmt::format(" #{} as allreduce", sequence_);
-    return fmt::format("{} ({}, {} x {} {})", called, schedule_->algorithm, args_.count,
-                       to_string(args_.type), to_string(args_.op));
-  }
-  return fmt::format("allreduce #{} ({}, {} x {} {})", sequence_, schedule_->algorithm, args_.count,
-                     to_string(args_.type), to_string(args_.op));
+  // "reduce (root 2) #7 (chain, 1000 x float32 sum)"; a collective carried out by a schedule of
+  // another says so: "broadcast (root 0) #7 as allreduce (...)".
+  std::string called(to_string(args_.call.collective));
+  if (args_.call.root >= 0) called += fmt::format(" (root {})", args_.call.root);
+  called += fmt::format(" #{}", sequence_);
+  if (ir::to_string(schedule_->collective) != to_string(args_.call.collective))
+    called += fmt::format(" as {}", ir::to_string(schedule_->collective));
+  const bool reduces = ir::combines(schedule_->collective);
+  return fmt::format("{} ({}, {} x {}{}{})", called, schedule_->algorithm, args_.count, to_string(args_.type),
+                     reduces ? " " : "", reduces ? to_string(args_.op) : std::string_view{});
 }
 
 std::string Operation::peer(int32_t rank) const {
@@ -119,16 +135,12 @@ void Operation::set_error(const std::string& message) {
 // --- steps -----------------------------------------------------------------------------------
 
 void Operation::start_step() {
-  const uint64_t units = ir::expanded_units(*schedule_);  // the program's ranges are the whole schedule's
-  // A zero-count operation runs the one-element operation's tasks with empty messages, so that
-  // it too completes only once every rank has issued it (tag.hpp: the sequence argument).
-  const uint64_t mapped_count = std::max<uint64_t>(args_.count, 1);
   for (; step_ < program_->steps.size(); ++step_) {
     retire_runs();
-    copy_input(program_->steps[step_].copy_in);
+    copy_input(program_->steps[step_].copy_in, 0, args_.count);
     for (const codegen::Task& task : program_->steps[step_].tasks) {
-      const uint64_t begin = ir::unit_to_element(task.unit_begin, units, mapped_count);
-      const uint64_t end = ir::unit_to_element(task.unit_end, units, mapped_count);
+      const uint64_t begin = map_(task.unit_begin);
+      const uint64_t end = map_(task.unit_end);
       if (begin == end) continue;  // fewer elements than units: every rank skips it alike
       // A spare run keeps its slots' storage; every field is set anew.
       TaskRun& run = runs_.emplace_back();
@@ -202,17 +214,22 @@ void Operation::start_step() {
     }
     return;
   }
-  // All steps done: ranges no step wrote hold this rank's input (one rank alone), and avg
-  // is the sum over the world.
-  copy_input(program_->copy_at_end);
-  if (args_.op == ReduceOp::Avg && args_.count > 0) {
-    const std::string why = context_.arithmetic->divide(buffer_, args_.count, args_.type,
+  // All steps done: ranges of the result no step wrote hold this rank's input (one rank
+  // alone), and avg is the sum over the world.
+  copy_input(program_->copy_at_end, args_.result_begin, args_.result_end);
+  const uint64_t result = args_.result_end - args_.result_begin;
+  std::byte* const result_data = buffer_ + args_.result_begin * element_size_;
+  if (args_.op == ReduceOp::Avg && result > 0 && ir::combines(schedule_->collective)) {
+    const std::string why = context_.arithmetic->divide(result_data, result, args_.type,
                                                         static_cast<uint64_t>(context_.plan->world_size));
     if (!why.empty()) {
       set_error(fmt::format("{}: dividing the sum for avg failed: {}", describe(), why));
       return;
     }
   }
+  if (args_.deliver != nullptr && result > 0) std::memcpy(args_.deliver, result_data, result * element_size_);
+  // Every task finished, sends included: no peer reads the working memory any more.
+  if (work_) context_.pool->release(std::move(work_));
   steps_done_ = true;
   done_ = ack_sends_in_flight_ == 0;
 }
@@ -765,6 +782,8 @@ void Operation::release_requests() {
     }
     if (run.stage) context_.quarantine->push_back(std::move(run.stage));
   }
+  // A peer may still read it (single copy) or UCX write it until the transport closes.
+  if (work_) context_.quarantine->push_back(std::move(work_));
   if (ack_receive_.request != nullptr) {
     context_.transport->cancel(ack_receive_.request);
     ucp_request_free(ack_receive_.request);

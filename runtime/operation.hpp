@@ -1,4 +1,5 @@
-// One all-reduce in flight: replays a schedule's steps for this rank, every op of the current
+// One collective call in flight (any of the plan's collectives: the engine translates the
+// user's call into buffers and an element map): replays a schedule's steps for this rank, every op of the current
 // step moving at once, each task's range pipelined in chunks with a bounded window.
 //
 // Per chunk of a task: a task that receives nothing (a chain's start, a star member sending to
@@ -19,6 +20,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,7 @@
 #include "ir/plan.hpp"
 #include "runtime/call_signature.hpp"
 #include "runtime/datatype.hpp"
+#include "runtime/element_map.hpp"
 #include "runtime/scratch_pool.hpp"
 #include "runtime/single_copy.hpp"
 #include "runtime/ucx_transport.hpp"
@@ -58,19 +61,31 @@ struct ExecContext {
   size_t sink_bytes;
 };
 
-struct AllreduceArgs {
-  const void* send;  // == recv for in place
+// A call as the operation runs it: the engine's translation of the user's call (engine.cpp).
+struct OperationArgs {
+  const void* send;  // this rank's own data, as the schedule's units span it (== recv in place)
+  // Where the result forms, `count` elements; null: in working memory the operation holds (a
+  // reduce-scatter's whole buffer, a reduce off its root), of which only the result is kept.
   void* recv;
-  size_t count;
+  size_t count;  // elements the schedule's units span
   DataType type;
   ReduceOp op;
-  CallInfo call;  // what the caller called, for the signature
+  CallInfo call;  // what the caller called, for the signature and messages
+  // Reduce-scatter and all-gather: each rank's elements, its shard's units mapping onto its
+  // block (element_map.hpp); empty: unit u is element floor(u * count / units). Read only by
+  // the operation's start.
+  std::span<const uint64_t> shard_counts = {};
+  // Elements [result_begin, result_end) are this rank's result; the rest is working space:
+  // only there does the end copy what no step wrote and divide for avg.
+  uint64_t result_begin = 0, result_end = UINT64_MAX;
+  // Non-null: the result is copied here once the steps are done (out of working memory).
+  void* deliver = nullptr;
 };
 
 class Operation {
  public:
   Operation(const ExecContext& context, uint64_t sequence, const ir::Schedule& schedule,
-            const codegen::RankProgram& program, const AllreduceArgs& args);
+            const codegen::RankProgram& program, const OperationArgs& args);
   ~Operation();
   Operation(const Operation&) = delete;
   Operation& operator=(const Operation&) = delete;
@@ -80,7 +95,7 @@ class Operation {
   // Starts a new operation in this one's storage, keeping its vectors' capacity: an operation
   // of the same schedule then allocates nothing (docs/runtime.md, The cost of one operation).
   void restart(uint64_t sequence, const ir::Schedule& schedule, const codegen::RankProgram& program,
-               const AllreduceArgs& args);
+               const OperationArgs& args);
 
   // Moves whatever can move now; true if anything did. A transfer error fails the operation
   // (failed() then holds the message); it never throws.
@@ -96,7 +111,7 @@ class Operation {
   // Fails the operation with `why` (the caller's diagnosis: a timeout, a dead peer), prefixed
   // with what the operation was waiting for; cancels its receives and releases its requests.
   void fail(const std::string& why);
-  // "allreduce #7 (ring, 1000 x float32 sum)"
+  // "allreduce #7 (ring, 1000 x float32 sum)", "allgather #8 (tree-chains, 5 x 1000 float32)"
   std::string describe() const;
 
  private:
@@ -140,7 +155,7 @@ class Operation {
   // keeps UCX's fastest (short) path for small chunks, where an iov send would not.
   struct Frame {
     CallSignature signature;
-    std::byte packed[232];
+    std::byte packed[224];
     ucp_dt_iov_t iov[3];
   };
   struct TaskRun {
@@ -158,8 +173,9 @@ class Operation {
   // Sets up the tasks of the next step that has any (from step_ on) and starts their windows;
   // with none left, finishes the operation.
   void start_step();
-  // Out of place: copies the input's unit ranges from the send to the receive buffer.
-  void copy_input(const std::vector<codegen::UnitRange>& ranges);
+  // Out of place: copies the input's unit ranges, within elements [lo, hi), from the send to the
+  // receive buffer.
+  void copy_input(const std::vector<codegen::UnitRange>& ranges, uint64_t lo, uint64_t hi);
   void finish_step();
   // Moves the current step's runs to spare_runs_, their buffers already released.
   void retire_runs();
@@ -211,7 +227,10 @@ class Operation {
   uint64_t sequence_;
   const ir::Schedule* schedule_;
   const codegen::RankProgram* program_;
-  AllreduceArgs args_;
+  OperationArgs args_;
+  ElementMap map_;  // units to elements of the buffer
+  // The buffer when the call gives none (OperationArgs::recv null); quarantined on failure.
+  ScratchPool::Buffer work_;
   CallSignature signature_;  // this rank's, which every message of the call carries
   size_t element_size_;
   const std::byte* input_;  // the send buffer (== buffer_ in place)
