@@ -276,7 +276,8 @@ void Engine::shutdown() {
 const ir::Schedule& Engine::select(ir::Collective collective, uint64_t bytes, int32_t root,
                                    const CallInfo& call) const {
   // A forced algorithm (force_algorithm) is an all-reduce's.
-  const std::string_view forced = collective == ir::Collective::AllReduce ? forced_algorithm_ : "";
+  const std::string_view forced =
+      collective == ir::Collective::AllReduce ? std::string_view(forced_algorithm_) : std::string_view();
   const auto index = ir::find_schedule(plan_, {collective, bytes, root, forced});
   if (index) return plan_.schedules[*index];
   const std::string name(ir::to_string(collective));
