@@ -1,8 +1,10 @@
-// ProcessGroupFlexplan: a torch.distributed backend whose all-reduce replays a flexplan plan.
+// ProcessGroupFlexplan: a torch.distributed backend whose collectives replay a flexplan plan.
 // One thread per group owns the communicator (the runtime is driven by one thread): it creates
 // it, issues the queued operations in call order (several outstanding, as DistributedDataParallel
-// issues its buckets), drives them and completes their futures. Broadcast, allgather and barrier
-// are byte-exact all-reduces (sums of one contribution and zeros); the rest is refused.
+// issues its buckets), drives them and completes their futures. All-reduce, broadcast, reduce,
+// all-gather and reduce-scatter each run their own schedule of the plan; where the plan has none
+// (an all-reduce-only plan) they fall back to byte-exact all-reduces, warning once. All-to-all
+// is an all-gather of every rank's whole input; barrier a one-byte all-reduce.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -22,15 +24,15 @@
 
 namespace flexplan::torch_backend {
 
-// An operation as the communicator thread sees it: a buffer to all-reduce in place, what to do
-// before (fill it) and after (copy results out), and the future that reports the outcome.
+// An operation as the communicator thread sees it: what to do before issuing (fill buffers,
+// taken then so that a tensor changed after the call but before its turn is sent as it was at
+// the turn, as with gloo), the issue itself (which may run blocking steps first: all ranks issue
+// in the same order), what to do after (copy results out; the future's value), and the future
+// that reports the outcome. The lambdas hold the tensors they use.
 struct Job {
-  at::Tensor buffer;  // contiguous CPU tensor, reduced in place
-  DataType type = DataType::UInt8;
-  ReduceOp op = ReduceOp::Sum;
-  CallInfo call;  // the collective the caller called, for the call signature (a broadcast is an all-reduce here)
-  std::function<void()> before;                    // on the communicator thread, before issue
-  std::function<std::vector<at::Tensor>()> after;  // after completion: the future's value
+  std::function<void()> before;
+  std::function<Request(Communicator&)> issue;
+  std::function<std::vector<at::Tensor>()> after;
   c10::intrusive_ptr<c10::ivalue::Future> future;
 };
 
@@ -56,12 +58,19 @@ class ProcessGroupFlexplan : public c10d::ProcessGroup {
   // on every rank, connects. Options come from the FLEXPLAN_* variables, except that the
   // timeout defaults to `timeout` and blocking mode to on. Throws the same error on every rank.
   ProcessGroupFlexplan(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                       std::chrono::milliseconds timeout, std::string plan_path);
+                       std::chrono::milliseconds timeout, std::string plan_path,
+                       bool via_allreduce = false);
   ~ProcessGroupFlexplan() override;
 
   const std::string getBackendName() const override { return "flexplan"; }
   const std::string& plan_path() const { return plan_path_; }
   const std::string& learner_name() const { return learner_name_; }
+  // Whether every collective runs as an all-reduce (the path before native collectives, kept
+  // for comparison: Options(via_allreduce=True) or FLEXPLAN_TORCH_VIA_ALLREDUCE=1).
+  bool via_allreduce() const { return via_allreduce_; }
+  // The collectives that fell back to all-reduces because the plan has no schedule of theirs
+  // ("allgather", "broadcast (root 2)", ...), in the order they first did.
+  std::vector<std::string> fallbacks() const;
 
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts) override;
@@ -70,10 +79,29 @@ class ProcessGroupFlexplan : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                            std::vector<at::Tensor>& inputs,
                                            const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_split_sizes,
+                                               std::vector<int64_t>& input_split_sizes,
+                                               const c10d::AllToAllOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
  private:
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, Job job);
+  // Whether a collective runs natively; if the plan lacks it (and all-reduces were not asked
+  // for), warns once per collective (and root) that it falls back.
+  bool native(ir::Collective collective, int root = 0);
+  // The shared part of allgather and _allgather_base: gathers `input` into `gathered`
+  // (world x input, group rank order) and then runs `done`.
+  Job gather_job(const at::Tensor& input, at::Tensor gathered, std::function<std::vector<at::Tensor>()> done);
   // The communicator thread's loop after creation, until the group is destroyed.
   void run(Communicator& comm);
   // `error`, its timeout named as init_process_group's where that is where it came from (the
@@ -82,6 +110,20 @@ class ProcessGroupFlexplan : public c10d::ProcessGroup {
 
   std::string plan_path_;
   std::string learner_name_;
+  bool via_allreduce_ = false;
+  // Set by the communicator thread before the constructor returns, read-only afterwards.
+  // Plan rank of each group rank, and group rank of each plan rank (they differ under
+  // FLEXPLAN_RANK_MAPPING=name): the runtime's blocks are in plan rank order, torch's in group's.
+  std::vector<int> plan_rank_of_;
+  std::vector<int> group_rank_of_;
+  bool identity_ranks_ = true;
+  // Per collective: whether the plan serves it; broadcast and reduce per group root.
+  bool plans_allgather_ = false;
+  bool plans_reduce_scatter_ = false;
+  std::vector<bool> plans_broadcast_;
+  std::vector<bool> plans_reduce_;
+  mutable std::mutex fallback_mutex_;
+  std::vector<std::string> fallbacks_;
   // The communicator's timeout when it came from init_process_group(timeout=...), that is
   // when FLEXPLAN_TIMEOUT_MS is not set; none otherwise.
   std::optional<std::chrono::milliseconds> torch_timeout_;

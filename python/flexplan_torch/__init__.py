@@ -24,13 +24,18 @@ __all__ = ["Options", "ProcessGroupFlexplan", "hook_state", "allreduce_hook"]
 
 
 class Options:
-    """pg_options for init_process_group("flexplan") and new_group(backend="flexplan")."""
+    """pg_options for init_process_group("flexplan") and new_group(backend="flexplan").
 
-    def __init__(self, plan=None):
+    via_allreduce=True runs broadcast, reduce, all-gather and reduce-scatter as all-reduces
+    (the backend's path before its native collectives; also FLEXPLAN_TORCH_VIA_ALLREDUCE=1),
+    for comparison. Every rank must pass the same."""
+
+    def __init__(self, plan=None, via_allreduce=False):
         self.plan = plan
+        self.via_allreduce = via_allreduce
 
     def __repr__(self):
-        return f"flexplan_torch.Options(plan={self.plan!r})"
+        return f"flexplan_torch.Options(plan={self.plan!r}, via_allreduce={self.via_allreduce!r})"
 
 
 def _milliseconds(timeout):
@@ -45,7 +50,7 @@ def _create_process_group(backend_options, pg_options):
     plan = pg_options.plan if pg_options is not None and pg_options.plan else ""
     return ProcessGroupFlexplan(backend_options.store, backend_options.group_rank,
                                 backend_options.group_size, _milliseconds(backend_options.timeout),
-                                str(plan))
+                                str(plan), bool(getattr(pg_options, "via_allreduce", False)))
 
 
 if "FLEXPLAN" not in dist.Backend._plugins:

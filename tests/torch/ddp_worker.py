@@ -181,7 +181,7 @@ def collectives(args):
         ("int8", lambda: dist.all_reduce(torch.ones(3, dtype=torch.int8)), "not supported"),
         ("bool", lambda: dist.all_reduce(torch.ones(3, dtype=torch.bool)), "not supported"),
         ("BAND", lambda: dist.all_reduce(torch.ones(3, dtype=torch.int32), op=dist.ReduceOp.BAND), "not supported"),
-        ("reduce_scatter", lambda: dist.reduce_scatter(torch.ones(1), [torch.ones(1)] * world), "does not support"),
+        ("gather", lambda: dist.gather(torch.ones(1), [torch.ones(1)] * world if rank == 0 else None), "does not support"),
         ("send", lambda: dist.send(torch.ones(1), dst=(rank + 1) % world), "does not support"),
     ]:
         try:
