@@ -37,10 +37,16 @@ uint64_t parse_size(const std::string& text) {
 std::optional<BenchArgs> parse_args(int argc, char** argv, bool print, int& exit_code) {
   BenchArgs args;
   std::string min_text = "8", max_text = "128M", type_text = "float32", op_text = "sum";
+  std::string collective_text = "allreduce";
   int check = 1;
   int mpi = 1;
-  CLI::App app{"flexbench: all-reduce timing of a flexplan plan against MPI_Allreduce"};
+  CLI::App app{"flexbench: collective timing of a flexplan plan against MPI's (MPI_Allreduce, "
+               "MPI_Reduce_scatter_block, MPI_Allgather, MPI_Bcast, MPI_Reduce)"};
   app.add_option("plan", args.plan_path, "plan.bin written by flexplan")->required();
+  app.add_option("--collective", collective_text,
+                 "allreduce reduce_scatter allgather broadcast reduce (sizes are the whole buffer's, as "
+                 "nccl-tests: an all-gather's receive, a reduce-scatter's send)");
+  app.add_option("-r,--root", args.root, "broadcast's and reduce's root rank")->check(CLI::NonNegativeNumber);
   app.add_option("-b,--minbytes", min_text, "smallest message size (8, 64K, 1M, ...)");
   app.add_option("-e,--maxbytes", max_text, "largest message size");
   app.add_option("-f,--stepfactor", args.factor, "size multiplier between rows")->check(CLI::Range(2, 1 << 20));
@@ -49,9 +55,12 @@ std::optional<BenchArgs> parse_args(int argc, char** argv, bool print, int& exit
   app.add_option("-w,--warmup_iters", args.warmup, "untimed iterations per size")->check(CLI::Range(0, 1 << 24));
   app.add_option("-d,--datatype", type_text, "float32 float64 float16 bfloat16 int32 int64 uint8");
   app.add_option("-o,--op", op_text, "sum prod min max avg");
-  app.add_flag("--blocking", args.blocking, "sleep in ucp_worker_wait instead of busy-polling");
+  auto* blocking = app.add_flag("--blocking", args.blocking, "sleep in ucp_worker_wait instead of busy-polling");
+  app.add_flag("--polling", args.polling,
+               "busy-poll even where ranks outnumber this host's cores (blocking is then the default)")
+      ->excludes(blocking);
   app.add_option("-c,--check", check, "check results (1) or not (0)")->check(CLI::Range(0, 1));
-  app.add_option("--mpi", mpi, "also time MPI_Allreduce at each size (1) or not (0)")->check(CLI::Range(0, 1));
+  app.add_option("--mpi", mpi, "also time MPI's collective at each size (1) or not (0)")->check(CLI::Range(0, 1));
   app.add_option("--json", args.json_path, "also write one JSON record per size to FILE");
   auto* device = app.add_flag("--device", args.device,
                               "device buffers through the GPU backend (NCCL), out-of-place and in-place columns");
@@ -69,6 +78,12 @@ std::optional<BenchArgs> parse_args(int argc, char** argv, bool print, int& exit
     if (!type) throw std::invalid_argument(fmt::format("-d {}: unknown data type", type_text));
     const auto op = parse_reduce_op(op_text);
     if (!op) throw std::invalid_argument(fmt::format("-o {}: unknown reduction", op_text));
+    try {
+      args.collective = ir::collective_from_string(collective_text);
+    } catch (const std::invalid_argument&) {
+      throw std::invalid_argument(fmt::format(
+          "--collective {}: not one of allreduce, reduce_scatter, allgather, broadcast, reduce", collective_text));
+    }
     args.type = *type;
     args.op = *op;
     args.check = check == 1;

@@ -1,18 +1,22 @@
 // flexbench's command line, in the manner of the nccl-tests tools:
-//   flexbench PLAN -b MIN -e MAX -f FACTOR [-a ALGORITHM] [-n ITERS] [-w WARMUP] [-d DTYPE]
-//             [-o REDOP] [--blocking] [--check 0|1] [--json FILE] [--device [--staged]]
+//   flexbench PLAN [--collective C] [-r ROOT] -b MIN -e MAX -f FACTOR [-a ALGORITHM] [-n ITERS]
+//             [-w WARMUP] [-d DTYPE] [-o REDOP] [--blocking | --polling] [--check 0|1]
+//             [--json FILE] [--device [--staged]]
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 
+#include "ir/plan.hpp"
 #include "runtime/datatype.hpp"
 
 namespace flexplan::bench {
 
 struct BenchArgs {
   std::string plan_path;
+  ir::Collective collective = ir::Collective::AllReduce;
+  int root = 0;  // broadcast and reduce
   uint64_t min_bytes = 8;
   uint64_t max_bytes = 128ull << 20;
   uint64_t factor = 2;
@@ -22,6 +26,7 @@ struct BenchArgs {
   DataType type = DataType::Float32;
   ReduceOp op = ReduceOp::Sum;
   bool blocking = false;
+  bool polling = false;   // busy-poll even where ranks outnumber this host's cores
   bool check = true;
   bool mpi = true;        // time MPI_Allreduce beside each size (0: skip, saves a run on slow links)
   std::string json_path;

@@ -24,17 +24,48 @@ double algbw_gbps(uint64_t bytes, double time_us) {
   return time_us > 0 ? static_cast<double>(bytes) / (time_us * 1e3) : 0;
 }
 
-double busbw_gbps(uint64_t bytes, double time_us, int world) {
-  return algbw_gbps(bytes, time_us) * 2.0 * (world - 1) / world;
+double bus_factor(ir::Collective collective, int world) {
+  const double n = world;
+  switch (collective) {
+    case ir::Collective::AllReduce: return 2 * (n - 1) / n;
+    case ir::Collective::ReduceScatter:
+    case ir::Collective::AllGather: return (n - 1) / n;
+    case ir::Collective::Broadcast:
+    case ir::Collective::Reduce: return 1;
+  }
+  return 1;
 }
 
-void print_header(const BenchArgs& args, bool blocking, const std::string& topology, int world) {
-  fmt::print("# flexbench: plan {} (topology {}), {} ranks, {} {}, {} iterations after {} warmup, {} progress\n",
-             args.plan_path, topology, world, to_string(args.type), to_string(args.op),
-             args.iterations, args.warmup, blocking ? "blocking" : "busy-polling");
-  fmt::print("# algorithm: {}; times are medians of the slowest rank per iteration; MPI = MPI_Allreduce{}\n",
-             args.algorithm.empty() ? "the plan's choice per size" : args.algorithm,
-             args.op == ReduceOp::Avg ? " with MPI_SUM (MPI has no avg)" : "");
+double busbw_gbps(uint64_t bytes, double time_us, int world, ir::Collective collective) {
+  return algbw_gbps(bytes, time_us) * bus_factor(collective, world);
+}
+
+const char* mpi_name(ir::Collective collective) {
+  switch (collective) {
+    case ir::Collective::AllReduce: return "MPI_Allreduce";
+    case ir::Collective::ReduceScatter: return "MPI_Reduce_scatter_block";
+    case ir::Collective::AllGather: return "MPI_Allgather";
+    case ir::Collective::Broadcast: return "MPI_Bcast";
+    case ir::Collective::Reduce: return "MPI_Reduce";
+  }
+  return "MPI";
+}
+
+void print_header(const BenchArgs& args, const ProgressMode& mode, const std::string& topology, int world) {
+  const bool combines = args.collective == ir::Collective::AllReduce ||
+                        args.collective == ir::Collective::ReduceScatter || args.collective == ir::Collective::Reduce;
+  const std::string root = (args.collective == ir::Collective::Broadcast || args.collective == ir::Collective::Reduce)
+                               ? fmt::format(" from root {}", args.root)
+                               : "";
+  fmt::print("# flexbench: {}{}, plan {} (topology {}), {} ranks, {}{}{}, {} iterations after {} warmup, {} progress{}\n",
+             ir::to_string(args.collective), root, args.plan_path, topology, world, to_string(args.type),
+             combines ? " " : "", combines ? to_string(args.op) : std::string_view{}, args.iterations, args.warmup,
+             mode.blocking ? "blocking" : "busy-polling", mode.why.empty() ? "" : " (" + mode.why + ")");
+  fmt::print("# algorithm: {}; times are medians of the slowest rank per iteration; MPI = {}{}\n",
+             args.algorithm.empty() ? "the plan's choice per size" : args.algorithm, mpi_name(args.collective),
+             combines && args.op == ReduceOp::Avg ? " with MPI_SUM (MPI has no avg)" : "");
+  fmt::print("# size is the whole buffer's (an all-gather's receive, a reduce-scatter's send), count its "
+             "elements; busbw = algbw x {:.3f}\n", bus_factor(args.collective, world));
   fmt::print("#\n");
   fmt::print("# {:>12} {:>12} {:>8} {:>6} {:>13} {:>10} {:>8} {:>8} {:>7} {:>10} {:>8} {:>8}\n", "size",
              "count", "type", "redop", "algorithm", "time(us)", "algbw", "busbw", "#wrong", "mpi(us)",
@@ -48,13 +79,13 @@ void print_row(const BenchArgs& args, const Row& row, int world) {
   std::string mpi_columns = fmt::format("{:>10} {:>8} {:>8}", "n/a", "n/a", "n/a");
   if (row.mpi) {
     mpi_columns = fmt::format("{:>10.1f} {:>8.3f} {:>8.2f}", row.mpi->median_us,
-                              busbw_gbps(row.bytes, row.mpi->median_us, world),
+                              busbw_gbps(row.bytes, row.mpi->median_us, world, args.collective),
                               row.flexplan.median_us / row.mpi->median_us);
   }
   fmt::print("  {:>12} {:>12} {:>8} {:>6} {:>13} {:>10.1f} {:>8.3f} {:>8.3f} {:>7} {}\n", row.bytes,
              row.count, to_string(args.type), to_string(args.op), row.algorithm,
              row.flexplan.median_us, algbw_gbps(row.bytes, row.flexplan.median_us),
-             busbw_gbps(row.bytes, row.flexplan.median_us, world), check, mpi_columns);
+             busbw_gbps(row.bytes, row.flexplan.median_us, world, args.collective), check, mpi_columns);
   std::fflush(stdout);
 }
 
@@ -72,7 +103,7 @@ void write_json(const std::string& path, const BenchArgs& args, bool blocking, c
         {"time_us_min", row.flexplan.min_us},
         {"time_us_max", row.flexplan.max_us},
         {"algbw_gbps", algbw_gbps(row.bytes, row.flexplan.median_us)},
-        {"busbw_gbps", busbw_gbps(row.bytes, row.flexplan.median_us, world)},
+        {"busbw_gbps", busbw_gbps(row.bytes, row.flexplan.median_us, world, args.collective)},
         {"wrong", args.check ? nlohmann::json(row.wrong) : nlohmann::json(nullptr)},
         {"mpi_time_us_median", row.mpi ? nlohmann::json(row.mpi->median_us) : nlohmann::json(nullptr)},
     };
@@ -80,6 +111,11 @@ void write_json(const std::string& path, const BenchArgs& args, bool blocking, c
   }
   const nlohmann::json document{
       {"tool", "flexbench"},
+      {"collective", std::string(ir::to_string(args.collective))},
+      {"root", args.collective == ir::Collective::Broadcast || args.collective == ir::Collective::Reduce
+                   ? nlohmann::json(args.root)
+                   : nlohmann::json(nullptr)},
+      {"mpi_function", mpi_name(args.collective)},
       {"plan", args.plan_path},
       {"topology", topology},
       {"world_size", world},

@@ -41,16 +41,32 @@ void fill_pattern(void* buffer, size_t count, DataType type, ReduceOp op, int ra
   for (size_t i = 0; i < count; ++i) store_element(buffer, i, type, static_cast<double>(pattern(op, rank, i)));
 }
 
-uint64_t count_wrong(const void* result, size_t count, DataType type, ReduceOp op, int world) {
+uint64_t count_wrong(const void* result, size_t count, DataType type, ReduceOp op, int world, size_t first) {
   std::array<double, kPeriod> want{};
   for (size_t residue = 0; residue < kPeriod; ++residue) want[residue] = expected(type, op, world, residue);
   // Integer-valued results are exact in every type; avg's quotient rounds once.
   const double relative = op == ReduceOp::Avg ? unit_roundoff(type) : 0;
   uint64_t wrong = 0;
   for (size_t i = 0; i < count; ++i) {
-    const double w = want[i % kPeriod];
+    const double w = want[(first + i) % kPeriod];
     if (!(std::fabs(load_element(result, i, type) - w) <= relative * std::fabs(w))) ++wrong;
   }
+  return wrong;
+}
+
+}  // namespace flexplan::bench
+
+namespace flexplan::bench {
+
+uint64_t count_wrong_copy(const void* result, size_t count, DataType type, ReduceOp op, int rank) {
+  std::array<double, kPeriod> want{};
+  for (size_t residue = 0; residue < kPeriod; ++residue) {
+    double one[1];
+    store_element(one, 0, type, static_cast<double>(pattern(op, rank, residue)));
+    want[residue] = load_element(one, 0, type);
+  }
+  uint64_t wrong = 0;
+  for (size_t i = 0; i < count; ++i) wrong += load_element(result, i, type) != want[i % kPeriod];
   return wrong;
 }
 

@@ -12,7 +12,11 @@
 namespace flexplan::bench {
 
 void fill_pattern(void* buffer, size_t count, DataType type, ReduceOp op, int rank);
-// Elements of `result` that differ from the all-reduce of every rank's pattern.
-uint64_t count_wrong(const void* result, size_t count, DataType type, ReduceOp op, int world);
+// Elements of `result` that differ from the all-reduce of every rank's pattern; `result` holds
+// the elements from index `first` on (a reduce-scatter's block).
+uint64_t count_wrong(const void* result, size_t count, DataType type, ReduceOp op, int world, size_t first = 0);
+// Elements of `result` that differ from rank `rank`'s pattern (an all-gather's block r, a
+// broadcast from root r).
+uint64_t count_wrong_copy(const void* result, size_t count, DataType type, ReduceOp op, int rank);
 
 }  // namespace flexplan::bench

@@ -1,9 +1,12 @@
-// flexbench: times flexplan's all-reduce of a plan over a range of message sizes, with Open
-// MPI's MPI_Allreduce measured in the same run as the baseline (docs/flexbench.md).
-//   mpirun -np N flexbench plan.bin -b 8 -e 128M -f 2 [-a ALGORITHM] [--json out.json]
+// flexbench: times a collective of a plan (all-reduce by default; reduce-scatter, all-gather,
+// broadcast, reduce) over a range of message sizes, with Open MPI's same collective measured in
+// the same run as the baseline (docs/flexbench.md).
+//   mpirun -np N flexbench plan.bin [--collective C] -b 8 -e 128M -f 2 [-a ALGORITHM] [--json out.json]
 #include <mpi.h>
+#include <sched.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <vector>
 
@@ -48,16 +51,103 @@ MPI_Op mpi_op(ReduceOp op) {
 }
 
 std::string algorithm_for(const Communicator& comm, const BenchArgs& args, uint64_t bytes) {
-  if (!args.algorithm.empty()) return args.algorithm;
+  if (!args.algorithm.empty() && args.collective == ir::Collective::AllReduce) return args.algorithm;
   try {
-    return ir::select_schedule(comm.plan(), ir::Collective::AllReduce, bytes).algorithm;
+    return ir::select_schedule(comm.plan(), args.collective, bytes, args.root).algorithm;
   } catch (const std::out_of_range&) {
     return "none";
   }
 }
 
+// Blocking progress where this host's ranks outnumber its cores (a busy-polling rank then takes
+// the core its peer needs: the README's 5 ranks on 2 cores ran 17-160x slower than MPI), unless
+// --polling or FLEXPLAN_BLOCKING says otherwise. Alike on every rank. Collective.
+ProgressMode choose_progress_mode(const BenchArgs& args) {
+  ProgressMode mode;
+  MPI_Comm host;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
+  int ranks_here = 1;
+  MPI_Comm_size(host, &ranks_here);
+  MPI_Comm_free(&host);
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  const int cores = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  int crowded = ranks_here > cores ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &crowded, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (crowded && !args.blocking && !args.polling && std::getenv("FLEXPLAN_BLOCKING") == nullptr) {
+    mode.blocking = true;
+    mode.why = fmt::format("{} ranks share {} core{} on this host; --polling to busy-poll", ranks_here, cores,
+                           cores == 1 ? "" : "s");
+  }
+  return mode;
+}
+
+// One size of the collective: the call, MPI's, and the check of this rank's result.
+struct SizeRun {
+  const BenchArgs& args;
+  Communicator& comm;
+  std::byte* send;
+  std::byte* recv;
+  uint64_t per_rank = 0;  // all-gather and reduce-scatter: each rank's block
+  uint64_t count = 0;     // the whole buffer's elements
+
+  void flexplan() const {
+    switch (args.collective) {
+      case ir::Collective::AllReduce: comm.allreduce(send, recv, count, args.type, args.op); break;
+      case ir::Collective::ReduceScatter: comm.reduce_scatter(send, recv, per_rank, args.type, args.op); break;
+      case ir::Collective::AllGather: comm.allgather(send, recv, per_rank, args.type); break;
+      case ir::Collective::Broadcast: comm.broadcast(send, recv, count, args.type, args.root); break;
+      case ir::Collective::Reduce: comm.reduce(send, recv, count, args.type, args.op, args.root); break;
+    }
+  }
+  void mpi(MPI_Datatype type) const {
+    const MPI_Op op = mpi_op(args.op);
+    switch (args.collective) {
+      case ir::Collective::AllReduce:
+        MPI_Allreduce(send, recv, static_cast<int>(count), type, op, MPI_COMM_WORLD);
+        break;
+      case ir::Collective::ReduceScatter:
+        MPI_Reduce_scatter_block(send, recv, static_cast<int>(per_rank), type, op, MPI_COMM_WORLD);
+        break;
+      case ir::Collective::AllGather:
+        MPI_Allgather(send, static_cast<int>(per_rank), type, recv, static_cast<int>(per_rank), type, MPI_COMM_WORLD);
+        break;
+      case ir::Collective::Broadcast:
+        MPI_Bcast(recv, static_cast<int>(count), type, args.root, MPI_COMM_WORLD);
+        break;
+      case ir::Collective::Reduce:
+        MPI_Reduce(send, recv, static_cast<int>(count), type, op, args.root, MPI_COMM_WORLD);
+        break;
+    }
+  }
+  uint64_t wrong(int rank, int world) const {
+    const size_t element = size_of(args.type);
+    switch (args.collective) {
+      case ir::Collective::AllReduce: return count_wrong(recv, count, args.type, args.op, world);
+      case ir::Collective::ReduceScatter:
+        return count_wrong(recv, per_rank, args.type, args.op, world, per_rank * static_cast<uint64_t>(rank));
+      case ir::Collective::AllGather: {
+        uint64_t wrong = 0;
+        for (int r = 0; r < world; ++r) {
+          wrong += count_wrong_copy(recv + per_rank * static_cast<uint64_t>(r) * element, per_rank, args.type,
+                                    args.op, r);
+        }
+        return wrong;
+      }
+      case ir::Collective::Broadcast: return count_wrong_copy(recv, count, args.type, args.op, args.root);
+      case ir::Collective::Reduce:
+        return rank == args.root ? count_wrong(recv, count, args.type, args.op, world) : 0;
+    }
+    return 0;
+  }
+};
+
 int run(const BenchArgs& args, int rank, int world) {
   if (args.device) {
+    if (args.collective != ir::Collective::AllReduce) {
+      if (rank == 0) fmt::print(stderr, "flexbench: --device runs allreduce only (the GPU backend's other collectives are not built yet)\n");
+      return kExitBadInput;
+    }
 #ifdef FLEXPLAN_BENCH_DEVICE
     return run_device(args, rank, world);
 #else
@@ -65,13 +155,31 @@ int run(const BenchArgs& args, int rank, int world) {
     return kExitBadInput;
 #endif
   }
+  if ((args.collective == ir::Collective::Broadcast || args.collective == ir::Collective::Reduce) &&
+      args.root >= world) {
+    if (rank == 0) fmt::print(stderr, "flexbench: -r {}: not a rank of the {} ranks\n", args.root, world);
+    return kExitBadInput;
+  }
+  const ProgressMode mode = choose_progress_mode(args);
   // Creation errors, and -a naming no schedule of the plan, are the same on every rank: print
   // them once.
   std::optional<Communicator> comm;
-  if (const int status = open_communicator(comm, args.plan_path, args.blocking, rank, "flexbench"))
+  if (const int status = open_communicator(comm, args.plan_path, args.blocking || mode.blocking, rank, "flexbench"))
     return status;
+  if (!ir::plans_collective(comm->plan(), args.collective, args.root)) {
+    if (rank == 0) {
+      fmt::print(stderr, "flexbench: the plan has no {} schedule{}; plan it with `flexplan TOPOLOGY --collectives {}`\n",
+                 ir::to_string(args.collective),
+                 ir::has_root(args.collective) ? fmt::format(" from root {}", args.root) : "",
+                 ir::to_string(args.collective));
+    }
+    return kExitBadInput;
+  }
   try {
-    if (!args.algorithm.empty()) comm->force_algorithm(args.algorithm);
+    if (!args.algorithm.empty()) {
+      if (args.collective != ir::Collective::AllReduce) throw InputError("-a forces an allreduce algorithm only");
+      comm->force_algorithm(args.algorithm);
+    }
   } catch (const RuntimeError& e) {
     if (rank == 0) fmt::print(stderr, "flexbench: -a {}: {}\n", args.algorithm, e.what());
     return kExitBadInput;
@@ -81,36 +189,37 @@ int run(const BenchArgs& args, int rank, int world) {
   std::vector<std::byte> send(max_count * element), recv(max_count * element);
   fill_pattern(send.data(), max_count, args.type, args.op, comm->rank());
   const auto type = mpi_type(args.type);
+  const bool sharded = ir::has_shards(args.collective);
 
-  // The mode the runtime runs in: --blocking or FLEXPLAN_BLOCKING=1.
-  const bool blocking = comm->options().blocking;
-  if (rank == 0) print_header(args, blocking, comm->plan().topology_name, world);
+  // The mode the runtime runs in: --blocking, FLEXPLAN_BLOCKING=1, or ranks outnumbering cores.
+  ProgressMode ran = mode;
+  ran.blocking = comm->options().blocking;
+  if (!ran.blocking) ran.why.clear();
+  if (rank == 0) print_header(args, ran, comm->plan().topology_name, world);
   std::vector<Row> rows;
   for (uint64_t size = args.min_bytes; size <= args.max_bytes; size *= args.factor) {
     Row row;
-    row.count = std::max<uint64_t>(1, size / element);
+    SizeRun one{args, *comm, send.data(), recv.data()};
+    // As nccl-tests: the size is the whole buffer's, each rank's block its world-th part.
+    one.per_rank = sharded ? std::max<uint64_t>(1, size / element / static_cast<uint64_t>(world)) : 0;
+    one.count = sharded ? one.per_rank * static_cast<uint64_t>(world) : std::max<uint64_t>(1, size / element);
+    if (one.count > max_count) break;  // (an all-gather's one element per rank beyond -e)
+    row.count = one.count;
     row.bytes = row.count * element;
     row.algorithm = algorithm_for(*comm, args, row.bytes);
-    row.flexplan = time_iterations(args.warmup, args.iterations, [&] {
-      comm->allreduce(send.data(), recv.data(), row.count, args.type, args.op);
-    });
+    row.flexplan = time_iterations(args.warmup, args.iterations, [&] { one.flexplan(); });
     if (args.check) {
-      uint64_t wrong = count_wrong(recv.data(), row.count, args.type, args.op, world);
+      uint64_t wrong = one.wrong(comm->rank(), world);
       MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
       row.wrong = wrong;
     }
-    if (type && args.mpi) {
-      row.mpi = time_iterations(args.warmup, args.iterations, [&] {
-        MPI_Allreduce(send.data(), recv.data(), static_cast<int>(row.count), *type, mpi_op(args.op),
-                      MPI_COMM_WORLD);
-      });
-    }
+    if (type && args.mpi) row.mpi = time_iterations(args.warmup, args.iterations, [&] { one.mpi(*type); });
     if (rank == 0) print_row(args, row, world);
     rows.push_back(std::move(row));
     if (size > args.max_bytes / args.factor) break;  // the next size would overflow or pass max
   }
   if (rank == 0 && !args.json_path.empty()) {
-    write_json(args.json_path, args, blocking, comm->plan().topology_name, world, rows);
+    write_json(args.json_path, args, ran.blocking, comm->plan().topology_name, world, rows);
   }
   uint64_t wrong = 0;
   for (const Row& row : rows) wrong += row.wrong;

@@ -9,6 +9,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$flexplan" "$source_dir/topologies/paper-2m-5.json" -o "$work/plan-5.bin" > /dev/null || exit 1
 "$flexplan" "$source_dir/bench/flexbench/loopback-2.json" -o "$work/plan-2.bin" > /dev/null || exit 1
+"$flexplan" "$source_dir/bench/flexbench/loopback-2.json" -o "$work/plan-2-all.bin" \
+  --collectives allreduce,reduce_scatter,allgather,broadcast,reduce --roots 0,1 > /dev/null || exit 1
 printf 'not a plan at all' > "$work/corrupt.bin"
 head -c 100 "$work/plan-2.bin" > "$work/truncated.bin"
 
@@ -40,5 +42,11 @@ expect 2 "a plan for 5 ranks" -- "$work/plan-5.bin" -b 8 -e 64 -n 1 --blocking
 expect 2 "a malformed FLEXPLAN_TIMEOUT_MS" FLEXPLAN_TIMEOUT_MS=soon -- "$work/plan-2.bin" -b 8 -e 64 -n 1 --blocking
 expect 2 "a bad size argument" -- "$work/plan-2.bin" -b 8X -e 64 -n 1 --blocking
 expect 2 "an algorithm the plan lacks" -- "$work/plan-2.bin" -a no-such-algorithm -b 8 -e 64 -n 1 --blocking
+for collective in reduce_scatter allgather broadcast reduce; do
+  expect 0 "$collective, checked" -- "$work/plan-2-all.bin" --collective $collective -r 1 -b 8 -e 64K -f 64 -n 1 -w 0 --blocking
+  expect 2 "$collective that the plan lacks" -- "$work/plan-2.bin" --collective $collective -b 8 -e 64 -n 1 --blocking
+done
+expect 2 "a root beyond the ranks" -- "$work/plan-2-all.bin" --collective broadcast -r 2 -b 8 -e 64 -n 1 --blocking
+expect 2 "an unknown collective" -- "$work/plan-2-all.bin" --collective alltoall -b 8 -e 64 -n 1 --blocking
 [ $status -eq 0 ] && echo "PASS: every exit status as documented"
 exit $status

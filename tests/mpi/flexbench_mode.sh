@@ -30,5 +30,18 @@ expect() {
 expect "FLEXPLAN_BLOCKING=1 alone" blocking true 1
 expect "--blocking alone" blocking true 0 --blocking
 expect "neither" busy-polling false 0
+# Ranks outnumbering the cores they may run on block by default, and say why; --polling polls.
+crowded() {
+  local what=$1 pattern=$2; shift 2
+  local output
+  output=$(env -u FLEXPLAN_BLOCKING taskset -c 0 timeout 60 "$mpiexec" -np 2 --oversubscribe --bind-to none \
+           --mca mpi_yield_when_idle 1 "$flexbench" "$work/plan-2.bin" -b 8 -e 8 -n 1 -w 0 --mpi 0 "$@" 2>&1)
+  if [ $? -ne 0 ] || ! grep -q "^# flexbench: .*, $pattern" <<< "$output"; then
+    echo "FAIL: $what: expected a header saying '$pattern'"; echo "$output" | head -3; status=1; return
+  fi
+  echo "ok: $what"
+}
+crowded "two ranks on one core" "blocking progress (2 ranks share 1 core on this host; --polling to busy-poll)"
+crowded "two ranks on one core, --polling" "busy-polling progress$" --polling
 [ $status -eq 0 ] && echo "PASS: flexbench reports the runtime's progress mode"
 exit $status
