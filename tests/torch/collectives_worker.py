@@ -5,6 +5,9 @@ Scenarios (--scenario):
                 reduce_scatter, reduce_scatter_tensor, reduce to every root, all_to_all_single
                 with even and uneven splits, barrier, several outstanding at once) on flexplan and
                 on gloo in the same job: the results must be equal, and none may fall back.
+                With --reversed LEARNERS (the plan's learner names in plan rank order), group
+                rank r plays plan rank P-1-r (FLEXPLAN_RANK_MAPPING=name): blocks and roots
+                must still be in torch's rank order.
   fallback      the same on a plan of all-reduce only (every collective falls back, and says so)
                 and on Options(via_allreduce=True): still equal to gloo's.
   zero          DDP + ZeroRedundancyOptimizer on flexplan against the same on gloo: the losses and
@@ -38,6 +41,9 @@ OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.
 
 def init(args):
     rank, world = job_rank_and_size()
+    if args.reversed:
+        os.environ["FLEXPLAN_RANK_MAPPING"] = "name"
+        os.environ["FLEXPLAN_LEARNER_NAME"] = args.reversed.split(",")[world - 1 - rank]
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     dist.init_process_group("flexplan", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=args.timeout),
@@ -244,7 +250,11 @@ def against_gloo(args):
     fx = dist.distributed_c10d._get_default_group()
     check_all(fx, gloo, rank, world)
     assert fx.fallbacks == [], f"collectives fell back to all-reduces: {fx.fallbacks}"
-    print(f"rank {rank}: every collective equals gloo's, each through its own schedule")
+    if args.reversed:
+        want = args.reversed.split(",")[world - 1 - rank]
+        assert fx.learner_name.endswith(want), (fx.learner_name, want)
+    print(f"rank {rank}: every collective equals gloo's, each through its own schedule "
+          f"(learner {fx.learner_name})")
 
 
 def fallback(args):
@@ -395,6 +405,7 @@ def main():
     parser.add_argument("--plan", required=True)
     parser.add_argument("--scratch", default="/tmp")
     parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--reversed", default="", help="the plan's learner names, plan rank order: play them reversed")
     parser.add_argument("--timeout", type=float, default=60, help="process group timeout, seconds")
     args = parser.parse_args()
     args.allreduce_plan = os.path.join(args.scratch, "plan-allreduce.bin")
