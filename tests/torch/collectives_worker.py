@@ -64,7 +64,7 @@ def values(seed, shape, dtype, low=-3, high=4):
 def same(a, b):
     """Equal bytes (so NaN and -0.0 count), shape and type."""
     return a.dtype == b.dtype and a.shape == b.shape and torch.equal(
-        a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))
+        a.reshape(-1).contiguous().view(torch.uint8), b.reshape(-1).contiguous().view(torch.uint8))
 
 
 GLOO_TYPES = (torch.float16, torch.float32, torch.float64, torch.int8, torch.uint8, torch.int32, torch.int64)
@@ -234,6 +234,25 @@ def check_outstanding(fx, gloo, rank, world):
     expect("outstanding all_reduce", summed, want)
 
 
+def check_edges(fx, gloo, rank, world):
+    """Empty and zero-dimensional tensors, and reduce's AVG (which gloo lacks: its sum / world)."""
+    empty = torch.empty(0)
+    dist.broadcast(empty, src=world - 1, group=fx)
+    dist.all_gather_into_tensor(torch.empty(0), empty, group=fx)
+    dist.reduce_scatter_tensor(torch.empty(0), torch.empty(0), group=fx)
+    dist.reduce(empty, dst=0, group=fx)
+    dist.all_to_all_single(torch.empty(0), torch.empty(0), group=fx)
+    scalar = torch.tensor(3.0 + rank)
+    dist.broadcast(scalar, src=world - 1, group=fx)
+    expect("broadcast of a zero-dimensional tensor", scalar, torch.tensor(2.0 + world))
+    t = values(rank + 40, (5,), torch.float64)
+    want = t.clone()
+    dist.reduce(t, dst=world - 1, op=dist.ReduceOp.AVG, group=fx)
+    dist.reduce(want, dst=world - 1, group=gloo)
+    if rank == world - 1:
+        expect("reduce AVG", t, want / world)
+
+
 def check_all(fx, gloo, rank, world):
     check_broadcast(fx, gloo, rank, world)
     check_allgather(fx, gloo, rank, world)
@@ -241,6 +260,7 @@ def check_all(fx, gloo, rank, world):
     check_reduce(fx, gloo, rank, world)
     check_alltoall(fx, gloo, rank, world)
     check_outstanding(fx, gloo, rank, world)
+    check_edges(fx, gloo, rank, world)
     dist.barrier(group=fx)
 
 
