@@ -273,13 +273,54 @@ void Engine::shutdown() {
 
 // --- starting operations ----------------------------------------------------------------------
 
-const ir::Schedule& Engine::select(ir::Collective collective, uint64_t bytes, int32_t root,
-                                   const CallInfo& call) const {
+const ir::Schedule* Engine::derived_schedule(ir::Collective collective, int32_t root) {
+  if (!ir::has_root(collective) || ir::plans_collective(plan_, collective, root)) return nullptr;
+  const bool planned_elsewhere = std::any_of(plan_.schedules.begin(), plan_.schedules.end(),
+                                             [&](const ir::Schedule& s) { return s.collective == collective; });
+  if (!planned_elsewhere) return nullptr;
+  for (const ir::Schedule& s : derived_) {
+    if (s.collective == collective && s.root == root) return &s;
+  }
+  // The chain visits the ranks in rank order from the root (the planner numbers learners
+  // depth first, so each link carries the data once each way) and is pipelined by the runtime's
+  // chunks; a reduce's chain ends at the root.
+  const int32_t world = plan_.world_size;
+  std::vector<int32_t> order;
+  order.reserve(static_cast<size_t>(world));
+  const bool broadcast = collective == ir::Collective::Broadcast;
+  for (int32_t i = 0; i < world; ++i) order.push_back((root + (broadcast ? i : i + 1)) % world);
+  ir::Schedule schedule;
+  schedule.algorithm = "derived-chain";
+  schedule.collective = collective;
+  schedule.units = 1;
+  schedule.root = root;
+  ir::Op op;
+  op.kind = broadcast ? ir::OpKind::Broadcast : ir::OpKind::Reduce;
+  op.begin = 0;
+  op.end = 1;
+  op.root = root;
+  op.group = ir::RankList(order);
+  op.shape = ir::OpShape::Chain;
+  ir::Step step;
+  step.phase = broadcast ? ir::Phase::Broadcast : ir::Phase::Reduce;
+  step.ops.push_back(std::move(op));
+  schedule.steps = std::vector<ir::Step>{std::move(step)};
+  try {
+    ir::verify_schedule(schedule, world, fmt::format("the derived {} from root {}", ir::to_string(collective), root));
+  } catch (const std::exception& e) {
+    throw RuntimeError(std::string("flexplan: internal error: ") + e.what());
+  }
+  derived_.push_back(std::move(schedule));
+  return &derived_.back();
+}
+
+const ir::Schedule& Engine::select(ir::Collective collective, uint64_t bytes, int32_t root, const CallInfo& call) {
   // A forced algorithm (force_algorithm) is an all-reduce's.
   const std::string_view forced =
       collective == ir::Collective::AllReduce ? std::string_view(forced_algorithm_) : std::string_view();
   const auto index = ir::find_schedule(plan_, {collective, bytes, root, forced});
   if (index) return plan_.schedules[*index];
+  if (const ir::Schedule* derived = derived_schedule(collective, root)) return *derived;
   const std::string name(ir::to_string(collective));
   const std::string from_root = ir::has_root(collective) ? fmt::format(" from root {}", root) : "";
   std::string what = fmt::format("the plan has no {} schedule{} for {} bytes", name, from_root, bytes);

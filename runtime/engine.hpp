@@ -97,8 +97,12 @@ class Engine {
     bool moved_this_pass = false;
   };
 
-  const ir::Schedule& select(ir::Collective collective, uint64_t bytes, int32_t root,
-                             const CallInfo& call) const;
+  const ir::Schedule& select(ir::Collective collective, uint64_t bytes, int32_t root, const CallInfo& call);
+  // A broadcast or reduce for a root the plan holds no schedule for, where it holds that
+  // collective for another root: a pipelined chain through every rank in rank order from the
+  // root, derived alike on every rank on first use and verified as a planned one is. Null
+  // where the plan lacks the collective altogether.
+  const ir::Schedule* derived_schedule(ir::Collective collective, int32_t root);
   // Posts an operation of `schedule` (the checked, translated call).
   std::shared_ptr<Operation> launch(const ir::Schedule& schedule, const OperationArgs& args);
   const codegen::RankProgram& program_for(const ir::Schedule& schedule);
@@ -155,6 +159,8 @@ class Engine {
   std::unique_ptr<GeneratedPrograms> generated_;
   std::deque<Outstanding> outstanding_;
   std::vector<uint64_t> shard_counts_;  // the current call's, reused
+  // derived_schedule's, by (collective, root); a deque keeps their addresses, which key programs_.
+  std::deque<ir::Schedule> derived_;
   ElementMap shard_check_;              // checks them before a sequence number is spent
   // The newest operations, oldest first, reused by start() once free.
   static constexpr size_t kMaxSpares = 16;

@@ -285,6 +285,26 @@ void nonblocking_mix() {
   EXPECT_EQ(sum_over_ranks(bad), 0u);
 }
 
+// A plan holding broadcast and reduce for root 0 only: every other root gets a derived chain,
+// with right results.
+void unplanned_roots_derive_a_schedule() {
+  const int world = world_size();
+  PlanOptions options;
+  options.collectives = {ir::Collective::AllReduce, ir::Collective::Broadcast, ir::Collective::Reduce};
+  options.roots = {0};
+  Communicator comm(build_plan(random_tree(world, 71), options), MPI_COMM_WORLD);
+  uint64_t salt = 7100;
+  for (int root = 0; root < world; ++root) {
+    for (const size_t count : {size_t{1}, size_t{100003}}) {
+      std::string detail;
+      EXPECT_EQ(broadcast_and_check(comm, count, root, false, salt++, &detail), 0u)
+          << "broadcast from root " << root << ", count " << count << ": " << detail;
+      EXPECT_EQ(reduce_and_check(comm, count, root, DataType::Float64, ReduceOp::Sum, false, salt++, &detail), 0u)
+          << "reduce to root " << root << ", count " << count << ": " << detail;
+    }
+  }
+}
+
 // Bad calls fail alike on every rank with InputError and leave the communicator usable.
 void bad_calls_fail_clearly() {
   const int world = world_size();
@@ -343,6 +363,7 @@ void register_tests() {
   add_test("Planned", "EveryCollectiveTypeAndOp", planned_every_collective);
   add_test("Nonblocking", "CollectivesInFlightTogether", nonblocking_mix);
   add_test("Errors", "BadCallsFailClearly", bad_calls_fail_clearly);
+  add_test("Roots", "UnplannedRootsDeriveASchedule", unplanned_roots_derive_a_schedule);
 }
 
 }  // namespace
