@@ -253,6 +253,40 @@ def check_edges(fx, gloo, rank, world):
         expect("reduce AVG", t, want / world)
 
 
+def check_errors(fx, rank, world):
+    """Bad calls raise a clear error at the call, on every rank, and the group goes on."""
+    for what, call, needle in [
+        ("all_gather_into_tensor of a wrong size",
+         lambda: dist.all_gather_into_tensor(torch.empty(world * 3 + 1), torch.ones(3), group=fx),
+         "not world size"),
+        ("all_gather_into_tensor of two types",
+         lambda: dist.all_gather_into_tensor(torch.empty(world * 3, dtype=torch.float64), torch.ones(3), group=fx),
+         "but its input"),
+        ("reduce_scatter_tensor of int8",
+         lambda: dist.reduce_scatter_tensor(torch.ones(2, dtype=torch.int8), torch.ones(2 * world, dtype=torch.int8),
+                                            group=fx), "not supported"),
+        ("reduce_scatter_tensor of a wrong size",
+         lambda: dist.reduce_scatter_tensor(torch.ones(2), torch.ones(2 * world + 1), group=fx), "not world size"),
+        ("reduce with BAND",
+         lambda: dist.reduce(torch.ones(2, dtype=torch.int32), dst=0, op=dist.ReduceOp.BAND, group=fx), "not supported"),
+        ("all_to_all_single with splits that do not add up",
+         lambda: dist.all_to_all_single(torch.empty(world), torch.ones(world), [1] * world, [2] * world, group=fx),
+         "do not add up"),
+        ("gather", lambda: dist.gather(torch.ones(1), [torch.ones(1)] * world if rank == 0 else None, group=fx),
+         "does not support"),
+    ]:
+        try:
+            call()
+        except (RuntimeError, ValueError) as e:
+            if needle not in str(e):
+                raise AssertionError(f"{what}: unclear error: {e}")
+        else:
+            raise AssertionError(f"{what} did not raise")
+    t = torch.ones(3)
+    dist.all_reduce(t, group=fx)
+    assert torch.equal(t, torch.full((3,), float(world)))
+
+
 def check_all(fx, gloo, rank, world):
     check_broadcast(fx, gloo, rank, world)
     check_allgather(fx, gloo, rank, world)
@@ -269,6 +303,7 @@ def against_gloo(args):
     gloo = dist.new_group(backend="gloo")
     fx = dist.distributed_c10d._get_default_group()
     check_all(fx, gloo, rank, world)
+    check_errors(fx, rank, world)
     assert fx.fallbacks == [], f"collectives fell back to all-reduces: {fx.fallbacks}"
     if args.reversed:
         want = args.reversed.split(",")[world - 1 - rank]
