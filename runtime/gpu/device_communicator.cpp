@@ -31,13 +31,15 @@ struct DeviceOperation {
 
 namespace {
 
-int env_int(const char* name, int fallback) {
+int env_int(const char* name, int fallback, std::vector<std::string>& errors) {
   const char* value = std::getenv(name);
   if (!value || !*value) return fallback;
   char* end = nullptr;
   const long parsed = std::strtol(value, &end, 10);
-  if (*end != '\0' || parsed < -1 || parsed > (1 << 30))
-    throw InputError(fmt::format("{}={}: expected an integer", name, value));
+  if (*end != '\0' || parsed < -1 || parsed > (1 << 30)) {
+    errors.push_back(fmt::format("{}='{}': expected an integer from -1 to 2^30", name, value));
+    return fallback;
+  }
   return static_cast<int>(parsed);
 }
 
@@ -67,9 +69,9 @@ int default_device(MPI_Comm comm, int devices, int requested) {
 
 DeviceOptions DeviceOptions::from_env() {
   DeviceOptions options;
-  options.device = env_int("FLEXPLAN_DEVICE", -1);
+  options.device = env_int("FLEXPLAN_DEVICE", -1, options.errors);
   if (const char* hash = std::getenv("FLEXPLAN_TOPOLOGY_HASH")) options.topology_hash = hash;
-  options.check_order_up_to = env_int("FLEXPLAN_CHECK_ORDER_UP_TO", options.check_order_up_to);
+  options.check_order_up_to = env_int("FLEXPLAN_CHECK_ORDER_UP_TO", options.check_order_up_to, options.errors);
   return options;
 }
 
@@ -120,6 +122,10 @@ void DeviceCommunicator::create(MPI_Comm comm, std::string load_error) {
   // What this rank loaded and where it runs.
   LoadRecord record;
   record.local_error = std::move(load_error);
+  // A malformed setting is reported like a plan this rank could not load: on every rank.
+  if (!options_.errors.empty()) {
+    record.local_error = fmt::format("configuring the communicator failed: {}", fmt::join(options_.errors, "; "));
+  }
   ncclGetVersion(&record.nccl_version);
   nccl_version_ = record.nccl_version;
   if (record.local_error.empty()) {

@@ -39,7 +39,10 @@ struct DeviceOptions {
   // (codegen::check_nccl_issue_order); it lowers every rank's program, so only up to this
   // world size. FLEXPLAN_CHECK_ORDER_UP_TO.
   int check_order_up_to = 64;
-  static DeviceOptions from_env();  // malformed values throw InputError naming the variable
+  // Malformed FLEXPLAN_* values, each naming its variable and value: creation fails on every
+  // rank when any rank has one (a throw here, on one rank, would leave the others waiting).
+  std::vector<std::string> errors;
+  static DeviceOptions from_env();  // never throws: malformed values go to `errors`
 };
 
 // The device this process uses by the rule of DeviceOptions::device: `requested` when >= 0,

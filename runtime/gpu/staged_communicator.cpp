@@ -12,11 +12,19 @@ namespace {
 constexpr size_t kInitialArenaBytes = size_t{32} << 20;
 }  // namespace
 
-StagedArithmetic staged_arithmetic_from_env() {
+StagedArithmetic staged_arithmetic_from_env(std::string* error) {
   const char* value = std::getenv("FLEXPLAN_STAGED_ARITHMETIC");
   if (!value || !*value || std::string(value) == "host") return StagedArithmetic::Host;
   if (std::string(value) == "device") return StagedArithmetic::Device;
-  throw InputError(fmt::format("FLEXPLAN_STAGED_ARITHMETIC='{}': expected host or device", value));
+  *error = fmt::format("FLEXPLAN_STAGED_ARITHMETIC='{}': expected host or device", value);
+  return StagedArithmetic::Host;
+}
+
+StagedArithmetic staged_arithmetic_from_env() {
+  std::string error;
+  const StagedArithmetic arithmetic = staged_arithmetic_from_env(&error);
+  if (!error.empty()) throw InputError(error);
+  return arithmetic;
 }
 
 // One operation's host part, run by the worker. With the host arithmetic the stream's host
@@ -32,7 +40,13 @@ struct StagedCommunicator::Job {
   bool done = false;
 };
 
-StagedCommunicator::StagedCommunicator(MPI_Comm comm, StagedArithmetic arithmetic, Options& options) {
+StagedCommunicator::StagedCommunicator(MPI_Comm comm, std::optional<StagedArithmetic> requested,
+                                       Options& options) {
+  // A malformed variable joins the options' errors, which the host communicator's creation
+  // reports on every rank.
+  std::string malformed;
+  const StagedArithmetic arithmetic = requested ? *requested : staged_arithmetic_from_env(&malformed);
+  if (!malformed.empty()) options.errors.push_back(malformed);
   std::string why;
   if (arithmetic == StagedArithmetic::Device) {
     try {
@@ -58,14 +72,15 @@ StagedCommunicator::StagedCommunicator(MPI_Comm comm, StagedArithmetic arithmeti
 }
 
 StagedCommunicator::StagedCommunicator(const std::string& plan_path, MPI_Comm comm, Options options,
-                                       StagedArithmetic arithmetic)
+                                       std::optional<StagedArithmetic> arithmetic)
     : StagedCommunicator(comm, arithmetic, options) {
   host_ = std::make_unique<Communicator>(plan_path, comm, std::move(options));
   check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
   start_worker();
 }
 
-StagedCommunicator::StagedCommunicator(ir::Plan plan, MPI_Comm comm, Options options, StagedArithmetic arithmetic)
+StagedCommunicator::StagedCommunicator(ir::Plan plan, MPI_Comm comm, Options options,
+                                       std::optional<StagedArithmetic> arithmetic)
     : StagedCommunicator(comm, arithmetic, options) {
   host_ = std::make_unique<Communicator>(std::move(plan), comm, std::move(options));
   check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");

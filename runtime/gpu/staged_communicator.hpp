@@ -17,6 +17,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -31,17 +32,20 @@ namespace flexplan::gpu {
 //   Device: in the operation's fold server, a CUDA kernel on the pinned chunks
 //   (device_arithmetic.hpp). Measured slower where processes share a GPU (docs/gpu.md).
 enum class StagedArithmetic { Host, Device };
-// The variable's value, Host when unset; InputError naming it when malformed.
+// The variable's value, Host when unset; InputError naming it when malformed, or, with `error`,
+// Host and the message there.
 StagedArithmetic staged_arithmetic_from_env();
+StagedArithmetic staged_arithmetic_from_env(std::string* error);
 
 class StagedCommunicator {
  public:
   // Collective, as flexplan::Communicator's constructors; every rank throws if any rank cannot
-  // set up its CUDA arithmetic.
+  // set up its CUDA arithmetic. No `arithmetic`: FLEXPLAN_STAGED_ARITHMETIC, where a malformed
+  // value on any rank fails creation on every rank, naming it (Options::errors).
   StagedCommunicator(const std::string& plan_path, MPI_Comm comm, Options options = Options::from_env(),
-                     StagedArithmetic arithmetic = staged_arithmetic_from_env());
+                     std::optional<StagedArithmetic> arithmetic = std::nullopt);
   StagedCommunicator(ir::Plan plan, MPI_Comm comm, Options options = Options::from_env(),
-                     StagedArithmetic arithmetic = staged_arithmetic_from_env());
+                     std::optional<StagedArithmetic> arithmetic = std::nullopt);
   // Waits for the enqueued operations; collective (the host communicator's destructor is).
   ~StagedCommunicator();
   StagedCommunicator(const StagedCommunicator&) = delete;
@@ -63,7 +67,7 @@ class StagedCommunicator {
 
  private:
   struct Job;
-  StagedCommunicator(MPI_Comm comm, StagedArithmetic arithmetic, Options& options);
+  StagedCommunicator(MPI_Comm comm, std::optional<StagedArithmetic> arithmetic, Options& options);
   static void hand_over(void* job);  // the stream's host function
   void start_worker();
   void work();                       // the worker thread

@@ -544,6 +544,33 @@ TEST(DeviceLoadChecks, MissingPlanFileOnOneRank) {
       << reason;
 }
 
+// A malformed device or staged setting on one rank fails creation on every rank, naming the
+// rank, the variable and the value (it once threw on that rank alone, and the others waited).
+TEST(DeviceSettings, MalformedOnOneRankFailsEveryRank) {
+  if (world_size() < 2) GTEST_SKIP() << "needs a rank with the bad value and one without";
+  const int bad = world_size() - 1;
+  if (world_rank() == bad) setenv("FLEXPLAN_CHECK_ORDER_UP_TO", "lots", 1);
+  const std::string device_reason = failure_everywhere([&] {
+    DeviceCommunicator comm(hand_ring_plan(world_size()), MPI_COMM_WORLD);
+  });
+  unsetenv("FLEXPLAN_CHECK_ORDER_UP_TO");
+  EXPECT_NE(device_reason.find(fmt::format("rank {}: configuring the communicator failed: "
+                                           "FLEXPLAN_CHECK_ORDER_UP_TO='lots'", bad)),
+            std::string::npos)
+      << device_reason;
+
+  if (world_rank() == bad) setenv("FLEXPLAN_STAGED_ARITHMETIC", "gpu", 1);
+  std::string staged_reason;
+  try {
+    gpu::StagedCommunicator comm(hand_ring_plan(world_size()), MPI_COMM_WORLD);
+  } catch (const InputError& e) {
+    staged_reason = e.what();
+  }
+  unsetenv("FLEXPLAN_STAGED_ARITHMETIC");
+  EXPECT_NE(staged_reason.find(fmt::format("rank {}: FLEXPLAN_STAGED_ARITHMETIC='gpu'", bad)), std::string::npos)
+      << "rank " << world_rank() << ": " << staged_reason;
+}
+
 // --- the emulation's ordering rules, with raw NCCL calls -------------------------------------
 
 struct RawComms {
