@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -17,6 +18,8 @@
 #include "ir/verify.hpp"
 #include "runtime/gpu/device_kernels.hpp"
 #include "runtime/gpu/load_checks.hpp"
+#include "ir/collective_contract.hpp"
+#include "runtime/element_map.hpp"
 
 namespace flexplan::gpu {
 
@@ -228,23 +231,80 @@ const codegen::NcclRankProgram& DeviceCommunicator::program_for(size_t schedule_
   return *slot;
 }
 
-std::shared_ptr<DeviceOperation> DeviceCommunicator::enqueue(const void* send, void* recv, size_t count,
-                                                             DataType type, ReduceOp op, cudaStream_t stream) {
-  const size_t element = size_of(type);
-  const uint64_t bytes = static_cast<uint64_t>(count) * element;
-  // The schedule: the forced algorithm's (serving this size if several do), else the plan's.
-  const auto found =
-      ir::find_schedule(plan_, {ir::Collective::AllReduce, bytes, 0, forced_algorithm_});
-  if (!found) throw RuntimeError(fmt::format("the plan has no all-reduce schedule for {} bytes", bytes));
+std::shared_ptr<DeviceOperation> DeviceCommunicator::enqueue(const Call& in, cudaStream_t stream) {
+  const std::string name(ir::to_string(in.collective));
+  const size_t element = size_of(in.type);
+  if (element == 0) throw InputError(fmt::format("flexplan device {}: unknown data type", name));
+  const bool rooted = ir::has_root(in.collective);
+  if (rooted && (in.root < 0 || in.root >= size_)) {
+    throw InputError(fmt::format("flexplan device {}: root {} is not a rank of the {} ranks", name, in.root, size_));
+  }
+  // Each rank's block where the collective is sharded, and the elements the schedule spans.
+  std::vector<uint64_t> counts;
+  uint64_t total = in.count;
+  if (ir::has_shards(in.collective)) {
+    if (!in.counts.empty() && in.counts.size() != static_cast<size_t>(size_)) {
+      throw InputError(fmt::format("flexplan device {}: {} per-rank counts for {} ranks", name, in.counts.size(), size_));
+    }
+    counts.assign(static_cast<size_t>(size_), in.count);
+    if (!in.counts.empty()) counts.assign(in.counts.begin(), in.counts.end());
+    total = 0;
+    for (const uint64_t c : counts) {
+      if (__builtin_add_overflow(total, c, &total)) throw InputError("flexplan device " + name + ": the counts overflow");
+    }
+  }
+  if (total > std::numeric_limits<uint64_t>::max() / element) {
+    throw InputError(fmt::format("flexplan device {}: count {} overflows the byte size", name, total));
+  }
+  const uint64_t bytes = total * element;
+  // The schedule: the forced algorithm's (serving this size if several do, else the plan's).
+  const std::string_view forced =
+      in.collective == ir::Collective::AllReduce ? std::string_view(forced_algorithm_) : std::string_view();
+  const auto found = ir::find_schedule(plan_, {in.collective, bytes, rooted ? in.root : 0, forced});
+  if (!found) {
+    throw InputError(fmt::format("flexplan device: the plan has no {} schedule{} for {} bytes; plan it with "
+                                 "`flexplan TOPOLOGY --collectives {}{}`", name,
+                                 rooted ? fmt::format(" from root {}", in.root) : "", bytes, name,
+                                 rooted ? fmt::format(" --roots {}", in.root) : ""));
+  }
   const size_t index = *found;
   const ir::Schedule& schedule = plan_.schedules[index];
+  ElementMap map;
+  if (counts.empty() || total == 0) {
+    map.set_uniform(ir::expanded_units(schedule), total);
+  } else if (const std::string why = map.set_sharded(schedule, size_, counts); !why.empty()) {
+    throw InputError(fmt::format("flexplan device {}: {}", name, why));
+  }
+  const uint64_t my_count = counts.empty() ? total : counts[static_cast<size_t>(rank_)];
+  uint64_t my_begin = 0;
+  for (int32_t r = 0; r < rank_ && !counts.empty(); ++r) my_begin += counts[static_cast<size_t>(r)];
+  const auto need = [&](const void* buffer, uint64_t elements, const char* which) {
+    if (elements > 0 && buffer == nullptr)
+      throw InputError(fmt::format("flexplan device {}: null {} buffer for {} elements", name, which, elements));
+  };
+  const bool root_here = rooted && in.root == rank_;
+  switch (in.collective) {
+    case ir::Collective::AllReduce:
+    case ir::Collective::AllGather:
+    case ir::Collective::Broadcast: need(in.recv, total, "receive"); break;
+    case ir::Collective::ReduceScatter:
+      need(in.send, total, "send");
+      need(in.recv, my_count, "receive");
+      break;
+    case ir::Collective::Reduce:
+      need(in.send ? in.send : in.recv, total, "send");
+      if (root_here) need(in.recv, total, "receive");
+      break;
+  }
   const codegen::NcclRankProgram& program = program_for(index);
 
   auto operation = std::make_shared<DeviceOperation>();
   operation->sequence = next_sequence_++;
-  operation->what = fmt::format("device all-reduce #{} ({}, {} x {}, {}) on rank {}", operation->sequence,
-                                schedule.algorithm, count, to_string(type), to_string(op), rank_);
-  if (count > 0 && !recv) throw RuntimeError(operation->what + ": null receive buffer");
+  const bool combines = ir::combines(in.collective);
+  operation->what = fmt::format("device {}{} #{} ({}, {} x {}{}{}) on rank {}", name,
+                                rooted ? fmt::format(" (root {})", in.root) : "", operation->sequence,
+                                schedule.algorithm, total, to_string(in.type), combines ? ", " : "",
+                                combines ? to_string(in.op) : std::string_view{}, rank_);
 
   // The internal stream starts once the caller's stream has reached this point.
   cudaEvent_t ready;
@@ -253,26 +313,49 @@ std::shared_ptr<DeviceOperation> DeviceCommunicator::enqueue(const void* send, v
   check_cuda(cudaStreamWaitEvent(stream_, ready, 0), "cudaStreamWaitEvent");
   cudaEventDestroy(ready);
 
-  char* buffer = static_cast<char*>(recv);
-  if (send && send != recv && bytes > 0)
-    check_cuda(cudaMemcpyAsync(recv, send, bytes, cudaMemcpyDeviceToDevice, stream_), "cudaMemcpyAsync");
+  // Where the schedule runs in place: the receive buffer where the collective's result is the
+  // whole of it, else working memory (a reduce-scatter's, a reduce's off its root).
+  const auto copy = [&](void* to, const void* from, uint64_t elements) {
+    if (to != from && elements > 0)
+      check_cuda(cudaMemcpyAsync(to, from, elements * element, cudaMemcpyDeviceToDevice, stream_), "cudaMemcpyAsync");
+  };
+  char* work = nullptr;
+  const bool in_work = in.collective == ir::Collective::ReduceScatter ||
+                       (in.collective == ir::Collective::Reduce && !root_here);
+  if (in_work && bytes > 0)
+    check_cuda(cudaMallocAsync(reinterpret_cast<void**>(&work), bytes, stream_), "cudaMallocAsync");
+  char* buffer = in_work ? work : static_cast<char*>(in.recv);
+  switch (in.collective) {
+    case ir::Collective::AllReduce:
+    case ir::Collective::ReduceScatter:
+    case ir::Collective::Reduce:
+      if (in.send != nullptr) copy(buffer, in.send, total);
+      else if (in_work) copy(buffer, in.recv, total);  // a reduce in place off the root
+      break;
+    case ir::Collective::AllGather:
+      if (in.send != nullptr) copy(buffer + my_begin * element, in.send, my_count);
+      break;
+    case ir::Collective::Broadcast:
+      if (root_here && in.send != nullptr) copy(buffer, in.send, total);
+      break;
+  }
 
   // Scratch for identity contributions and staged writes: the largest step's need.
-  const auto elements = [&](uint64_t unit) { return ir::unit_to_element(unit, ir::expanded_units(schedule), count); };
+  const auto elements = [&](uint64_t unit) { return map(unit); };
   size_t scratch_elements = 0;
   for (const codegen::NcclStep& step : program.steps) {
-    size_t need = 0;
+    size_t need_here = 0;
     for (const codegen::NcclCall& call : step.calls)
-      need += (call.send_identity + call.stage_write) * (elements(call.unit_end) - elements(call.unit_begin));
-    scratch_elements = std::max(scratch_elements, need);
+      need_here += (call.send_identity + call.stage_write) * (elements(call.unit_end) - elements(call.unit_begin));
+    scratch_elements = std::max(scratch_elements, need_here);
   }
   char* scratch = nullptr;
   if (scratch_elements > 0)
     check_cuda(cudaMallocAsync(reinterpret_cast<void**>(&scratch), scratch_elements * element, stream_),
                "cudaMallocAsync");
 
-  const ncclDataType_t nccl_dtype = nccl_type(type);
-  const ncclRedOp_t nccl_reduction = nccl_op(op);
+  const ncclDataType_t nccl_dtype = nccl_type(in.type);
+  const ncclRedOp_t nccl_reduction = nccl_op(in.op);
   struct Copy {
     void* dst;
     const void* src;
@@ -292,14 +375,14 @@ std::shared_ptr<DeviceOperation> DeviceCommunicator::enqueue(const void* send, v
     size_t used = 0;
     for (const codegen::NcclCall& call : step.calls) {
       const uint64_t first = elements(call.unit_begin), n = elements(call.unit_end) - first;
-      if (n == 0) continue;  // the same on every rank: the mapping depends on count alone
+      if (n == 0) continue;  // the same on every rank: the mapping depends on the counts alone
       char* range = buffer + first * element;
       const void* call_send = range;
       void* call_recv = range;
       if (call.send_identity) {
         char* identity = scratch + used * element;
         used += n;
-        fill_identity(identity, n, type, op, stream_);
+        fill_identity(identity, n, in.type, in.op, stream_);
         call_send = identity;
       }
       if (call.stage_write) {
@@ -323,12 +406,21 @@ std::shared_ptr<DeviceOperation> DeviceCommunicator::enqueue(const void* send, v
                    ("ncclBroadcast in " + where).c_str(), c);
     }
     check_nccl(ncclGroupEnd(), "ncclGroupEnd");
-    for (const Copy& copy : copies)
-      check_cuda(cudaMemcpyAsync(copy.dst, copy.src, copy.bytes, cudaMemcpyDeviceToDevice, stream_),
-                 "cudaMemcpyAsync");
+    for (const Copy& c : copies)
+      check_cuda(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDeviceToDevice, stream_), "cudaMemcpyAsync");
   }
   if (scratch) check_cuda(cudaFreeAsync(scratch, stream_), "cudaFreeAsync");
-  if (op == ReduceOp::Avg && count > 0) divide(recv, count, type, static_cast<uint64_t>(size_), stream_);
+  // This rank's result: the whole buffer, its block (reduce-scatter), or nothing (a reduce off
+  // its root, a collective that only copies). avg divides it alone.
+  if (in.collective == ir::Collective::ReduceScatter) copy(in.recv, work + my_begin * element, my_count);
+  if (in.op == ReduceOp::Avg && combines) {
+    if (in.collective == ir::Collective::AllReduce && total > 0) divide(in.recv, total, in.type, size_, stream_);
+    if (in.collective == ir::Collective::ReduceScatter && my_count > 0)
+      divide(in.recv, my_count, in.type, size_, stream_);
+    if (in.collective == ir::Collective::Reduce && root_here && total > 0)
+      divide(in.recv, total, in.type, size_, stream_);
+  }
+  if (work) check_cuda(cudaFreeAsync(work, stream_), "cudaFreeAsync");
 
   // The caller's stream continues once the operation is done.
   check_cuda(cudaEventCreateWithFlags(&operation->done, cudaEventDisableTiming), "cudaEventCreateWithFlags");
@@ -339,12 +431,92 @@ std::shared_ptr<DeviceOperation> DeviceCommunicator::enqueue(const void* send, v
 
 void DeviceCommunicator::allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
                                    cudaStream_t stream) {
-  enqueue(send, recv, count, type, op, stream);
+  iallreduce(send, recv, count, type, op, stream);
 }
 
 DeviceRequest DeviceCommunicator::iallreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
                                              cudaStream_t stream) {
-  return DeviceRequest(enqueue(send, recv, count, type, op, stream));
+  Call call;
+  call.send = send;
+  call.recv = recv;
+  call.count = count;
+  call.type = type;
+  call.op = op;
+  return DeviceRequest(enqueue(call, stream));
+}
+
+DeviceRequest DeviceCommunicator::ireduce_scatter(const void* send, void* recv, size_t recv_count, DataType type,
+                                                  ReduceOp op, cudaStream_t stream) {
+  Call call;
+  call.collective = ir::Collective::ReduceScatter;
+  call.send = send;
+  call.recv = recv;
+  call.count = recv_count;
+  call.type = type;
+  call.op = op;
+  return DeviceRequest(enqueue(call, stream));
+}
+
+DeviceRequest DeviceCommunicator::ireduce_scatter_v(const void* send, void* recv,
+                                                    std::span<const uint64_t> recv_counts, DataType type,
+                                                    ReduceOp op, cudaStream_t stream) {
+  if (recv_counts.empty()) throw InputError("flexplan device reduce_scatter_v: no per-rank counts");
+  Call call;
+  call.collective = ir::Collective::ReduceScatter;
+  call.send = send;
+  call.recv = recv;
+  call.counts = recv_counts;
+  call.type = type;
+  call.op = op;
+  return DeviceRequest(enqueue(call, stream));
+}
+
+DeviceRequest DeviceCommunicator::iallgather(const void* send, void* recv, size_t send_count, DataType type,
+                                             cudaStream_t stream) {
+  Call call;
+  call.collective = ir::Collective::AllGather;
+  call.send = send;
+  call.recv = recv;
+  call.count = send_count;
+  call.type = type;
+  return DeviceRequest(enqueue(call, stream));
+}
+
+DeviceRequest DeviceCommunicator::iallgather_v(const void* send, void* recv, std::span<const uint64_t> counts,
+                                               DataType type, cudaStream_t stream) {
+  if (counts.empty()) throw InputError("flexplan device allgather_v: no per-rank counts");
+  Call call;
+  call.collective = ir::Collective::AllGather;
+  call.send = send;
+  call.recv = recv;
+  call.counts = counts;
+  call.type = type;
+  return DeviceRequest(enqueue(call, stream));
+}
+
+DeviceRequest DeviceCommunicator::ibroadcast(const void* send, void* recv, size_t count, DataType type, int root,
+                                             cudaStream_t stream) {
+  Call call;
+  call.collective = ir::Collective::Broadcast;
+  call.send = send;
+  call.recv = recv;
+  call.count = count;
+  call.type = type;
+  call.root = root;
+  return DeviceRequest(enqueue(call, stream));
+}
+
+DeviceRequest DeviceCommunicator::ireduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                                          int root, cudaStream_t stream) {
+  Call call;
+  call.collective = ir::Collective::Reduce;
+  call.send = send;
+  call.recv = recv;
+  call.count = count;
+  call.type = type;
+  call.op = op;
+  call.root = root;
+  return DeviceRequest(enqueue(call, stream));
 }
 
 }  // namespace flexplan::gpu

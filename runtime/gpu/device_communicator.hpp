@@ -1,4 +1,5 @@
-// flexplan::gpu::DeviceCommunicator: all-reduce on device buffers by replaying a plan with NCCL
+// flexplan::gpu::DeviceCommunicator: all-reduce, reduce-scatter, all-gather, broadcast and reduce
+// on device buffers by replaying a plan's schedules with NCCL
 // reduce/broadcast calls on sub-communicators (codegen/nccl_lowering.hpp), with stream
 // semantics: a call enqueues its work behind what the caller's stream already holds and
 // returns; later work on that stream sees the result; the host never waits unless it asks (a
@@ -16,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -51,7 +53,7 @@ int default_device(MPI_Comm comm, int devices, int requested);
 
 struct DeviceOperation;
 
-// An enqueued all-reduce. test() and wait() throw RuntimeError if it failed (naming the NCCL or
+// An enqueued collective. test() and wait() throw RuntimeError if it failed (naming the NCCL or
 // CUDA error and, under the emulation, the calls that deadlocked).
 class DeviceRequest {
  public:
@@ -86,6 +88,26 @@ class DeviceCommunicator {
   DeviceRequest iallreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
                            cudaStream_t stream);
 
+  // The other collectives, as NCCL's calls and flexplan::Communicator's (runtime/communicator.hpp):
+  // each runs the plan's schedule of that collective (and root) for the whole buffer's size and
+  // throws InputError, before enqueuing anything, where the plan has none or an argument is bad.
+  // Reduce-scatter: `send` holds size() blocks of recv_count; recv gets op over block rank().
+  // All-gather: recv gets size() blocks of send_count, rank r's send at block r (in place:
+  // send == recv + rank() * send_count). Broadcast: recv gets the root's send (read at the root
+  // only; null there: in place). Reduce: the root's recv gets op over every send; recv is not
+  // touched off the root. The v forms take one count per rank, blocks packed in rank order.
+  DeviceRequest ireduce_scatter(const void* send, void* recv, size_t recv_count, DataType type, ReduceOp op,
+                                cudaStream_t stream);
+  DeviceRequest ireduce_scatter_v(const void* send, void* recv, std::span<const uint64_t> recv_counts,
+                                  DataType type, ReduceOp op, cudaStream_t stream);
+  DeviceRequest iallgather(const void* send, void* recv, size_t send_count, DataType type, cudaStream_t stream);
+  DeviceRequest iallgather_v(const void* send, void* recv, std::span<const uint64_t> counts, DataType type,
+                             cudaStream_t stream);
+  DeviceRequest ibroadcast(const void* send, void* recv, size_t count, DataType type, int root,
+                           cudaStream_t stream);
+  DeviceRequest ireduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, int root,
+                        cudaStream_t stream);
+
   // Later operations use the plan's schedule of this algorithm ("" restores the plan's choice).
   // Alike on every rank. Throws RuntimeError if the plan has none.
   void force_algorithm(const std::string& algorithm);
@@ -105,8 +127,17 @@ class DeviceCommunicator {
  private:
   void create(MPI_Comm comm, std::string load_error);
   const codegen::NcclRankProgram& program_for(size_t schedule_index);
-  std::shared_ptr<DeviceOperation> enqueue(const void* send, void* recv, size_t count, DataType type,
-                                           ReduceOp op, cudaStream_t stream);
+  struct Call {
+    ir::Collective collective = ir::Collective::AllReduce;
+    const void* send = nullptr;
+    void* recv = nullptr;
+    uint64_t count = 0;                  // per rank, as Communicator's CollectiveCall
+    std::span<const uint64_t> counts;    // the v forms
+    DataType type = DataType::Float32;
+    ReduceOp op = ReduceOp::Sum;
+    int32_t root = 0;
+  };
+  std::shared_ptr<DeviceOperation> enqueue(const Call& call, cudaStream_t stream);
 
   ir::Plan plan_;
   DeviceOptions options_;
