@@ -33,9 +33,11 @@ StagedArithmetic staged_arithmetic_from_env() {
 struct StagedCommunicator::Job {
   StagedCommunicator* owner;
   void* pinned;
-  size_t count;
+  ir::Collective collective;
+  size_t count;  // per rank, as the call's
   DataType type;
   ReduceOp op;
+  int root;
   DeviceArithmetic::Served served;
   bool done = false;
 };
@@ -130,6 +132,25 @@ void StagedCommunicator::start_worker() {
   });
 }
 
+void StagedCommunicator::run_on_host(const Job& job) {
+  // In place in the staging memory, as NCCL's in-place forms.
+  auto* pinned = static_cast<std::byte*>(job.pinned);
+  std::byte* const block = pinned + static_cast<size_t>(host_->rank()) * job.count * size_of(job.type);
+  switch (job.collective) {
+    case ir::Collective::AllReduce: host_->allreduce(pinned, pinned, job.count, job.type, job.op); break;
+    case ir::Collective::ReduceScatter: host_->reduce_scatter(pinned, block, job.count, job.type, job.op); break;
+    case ir::Collective::AllGather: host_->allgather(block, pinned, job.count, job.type); break;
+    case ir::Collective::Broadcast: host_->broadcast(nullptr, pinned, job.count, job.type, job.root); break;
+    case ir::Collective::Reduce:
+      if (host_->rank() == job.root) {
+        host_->reduce(nullptr, pinned, job.count, job.type, job.op, job.root);
+      } else {
+        host_->reduce(pinned, nullptr, job.count, job.type, job.op, job.root);
+      }
+      break;
+  }
+}
+
 void StagedCommunicator::work() {
   for (;;) {
     Job* job = nullptr;
@@ -145,7 +166,7 @@ void StagedCommunicator::work() {
     if (failure().empty() && arithmetic_) why = arithmetic_->begin(job->served);
     if (failure().empty() && why.empty()) {
       try {
-        host_->allreduce(job->pinned, job->pinned, job->count, job->type, job->op);
+        run_on_host(*job);
       } catch (const std::exception& e) {
         why = e.what();
       }
@@ -174,14 +195,54 @@ void StagedCommunicator::rethrow() {
     if (error_.empty()) error_ = fmt::format("its stream failed: {}", cudaGetErrorString(result));
   }
   const std::string why = failure();
-  if (!why.empty()) throw RuntimeError("staged device all-reduce failed: " + why);
+  if (!why.empty()) throw RuntimeError("staged device collective failed: " + why);
 }
 
 void StagedCommunicator::synchronize() { rethrow(); }
 
 void StagedCommunicator::allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
                                    cudaStream_t stream) {
-  const size_t bytes = count * size_of(type);
+  enqueue(ir::Collective::AllReduce, send, recv, count, type, op, 0, stream);
+}
+void StagedCommunicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DataType type, ReduceOp op,
+                                        cudaStream_t stream) {
+  enqueue(ir::Collective::ReduceScatter, send, recv, recv_count, type, op, 0, stream);
+}
+void StagedCommunicator::allgather(const void* send, void* recv, size_t send_count, DataType type,
+                                   cudaStream_t stream) {
+  enqueue(ir::Collective::AllGather, send, recv, send_count, type, ReduceOp::Sum, 0, stream);
+}
+void StagedCommunicator::broadcast(const void* send, void* recv, size_t count, DataType type, int root,
+                                   cudaStream_t stream) {
+  enqueue(ir::Collective::Broadcast, send, recv, count, type, ReduceOp::Sum, root, stream);
+}
+void StagedCommunicator::reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, int root,
+                                cudaStream_t stream) {
+  enqueue(ir::Collective::Reduce, send, recv, count, type, op, root, stream);
+}
+
+void StagedCommunicator::enqueue(ir::Collective collective, const void* send, void* recv, size_t count,
+                                 DataType type, ReduceOp op, int root, cudaStream_t stream) {
+  const std::string name(ir::to_string(collective));
+  const size_t element = size_of(type);
+  const int world = host_->size(), rank = host_->rank();
+  if (element == 0) throw InputError("staged device " + name + ": unknown data type");
+  const bool rooted = ir::has_root(collective);
+  if (rooted && (root < 0 || root >= world))
+    throw InputError(fmt::format("staged device {}: root {} is not a rank of the {} ranks", name, root, world));
+  const size_t total = ir::has_shards(collective) ? count * static_cast<size_t>(world) : count;
+  const size_t bytes = total * element;
+  // The worker would only find out later, and break the communicator: ask the selection now. A
+  // broadcast or reduce from an unplanned root runs a derived schedule where the plan holds the
+  // collective for another root (docs/runtime.md).
+  const ir::Plan& plan = host_->plan();
+  const bool derivable = rooted && std::any_of(plan.schedules.begin(), plan.schedules.end(),
+                                               [&](const ir::Schedule& s) { return s.collective == collective; });
+  if (!ir::find_schedule(plan, {collective, bytes, rooted ? root : 0}) && !derivable)
+    throw InputError(fmt::format("staged device: the plan has no {} schedule for {} bytes; plan it with "
+                                 "`flexplan TOPOLOGY --collectives {}`", name, bytes, name));
+  const size_t block_bytes = count * element;
+  const size_t block_offset = static_cast<size_t>(rank) * block_bytes;
   if (!failure().empty()) rethrow();
   const bool grow_scratch = arithmetic_ && arithmetic_->short_of_memory();
   if (bytes > pinned_bytes_ || grow_scratch) {
@@ -204,9 +265,24 @@ void StagedCommunicator::allreduce(const void* send, void* recv, size_t count, D
   check_cuda(cudaEventRecord(ready, stream), "cudaEventRecord");
   check_cuda(cudaStreamWaitEvent(stream_, ready, 0), "cudaStreamWaitEvent");
   cudaEventDestroy(ready);
+  // In: the input this rank contributes, where the host collective reads it in place.
   const void* source = send ? send : recv;
-  if (bytes) check_cuda(cudaMemcpyAsync(pinned_, source, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync");
-  auto* job = new Job{this, pinned_, count, type, op, {}};
+  auto* staging = static_cast<std::byte*>(pinned_);
+  const auto to_host = [&](void* to, const void* from, size_t n) {
+    if (n) check_cuda(cudaMemcpyAsync(to, from, n, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync");
+  };
+  switch (collective) {
+    case ir::Collective::AllReduce:
+    case ir::Collective::ReduceScatter:
+    case ir::Collective::Reduce: to_host(staging, source, bytes); break;
+    case ir::Collective::AllGather:
+      to_host(staging + block_offset, send ? send : static_cast<const std::byte*>(recv) + block_offset, block_bytes);
+      break;
+    case ir::Collective::Broadcast:
+      if (rank == root) to_host(staging, source, bytes);
+      break;
+  }
+  auto* job = new Job{this, pinned_, collective, count, type, op, root, {}};
   if (arithmetic_) {
     // The operation's fold server holds the stream until the worker has run it. (A server
     // whose event could not be recorded is queued all the same: the worker fails the operation
@@ -226,7 +302,19 @@ void StagedCommunicator::allreduce(const void* send, void* recv, size_t count, D
     delete job;
     throw RuntimeError("cudaLaunchHostFunc failed");
   }
-  if (bytes) check_cuda(cudaMemcpyAsync(recv, pinned_, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync");
+  // Out: this rank's result (the whole buffer, its block, or at a reduce's root alone).
+  const auto to_device = [&](void* to, const void* from, size_t n) {
+    if (n) check_cuda(cudaMemcpyAsync(to, from, n, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync");
+  };
+  switch (collective) {
+    case ir::Collective::AllReduce:
+    case ir::Collective::AllGather:
+    case ir::Collective::Broadcast: to_device(recv, staging, bytes); break;
+    case ir::Collective::ReduceScatter: to_device(recv, staging + block_offset, block_bytes); break;
+    case ir::Collective::Reduce:
+      if (rank == root) to_device(recv, staging, bytes);
+      break;
+  }
   check_cuda(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreateWithFlags");
   check_cuda(cudaEventRecord(done, stream_), "cudaEventRecord");
   check_cuda(cudaStreamWaitEvent(stream, done, 0), "cudaStreamWaitEvent");

@@ -58,6 +58,16 @@ class StagedCommunicator {
   // host only when the staging buffer or the reductions' scratch must grow (a first call, a
   // larger count).
   void allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, cudaStream_t stream);
+  // The other collectives, with Communicator's and NCCL's arguments (device pointers), staged the
+  // same way: reduce-scatter (send holds size() blocks of recv_count), all-gather (recv gets
+  // size() blocks of send_count), broadcast from `root` (send read at the root only) and reduce
+  // to `root` (recv written at the root only). A call the plan has no schedule for, or a bad
+  // root, throws InputError here, before anything is enqueued.
+  void reduce_scatter(const void* send, void* recv, size_t recv_count, DataType type, ReduceOp op,
+                      cudaStream_t stream);
+  void allgather(const void* send, void* recv, size_t send_count, DataType type, cudaStream_t stream);
+  void broadcast(const void* send, void* recv, size_t count, DataType type, int root, cudaStream_t stream);
+  void reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, int root, cudaStream_t stream);
   // Waits for every enqueued operation; throws the first failure.
   void synchronize();
 
@@ -67,10 +77,14 @@ class StagedCommunicator {
 
  private:
   struct Job;
+  // Stages one collective: copies in, the host collective on the worker, copies out.
+  void enqueue(ir::Collective collective, const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+               int root, cudaStream_t stream);
   StagedCommunicator(MPI_Comm comm, std::optional<StagedArithmetic> arithmetic, Options& options);
   static void hand_over(void* job);  // the stream's host function
   void start_worker();
   void work();                       // the worker thread
+  void run_on_host(const Job& job);  // the worker's host collective
   void rethrow();
   std::string failure();  // the first failure, "" if none
 

@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include "ir/plan_binary.hpp"
 #include "planner/algorithm_table.hpp"
 #include "planner/collective_planner.hpp"
+#include "planner/plan_builder.hpp"
 #include "runtime/gpu/device_communicator.hpp"
 #include "runtime/gpu/staged_communicator.hpp"
 #include "runtime/scratch_pool.hpp"
@@ -105,80 +107,92 @@ TEST(DeviceAlgorithms, EveryAlgorithmRealData) {
   }
 }
 
-// Reduce-scatter, all-gather, broadcast and reduce on device buffers: every algorithm of each
-// (planner/collective_planner.hpp) on a random tree, a middle root, int32 sums checked exactly.
+// One reduce-scatter, all-gather, broadcast or reduce of n int32 per rank on device buffers,
+// issued by `run(send, recv, n)` (which also waits), checked exactly against every rank's input.
+// Returns the mismatching ranks, summed over all ranks.
+template <typename Run>
+uint64_t device_collective_and_check(ir::Collective collective, int root, size_t n, uint64_t salt, Run run) {
+  const int world = world_size(), rank = world_rank();
+  const size_t total = n * static_cast<size_t>(world);
+  const size_t in_elements = collective == ir::Collective::ReduceScatter ? total : n;
+  const size_t out_elements = collective == ir::Collective::AllGather ? total : n;
+  std::vector<int32_t> input(in_elements), output(out_elements, -3);
+  fill_input(input.data(), in_elements, DataType::Int32, ReduceOp::Sum, rank, salt);
+  DeviceBuffer send(in_elements * 4), recv(out_elements * 4);
+  gpu::check_cuda(cudaMemcpy(send.data, input.data(), in_elements * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+  gpu::check_cuda(cudaMemcpy(recv.data, output.data(), out_elements * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+  run(send.data, recv.data, n);
+  gpu::check_cuda(cudaMemcpy(output.data(), recv.data, out_elements * 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
+  const auto input_of = [&](int r, size_t count) {
+    std::vector<int32_t> v(count);
+    fill_input(v.data(), count, DataType::Int32, ReduceOp::Sum, r, salt);
+    return v;
+  };
+  std::vector<int32_t> expected(out_elements, -3);  // a reduce's receive buffer off the root: untouched
+  if (collective == ir::Collective::AllGather) {
+    for (int r = 0; r < world; ++r) {
+      const auto v = input_of(r, n);
+      std::copy(v.begin(), v.end(), expected.begin() + static_cast<ptrdiff_t>(n) * r);
+    }
+  } else if (collective == ir::Collective::Broadcast) {
+    expected = input_of(root, n);
+  } else if (collective == ir::Collective::ReduceScatter || rank == root) {
+    std::fill(expected.begin(), expected.end(), 0);
+    const size_t first = collective == ir::Collective::ReduceScatter ? n * static_cast<size_t>(rank) : 0;
+    for (int r = 0; r < world; ++r) {
+      const auto v = input_of(r, in_elements);
+      for (size_t i = 0; i < out_elements; ++i) expected[i] += v[first + i];
+    }
+  }
+  return sum_over_ranks(output != expected ? 1 : 0);
+}
+
+// A plan of the tree holding one schedule: `algorithm` of `collective` for `root`, every size.
+ir::Plan single_schedule_plan(const Topology& topology, ir::Collective collective, const std::string& algorithm,
+                              int root) {
+  ir::Plan plan = plan_for(topology, "ring");
+  plan.schedules = {plan_collective_algorithm(topology, collective, algorithm, root)};
+  plan.schedules[0].min_bytes = 0;
+  plan.schedules[0].max_bytes.reset();
+  return plan;
+}
+
+constexpr std::array<ir::Collective, 4> kOtherCollectives{ir::Collective::ReduceScatter, ir::Collective::AllGather,
+                                                          ir::Collective::Broadcast, ir::Collective::Reduce};
+
+// Reduce-scatter, all-gather, broadcast and reduce on device buffers through NCCL: every
+// algorithm of each (planner/collective_planner.hpp) on a random tree, a middle root.
 TEST(DeviceCollectives, EveryAlgorithmOfEachCollective) {
   if (world_size() < 2) GTEST_SKIP() << "the planner plans for two learners and more";
-  const int world = world_size(), rank = world_rank();
-  const int root = world / 2;
+  const int world = world_size(), root = world / 2;
   const Topology topology = random_tree(world, 13);
   Stream stream;
   uint64_t salt = 500;
-  for (const ir::Collective collective : {ir::Collective::ReduceScatter, ir::Collective::AllGather,
-                                          ir::Collective::Broadcast, ir::Collective::Reduce}) {
+  for (const ir::Collective collective : kOtherCollectives) {
     for (const std::string& algorithm : collective_algorithm_names(collective)) {
-      ir::Plan plan = plan_for(topology, "ring");
-      plan.schedules = {plan_collective_algorithm(topology, collective, algorithm, root)};
-      plan.schedules[0].min_bytes = 0;
-      plan.schedules[0].max_bytes.reset();
-      DeviceCommunicator comm(plan, MPI_COMM_WORLD);
+      DeviceCommunicator comm(single_schedule_plan(topology, collective, algorithm, root), MPI_COMM_WORLD);
       for (const size_t n : {size_t{1}, size_t{13}, size_t{4099}}) {
-        SCOPED_TRACE(fmt::format("{} {} count {}", ir::to_string(collective), algorithm, n));
-        const size_t total = n * static_cast<size_t>(world);
-        const size_t in_elements = collective == ir::Collective::ReduceScatter ? total
-                                   : collective == ir::Collective::AllGather   ? n
-                                                                               : n;
-        const size_t out_elements = collective == ir::Collective::AllGather ? total
-                                    : collective == ir::Collective::ReduceScatter ? n
-                                                                                  : n;
-        const uint64_t this_salt = salt++;
-        std::vector<int32_t> input(in_elements), output(out_elements, -3);
-        fill_input(input.data(), in_elements, DataType::Int32, ReduceOp::Sum, rank, this_salt);
-        DeviceBuffer send(in_elements * 4), recv(out_elements * 4);
-        gpu::check_cuda(cudaMemcpy(send.data, input.data(), in_elements * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
-        gpu::check_cuda(cudaMemcpy(recv.data, output.data(), out_elements * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
-        gpu::DeviceRequest request;
-        switch (collective) {
-          case ir::Collective::ReduceScatter:
-            request = comm.ireduce_scatter(send.data, recv.data, n, DataType::Int32, ReduceOp::Sum, stream.handle);
-            break;
-          case ir::Collective::AllGather:
-            request = comm.iallgather(send.data, recv.data, n, DataType::Int32, stream.handle);
-            break;
-          case ir::Collective::Broadcast:
-            request = comm.ibroadcast(send.data, recv.data, n, DataType::Int32, root, stream.handle);
-            break;
-          case ir::Collective::Reduce:
-            request = comm.ireduce(send.data, recv.data, n, DataType::Int32, ReduceOp::Sum, root, stream.handle);
-            break;
-          case ir::Collective::AllReduce: break;
-        }
-        request.wait();
-        gpu::check_cuda(cudaMemcpy(output.data(), recv.data, out_elements * 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
-        // The expected result, from every rank's input.
-        std::vector<int32_t> expected(out_elements, -3);
-        const auto input_of = [&](int r, size_t count) {
-          std::vector<int32_t> v(count);
-          fill_input(v.data(), count, DataType::Int32, ReduceOp::Sum, r, this_salt);
-          return v;
+        const auto run = [&](void* send, void* recv, size_t count) {
+          gpu::DeviceRequest request;
+          switch (collective) {
+            case ir::Collective::ReduceScatter:
+              request = comm.ireduce_scatter(send, recv, count, DataType::Int32, ReduceOp::Sum, stream.handle);
+              break;
+            case ir::Collective::AllGather:
+              request = comm.iallgather(send, recv, count, DataType::Int32, stream.handle);
+              break;
+            case ir::Collective::Broadcast:
+              request = comm.ibroadcast(send, recv, count, DataType::Int32, root, stream.handle);
+              break;
+            case ir::Collective::Reduce:
+              request = comm.ireduce(send, recv, count, DataType::Int32, ReduceOp::Sum, root, stream.handle);
+              break;
+            case ir::Collective::AllReduce: break;
+          }
+          request.wait();
         };
-        if (collective == ir::Collective::AllGather) {
-          for (int r = 0; r < world; ++r) {
-            const auto v = input_of(r, n);
-            std::copy(v.begin(), v.end(), expected.begin() + static_cast<ptrdiff_t>(n) * r);
-          }
-        } else if (collective == ir::Collective::Broadcast) {
-          expected = input_of(root, n);
-        } else if (collective == ir::Collective::ReduceScatter || rank == root) {
-          std::fill(expected.begin(), expected.end(), 0);
-          const size_t first = collective == ir::Collective::ReduceScatter ? n * static_cast<size_t>(rank) : 0;
-          for (int r = 0; r < world; ++r) {
-            const auto v = input_of(r, in_elements);
-            for (size_t i = 0; i < out_elements; ++i) expected[i] += v[first + i];
-          }
-        }
-        const uint64_t wrong = static_cast<uint64_t>(output != expected);
-        EXPECT_EQ(sum_over_ranks(wrong), 0u) << "rank " << rank << " differs";
+        EXPECT_EQ(device_collective_and_check(collective, root, n, salt++, run), 0u)
+            << ir::to_string(collective) << " " << algorithm << ", count " << n;
       }
     }
   }
@@ -187,6 +201,44 @@ TEST(DeviceCollectives, EveryAlgorithmOfEachCollective) {
   DeviceBuffer buffer(64 * 4 * static_cast<size_t>(world));
   EXPECT_THROW(comm.iallgather(buffer.data, buffer.data, 64, DataType::Int32, stream.handle), InputError);
   EXPECT_THROW(comm.ibroadcast(buffer.data, buffer.data, 64, DataType::Int32, world, stream.handle), InputError);
+}
+
+// The same through the staged UCX path (host collectives on pinned staging memory).
+TEST(StagedUcx, EveryCollective) {
+  if (world_size() < 2) GTEST_SKIP() << "the planner plans for two learners and more";
+  const int world = world_size(), root = world - 1;
+  const Topology topology = random_tree(world, 17);
+  PlanOptions options;
+  options.collectives = {ir::Collective::AllReduce, ir::Collective::ReduceScatter, ir::Collective::AllGather,
+                         ir::Collective::Broadcast, ir::Collective::Reduce};
+  options.roots = {root};
+  gpu::StagedCommunicator comm(build_plan(topology, options), MPI_COMM_WORLD, Options::from_env(),
+                               gpu::StagedArithmetic::Host);
+  Stream stream;
+  uint64_t salt = 800;
+  for (const ir::Collective collective : kOtherCollectives) {
+    for (const size_t n : {size_t{1}, size_t{4099}, size_t{70001}}) {
+      const auto run = [&](void* send, void* recv, size_t count) {
+        switch (collective) {
+          case ir::Collective::ReduceScatter:
+            comm.reduce_scatter(send, recv, count, DataType::Int32, ReduceOp::Sum, stream.handle);
+            break;
+          case ir::Collective::AllGather: comm.allgather(send, recv, count, DataType::Int32, stream.handle); break;
+          case ir::Collective::Broadcast: comm.broadcast(send, recv, count, DataType::Int32, root, stream.handle); break;
+          case ir::Collective::Reduce:
+            comm.reduce(send, recv, count, DataType::Int32, ReduceOp::Sum, root, stream.handle);
+            break;
+          case ir::Collective::AllReduce: break;
+        }
+        gpu::check_cuda(cudaStreamSynchronize(stream.handle), "cudaStreamSynchronize");
+        comm.synchronize();
+      };
+      EXPECT_EQ(device_collective_and_check(collective, root, n, salt++, run), 0u)
+          << "staged " << ir::to_string(collective) << ", count " << n;
+    }
+  }
+  DeviceBuffer buffer(64 * 4 * static_cast<size_t>(world));
+  EXPECT_THROW(comm.broadcast(buffer.data, buffer.data, 64, DataType::Int32, world, stream.handle), InputError);
 }
 
 TEST(DeviceTypes, EveryTypeAndOp) {
