@@ -10,6 +10,11 @@ or, keeping another backend for everything else:
     model = DistributedDataParallel(model)
     model.register_comm_hook(flexplan_torch.hook_state(plan="plan.bin"), flexplan_torch.allreduce_hook)
 
+Broadcast, reduce, all-gather (all_gather_into_tensor) and reduce-scatter (reduce_scatter_tensor)
+run the plan's own schedules when it has them (`flexplan TOPOLOGY --collectives
+allreduce,reduce_scatter,allgather,broadcast,reduce --roots 0,1,...`), else all-reduces, with
+a warning: ZeRO and FSDP-style sharding run on the backend.
+
 The plan comes from Options(plan=...) or the FLEXPLAN_PLAN variable; the runtime's other
 FLEXPLAN_* variables apply (docs/runtime.md). docs/pytorch.md has launching and errors.
 """
