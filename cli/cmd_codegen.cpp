@@ -1,7 +1,9 @@
 // `flexplan codegen PLAN --target cpp|msccl-xml|trace|dot -o OUT`: compiles a verified plan for a
 // backend or draws it (docs/codegen.md): per-rank C++ for the runtime, MSCCL algorithm XML (one
-// file per schedule, each checked by loading and running it on host buffers before it is
-// written), the predicted timeline as Chrome trace JSON, or a Graphviz diagram.
+// file per all-reduce, all-gather or reduce-scatter schedule, each checked by loading and
+// running it on host buffers against its collective's contract before it is written), the
+// predicted timeline as Chrome trace JSON, or a Graphviz diagram. Every collective but the
+// MSCCL export's refusals (broadcast and reduce) goes through every target.
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -13,6 +15,7 @@
 #include "codegen/cpp_codegen.hpp"
 #include "codegen/msccl.hpp"
 #include "codegen/pictures.hpp"
+#include "ir/collective_contract.hpp"
 #include "ir/pipeline_form.hpp"
 #include "ir/plan_binary.hpp"
 #include "ir/plan_load.hpp"
@@ -37,6 +40,8 @@ struct CodegenCommand {
   std::string topology_path;
   std::string bytes = "1M";
   int schedule = -1;
+  std::string collective;  // trace: which collective's schedule --bytes picks ("": see pick_schedule)
+  int32_t root = 0;
   std::string hop_overhead = "0 s";
 };
 
@@ -66,17 +71,46 @@ size_t pick_schedule(const CodegenCommand& c, const ir::Plan& plan) {
   } catch (const std::invalid_argument& e) {
     throw BadInput(fmt::format("--bytes: {}", e.what()));
   }
-  const ir::Schedule& chosen = ir::select_schedule(plan, ir::Collective::AllReduce, bytes);
-  return static_cast<size_t>(&chosen - plan.schedules.data());
+  // --collective, else the all-reduce, else the collective of the plan's first schedule.
+  ir::Collective collective = ir::Collective::AllReduce;
+  if (!c.collective.empty()) {
+    try {
+      collective = ir::collective_from_string(c.collective);
+    } catch (const std::invalid_argument& e) {
+      throw BadInput(fmt::format("--collective: {}", e.what()));
+    }
+  } else if (!ir::plans_collective(plan, collective)) {
+    collective = plan.schedules[0].collective;
+  }
+  const int32_t root = ir::has_root(collective) ? c.root : 0;
+  const auto found = ir::find_schedule(plan, {collective, bytes, root});
+  if (!found) {
+    std::string held;
+    for (const ir::Schedule& s : plan.schedules) {
+      const std::string what = ir::has_root(s.collective)
+                                   ? fmt::format("{} (root {})", ir::to_string(s.collective), s.root)
+                                   : std::string(ir::to_string(s.collective));
+      if (held.find(what) == std::string::npos) held += (held.empty() ? "" : ", ") + what;
+    }
+    throw BadInput(fmt::format("the plan has no {}{} schedule for {} bytes (it holds {}): pick one with "
+                               "--collective and --root, or --schedule",
+                               ir::to_string(collective), ir::has_root(collective) ? fmt::format(" root {}", root) : "",
+                               bytes, held));
+  }
+  return *found;
 }
 
-void generate_cpp(const CodegenCommand& c, const ir::Plan& plan) {
+// `loaded` is the plan as the file holds it (pipelines compact), `plan` its materialized copy.
+void generate_cpp(const CodegenCommand& c, const ir::Plan& loaded, const ir::Plan& plan) {
   const std::filesystem::path dir(c.out);
   std::filesystem::create_directories(dir);
-  const auto files = codegen::generate_cpp(plan);
+  // The runtime checks the library against the fingerprint of the plan it loads, compact: a
+  // materialized broadcast or reduce pipeline does not always encode back to the same bytes.
+  const uint64_t hash = ir::plan_fingerprint(loaded);
+  const auto files = codegen::generate_cpp(plan, hash);
   for (const auto& file : files) write_file(dir / file.name, file.text);
-  fmt::print("wrote {} files to {} (plan hash {:016x}, {} ranks, {} schedules)\n", files.size(), dir.string(),
-             ir::plan_fingerprint(plan), plan.world_size, plan.schedules.size());
+  fmt::print("wrote {} files to {} (plan hash {:016x}, {} ranks, {} schedules)\n", files.size(), dir.string(), hash,
+             plan.world_size, plan.schedules.size());
   fmt::print("build: cmake -S {0} -B {0}/build -DCMAKE_BUILD_TYPE=Release && cmake --build {0}/build\n",
              dir.string());
 }
@@ -106,7 +140,7 @@ void export_msccl(const CodegenCommand& c, const ir::Plan& plan) {
     const std::string xml = codegen::msccl::to_xml(a);
     const auto read = codegen::msccl::parse_xml(xml);
     codegen::msccl::check_loadable(read, options.limits);
-    if (const std::string error = codegen::msccl::simulate_allreduce(read); !error.empty())
+    if (const std::string error = codegen::msccl::simulate(read); !error.empty())
       throw std::runtime_error(fmt::format("schedule {} exported wrong (a bug): {}", i, error));
     const std::string name = fmt::format("{}-{}.xml", i, schedule.algorithm);
     write_file(dir / name, xml);
@@ -116,20 +150,34 @@ void export_msccl(const CodegenCommand& c, const ir::Plan& plan) {
       for (const auto& tb : gpu.threadblocks) steps = std::max(steps, tb.steps.size());
     }
     const auto& r = exported.chunking;
-    fmt::print("{}: bytes [{}, {}] {}, {} chunks{}, {} channel(s), up to {} threadblocks/gpu and {} steps/threadblock; "
-               "checked on host buffers\n",
-               (dir / name).string(), a.min_bytes, a.max_bytes == 0 ? "inf" : std::to_string(a.max_bytes),
-               c.rccl ? "(RCCL step types)" : "(fused step types)", r.chunks,
+    const bool sharded = r.shard_chunks > 0;
+    fmt::print("{}: {}, bytes [{}, {}]{} {}, {} chunks{}, {} channel(s), up to {} threadblocks/gpu and {} "
+               "steps/threadblock; checked on host buffers\n",
+               (dir / name).string(), a.collective, a.min_bytes, a.max_bytes == 0 ? "inf" : std::to_string(a.max_bytes),
+               sharded ? " of the whole vector" : "", c.rccl ? "(RCCL step types)" : "(fused step types)", r.chunks,
                r.exact ? fmt::format(" (exact: {} units)", r.units) : "", a.channels, tbs, steps);
     if (!r.exact) {
-      fmt::print("  rounding: {} units to {} chunks, each boundary to the nearest chunk (moved by at most {:.2f} "
-                 "chunk); the most loaded rank {} reduces {:.1f}% of its planned share{}{}\n",
-                 r.units, r.chunks, r.largest_shift, r.worst_rank, 100 * r.worst_share_ratio,
+      const std::string load =
+          r.worst_rank < 0 ? ""
+                           : fmt::format("; the most loaded rank {} reduces {:.1f}% of its planned share", r.worst_rank,
+                                         100 * r.worst_share_ratio);
+      const std::string onto =
+          sharded ? fmt::format("shards of {}-{} units onto {} chunks each", r.smallest_shard_units,
+                                r.largest_shard_units, r.shard_chunks)
+                  : fmt::format("{} units to {} chunks", r.units, r.chunks);
+      fmt::print("  rounding: {}, each boundary to the nearest chunk (moved by at most {:.2f} chunk){}{}{}\n", onto,
+                 r.largest_shift, load,
                  r.ranks_losing_share.empty() ? "" : fmt::format("; {} rank(s) lose their share entirely",
                                                                   r.ranks_losing_share.size()),
                  r.ops_dropped ? fmt::format("; {} op(s) became empty", r.ops_dropped) : "");
     }
-    fmt::print("  the executors run it for element counts that are multiples of {} (nchunksperloop)\n", r.chunks);
+    if (sharded)
+      fmt::print("  the executors run it for {} calls whose count per rank ({}) is a multiple of {} (nchunksperloop "
+                 "{} counts all {} ranks' data; earlier releases ask for a multiple of {}), in place or not\n",
+                 a.collective, a.collective == "allgather" ? "sendcount" : "recvcount", r.shard_chunks, r.chunks,
+                 a.world, r.chunks);
+    else
+      fmt::print("  the executors run it for element counts that are multiples of {} (nchunksperloop)\n", r.chunks);
   }
 }
 
@@ -172,8 +220,9 @@ void run(const CodegenCommand& c) {
   try {
     if (c.chunks > 32767) throw BadInput("--chunks must be at most 32767 (16-bit chunk offsets)");
     // Whole schedules: the generators index steps and ops as the runtime's programs number them.
-    const ir::Plan plan = ir::materialize(ir::load_plan_file(c.plan_path));
-    if (c.target == "cpp") return generate_cpp(c, plan);
+    const ir::Plan loaded = ir::load_plan_file(c.plan_path);
+    const ir::Plan plan = ir::materialize(loaded);
+    if (c.target == "cpp") return generate_cpp(c, loaded, plan);
     if (c.target == "msccl-xml") return export_msccl(c, plan);
     draw(c, plan);
   } catch (const BadInput& e) {
@@ -208,6 +257,12 @@ void setup(CLI::App& app) {
   command->add_option("--topology", c->topology_path, "trace: the plan's topology (its hash is checked)");
   command->add_option("--bytes", c->bytes, "trace: message size (also picks the schedule)")->capture_default_str();
   command->add_option("--schedule", c->schedule, "trace, dot: schedule index (default: by --bytes; dot: 0)");
+  command->add_option("--collective", c->collective,
+                      "trace: the collective whose schedule --bytes picks (default: allreduce, or the plan's first "
+                      "schedule's when it plans none)");
+  command->add_option("--root", c->root, "trace: the root of a broadcast or reduce --bytes picks")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   command->add_option("--hop-overhead", c->hop_overhead, "trace: software cost per hop")->capture_default_str();
   command->callback([c] { run(*c); });
 }

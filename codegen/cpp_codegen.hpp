@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,8 +20,11 @@ struct GeneratedFile {
 };
 
 // flexplan_program.h (the interface), plan.cpp (hash, sizes, dispatch on the rank), one
-// rank_<r>.cpp per rank, and a CMakeLists.txt building libflexplan_plan.so.
-std::vector<GeneratedFile> generate_cpp(const ir::Plan& plan);
+// rank_<r>.cpp per rank, and a CMakeLists.txt building libflexplan_plan.so. `plan` holds whole
+// schedules (ir::materialize); `plan_hash` is the fingerprint the runtime computes of the plan
+// as it loads it (ir::plan_fingerprint of the file's plan, pipelines compact), which a
+// materialized copy need not share: by default ir::plan_fingerprint(plan).
+std::vector<GeneratedFile> generate_cpp(const ir::Plan& plan, std::optional<uint64_t> plan_hash = std::nullopt);
 
 // The text of codegen/program_abi.h, as built into this program.
 extern const char* const kProgramAbiHeader;

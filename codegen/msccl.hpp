@@ -96,15 +96,23 @@ class ExportError : public std::runtime_error {
 
 struct ExportOptions {
   Limits limits;
-  uint64_t chunks = 0;  // nchunksperloop; 0: the schedule's units when at most kAutoChunks, else kAutoChunks
+  // nchunksperloop; 0: the schedule's units when at most kAutoChunks, else kAutoChunks. For an
+  // all-gather or reduce-scatter it counts the whole vector and must be a multiple of the
+  // ranks; 0: the largest shard's units per rank, at most kAutoChunks in all (and 1 per rank).
+  uint64_t chunks = 0;
   std::string protocol = "Simple";
 };
 inline constexpr uint64_t kAutoChunks = 256;
 
-// How the schedule's units became chunks: boundary u goes to chunk round(u * chunks / units).
+// How the schedule's units became chunks: boundary u goes to chunk round(u * chunks / units);
+// for an all-gather or reduce-scatter, rank r's shard [s, e) goes onto chunks [r k, (r + 1) k)
+// (k = chunks / ranks), boundary u to r k + round((u - s) k / (e - s)).
 struct ChunkReport {
   uint64_t units = 0, chunks = 0;
-  bool exact = true;                 // every boundary landed on a chunk boundary
+  int32_t shard_chunks = 0;          // k (all-gather, reduce-scatter), else 0
+  uint64_t smallest_shard_units = 0, largest_shard_units = 0;  // likewise
+  // Every boundary landed on a chunk boundary (and every shard held the same units).
+  bool exact = true;
   double largest_shift = 0;          // of a boundary, in chunks (at most 0.5)
   // Each rank's share of the vector it reduces (the ranges it roots in reduce ops), as planned
   // and as exported; the worst ratio of exported to planned, and ranks whose share vanished.
@@ -119,8 +127,12 @@ struct Export {
   ChunkReport chunking;
 };
 
-// Exports schedule `index` of a verified all-reduce plan. Throws ExportError where the plan
-// cannot fit the limits (naming the gpu, threadblock and count).
+// Exports schedule `index` of a verified plan: an all-reduce, all-gather or reduce-scatter (coll
+// "allreduce", "allgather", "reducescatter"; one file serving calls in place and out of
+// place). Throws ExportError where the plan cannot fit the limits (naming the gpu, threadblock
+// and count), for a broadcast or reduce (the executors' XML names no root), and for an
+// all-gather or reduce-scatter whose explicit shards are not the equal ones in rank order or
+// that leaves a rank an empty shard (the executors give every rank the same count).
 Export export_schedule(const ir::Plan& plan, size_t index, const ExportOptions& options = {});
 
 // The XML text: no declaration, one tag per line, two-space indentation, double quotes.
@@ -142,9 +154,16 @@ Algorithm parse_xml(std::string_view text);
 void check_loadable(const Algorithm& algorithm, const Limits& limits = {});
 
 // Runs the algorithm on host buffers for every gpu, out of place and in place (input and output
-// one buffer), with rendezvous transfers and the executors' dependency semantics; first checks
-// that no two accesses of a gpu to one chunk (one a write) from different threadblocks are left
-// unordered. Returns "" when every gpu ends with the all-reduce, else what went wrong.
+// one buffer: for an all-gather the input is the gpu's slice of the output, for a
+// reduce-scatter the output the gpu's slice of the input), with rendezvous transfers and the
+// executors' dependency semantics; first checks that no two accesses of a gpu to one chunk (one
+// a write) from different threadblocks are left unordered. Returns "" when every gpu ends as its
+// collective promises, else what went wrong: all-reduce, every input's sum; all-gather, every
+// gpu's input, gpu h's at chunks [h k, (h + 1) k) of the output; reduce-scatter, the sum of
+// every input's chunks [g k, (g + 1) k) on gpu g (k = nchunksperloop / ngpus). Other
+// collectives are reported as not run.
+std::string simulate(const Algorithm& algorithm);
+// simulate, for a file that must be an all-reduce.
 std::string simulate_allreduce(const Algorithm& algorithm);
 
 }  // namespace flexplan::codegen::msccl

@@ -1,7 +1,8 @@
-// Loading an MSCCL algorithm under the executors' rules and running it on host buffers
-// (msccl.hpp). The run follows the executors' semantics: each threadblock executes its steps in
-// order; steps become transmissions the way the executors' reader groups them (nops lend their
-// dependency to the next transmission, consecutive reductions into one destination fuse); a
+// Loading an MSCCL algorithm under the executors' rules and running it on host buffers against
+// its collective's contract (all-reduce, all-gather, reduce-scatter; msccl.hpp). The run follows
+// the executors' semantics: each threadblock executes its steps in order; steps become
+// transmissions the way the executors' reader groups them (nops lend their dependency to the
+// next transmission, consecutive reductions into one destination fuse); a
 // dependency waits until the other threadblock's flag, the kernel's step counter at its last
 // flagged transmission, reaches the step; sends and receives pair up in order per (sender,
 // receiver, channel) and a transfer completes only once both sides reached it (rendezvous, the
@@ -120,6 +121,19 @@ uint64_t input_value(int32_t gpu, int32_t chunk) {
 
 using Connection = std::tuple<int32_t, int32_t, int32_t>;  // sender, receiver, channel
 
+// Where input and output chunk 0 of a gpu sit in the one buffer they form when run in place:
+// the executors call an all-gather in place when its input is the rank's slice of the output,
+// a reduce-scatter when its output is the rank's slice of the input (and the others when the
+// two are one).
+struct InPlace {
+  int32_t input = 0, output = 0;
+};
+InPlace in_place_offsets(const Algorithm& a, const Gpu& gpu) {
+  if (a.collective == "allgather") return {gpu.id * gpu.input_chunks, 0};
+  if (a.collective == "reducescatter") return {0, gpu.id * gpu.output_chunks};
+  return {};
+}
+
 struct Program {
   const Algorithm* algorithm = nullptr;
   std::vector<std::vector<std::vector<Transmission>>> code;  // [gpu][tb] -> transmissions
@@ -218,12 +232,15 @@ std::string check_races(const Program& p) {
       size_t tb, t;
       bool write;
     };
+    // Input and output count as one place, where the in-place call puts them.
+    const InPlace shift = in_place_offsets(a, gpu);
     std::map<std::pair<bool, int32_t>, std::vector<Touch>> touches;
     for (size_t b = 0; b < tbs; ++b)
       for (size_t t = 0; t < code[b].size(); ++t) {
         const Transmission& x = code[b][t];
         const auto touch = [&](Buffer buffer, int32_t offset, bool write) {
-          for (int32_t c = offset; c < offset + x.count; ++c)
+          const int32_t at = offset + (buffer == Buffer::Input ? shift.input : buffer == Buffer::Output ? shift.output : 0);
+          for (int32_t c = at; c < at + x.count; ++c)
             touches[{buffer == Buffer::Scratch, c}].push_back({b, t, write});
         };
         if (reads_src(x.type))
@@ -252,19 +269,33 @@ std::string check_races(const Program& p) {
 std::string run(const Program& p, bool in_place) {
   const Algorithm& a = *p.algorithm;
   const size_t world = a.gpus.size();
+  // In place, input and output are views of one buffer (`output`), at in_place_offsets.
   struct Memory {
     std::vector<Value> input, output, scratch;
+    InPlace shift;
   };
+  const Value garbage{0xbad, 1000};
   std::vector<Memory> memory(world);
   for (size_t g = 0; g < world; ++g) {
-    memory[g].input.resize(a.gpus[g].input_chunks);
-    for (int32_t c = 0; c < a.gpus[g].input_chunks; ++c) memory[g].input[c] = {input_value(static_cast<int32_t>(g), c), 1};
-    memory[g].output.assign(a.gpus[g].output_chunks, Value{0xbad, 1000});
-    memory[g].scratch.assign(a.gpus[g].scratch_chunks, Value{0xbad, 1000});
+    const Gpu& gpu = a.gpus[g];
+    Memory& m = memory[g];
+    if (in_place) {
+      m.shift = in_place_offsets(a, gpu);
+      m.output.assign(std::max(m.shift.input + gpu.input_chunks, m.shift.output + gpu.output_chunks), garbage);
+    } else {
+      m.input.resize(gpu.input_chunks);
+      m.output.assign(gpu.output_chunks, garbage);
+    }
+    std::vector<Value>& input = in_place ? m.output : m.input;
+    for (int32_t c = 0; c < gpu.input_chunks; ++c)
+      input[m.shift.input + c] = {input_value(static_cast<int32_t>(g), c), 1};
+    m.scratch.assign(gpu.scratch_chunks, garbage);
   }
-  const auto buffer = [&](size_t g, Buffer b) -> std::vector<Value>& {
-    if (b == Buffer::Input || (in_place && b == Buffer::Output)) return memory[g].input;
-    return b == Buffer::Output ? memory[g].output : memory[g].scratch;
+  const auto cell = [&](size_t g, Buffer b, int32_t offset) -> Value& {
+    Memory& m = memory[g];
+    if (b == Buffer::Scratch) return m.scratch[offset];
+    if (!in_place) return b == Buffer::Input ? m.input[offset] : m.output[offset];
+    return m.output[offset + (b == Buffer::Input ? m.shift.input : m.shift.output)];
   };
   std::vector<std::vector<size_t>> pc(world);
   std::vector<std::vector<int64_t>> flag(world);
@@ -299,7 +330,7 @@ std::string run(const Program& p, bool in_place) {
           received = &it->second;
         }
         std::vector<Value> result(t.count);
-        const auto src = [&](int32_t i) { return buffer(g, t.src)[t.src_offsets[0] + i]; };
+        const auto src = [&](int32_t i) { return cell(g, t.src, t.src_offsets[0] + i); };
         for (int32_t i = 0; i < t.count; ++i) {
           switch (t.type) {
             case StepType::Send: result[i] = src(i); break;
@@ -309,8 +340,8 @@ std::string run(const Program& p, bool in_place) {
               break;
             case StepType::Copy: result[i] = src(i); break;
             case StepType::Reduce: {
-              Value v = buffer(g, t.dst)[t.dst_offset + i];
-              for (int32_t offset : t.src_offsets) v = combine(v, buffer(g, t.src)[offset + i]);
+              Value v = cell(g, t.dst, t.dst_offset + i);
+              for (int32_t offset : t.src_offsets) v = combine(v, cell(g, t.src, offset + i));
               result[i] = v;
               break;
             }
@@ -329,10 +360,8 @@ std::string run(const Program& p, bool in_place) {
           const bool reached = pc[r][receiver_tb] > index || (pc[r][receiver_tb] == index && enabled(r, receiver_tb));
           if (!reached) continue;
         }
-        if (writes_dst(t.type)) {
-          auto& dst = buffer(g, t.dst);
-          std::copy(result.begin(), result.end(), dst.begin() + t.dst_offset);
-        }
+        if (writes_dst(t.type))
+          for (int32_t i = 0; i < t.count; ++i) cell(g, t.dst, t.dst_offset + i) = result[i];
         if (received) posted.erase({in, t.recv_seq});
         if (t.sets_flag) flag[g][b] = t.flag;
         has_posted[{g, b}] = false;
@@ -351,18 +380,32 @@ std::string run(const Program& p, bool in_place) {
       return fmt::format("deadlock ({}):{}", in_place ? "in place" : "out of place", stuck);
     }
   }
+  // The contract: output chunk c of gpu g must hold expected(g, c).
+  const std::string mode = in_place ? "in place" : "out of place";
   for (size_t g = 0; g < world; ++g) {
-    const auto& result = buffer(g, Buffer::Output);
-    for (int32_t c = 0; c < a.chunks_per_loop; ++c) {
+    const Gpu& gpu = a.gpus[g];
+    for (int32_t c = 0; c < gpu.output_chunks; ++c) {
+      const Value got = cell(g, Buffer::Output, c);
+      if (a.collective == "allgather") {
+        // Every gpu ends with every gpu's input: chunk c is gpu c / k's input chunk c % k.
+        const int32_t k = gpu.input_chunks;
+        const Value want{input_value(c / k, c % k), 1};
+        if (!(got == want))
+          return fmt::format("{}: gpu {} output chunk {} should be a copy of gpu {}'s input chunk {}, but it holds {}",
+                             mode, g, c, c / k, c % k,
+                             got.count == 1 ? "a copy of something else" : fmt::format("{} contributions", got.count));
+        continue;
+      }
+      // All-reduce: chunk c of the sum; reduce-scatter: chunk g k + c of it, the gpu's shard.
+      const int32_t whole = a.collective == "reducescatter" ? static_cast<int32_t>(g) * gpu.output_chunks + c : c;
       Value total;
-      for (size_t h = 0; h < world; ++h) total = combine(total, {input_value(static_cast<int32_t>(h), c), 1});
-      if (!(result[c] == total))
-        return fmt::format("{}: gpu {} ends with {} of {} contributions{} on chunk {}",
-                           in_place ? "in place" : "out of place", g, result[c].count, world,
-                           result[c].count == world ? " (but the wrong ones)" : "", c);
+      for (size_t h = 0; h < world; ++h) total = combine(total, {input_value(static_cast<int32_t>(h), whole), 1});
+      if (!(got == total))
+        return fmt::format("{}: gpu {} ends with {} of {} contributions{} on {}chunk {}", mode, g, got.count, world,
+                           got.count == world ? " (but the wrong ones)" : "", whole == c ? "" : "output ", c);
     }
     if (!in_place)
-      for (int32_t c = 0; c < a.gpus[g].input_chunks; ++c)
+      for (int32_t c = 0; c < gpu.input_chunks; ++c)
         if (!(memory[g].input[c] == Value{input_value(static_cast<int32_t>(g), c), 1}))
           return fmt::format("out of place: gpu {} wrote its input buffer (chunk {})", g, c);
   }
@@ -456,15 +499,39 @@ void check_loadable(const Algorithm& a, const Limits& limits) {
 }
 
 std::string simulate_allreduce(const Algorithm& a) {
+  if (a.collective != "allreduce") return "not an allreduce: coll=\"" + a.collective + "\"";
+  return simulate(a);
+}
+
+std::string simulate(const Algorithm& a) {
   try {
     Limits generous;
     generous.steps_per_threadblock = generous.threadblocks_per_gpu = 1 << 20;
     generous.peers_per_channel = generous.channels = generous.max_gpus = generous.max_nodes = 1 << 20;
     check_loadable(a, generous);
-    if (a.collective != "allreduce") return "not an allreduce: coll=\"" + a.collective + "\"";
-    for (const Gpu& gpu : a.gpus)
-      if (gpu.input_chunks != a.chunks_per_loop || gpu.output_chunks != a.chunks_per_loop)
-        return fmt::format("gpu {}: an allreduce's input and output hold nchunksperloop chunks", gpu.id);
+    // The buffers the executors give each collective, in chunks of the whole vector (C =
+    // nchunksperloop; they multiply an all-gather's or reduce-scatter's count by the ranks).
+    const int32_t chunks = a.chunks_per_loop;
+    if (a.collective == "allreduce") {
+      for (const Gpu& gpu : a.gpus)
+        if (gpu.input_chunks != chunks || gpu.output_chunks != chunks)
+          return fmt::format("gpu {}: an allreduce's input and output hold nchunksperloop chunks", gpu.id);
+    } else if (a.collective == "allgather" || a.collective == "reducescatter") {
+      if (chunks % a.world != 0)
+        return fmt::format("an {}'s nchunksperloop ({}) must be a multiple of its {} gpus: the executors give every "
+                           "rank the same count",
+                           a.collective, chunks, a.world);
+      const bool gather = a.collective == "allgather";
+      for (const Gpu& gpu : a.gpus)
+        if (gpu.input_chunks != (gather ? chunks / a.world : chunks) ||
+            gpu.output_chunks != (gather ? chunks : chunks / a.world))
+          return fmt::format("gpu {}: an {}'s input holds {} chunks and its output {} (i_chunks {}, o_chunks {})",
+                             gpu.id, a.collective, gather ? "nchunksperloop / ngpus" : "nchunksperloop",
+                             gather ? "nchunksperloop" : "nchunksperloop / ngpus", gpu.input_chunks,
+                             gpu.output_chunks);
+    } else {
+      return fmt::format("coll=\"{}\": the checker runs allreduce, allgather and reducescatter", a.collective);
+    }
     const Program program = compile_all(a);
     if (std::string race = check_races(program); !race.empty()) return race;
     if (a.out_of_place)

@@ -11,39 +11,84 @@
 
 #include "codegen/msccl.hpp"
 #include "codegen/rank_program.hpp"
+#include "ir/collective_contract.hpp"
 #include "ir/pipeline_form.hpp"
 
 namespace flexplan::codegen::msccl {
 namespace {
 
-// Unit boundary u -> chunk round(u * chunks / units), halves up; monotone, 0 -> 0, units -> chunks.
-uint64_t to_chunk(uint64_t u, uint64_t units, uint64_t chunks) {
-  const auto scaled = static_cast<unsigned __int128>(u) * chunks;
-  return static_cast<uint64_t>((scaled + units / 2) / units);
-}
+// How the schedule's units become chunks. All-reduce: boundary u goes to chunk
+// round(u * chunks / units), halves up. All-gather and reduce-scatter: the executors give every
+// rank the same count, so rank r's shard of units goes onto chunks [r k, (r + 1) k) of the
+// whole vector (k = chunks / ranks), boundary u of a shard [s, e) to r k + round((u - s) k /
+// (e - s)). Either map is monotone, takes 0 to 0 and units to chunks (and shard boundaries to
+// rank boundaries), so every chunk lies in the image of exactly one unit and behaves like it.
+struct Layout {
+  uint64_t units = 1, chunks = 1;
+  int32_t world = 1;
+  bool sharded = false;
+  int32_t shard_chunks = 0;                // k, when sharded
+  std::vector<uint64_t> shard_begin;       // when sharded: rank r's shard is [begin[r], begin[r + 1])
 
-ChunkReport report_chunking(const ir::Plan& plan, const ir::Schedule& schedule, uint64_t chunks) {
+  // The shard holding boundary u (the later one where two meet).
+  size_t shard_at(uint64_t u) const {
+    const auto it = std::upper_bound(shard_begin.begin(), shard_begin.end() - 1, u);
+    return static_cast<size_t>(it - shard_begin.begin()) - 1;
+  }
+  uint64_t to_chunk(uint64_t u) const {
+    if (!sharded) {
+      const auto scaled = static_cast<unsigned __int128>(u) * chunks;
+      return static_cast<uint64_t>((scaled + units / 2) / units);
+    }
+    if (u >= units) return chunks;
+    const size_t r = shard_at(u);
+    const uint64_t s = shard_begin[r], e = shard_begin[r + 1];
+    const auto k = static_cast<uint64_t>(shard_chunks);
+    const auto scaled = static_cast<unsigned __int128>(u - s) * k;
+    return r * k + static_cast<uint64_t>((scaled + (e - s) / 2) / (e - s));
+  }
+  // Where boundary u would land without rounding.
+  double exact_chunk(uint64_t u) const {
+    if (!sharded || u >= units)
+      return static_cast<double>(u) * static_cast<double>(chunks) / static_cast<double>(units);
+    const size_t r = shard_at(u);
+    const double s = static_cast<double>(shard_begin[r]), e = static_cast<double>(shard_begin[r + 1]);
+    return static_cast<double>(r * static_cast<uint64_t>(shard_chunks)) +
+           (static_cast<double>(u) - s) * shard_chunks / (e - s);
+  }
+};
+
+ChunkReport report_chunking(const ir::Plan& plan, const ir::Schedule& schedule, const Layout& layout) {
   ChunkReport report;
   report.units = schedule.units;
-  report.chunks = chunks;
+  report.chunks = layout.chunks;
+  report.shard_chunks = layout.shard_chunks;
   const double units = static_cast<double>(schedule.units);
   std::vector<double> planned(plan.world_size, 0), exported(plan.world_size, 0);
   const auto shift = [&](uint64_t u) {
-    const double exact = static_cast<double>(u) * static_cast<double>(chunks) / units;
-    return std::fabs(exact - static_cast<double>(to_chunk(u, schedule.units, chunks)));
+    return std::fabs(layout.exact_chunk(u) - static_cast<double>(layout.to_chunk(u)));
   };
   for (const ir::Step& step : schedule.steps) {
     for (const ir::Op& op : step.ops) {
-      const uint64_t b = to_chunk(op.begin, schedule.units, chunks);
-      const uint64_t e = to_chunk(op.end, schedule.units, chunks);
+      const uint64_t b = layout.to_chunk(op.begin);
+      const uint64_t e = layout.to_chunk(op.end);
       report.largest_shift = std::max({report.largest_shift, shift(op.begin), shift(op.end)});
       if (b == e) ++report.ops_dropped;
       if (op.kind != ir::OpKind::Reduce) continue;
       planned[op.root] += static_cast<double>(op.end - op.begin) / units;
-      exported[op.root] += static_cast<double>(e - b) / static_cast<double>(chunks);
+      exported[op.root] += static_cast<double>(e - b) / static_cast<double>(layout.chunks);
     }
   }
-  report.exact = report.largest_shift < 1e-9;
+  if (layout.sharded) {
+    report.smallest_shard_units = UINT64_MAX;
+    for (size_t r = 0; r + 1 < layout.shard_begin.size(); ++r) {
+      const uint64_t size = layout.shard_begin[r + 1] - layout.shard_begin[r];
+      report.smallest_shard_units = std::min(report.smallest_shard_units, size);
+      report.largest_shard_units = std::max(report.largest_shard_units, size);
+    }
+  }
+  // Shards of unequal units become equal chunk counts: their units then weigh differently.
+  report.exact = report.largest_shift < 1e-9 && report.smallest_shard_units == report.largest_shard_units;
   for (int32_t r = 0; r < plan.world_size; ++r) {
     if (planned[r] <= 0) continue;
     if (exported[r] == 0) report.ranks_losing_share.push_back(r);
@@ -63,6 +108,67 @@ struct Access {
   int32_t begin = 0, end = 0;
 };
 
+// A place in one rank's buffers, in chunks.
+struct Ref {
+  Buffer buffer = Buffer::Output;
+  int32_t offset = 0;
+  Ref at(int32_t delta) const { return {buffer, offset + delta}; }
+  friend bool operator==(const Ref&, const Ref&) = default;
+};
+
+// One rank's buffers under the layout: where its input and its result of chunk c of the whole
+// vector are. All-reduce: input c and output c. All-gather: its input holds only its shard,
+// [r k, (r + 1) k) at input [0, k); the output is the whole vector. Reduce-scatter: the input is
+// the whole vector, the output only the rank's shard; the rest of the result (partial sums the
+// rank relays) is kept in scratch [0, C - k), below and above the shard's place.
+class RankBuffers {
+ public:
+  RankBuffers(ir::Collective collective, int32_t rank, const Layout& layout)
+      : collective_(collective), rank_(rank), chunks_(static_cast<int32_t>(layout.chunks)) {
+    if (layout.sharded) {
+      shard_begin_ = rank * layout.shard_chunks;
+      shard_end_ = shard_begin_ + layout.shard_chunks;
+    } else {
+      shard_end_ = chunks_;
+    }
+  }
+  int32_t input_chunks() const { return collective_ == ir::Collective::AllGather ? shard_end_ - shard_begin_ : chunks_; }
+  int32_t output_chunks() const {
+    return collective_ == ir::Collective::ReduceScatter ? shard_end_ - shard_begin_ : chunks_;
+  }
+  // Scratch chunks [0, this) hold the result off the shard (reduce-scatter).
+  int32_t result_scratch() const {
+    return collective_ == ir::Collective::ReduceScatter ? chunks_ - (shard_end_ - shard_begin_) : 0;
+  }
+  // Where input and output chunk 0 sit in the one buffer they form when run in place: the
+  // executors call in place an all-gather whose input is the rank's slice of the output, and a
+  // reduce-scatter whose output is the rank's slice of the input.
+  int32_t input_place() const { return collective_ == ir::Collective::AllGather ? shard_begin_ : 0; }
+  int32_t output_place() const { return collective_ == ir::Collective::ReduceScatter ? shard_begin_ : 0; }
+
+  Ref input(int32_t c) const {
+    if (collective_ != ir::Collective::AllGather) return {Buffer::Input, c};
+    if (c < shard_begin_ || c >= shard_end_)
+      throw ExportError(fmt::format("gpu {} would read chunk {} from its input, which holds only its shard [{}, {})",
+                                    rank_, c, shard_begin_, shard_end_));
+    return {Buffer::Input, c - shard_begin_};
+  }
+  Ref result(int32_t c) const {
+    if (collective_ != ir::Collective::ReduceScatter) return {Buffer::Output, c};
+    if (c < shard_begin_) return {Buffer::Scratch, c};
+    if (c >= shard_end_) return {Buffer::Scratch, c - (shard_end_ - shard_begin_)};
+    return {Buffer::Output, c - shard_begin_};
+  }
+  // Whether chunk c's result is part of the collective's result on this rank.
+  bool result_kept(int32_t c) const { return result(c).buffer != Buffer::Scratch; }
+
+ private:
+  ir::Collective collective_;
+  int32_t rank_;
+  int32_t chunks_;
+  int32_t shard_begin_ = 0, shard_end_ = 0;
+};
+
 struct Instruction {
   Step step;
   int tb = 0;
@@ -70,14 +176,11 @@ struct Instruction {
   std::vector<int> depends_on;  // instruction ids, one per other threadblock at most
 };
 
-Access place(Buffer buffer, int32_t offset, int32_t count) {
-  return {buffer == Buffer::Scratch, offset, offset + count};
-}
-
 // One gpu's program while it is being built.
 class GpuBuilder {
  public:
-  GpuBuilder(int32_t rank, uint64_t chunks) : rank_(rank), chunks_(chunks) {}
+  GpuBuilder(int32_t rank, const RankBuffers& buffers)
+      : rank_(rank), buffers_(buffers), scratch_chunks_(buffers.result_scratch()) {}
 
   // Relays (receive from q, send to p) share a threadblock when the pair is matched; every peer
   // can be matched once per direction, so a channel keeps one threadblock per (peer, direction).
@@ -111,6 +214,17 @@ class GpuBuilder {
     return at;
   }
 
+  int emit(int tb, StepType type, Ref src, Ref dst, int32_t count) {
+    return emit(tb, type, src.buffer, src.offset, dst.buffer, dst.offset, count);
+  }
+  // A send: reads src, writes nothing.
+  int send(int tb, Ref src, int32_t count) {
+    return emit(tb, StepType::Send, src.buffer, src.offset, Buffer::Output, -1, count);
+  }
+  // A receive (or receive-copy-send): reads nothing of this rank's, writes dst.
+  int receive(int tb, StepType type, Ref dst, int32_t count) {
+    return emit(tb, type, Buffer::Input, -1, dst.buffer, dst.offset, count);
+  }
   int emit(int tb, StepType type, Buffer src, int32_t src_offset, Buffer dst, int32_t dst_offset,
            int32_t count) {
     Instruction in;
@@ -148,14 +262,20 @@ class GpuBuilder {
     return tb_index_[key] = static_cast<int>(tbs_.size()) - 1;
   }
   void add_dependencies();
+  // Input and output count as one place (they are one buffer when run in place), scratch as another.
+  Access place(Buffer buffer, int32_t offset, int32_t count) const {
+    if (buffer == Buffer::Scratch) return {true, offset, offset + count};
+    const int32_t at = offset + (buffer == Buffer::Input ? buffers_.input_place() : buffers_.output_place());
+    return {false, at, at + count};
+  }
 
   int32_t rank_;
-  uint64_t chunks_;
+  RankBuffers buffers_;
   std::map<int32_t, int32_t> send_partner_, recv_partner_;  // matched relays: q -> p, p -> q
   std::map<std::tuple<int32_t, int32_t, int32_t>, int> tb_index_;
   std::vector<std::tuple<int32_t, int32_t, int32_t>> tbs_;  // (recv, send, channel)
   std::vector<Instruction> instructions_;                     // in the schedule's order
-  int32_t scratch_chunks_ = 0;
+  int32_t scratch_chunks_;
 };
 
 void GpuBuilder::pair_one_way_threadblocks() {
@@ -248,7 +368,8 @@ Gpu GpuBuilder::finish() {
   }
   Gpu gpu;
   gpu.id = rank_;
-  gpu.input_chunks = gpu.output_chunks = static_cast<int32_t>(chunks_);
+  gpu.input_chunks = buffers_.input_chunks();
+  gpu.output_chunks = buffers_.output_chunks();
   gpu.scratch_chunks = scratch_chunks_;
   // Threadblock ids: sorted by channel, then peers, for a readable file.
   std::vector<int> order(tbs_.size());
@@ -285,34 +406,32 @@ Gpu GpuBuilder::finish() {
 }
 
 // A star reduce's root, one piece of `count` chunks: every member's piece arrives on the
-// threadblock receiving from that member, and the total lands at (dest, dest_at). The root
+// threadblock receiving from that member, and the total lands at dest. The root
 // folds its own data first (when it is in the group), then the members' in group order. Each
 // step after the first reads and writes the total, so the dependencies (add_dependencies)
 // serialize the members' reductions; RCCL mode receives each member's piece into scratch of
 // its own first, so only the `re` steps wait on one another and the receives overlap.
-void emit_star_root_reduce(GpuBuilder& gpu, const Task& task, int32_t channel, Buffer own, int32_t own_at,
-                           int32_t count, Buffer dest, int32_t dest_at, bool fuse) {
+void emit_star_root_reduce(GpuBuilder& gpu, const Task& task, int32_t channel, Ref own, int32_t count, Ref dest,
+                           bool fuse) {
   // Where the fold so far is held: own data until the first member's arrives, then the total.
   bool started = task.add_own;
-  Buffer held = own;
-  int32_t held_at = own_at;
+  Ref held = own;
   for (const Link& from : task.sources) {
     const int tb = gpu.receiving_tb(from.rank, channel);
     if (!started) {
-      gpu.emit(tb, StepType::Recv, Buffer::Input, -1, dest, dest_at, count);
+      gpu.receive(tb, StepType::Recv, dest, count);
     } else if (fuse) {
-      gpu.emit(tb, StepType::RecvReduceCopy, held, held_at, dest, dest_at, count);
+      gpu.emit(tb, StepType::RecvReduceCopy, held, dest, count);
     } else {
       // Own data in the input (or the total staged): place it at the total first. In place,
-      // input and output are one buffer and this copy is a copy onto itself.
-      if (held != dest || held_at != dest_at) gpu.emit(tb, StepType::Copy, held, held_at, dest, dest_at, count);
-      const int32_t partial = gpu.scratch(count);
-      gpu.emit(tb, StepType::Recv, Buffer::Input, -1, Buffer::Scratch, partial, count);
-      gpu.emit(tb, StepType::Reduce, Buffer::Scratch, partial, dest, dest_at, count);
+      // input and output are one buffer and this copy may be a copy onto itself.
+      if (held != dest) gpu.emit(tb, StepType::Copy, held, dest, count);
+      const Ref partial{Buffer::Scratch, gpu.scratch(count)};
+      gpu.receive(tb, StepType::Recv, partial, count);
+      gpu.emit(tb, StepType::Reduce, partial, dest, count);
     }
     started = true;
     held = dest;
-    held_at = dest_at;
   }
 }
 
@@ -329,26 +448,43 @@ std::string tb_name(const Gpu& gpu, const ThreadBlock& tb) {
                      tb.send, tb.channel);
 }
 
-Attempt build(const ir::Schedule& schedule, const std::vector<RankProgram>& programs, uint64_t chunks,
+Attempt build(const ir::Schedule& schedule, const std::vector<RankProgram>& programs, const Layout& layout,
               int32_t channels, bool pair_one_way, const Limits& limits) {
   const int32_t world = static_cast<int32_t>(programs.size());
   const int32_t max_count = std::max(1, limits.max_count);
-  const auto chunk_of = [&](uint64_t u) { return static_cast<int32_t>(to_chunk(u, schedule.units, chunks)); };
+  const auto chunk_of = [&](uint64_t u) { return static_cast<int32_t>(layout.to_chunk(u)); };
   std::vector<uint64_t> ops_before(schedule.steps.size() + 1, 0);
   for (size_t s = 0; s < schedule.steps.size(); ++s) ops_before[s + 1] = ops_before[s] + schedule.steps[s].ops.size();
   Attempt attempt;
   for (int32_t rank = 0; rank < world; ++rank) {
     const RankProgram& program = programs[rank];
-    GpuBuilder gpu(rank, chunks);
+    const RankBuffers buffers(schedule.collective, rank, layout);
+    GpuBuilder gpu(rank, buffers);
     std::map<std::pair<int32_t, int32_t>, int> relays;
     for (const StepProgram& step : program.steps)
       for (const Task& task : step.tasks)
         if (task.receives() && task.sends()) ++relays[{task.sources[0].rank, task.destinations[0].rank}];
     gpu.match(relays);
     const bool fuse = !limits.rccl;
-    // Splits [begin, end) into pieces of at most max_count chunks.
-    const auto pieces = [&](int32_t begin, int32_t end, auto&& body) {
-      for (int32_t b = begin; b < end; b += max_count) body(b, std::min(end, b + max_count));
+    // Where a rank's input or result moves to another buffer or place: its shard's ends.
+    const auto shard_cuts = [&](int32_t r, std::vector<int32_t>& cuts) {
+      if (!layout.sharded) return;
+      cuts.push_back(r * layout.shard_chunks);
+      cuts.push_back((r + 1) * layout.shard_chunks);
+    };
+    std::vector<int32_t> own_cuts;
+    shard_cuts(rank, own_cuts);
+    // Splits [begin, end) into pieces of at most max_count chunks, also at `cuts` (sorted).
+    // Transfers are cut at every member's shard ends, so that both ends of each cut alike and
+    // every piece of every member lies within one buffer.
+    const auto pieces = [&](int32_t begin, int32_t end, const std::vector<int32_t>& cuts, auto&& body) {
+      auto cut = std::upper_bound(cuts.begin(), cuts.end(), begin);
+      for (int32_t b = begin; b < end;) {
+        while (cut != cuts.end() && *cut <= b) ++cut;
+        const int32_t e = std::min({end, b + max_count, cut == cuts.end() ? end : *cut});
+        body(b, e);
+        b = e;
+      }
     };
     for (size_t s = 0; s < program.steps.size(); ++s) {
       const StepProgram& step = program.steps[s];
@@ -359,8 +495,8 @@ Attempt build(const ir::Schedule& schedule, const std::vector<RankProgram>& prog
       };
       const int32_t channel = channel_of(0);
       for (const UnitRange& range : step.copy_in)
-        pieces(chunk_of(range.begin), chunk_of(range.end), [&](int32_t b, int32_t e) {
-          gpu.emit(gpu.local_tb(channel), StepType::Copy, Buffer::Input, b, Buffer::Output, b, e - b);
+        pieces(chunk_of(range.begin), chunk_of(range.end), own_cuts, [&](int32_t b, int32_t e) {
+          gpu.emit(gpu.local_tb(channel), StepType::Copy, buffers.input(b), buffers.result(b), e - b);
         });
       struct Flush {
         int tb;
@@ -370,23 +506,33 @@ Attempt build(const ir::Schedule& schedule, const std::vector<RankProgram>& prog
       for (const Task& task : step.tasks) {
         const int32_t cb = chunk_of(task.unit_begin), ce = chunk_of(task.unit_end);
         if (cb == ce) continue;
-        const Buffer own = task.own_from_send ? Buffer::Input : Buffer::Output;
+        std::vector<int32_t> cuts;
+        if (layout.sharded) {
+          const ir::Op& op = schedule.steps[s].ops[task.op_index];
+          shard_cuts(op.root, cuts);
+          for (const int32_t member : op.group) shard_cuts(member, cuts);
+          std::sort(cuts.begin(), cuts.end());
+          cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+        }
+        // Own data: the input while no step wrote the range, else the result so far.
+        const auto own = [&](int32_t b) { return task.own_from_send ? buffers.input(b) : buffers.result(b); };
         const int32_t stage = task.stage_writes ? gpu.scratch(ce - cb) : -1;
+        // Where a written range lands: the result, or the stage copied in at the step's end.
+        const auto dest = [&](int32_t b) {
+          return task.stage_writes ? Ref{Buffer::Scratch, stage + (b - cb)} : buffers.result(b);
+        };
         const int32_t op_channel = channel_of(task.op_index);
         if (task.sources.size() > 1) {  // a star reduce's root
           const int last_tb = gpu.receiving_tb(task.sources.back().rank, op_channel);
           if (task.stage_writes) flushes.push_back({last_tb, stage, cb, ce});
-          pieces(cb, ce, [&](int32_t b, int32_t e) {
-            emit_star_root_reduce(gpu, task, op_channel, own, b, e - b,
-                                  task.stage_writes ? Buffer::Scratch : Buffer::Output,
-                                  task.stage_writes ? stage + (b - cb) : b, fuse);
+          pieces(cb, ce, cuts, [&](int32_t b, int32_t e) {
+            emit_star_root_reduce(gpu, task, op_channel, own(b), e - b, dest(b), fuse);
           });
           continue;
         }
         if (task.destinations.size() > 1) {  // a star broadcast's root sends its own to each member
-          pieces(cb, ce, [&](int32_t b, int32_t e) {
-            for (const Link& to : task.destinations)
-              gpu.emit(gpu.sending_tb(to.rank, op_channel), StepType::Send, own, b, Buffer::Output, -1, e - b);
+          pieces(cb, ce, cuts, [&](int32_t b, int32_t e) {
+            for (const Link& to : task.destinations) gpu.send(gpu.sending_tb(to.rank, op_channel), own(b), e - b);
           });
           continue;
         }
@@ -398,67 +544,69 @@ Attempt build(const ir::Schedule& schedule, const std::vector<RankProgram>& prog
         const int out_tb = task.sends() ? gpu.sending_tb(next, channel_of(task.op_index)) : -1;
         const bool same_tb = task.receives() && task.sends() && gpu.matched(prev, next);
         if (task.stage_writes) flushes.push_back({in_tb, stage, cb, ce});
-        pieces(cb, ce, [&](int32_t b, int32_t e) {
+        pieces(cb, ce, cuts, [&](int32_t b, int32_t e) {
           const int32_t n = e - b;
-          // Where a written range lands: the buffer, or the stage copied in at the step's end.
-          const Buffer dest = task.stage_writes ? Buffer::Scratch : Buffer::Output;
-          const int32_t dest_at = task.stage_writes ? stage + (b - cb) : b;
           if (!task.receives()) {  // a chain's start sends its own data
-            gpu.emit(out_tb, StepType::Send, own, b, Buffer::Output, -1, n);
+            gpu.send(out_tb, own(b), n);
             return;
           }
           if (!task.reduce) {  // a broadcast member stores what arrives and maybe passes it on
             if (task.sends() && same_tb && fuse) {
-              gpu.emit(in_tb, StepType::RecvCopySend, Buffer::Input, -1, dest, dest_at, n);
+              gpu.receive(in_tb, StepType::RecvCopySend, dest(b), n);
               return;
             }
-            gpu.emit(in_tb, StepType::Recv, Buffer::Input, -1, dest, dest_at, n);
-            if (task.sends()) gpu.emit(out_tb, StepType::Send, dest, dest_at, Buffer::Output, -1, n);
+            gpu.receive(in_tb, StepType::Recv, dest(b), n);
+            if (task.sends()) gpu.send(out_tb, dest(b), n);
             return;
           }
           if (task.sends()) {  // a reduce member in the middle: add own data, pass the sum on
             if (same_tb && fuse && task.add_own) {
-              gpu.emit(in_tb, StepType::RecvReduceSend, own, b, Buffer::Output, -1, n);
+              gpu.emit(in_tb, StepType::RecvReduceSend, own(b), Ref{Buffer::Output, -1}, n);
               return;
             }
-            const int32_t partial = gpu.scratch(n);
+            const Ref partial{Buffer::Scratch, gpu.scratch(n)};
             if (fuse && task.add_own) {
-              gpu.emit(in_tb, StepType::RecvReduceCopy, own, b, Buffer::Scratch, partial, n);
+              gpu.emit(in_tb, StepType::RecvReduceCopy, own(b), partial, n);
             } else {
-              gpu.emit(in_tb, StepType::Recv, Buffer::Input, -1, Buffer::Scratch, partial, n);
-              if (task.add_own) gpu.emit(in_tb, StepType::Reduce, own, b, Buffer::Scratch, partial, n);
+              gpu.receive(in_tb, StepType::Recv, partial, n);
+              if (task.add_own) gpu.emit(in_tb, StepType::Reduce, own(b), partial, n);
             }
-            gpu.emit(out_tb, StepType::Send, Buffer::Scratch, partial, Buffer::Output, -1, n);
+            gpu.send(out_tb, partial, n);
             return;
           }
           // The chain's end, the root: the total lands in its range.
           if (!task.add_own) {
-            gpu.emit(in_tb, StepType::Recv, Buffer::Input, -1, dest, dest_at, n);
+            gpu.receive(in_tb, StepType::Recv, dest(b), n);
           } else if (fuse) {
-            gpu.emit(in_tb, StepType::RecvReduceCopy, own, b, dest, dest_at, n);
-          } else if (own == Buffer::Output && dest == Buffer::Output) {
-            const int32_t partial = gpu.scratch(n);
-            gpu.emit(in_tb, StepType::Recv, Buffer::Input, -1, Buffer::Scratch, partial, n);
-            gpu.emit(in_tb, StepType::Reduce, Buffer::Scratch, partial, Buffer::Output, b, n);
+            gpu.emit(in_tb, StepType::RecvReduceCopy, own(b), dest(b), n);
+          } else if (own(b) == dest(b)) {
+            const Ref partial{Buffer::Scratch, gpu.scratch(n)};
+            gpu.receive(in_tb, StepType::Recv, partial, n);
+            gpu.emit(in_tb, StepType::Reduce, partial, dest(b), n);
           } else {
-            // Own data in the input (or the result staged): sum in scratch, then place it.
-            const int32_t partial = dest == Buffer::Scratch ? dest_at : gpu.scratch(n);
-            gpu.emit(in_tb, StepType::Recv, Buffer::Input, -1, Buffer::Scratch, partial, n);
-            gpu.emit(in_tb, StepType::Reduce, own, b, Buffer::Scratch, partial, n);
-            if (dest == Buffer::Output)
-              gpu.emit(in_tb, StepType::Copy, Buffer::Scratch, partial, Buffer::Output, b, n);
+            // Own data elsewhere (the input, or the result while the total is staged): sum in
+            // scratch, then place it (the total that lands in scratch, staged or off a
+            // reduce-scatter's shard, is summed where it lands).
+            const bool in_scratch = dest(b).buffer == Buffer::Scratch;
+            const Ref partial = in_scratch ? dest(b) : Ref{Buffer::Scratch, gpu.scratch(n)};
+            gpu.receive(in_tb, StepType::Recv, partial, n);
+            gpu.emit(in_tb, StepType::Reduce, own(b), partial, n);
+            if (!in_scratch) gpu.emit(in_tb, StepType::Copy, partial, dest(b), n);
           }
         });
       }
       for (const Flush& flush : flushes)
-        pieces(flush.begin, flush.end, [&](int32_t b, int32_t e) {
-          gpu.emit(flush.tb, StepType::Copy, Buffer::Scratch, flush.stage + (b - flush.begin),
-                   Buffer::Output, b, e - b);
+        pieces(flush.begin, flush.end, own_cuts, [&](int32_t b, int32_t e) {
+          gpu.emit(flush.tb, StepType::Copy, Ref{Buffer::Scratch, flush.stage + (b - flush.begin)}, buffers.result(b),
+                   e - b);
         });
     }
+    // What no step writes: the input is the result there. Off a reduce-scatter's shard any
+    // value will do, so nothing is copied there.
     for (const UnitRange& range : program.copy_at_end)
-      pieces(chunk_of(range.begin), chunk_of(range.end), [&](int32_t b, int32_t e) {
-        gpu.emit(gpu.local_tb(0), StepType::Copy, Buffer::Input, b, Buffer::Output, b, e - b);
+      pieces(chunk_of(range.begin), chunk_of(range.end), own_cuts, [&](int32_t b, int32_t e) {
+        if (buffers.result_kept(b))
+          gpu.emit(gpu.local_tb(0), StepType::Copy, buffers.input(b), buffers.result(b), e - b);
       });
     if (pair_one_way) gpu.pair_one_way_threadblocks();
     attempt.gpus.push_back(gpu.finish());
@@ -505,6 +653,92 @@ std::string sanitized(std::string text) {
   return text;
 }
 
+// The executors' name of a collective (their `coll`).
+std::string msccl_collective(ir::Collective collective) {
+  switch (collective) {
+    case ir::Collective::AllReduce: return "allreduce";
+    case ir::Collective::AllGather: return "allgather";
+    case ir::Collective::ReduceScatter: return "reducescatter";
+    case ir::Collective::Broadcast: return "broadcast";
+    case ir::Collective::Reduce: return "reduce";
+  }
+  return "";
+}
+
+std::string range_text(ir::UnitRange r) { return fmt::format("[{},{})", r.begin, r.end); }
+
+// The chunks and, for all-gather and reduce-scatter, the shards. The executors give every rank
+// of those the same count, in rank order (their XML has no counts per rank), and multiply it by
+// the ranks: nchunksperloop counts the whole vector, k = nchunksperloop / ranks per shard.
+Layout make_layout(const ir::Plan& plan, const ir::Schedule& schedule, const ExportOptions& options,
+                   const std::string& label) {
+  Layout layout;
+  layout.units = schedule.units;
+  layout.world = plan.world_size;
+  if (!ir::has_shards(schedule.collective)) {
+    layout.chunks = options.chunks ? options.chunks : std::min(schedule.units, kAutoChunks);
+    return layout;
+  }
+  const std::string name = msccl_collective(schedule.collective);
+  const auto world = static_cast<uint64_t>(plan.world_size);
+  if (!schedule.shards.empty()) {
+    // Explicit shards export only when they are the equal ones in rank order.
+    ir::Schedule equal = schedule;
+    equal.shards.clear();
+    for (int32_t r = 0; r < plan.world_size; ++r) {
+      const ir::UnitRange mine = ir::shard_of(schedule, plan.world_size, r);
+      const ir::UnitRange even = ir::shard_of(equal, plan.world_size, r);
+      if (!(mine == even))
+        throw ExportError(fmt::format(
+            "{}: explicit shards that are not the equal ones in rank order (rank {} holds {}, the equal split "
+            "{}): MSCCL's {} gives every rank the same count, in rank order (there is no {}v), so this schedule "
+            "is not exported",
+            label, r, range_text(mine), range_text(even), name, name));
+    }
+  }
+  layout.sharded = true;
+  uint64_t largest = 0;
+  for (int32_t r = 0; r <= plan.world_size; ++r) {
+    const uint64_t begin = r < plan.world_size ? ir::shard_of(schedule, plan.world_size, r).begin : schedule.units;
+    if (r > 0) {
+      const uint64_t size = begin - layout.shard_begin.back();
+      if (size == 0)
+        throw ExportError(fmt::format(
+            "{}: rank {}'s shard is empty ({} units over {} ranks): MSCCL's {} gives every rank the same count "
+            "of data, and this schedule moves none of rank {}'s; not exported",
+            label, r - 1, schedule.units, plan.world_size, name, r - 1));
+      largest = std::max(largest, size);
+    }
+    layout.shard_begin.push_back(begin);
+  }
+  uint64_t chunks = options.chunks;
+  if (chunks == 0) {
+    const uint64_t per_shard = std::min(largest, std::max<uint64_t>(1, kAutoChunks / world));
+    chunks = per_shard * world;
+  } else if (chunks % world != 0) {
+    throw ExportError(fmt::format("{}: {} chunks: the nchunksperloop of coll=\"{}\" counts the whole vector and "
+                                  "must be a multiple of the {} ranks",
+                                  label, chunks, name, world));
+  }
+  if (chunks > 32767)
+    throw ExportError(fmt::format("{}: {} chunks; chunk offsets are 16-bit (at most 32767)", label, chunks));
+  layout.chunks = chunks;
+  layout.shard_chunks = static_cast<int32_t>(chunks / world);
+  return layout;
+}
+
+// build, with a plan the lowering cannot place (an all-gather reading input off its shard,
+// which a verified plan never does) refused under the schedule's name.
+Attempt build_or_refuse(const ir::Schedule& schedule, const std::vector<RankProgram>& programs,
+                        const Layout& layout, int32_t channels, bool pair_one_way, const Limits& limits,
+                        const std::string& label) {
+  try {
+    return build(schedule, programs, layout, channels, pair_one_way, limits);
+  } catch (const ExportError& e) {
+    throw ExportError(fmt::format("{}: {}", label, e.what()));
+  }
+}
+
 }  // namespace
 
 Export export_schedule(const ir::Plan& plan, size_t index, const ExportOptions& options) {
@@ -514,8 +748,14 @@ Export export_schedule(const ir::Plan& plan, size_t index, const ExportOptions& 
   ir::require_materialized(schedule, "export_schedule");
   const Limits& limits = options.limits;
   const std::string label = fmt::format("schedule {} ({})", index, schedule.algorithm);
-  if (schedule.collective != ir::Collective::AllReduce)
-    throw ExportError(label + ": only allreduce schedules are exported");
+  if (ir::has_root(schedule.collective))
+    throw ExportError(fmt::format(
+        "{}: a {} from root {}: not exported. The MSCCL algorithm XML names no root, and the executors "
+        "(msccl-executor-nccl, RCCL) pick an algorithm by collective, size and rank count alone, so a file "
+        "planned for one root would run every call, whatever its root, and give wrong results; msccl-tools "
+        "writes no broadcast or reduce either. Only allreduce, allgather and reducescatter are exported "
+        "(--target cpp runs every collective)",
+        label, ir::to_string(schedule.collective), schedule.root));
   if (plan.world_size > limits.max_gpus)
     throw ExportError(fmt::format("{}: {} ranks; the executors' XML reader holds at most {} gpu elements",
                                   label, plan.world_size, limits.max_gpus));
@@ -525,8 +765,8 @@ Export export_schedule(const ir::Plan& plan, size_t index, const ExportOptions& 
   if (schedule.min_bytes > static_cast<uint64_t>(INT64_MAX) ||
       (schedule.max_bytes && *schedule.max_bytes - 1 > static_cast<uint64_t>(INT64_MAX)))
     throw ExportError(label + ": its byte range does not fit the executors' 64-bit signed sizes");
-  uint64_t chunks = options.chunks;
-  if (chunks == 0) chunks = std::min(schedule.units, kAutoChunks);
+  const Layout layout = make_layout(plan, schedule, options, label);
+  const uint64_t chunks = layout.chunks;
   if (chunks > 32767)
     throw ExportError(fmt::format("{}: {} chunks; chunk offsets are 16-bit (at most 32767)", label, chunks));
   if (options.protocol != "Simple" && options.protocol != "LL" && options.protocol != "LL128")
@@ -548,13 +788,15 @@ Export export_schedule(const ir::Plan& plan, size_t index, const ExportOptions& 
   for (int32_t r = 0; r < plan.world_size; ++r) programs.push_back(lower_rank_program(schedule, r));
 
   Export result;
-  result.chunking = report_chunking(plan, schedule, chunks);
+  const std::string collective_name = msccl_collective(schedule.collective);
+  result.chunking = report_chunking(plan, schedule, layout);
   std::string crowding;
   const int32_t max_channels = std::max(1, limits.channels);
   for (int32_t channels = 1; channels <= max_channels; ++channels) {
     // Threadblocks are paired only where a gpu needs more than the executors run.
-    Attempt attempt = build(schedule, programs, chunks, channels, false, limits);
-    if (!attempt.too_many_tbs.empty()) attempt = build(schedule, programs, chunks, channels, true, limits);
+    Attempt attempt = build_or_refuse(schedule, programs, layout, channels, false, limits, label);
+    if (!attempt.too_many_tbs.empty())
+      attempt = build_or_refuse(schedule, programs, layout, channels, true, limits, label);
     if (!attempt.too_many_tbs.empty()) {
       if (crowding.empty()) throw ExportError(label + ": cannot fit: " + attempt.too_many_tbs);
       throw ExportError(fmt::format("{}: cannot fit: over {} channel(s) {}; over {} channels {}", label,
@@ -565,8 +807,9 @@ Export export_schedule(const ir::Plan& plan, size_t index, const ExportOptions& 
       continue;
     }
     Algorithm& algorithm = result.algorithm;
-    algorithm.name = sanitized(fmt::format("flexplan {} {} schedule {}", schedule.algorithm,
+    algorithm.name = sanitized(fmt::format("flexplan {} {} {} schedule {}", schedule.algorithm, collective_name,
                                            plan.topology_name.empty() ? "-" : plan.topology_name, index));
+    algorithm.collective = collective_name;
     algorithm.protocol = options.protocol;
     algorithm.chunks_per_loop = static_cast<int32_t>(chunks);
     algorithm.world = plan.world_size;

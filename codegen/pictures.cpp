@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "codegen/lowering.hpp"
+#include "ir/collective_contract.hpp"
 #include "ir/pipeline_form.hpp"
 #include "planner/size_format.hpp"
 
@@ -50,7 +51,7 @@ std::string trace_json(const ir::Plan& plan, size_t index, const Topology& topo,
     events.push_back(e);
   };
   constexpr int kSteps = 1, kRanks = 2, kLinks = 3;
-  meta("process_name", kSteps, -1, fmt::format("{}: {} of {} on {}", schedule.algorithm, "all-reduce",
+  meta("process_name", kSteps, -1, fmt::format("{}: {} of {} on {}", schedule.algorithm, ir::describe_contract(schedule),
                                                format_bytes(static_cast<double>(bytes)), topo.name()));
   meta("process_name", kRanks, -1, "ranks");
   meta("process_name", kLinks, -1, "links (busy time per step)");
@@ -113,7 +114,9 @@ std::string trace_json(const ir::Plan& plan, size_t index, const Topology& topo,
   }
   nlohmann::json trace{{"traceEvents", events}, {"displayTimeUnit", "ms"},
                        {"otherData", {{"plan_topology", plan.topology_name}, {"schedule", index},
-                                      {"algorithm", schedule.algorithm}, {"bytes", bytes},
+                                      {"algorithm", schedule.algorithm},
+                                      {"collective", ir::to_string(schedule.collective)},
+                                      {"contract", ir::describe_contract(schedule)}, {"bytes", bytes},
                                       {"predicted_seconds", start}}}};
   return trace.dump(1) + "\n";
 }
@@ -130,10 +133,11 @@ std::string dot_graph(const ir::Plan& plan, size_t index) {
                                      "draw a smaller plan, or use --target trace",
                                      index, schedule.algorithm, hops, kMaxDrawnHops));
   std::string out = fmt::format(
-      "// {} all-reduce on {} ({} ranks, {} units): one cluster per step, an edge per hop.\n"
+      "// {} {} on {} ({} ranks, {} units): one cluster per step, an edge per hop.\n"
       "digraph plan {{\n  rankdir=LR;\n  compound=true;\n  node [shape=box, fontname=\"Helvetica\", fontsize=10];\n"
       "  edge [fontname=\"Helvetica\", fontsize=9];\n",
-      schedule.algorithm, plan.topology_name.empty() ? "-" : plan.topology_name, plan.world_size, schedule.units);
+      schedule.algorithm, ir::describe_contract(schedule), plan.topology_name.empty() ? "-" : plan.topology_name,
+      plan.world_size, schedule.units);
   const auto quoted = [](const std::string& text) {
     std::string q = "\"";
     for (const char c : text) {

@@ -1,10 +1,12 @@
 // `flexplan codegen`: generated C++ compiles into a library whose programs equal the lowering for
-// every rank and schedule; MSCCL files, the trace and the diagram come out right; malformed input
+// every rank and schedule, of every collective; MSCCL files, the trace and the diagram come out
+// right for every collective (MSCCL refusing broadcast and reduce, saying why); malformed input
 // exits 2 with the reason.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -12,6 +14,7 @@
 #include "codegen/cpp_codegen.hpp"
 #include "codegen/lowering.hpp"
 #include "codegen/msccl.hpp"
+#include "ir/collective_contract.hpp"
 #include "ir/pipeline_form.hpp"
 #include "ir/plan_binary.hpp"
 #include "planner/algorithms.hpp"
@@ -38,6 +41,16 @@ class CodegenCli : public ScratchDirTest {
     PlanOptions options;
     options.algorithms = std::move(algorithms);
     const std::string file = path("plan.bin");
+    ir::write_plan_file(file, build_plan(topo, options));
+    return file;
+  }
+  // A plan of every collective, broadcast and reduce for `roots`.
+  std::string every_collective_plan(const Topology& topo, std::vector<int32_t> roots, const std::string& name) {
+    PlanOptions options;
+    options.collectives = {ir::Collective::AllReduce, ir::Collective::ReduceScatter, ir::Collective::AllGather,
+                           ir::Collective::Broadcast, ir::Collective::Reduce};
+    options.roots = std::move(roots);
+    const std::string file = path(name);
     ir::write_plan_file(file, build_plan(topo, options));
     return file;
   }
@@ -158,14 +171,21 @@ TEST_F(CodegenCli, GeneratedCodeEmitsTheLoweredPrograms) {
   const Topology topo = trees.next(9);
   // Every algorithm that wins a size range, then star algorithms (their roots' several sources
   // or destinations take the general form of the call).
-  const std::vector<std::vector<std::string>> choices{{}, {"rd-leader"}, {"flexreduce-bw", "flexreduce-bw@4"}};
+  // The last plan holds every collective (broadcast and reduce from two roots).
+  const std::vector<std::vector<std::string>> choices{{}, {"rd-leader"}, {"flexreduce-bw", "flexreduce-bw@4"}, {}};
   for (size_t c = 0; c < choices.size(); ++c) {
     SCOPED_TRACE("plan " + std::to_string(c));
-    const std::string plan = plan_file(topo, choices[c]);
+    const bool every = c + 1 == choices.size();
+    const std::string plan = every ? every_collective_plan(topo, {0, topo.num_learners() - 1}, "every.bin") : plan_file(topo, choices[c]);
     const std::string gen = path("gen" + std::to_string(c));
     ASSERT_EQ(run_flexplan("codegen '" + plan + "' --target cpp -o '" + gen + "'").exit_code, 0);
     const ir::Plan loaded = ir::read_plan_file(plan);
-    if (c > 0) {  // star roots with several members are there, in the general form
+    if (every) {  // each schedule's title names its contract
+      const std::string rank0 = read_text(gen + "/rank_0.cpp");
+      for (const ir::Schedule& schedule : loaded.schedules)
+        EXPECT_NE(rank0.find(" " + ir::describe_contract(schedule) + ", bytes"), std::string::npos)
+            << ir::describe_contract(schedule);
+    } else if (c > 0) {  // star roots with several members are there, in the general form
       std::string all;
       for (int32_t r = 0; r < loaded.world_size; ++r) all += read_text(gen + "/rank_" + std::to_string(r) + ".cpp");
       EXPECT_NE(all.find("_star("), std::string::npos);
@@ -200,6 +220,119 @@ TEST_F(CodegenCli, GeneratedCodeEmitsTheLoweredPrograms) {
     }
     dlclose(handle);
   }
+}
+
+}  // namespace
+}  // namespace flexplan::testing
+
+namespace flexplan::testing {
+namespace {
+
+// Every collective through every target: MSCCL files for all-reduce, all-gather and
+// reduce-scatter (each running its contract), refusals naming the reason for broadcast and
+// reduce; C++; a diagram and a trace of every schedule; the trace's --bytes picking by
+// --collective and --root.
+TEST_F(CodegenCli, EveryCollectiveThroughEveryTarget) {
+  const Topology topo = load_topology(kTopology);
+  const std::string plan = every_collective_plan(topo, {0, 3}, "every.bin");
+  const ir::Plan loaded = ir::materialize(ir::read_plan_file(plan));
+  std::map<std::string, size_t> planned;  // MSCCL's coll -> schedules
+  size_t rooted = 0;
+  for (const ir::Schedule& schedule : loaded.schedules) {
+    const std::string name(ir::to_string(schedule.collective));
+    if (ir::has_root(schedule.collective)) ++rooted;
+    else ++planned[name == "reduce_scatter" ? "reducescatter" : name];
+  }
+  ASSERT_EQ(planned.size(), 3u);
+  ASSERT_GT(rooted, 3u);
+
+  const CliRun xml = run_flexplan("codegen '" + plan + "' --target msccl-xml -o '" + path("xml") + "'");
+  EXPECT_EQ(xml.exit_code, 1) << xml.output;  // the broadcast and reduce schedules are refused
+  size_t refusals = 0;
+  for (size_t at = 0; (at = xml.output.find("names no root", at)) != std::string::npos; ++at) ++refusals;
+  EXPECT_EQ(refusals, rooted) << xml.output;
+  EXPECT_NE(xml.output.find("a broadcast from root 3: not exported"), std::string::npos) << xml.output;
+  EXPECT_NE(xml.output.find("a reduce from root 0: not exported"), std::string::npos) << xml.output;
+  EXPECT_NE(xml.output.find("allgather calls whose count per rank (sendcount)"), std::string::npos) << xml.output;
+  std::map<std::string, size_t> written;
+  for (const auto& entry : std::filesystem::directory_iterator(path("xml"))) {
+    const auto algorithm = codegen::msccl::parse_xml(read_text(entry.path().string()));
+    EXPECT_NO_THROW(codegen::msccl::check_loadable(algorithm));
+    EXPECT_EQ(codegen::msccl::simulate(algorithm), "") << entry.path();
+    ++written[algorithm.collective];
+    // The file of schedule i carries schedule i's collective and byte range.
+    const size_t index = std::stoul(entry.path().filename().string());
+    ASSERT_LT(index, loaded.schedules.size());
+    const ir::Schedule& schedule = loaded.schedules[index];
+    EXPECT_EQ(algorithm.collective, schedule.collective == ir::Collective::ReduceScatter ? "reducescatter"
+                                    : schedule.collective == ir::Collective::AllGather   ? "allgather"
+                                                                                         : "allreduce");
+    EXPECT_EQ(algorithm.min_bytes, static_cast<int64_t>(schedule.min_bytes));
+  }
+  EXPECT_EQ(written, planned);
+
+  ASSERT_EQ(run_flexplan("codegen '" + plan + "' --target cpp -o '" + path("gen") + "'").exit_code, 0);
+  const std::string rank3 = read_text(path("gen/rank_3.cpp"));
+  EXPECT_NE(rank3.find("broadcast (root 3)"), std::string::npos);
+  EXPECT_NE(rank3.find("allgather (equal shards)"), std::string::npos);
+
+  for (size_t i = 0; i < loaded.schedules.size(); ++i) {
+    const ir::Schedule& schedule = loaded.schedules[i];
+    const std::string dot = path("s" + std::to_string(i) + ".dot");
+    const CliRun drawn = run_flexplan("codegen '" + plan + "' --target dot --schedule " + std::to_string(i) + " -o '" +
+                                      dot + "'");
+    ASSERT_EQ(drawn.exit_code, 0) << drawn.output;
+    const std::string text = read_text(dot);
+    EXPECT_NE(text.find(schedule.algorithm + " " + ir::describe_contract(schedule) + " on"), std::string::npos)
+        << text.substr(0, 200);
+    size_t edges = 0, hops = 0;
+    for (size_t at = 0; (at = text.find(" -> ", at)) != std::string::npos; ++at) ++edges;
+    for (const auto& step : schedule.steps)
+      for (const auto& op : step.ops) hops += codegen::lower_op(op).size();
+    EXPECT_EQ(edges, hops) << "schedule " << i;
+
+    const std::string trace_file = path("s" + std::to_string(i) + ".json");
+    const CliRun traced = run_flexplan("codegen '" + plan + "' --target trace --bytes 4M --schedule " +
+                                       std::to_string(i) + " -o '" + trace_file + "' --topology '" + kTopology + "'");
+    ASSERT_EQ(traced.exit_code, 0) << traced.output;
+    const auto trace = nlohmann::json::parse(read_text(trace_file));
+    EXPECT_EQ(trace["otherData"]["contract"], ir::describe_contract(schedule));
+    double predicted = 0;
+    for (const auto& s : evaluate_steps(topo, schedule)) predicted += s.at(4 << 20, CostParams{}.chunk_bytes);
+    EXPECT_NEAR(trace["otherData"]["predicted_seconds"].get<double>(), predicted, 1e-9 * predicted);
+  }
+
+  // --bytes picks the schedule of --collective (and --root) serving that size.
+  const auto traced_index = [&](const std::string& options) {
+    const CliRun run = run_flexplan("codegen '" + plan + "' --target trace --bytes 1M " + options + " -o '" +
+                                    path("pick.json") + "' --topology '" + kTopology + "'");
+    EXPECT_EQ(run.exit_code, 0) << options << ": " << run.output;
+    return nlohmann::json::parse(read_text(path("pick.json")))["otherData"]["schedule"].get<size_t>();
+  };
+  EXPECT_EQ(traced_index("--collective allgather"), *ir::find_schedule(loaded, {ir::Collective::AllGather, 1 << 20}));
+  EXPECT_EQ(traced_index("--collective reduce_scatter"),
+            *ir::find_schedule(loaded, {ir::Collective::ReduceScatter, 1 << 20}));
+  EXPECT_EQ(traced_index("--collective broadcast --root 3"),
+            *ir::find_schedule(loaded, {ir::Collective::Broadcast, 1 << 20, 3}));
+  EXPECT_EQ(traced_index(""), *ir::find_schedule(loaded, {ir::Collective::AllReduce, 1 << 20}));
+  const CliRun unplanned = run_flexplan("codegen '" + plan + "' --target trace --collective reduce --root 2 -o '" +
+                                        path("x.json") + "' --topology '" + kTopology + "'");
+  EXPECT_EQ(unplanned.exit_code, 2);
+  EXPECT_NE(unplanned.output.find("no reduce root 2 schedule"), std::string::npos) << unplanned.output;
+  EXPECT_NE(unplanned.output.find("reduce (root 3)"), std::string::npos) << unplanned.output;
+  EXPECT_EQ(run_flexplan("codegen '" + plan + "' --target trace --collective gather -o '" + path("x.json") +
+                         "' --topology '" + kTopology + "'")
+                .exit_code,
+            2);
+
+  // A plan without an all-reduce: the trace takes its first schedule's collective.
+  PlanOptions gather_only;
+  gather_only.collectives = {ir::Collective::AllGather};
+  ir::write_plan_file(path("gather.bin"), build_plan(topo, gather_only));
+  const CliRun gather = run_flexplan("codegen '" + path("gather.bin") + "' --target trace -o '" + path("g.json") +
+                                     "' --topology '" + kTopology + "'");
+  ASSERT_EQ(gather.exit_code, 0) << gather.output;
+  EXPECT_EQ(nlohmann::json::parse(read_text(path("g.json")))["otherData"]["collective"], "allgather");
 }
 
 }  // namespace
