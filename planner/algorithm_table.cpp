@@ -261,6 +261,13 @@ ScheduleSize measured_size(const ir::Schedule& schedule) {
   return ScheduleSize{sat_mul(size.ops, schedule.slices), sat_mul(size.group_members, schedule.slices)};
 }
 
+ScheduleBeyondLimits::ScheduleBeyondLimits(const std::string& algorithm, ScheduleSize built)
+    : std::length_error(fmt::format("{}: its schedule passed the limits while being built ({} ops and "
+                                    "{} group members when it stopped; limits {} and {})",
+                                    algorithm, built.ops, built.group_members, kMaxScheduleOps,
+                                    kMaxScheduleGroupMembers)),
+      size(built) {}
+
 bool schedule_fits_limits(const ScheduleSize& size) {
   return size.ops <= kMaxScheduleOps && size.group_members <= kMaxScheduleGroupMembers;
 }

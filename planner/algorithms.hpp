@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 
 #include "ir/plan.hpp"
@@ -61,6 +62,16 @@ ScheduleSize measured_size(const ir::Schedule&);
 inline constexpr uint64_t kMaxScheduleOps = 8'000'000;
 inline constexpr uint64_t kMaxScheduleGroupMembers = 64'000'000;
 bool schedule_fits_limits(const ScheduleSize&);
+
+// Thrown by a builder without a size estimate (flexreduce-bw's: its size follows from its LP)
+// once what it has built passes the limits above: on a flat tree of a million learners its star
+// ops would hold 10^12 group members, so the planner learns the schedule is too big from the
+// builder instead of from the memory it runs out of. `size`: what was built when it stopped, or
+// a lower bound of the whole that passes the limits already.
+struct ScheduleBeyondLimits : std::length_error {
+  ScheduleBeyondLimits(const std::string& algorithm, ScheduleSize built);
+  ScheduleSize size;
+};
 
 // Pipelined variants are priced from their base schedule's windows (pipeline.hpp); the work of
 // pricing one algorithm's variants (PipelinePricer::work: chain hops walked, link loads added)

@@ -5,6 +5,7 @@
 #include <bit>
 #include <cstdint>
 #include <map>
+#include <numeric>
 #include <set>
 #include <stdexcept>
 #include <utility>
@@ -28,6 +29,7 @@ struct Orbits {
   std::vector<int> of;             // by node
   std::vector<NodeId> representative;  // by orbit: its first node in node order
   std::vector<NodeId> top_down;    // every node, parents before children
+  std::vector<int> in_node_order;  // the orbits by their representatives' node ids
 };
 
 Orbits orbits_of(const Topology& topo) {
@@ -60,6 +62,10 @@ Orbits orbits_of(const Topology& topo) {
     if (fresh) orbits.representative.push_back(n);
   }
   orbits.top_down.assign(by_depth.rbegin(), by_depth.rend());
+  orbits.in_node_order.resize(orbits.representative.size());
+  std::iota(orbits.in_node_order.begin(), orbits.in_node_order.end(), 0);
+  std::sort(orbits.in_node_order.begin(), orbits.in_node_order.end(),
+            [&](int a, int b) { return orbits.representative[a] < orbits.representative[b]; });
   return orbits;
 }
 
@@ -208,8 +214,10 @@ struct ShareLp {
   std::vector<Columns> columns;       // by tree
   std::vector<int> link_row;          // the master's load row, by node; -1 where none
   std::vector<int> machine_row;       // the master's machine row, by machine; -1 where none
+  // (By orbit, below and in the constructor, what only orbit representatives have: by node,
+  // a deep tree of a million learners spent more on these vectors than on the LP.)
   // Kept to split each active machine's holdings after solving: the load terms of each
-  // learner's link (by node, orbit representatives only) and each machine's C (by node).
+  // learner's link and each machine's C, by orbit.
   std::vector<std::vector<std::pair<int, double>>> learner_terms, machine_terms;
   // The master's link loads over their bandwidths, summed: the tie-breaking aim among optima.
   std::vector<std::pair<int, double>> total_load;
@@ -222,9 +230,10 @@ struct ShareLp {
     const auto is_representative = [&](NodeId n) { return orbits.representative[orbits.of[n]] == n; };
     const bool pricing = prices != nullptr;
     if (!pricing) time = lp.column(0, COIN_DBL_MAX, 1);  // in units of 1 / slowest
-    std::vector<std::vector<std::pair<int, double>>> link_load(topo.num_nodes());
-    std::vector<std::vector<std::pair<int, double>>> machine_load(topo.num_nodes());  // the C terms
-    std::vector<char> machine_active(static_cast<size_t>(topo.num_nodes()), 0);
+    const size_t orbit_count = orbits.representative.size();
+    std::vector<std::vector<std::pair<int, double>>> link_load(orbit_count);
+    std::vector<std::vector<std::pair<int, double>>> machine_load(orbit_count);  // the C terms
+    std::vector<char> machine_active(orbit_count, 0);
     std::vector<std::pair<int, double>> weights_sum;
     columns.resize(trees.size());
     for (size_t t = 0; t < trees.size(); ++t) {
@@ -243,15 +252,15 @@ struct ShareLp {
         const auto& ancestors = vt.ancestors(u);
         if (split(u)) {
           // Its link: W here, the rest through the machine row.
-          if (is_representative(u)) link_load[u].emplace_back(cols.weight, 1.0);
+          if (is_representative(u)) link_load[orbits.of[u]].emplace_back(cols.weight, 1.0);
           continue;
         }
         if (is_representative(u)) {
           if (machine[static_cast<size_t>(u)]) {
             // C: (k - 1) x the whole range at u's own step, (k_a - 1) x what u holds after each
             // later step a, less what it keeps at the root.
-            auto& c = machine_load[u];
-            machine_active[static_cast<size_t>(u)] = 1;
+            auto& c = machine_load[orbits.of[u]];
+            machine_active[orbits.of[u]] = 1;
             c.emplace_back(cols.weight, static_cast<double>(vt.children(u).size()) - 1);
             for (size_t j = 0; j < ancestors.size(); ++j) {
               const double fan_in = static_cast<double>(vt.children(ancestors[j]).size()) - 1;
@@ -279,34 +288,49 @@ struct ShareLp {
         }
         if (ancestors.empty()) continue;  // the root
         // L_u, added to every physical link on u's way up to its virtual parent (one row per
-        // orbit of links: every member of an orbit carries the same load).
+        // orbit of links: every member of an orbit carries the same load), where one of them is
+        // its orbit's representative.
+        const NodeId up = vt.parent(u);
+        const auto rows_on_way_up = [&] {
+          for (NodeId link = u; link != up; link = topo.parent(link))
+            if (is_representative(link)) return true;
+          return false;
+        };
+        if (!rows_on_way_up()) continue;
         std::vector<std::pair<int, double>> load{{cols.weight, 1.0}, {held(u).back(), -1.0}};
         for (size_t j = 0; j < ancestors.size(); ++j) {
           const double fan_in = static_cast<double>(vt.children(ancestors[j]).size()) - 1;
           if (fan_in > 0) load.emplace_back(held(u)[j], fan_in);
         }
-        for (NodeId link : vt.uplink_path(topo, u))
-          if (is_representative(link))
-            link_load[link].insert(link_load[link].end(), load.begin(), load.end());
+        for (NodeId link = u; link != up; link = topo.parent(link))
+          if (is_representative(link)) {
+            auto& row = link_load[orbits.of[link]];
+            row.insert(row.end(), load.begin(), load.end());
+          }
       }
     }
     lp.row(weights_sum, 1, 1);
     link_row.assign(static_cast<size_t>(topo.num_nodes()), -1);
     machine_row.assign(static_cast<size_t>(topo.num_nodes()), -1);
-    learner_terms.resize(static_cast<size_t>(topo.num_nodes()));
-    machine_terms.resize(static_cast<size_t>(topo.num_nodes()));
+    learner_terms.resize(orbit_count);
+    machine_terms.resize(orbit_count);
     // Machine rows first, while every learner's terms are at hand: each child's are those of its
     // orbit's representative (orbit members carry the same load).
-    for (NodeId m = 0; m < topo.num_nodes(); ++m) {
-      if (!machine_active[static_cast<size_t>(m)]) continue;
-      auto terms = std::move(machine_load[m]);
-      machine_terms[static_cast<size_t>(m)] = terms;
+    std::vector<char> learner_known(orbit_count, 0);
+    for (const int orbit : orbits.in_node_order) {
+      const NodeId m = orbits.representative[orbit];
+      if (!machine_active[orbit]) continue;
+      auto terms = std::move(machine_load[orbit]);
+      machine_terms[orbit] = terms;
       double bandwidth = 0;
       for (NodeId l : topo.children(m)) {
-        const auto& own = link_load[orbits.representative[orbits.of[l]]];
+        const auto& own = link_load[orbits.of[l]];
         terms.insert(terms.end(), own.begin(), own.end());
         bandwidth += topo.uplink(l).bandwidth / slowest;
-        learner_terms[static_cast<size_t>(orbits.representative[orbits.of[l]])] = own;
+        if (!learner_known[orbits.of[l]]) {  // once per orbit: its learners' terms are alike
+          learner_terms[orbits.of[l]] = own;
+          learner_known[orbits.of[l]] = 1;
+        }
       }
       if (pricing) {
         const double price = (*machine_prices)[static_cast<size_t>(m)];
@@ -317,9 +341,10 @@ struct ShareLp {
       terms.emplace_back(time, -bandwidth);
       machine_row[static_cast<size_t>(m)] = lp.row(std::move(terms), -COIN_DBL_MAX, 0);
     }
-    for (NodeId n = 0; n < topo.num_nodes(); ++n) {
-      if (!separates_learners(topo, n) || !is_representative(n)) continue;
-      auto terms = std::move(link_load[n]);
+    for (const int orbit : orbits.in_node_order) {
+      const NodeId n = orbits.representative[orbit];
+      if (!separates_learners(topo, n)) continue;
+      auto terms = std::move(link_load[orbit]);
       if (pricing) {
         const double price = (*prices)[static_cast<size_t>(n)];
         if (price != 0)
@@ -387,10 +412,10 @@ std::vector<double> machine_splits(const Topology& topo, const Orbits& orbits, c
   };
   for (NodeId m = 0; m < topo.num_nodes(); ++m) {
     if (master.machine_row[static_cast<size_t>(m)] < 0) continue;
-    const double carried = std::max(0.0, value(master.machine_terms[static_cast<size_t>(m)]));  // C
+    const double carried = std::max(0.0, value(master.machine_terms[orbits.of[m]]));  // C
     std::map<int, std::pair<double, int>> by_orbit;  // learner orbit: slack per learner, learners
     for (NodeId l : topo.children(m)) {
-      const double load = value(master.learner_terms[orbits.representative[orbits.of[l]]]);
+      const double load = value(master.learner_terms[orbits.of[l]]);
       auto& [slack, count] = by_orbit[orbits.of[l]];
       slack = std::max(0.0, optimum * topo.uplink(l).bandwidth / slowest - load);
       ++count;

@@ -104,12 +104,13 @@ class SliceLayout {
     lay_out();
   }
 
-  // Appends the reduce ops of every branch to rs[level], mirrored broadcasts to ag[level].
-  void emit(std::vector<ir::Step>& rs, std::vector<ir::Step>& ag) const {
+  // Appends the reduce ops of every branch to rs[level], mirrored broadcasts to ag[level],
+  // counting them into `size`; throws ScheduleBeyondLimits once that passes the limits.
+  void emit(std::vector<ir::Step>& rs, std::vector<ir::Step>& ag, ScheduleSize& size) const {
     for (NodeId a : vt_.bottom_up()) {
       if (vt_.children(a).size() < 2) continue;
       const int level = vt_.level(a);
-      for (ir::Op op : branch_ops(a)) {
+      for (ir::Op op : branch_ops(a, size)) {
         rs[level].ops.push_back(op);
         op.kind = ir::OpKind::Broadcast;
         ag[level].ops.push_back(std::move(op));
@@ -181,11 +182,16 @@ class SliceLayout {
     return out;
   }
 
-  std::vector<ir::Op> branch_ops(NodeId a) const {
+  std::vector<ir::Op> branch_ops(NodeId a, ScheduleSize& size) const {
     const auto& kids = vt_.children(a);
+    const auto owners = holdings(a, a);
+    // Every owner's piece is an op of its own (adjacent pieces have different owners, each
+    // learner's being merged), each with one member per child: where that alone passes the
+    // limits, stop before building any of them.
+    const ScheduleSize at_least{size.ops + 2 * owners.size(), size.group_members + 2 * owners.size() * kids.size()};
+    if (!schedule_fits_limits(at_least)) throw ScheduleBeyondLimits("flexreduce-bw", at_least);
     std::vector<std::vector<Owned>> holders;
     for (NodeId c : kids) holders.push_back(holdings(c, c));
-    const auto owners = holdings(a, a);
     std::vector<ir::Op> ops;
     std::vector<size_t> at(kids.size(), 0);
     size_t owner_at = 0;
@@ -206,10 +212,16 @@ class SliceLayout {
       op.end = end;
       pos = end;
       if (!ops.empty() && ops.back().end == op.begin && ops.back().root == op.root &&
-          ops.back().group == op.group)
+          ops.back().group == op.group) {
         ops.back().end = op.end;
-      else
-        ops.push_back(std::move(op));
+        continue;
+      }
+      // A reduce here and its mirrored broadcast: stop before a flat tree's P ops of P members
+      // each fill the memory.
+      size.ops += 2;
+      size.group_members += 2 * op.group.size();
+      if (!schedule_fits_limits(size)) throw ScheduleBeyondLimits("flexreduce-bw", size);
+      ops.push_back(std::move(op));
     }
     return ops;
   }
@@ -222,6 +234,35 @@ class SliceLayout {
 };
 
 constexpr uint64_t kUnits = uint64_t{1} << 40;
+
+// A lower bound of the schedule's ops and group members: a learner that holds some of its
+// class's slice after the step of a virtual ancestor with k >= 2 children owns items there, so
+// it is the root of at least one reduce of k members at that step, and of its mirrored
+// broadcast. A holding counts only when it is large enough to keep a unit through the layout's
+// rounding (each ring's part is rounded once, at most one unit off per ring).
+ScheduleSize at_least(const Topology& topo, const std::vector<VirtualTree>& trees,
+                      const BandwidthShares& shares) {
+  ScheduleSize size;
+  for (size_t c = 0; c < shares.classes.size(); ++c) {
+    const VirtualTree& vt = trees[c];
+    const auto& held = shares.classes[c].held;
+    const double units = shares.classes[c].weight * static_cast<double>(kUnits);
+    for (int rank = 0; rank < topo.num_learners(); ++rank) {
+      const NodeId l = topo.learner_node(rank);
+      if (!vt.active(l)) continue;
+      const auto& ancestors = vt.ancestors(l);
+      const auto& fractions = held[static_cast<size_t>(l)];
+      const double enough = static_cast<double>(ancestors.size() + 2);
+      for (size_t j = 0; j < ancestors.size() && j < fractions.size(); ++j) {
+        const uint64_t k = vt.children(ancestors[j]).size();
+        if (k < 2 || fractions[j] * units < enough) continue;
+        size.ops += 2;
+        size.group_members += 2 * k;
+      }
+    }
+  }
+  return size;
+}
 
 }  // namespace
 
@@ -238,6 +279,11 @@ ir::Schedule plan_flexreduce_bw(const Topology& topo) {
   for (const auto& share : shares.classes) {
     levels = std::max(levels, trees.emplace_back(topo, share.transparent).levels());
   }
+  // Before laying anything out (held ranges for every node and ancestor: gigabytes on a deep
+  // tree of a million learners), a lower bound of the schedule's size from the shares alone.
+  ScheduleSize size = at_least(topo, trees, shares);
+  if (!schedule_fits_limits(size)) throw ScheduleBeyondLimits("flexreduce-bw", size);
+  size = {};
   std::vector<ir::Step> rs(levels), ag(levels);
   double cumulative = 0;
   uint64_t begin = 0;
@@ -247,7 +293,7 @@ ir::Schedule plan_flexreduce_bw(const Topology& topo) {
         c + 1 == shares.classes.size()
             ? kUnits
             : std::min<uint64_t>(kUnits, static_cast<uint64_t>(std::llround(cumulative * static_cast<double>(kUnits))));
-    if (end > begin) SliceLayout(topo, trees[c], shares.classes[c], {begin, end}).emit(rs, ag);
+    if (end > begin) SliceLayout(topo, trees[c], shares.classes[c], {begin, end}).emit(rs, ag, size);
     begin = end;
   }
   for (int level = 0; level < levels; ++level) {

@@ -280,6 +280,7 @@ class PlanBuilder {
       bool closed_form_only = false;  // a row priced by its closed form: only that is found
       std::optional<ScheduleCost> closed;
       std::optional<ir::Schedule> base;
+      std::optional<ScheduleSize> beyond;  // the build stopped past the limits, at this size
       double build_seconds = 0;
       std::optional<ScheduleFloors> floors;
       double floors_seconds = 0;
@@ -332,7 +333,13 @@ class PlanBuilder {
         }
         if (row.estimate != nullptr && !schedule_fits_limits(row.estimate(topo_))) return;
         auto start = Clock::now();
-        p.base = row.build(topo_);
+        try {
+          p.base = row.build(topo_);
+        } catch (const ScheduleBeyondLimits& beyond) {
+          p.beyond = beyond.size;
+          p.build_seconds = seconds_since(start);
+          return;
+        }
         p.build_seconds = seconds_since(start);
         if (!schedule_fits_limits(measured_size(*p.base))) return;
         start = Clock::now();
@@ -374,6 +381,10 @@ class PlanBuilder {
         return;
       }
       auto& floors = floors_[p.row];
+      if (p.beyond) {
+        stopped(*p.row, *p.beyond, p.build_seconds);
+        return;
+      }
       if (!p.base) return;  // too big to build, by its estimate: no floors
       note_base_built(*p.row, *p.base, p.build_seconds);
       bases_[p.row] = std::move(p.base);
@@ -473,14 +484,29 @@ class PlanBuilder {
     } else if (schedule_fits_limits(candidate.size)) {
       build(index);
     } else {
-      candidate.left_out_because = too_big(candidate.size);
+      candidate.left_out_because = too_big(candidate);
       note(fmt::format("{}: left out: {}", candidate.algorithm, candidate.left_out_because));
     }
   }
 
-  static std::string too_big(const ScheduleSize& size) {
+  std::string too_big(const Candidate& candidate) const { return too_big(candidate.choice, candidate.size); }
+  std::string too_big(const AlgorithmChoice& choice, const ScheduleSize& size) const {
+    if (const auto found = stopped_.find(choice.row); found != stopped_.end())
+      return fmt::format("its {}schedule passed the limits while being built (it stopped at {} ops "
+                         "and {} group members; limits {} and {})",
+                         choice.slices > 1 ? "base " : "", found->second.ops,
+                         found->second.group_members, kMaxScheduleOps, kMaxScheduleGroupMembers);
     return fmt::format("its schedule would have ~{} ops and {} group members (limits {} and {})",
                        size.ops, size.group_members, kMaxScheduleOps, kMaxScheduleGroupMembers);
+  }
+
+  // A base whose builder stopped past the limits (ScheduleBeyondLimits): its size is at least
+  // what was built, which is beyond the limits, so every variant is left out by size.
+  void stopped(const AlgorithmRow& row, const ScheduleSize& size, double seconds) {
+    stopped_[&row] = size;
+    base_sizes_[&row] = size;
+    note(fmt::format("{}: base schedule passed the limits while being built ({} ops, {} group "
+                     "members), stopped after {:.3f} s", row.name, size.ops, size.group_members, seconds));
   }
 
   // Builds the candidate's schedule and prices it with the evaluator; a closed-form price
@@ -546,7 +572,7 @@ class PlanBuilder {
           if (too_big_to_build(candidate)) {
             candidate.left_out_because = fmt::format(
                 "would win messages of {} and up, but {}",
-                format_bytes(static_cast<double>(piece.min_bytes)), too_big(candidate.size));
+                format_bytes(static_cast<double>(piece.min_bytes)), too_big(candidate));
             note(fmt::format("{}: left out: {}", candidate.algorithm,
                              candidate.left_out_because));
             dropped = true;
@@ -611,7 +637,7 @@ class PlanBuilder {
   // settles most cases without building the base.
   std::string beyond_pipeline_limits(const Candidate& candidate) {
     const uint64_t slices = candidate.choice.slices;
-    if (!compact(candidate.choice) && !schedule_fits_limits(candidate.size)) return too_big(candidate.size);
+    if (!compact(candidate.choice) && !schedule_fits_limits(candidate.size)) return too_big(candidate);
     const ir::PipelineFootprint estimate{candidate.size.ops / slices, candidate.size.group_members / slices, 0};
     std::string why = ir::pipeline_beyond_limits(estimate, slices);
     if (!why.empty() || !schedule_fits_limits(base_size(*candidate.choice.row))) return why;
@@ -631,9 +657,15 @@ class PlanBuilder {
   // The size of a row's unpipelined schedule (its estimate, or the built base), found once:
   // both walk the tree or the schedule, and every variant of the row asks.
   ScheduleSize base_size(const AlgorithmRow& row) {
-    auto [it, fresh] = base_sizes_.try_emplace(&row);
-    if (fresh) it->second = row.estimate != nullptr ? row.estimate(topo_) : measured_size(base_schedule(row));
-    return it->second;
+    if (const auto found = base_sizes_.find(&row); found != base_sizes_.end()) return found->second;
+    if (row.estimate != nullptr) return base_sizes_[&row] = row.estimate(topo_);
+    const auto start = Clock::now();
+    try {
+      return base_sizes_[&row] = measured_size(base_schedule(row));
+    } catch (const ScheduleBeyondLimits& beyond) {
+      stopped(row, beyond.size, seconds_since(start));
+      return beyond.size;
+    }
   }
 
   PipelinePricer& pricer(const AlgorithmRow& row) {
@@ -656,6 +688,7 @@ class PlanBuilder {
   std::map<const AlgorithmRow*, std::optional<ir::PipelineFootprint>> footprints_;  // of bases_
   std::map<const AlgorithmRow*, uint64_t> pricing_spent_;
   std::map<const AlgorithmRow*, ScheduleSize> base_sizes_;  // base_size by row
+  std::map<const AlgorithmRow*, ScheduleSize> stopped_;     // bases whose builds stopped: what was built
   std::map<const AlgorithmRow*, std::optional<ScheduleCost>> closed_forms_;  // closed_form by row
   // By grid() size: the least price_upper_bound of the racing candidates so far, margins in.
   std::vector<double> cheapest_;

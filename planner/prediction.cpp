@@ -31,11 +31,15 @@ AlgorithmPrediction predict_algorithm(const Topology& topo, std::string_view nam
 
   const auto size = choice.estimate(topo);
   if (!size || schedule_fits_limits(*size)) {
-    const auto schedule = choice.build_compact(topo);
-    if (schedule_fits_limits(measured_size(schedule))) {
-      prediction.method = "evaluator";
-      prediction.time = curve(evaluate_schedule(topo, schedule, params));
-      return prediction;
+    try {
+      const auto schedule = choice.build_compact(topo);
+      if (schedule_fits_limits(measured_size(schedule))) {
+        prediction.method = "evaluator";
+        prediction.time = curve(evaluate_schedule(topo, schedule, params));
+        return prediction;
+      }
+    } catch (const ScheduleBeyondLimits&) {
+      // Too big to build; priced below as such.
     }
   }
   const std::string too_big = size ? fmt::format("~{} ops, too many to build", size->ops)

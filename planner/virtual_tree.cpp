@@ -11,16 +11,16 @@ bool passes_through(const Topology& topo, const std::vector<char>& transparent, 
 }
 
 VirtualTree::VirtualTree(const Topology& topo, const std::vector<char>& transparent)
-    : parent_(topo.num_nodes(), kInactive),
-      children_(topo.num_nodes()),
-      ancestors_(topo.num_nodes()),
-      level_(topo.num_nodes(), -1),
-      learners_(topo.num_nodes()) {
+    : topo_(&topo), parent_(topo.num_nodes(), kInactive), level_(topo.num_nodes(), -1) {
+  const auto nodes = static_cast<size_t>(topo.num_nodes());
   // Top down in depth-first order, so that every node's nearest active ancestor is known when
-  // the node is reached.
-  std::vector<NodeId> nearest_active(topo.num_nodes(), -1);
+  // the node is reached. Node ids need not be in preorder, so children and ancestors are
+  // counted first (an active node has one ancestor more than its virtual parent), then written.
+  std::vector<NodeId> nearest_active(nodes, -1);
+  std::vector<uint32_t> ancestor_count(nodes, 0), child_count(nodes, 0);
   std::vector<NodeId> stack{topo.root()};
   std::vector<NodeId> top_down;
+  top_down.reserve(nodes);
   while (!stack.empty()) {
     const NodeId n = stack.back();
     stack.pop_back();
@@ -30,27 +30,36 @@ VirtualTree::VirtualTree(const Topology& topo, const std::vector<char>& transpar
       const NodeId up = n == topo.root() ? -1 : nearest_active[topo.parent(n)];
       parent_[n] = up;
       if (up >= 0) {
-        children_[up].push_back(n);
-        ancestors_[n].push_back(up);
-        ancestors_[n].insert(ancestors_[n].end(), ancestors_[up].begin(), ancestors_[up].end());
+        ++child_count[up];
+        ancestor_count[n] = ancestor_count[up] + 1;
       }
     }
     nearest_active[n] = is_active ? n : nearest_active[topo.parent(n)];
     const auto kids = topo.children(n);
     for (auto it = kids.rbegin(); it != kids.rend(); ++it) stack.push_back(*it);
   }
+  children_from_.assign(nodes + 1, 0);
+  ancestors_from_.assign(nodes + 1, 0);
+  for (size_t n = 0; n < nodes; ++n) {
+    children_from_[n + 1] = children_from_[n] + child_count[n];
+    ancestors_from_[n + 1] = ancestors_from_[n] + ancestor_count[n];
+  }
+  children_.resize(children_from_[nodes]);
+  ancestors_.resize(ancestors_from_[nodes]);
+  std::fill(child_count.begin(), child_count.end(), 0);  // now: children written so far
+  for (const NodeId n : top_down) {  // a parent's ancestors are written before its children's
+    if (!active(n) || parent_[n] < 0) continue;
+    const NodeId up = parent_[n];
+    children_[children_from_[up] + child_count[up]++] = n;  // in depth-first order
+    NodeId* out = ancestors_.data() + ancestors_from_[n];
+    *out++ = up;
+    std::copy(ancestors_.data() + ancestors_from_[up], ancestors_.data() + ancestors_from_[up + 1], out);
+  }
   for (auto it = top_down.rbegin(); it != top_down.rend(); ++it) {
     const NodeId n = *it;
     if (!active(n)) continue;
     bottom_up_.push_back(n);
-    if (topo.is_learner(n)) {
-      learners_[n] = {topo.rank_of(n)};
-      continue;
-    }
-    for (NodeId child : children_[n]) {
-      level_[n] = std::max(level_[n], level_[child] + 1);
-      learners_[n].insert(learners_[n].end(), learners_[child].begin(), learners_[child].end());
-    }
+    for (NodeId child : children(n)) level_[n] = std::max(level_[n], level_[child] + 1);
   }
 }
 

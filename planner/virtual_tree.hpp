@@ -4,6 +4,7 @@
 // bandwidth-aware planner mixes several virtual trees of one topology (bandwidth_shares.hpp).
 #pragma once
 
+#include <span>
 #include <vector>
 
 #include "topology/topology.hpp"
@@ -24,28 +25,39 @@ class VirtualTree {
 
   bool active(NodeId n) const { return parent_[n] != kInactive; }
   NodeId parent(NodeId n) const { return parent_[n]; }  // -1 for the root
-  const std::vector<NodeId>& children(NodeId n) const { return children_[n]; }
+  std::span<const NodeId> children(NodeId n) const {
+    return {children_.data() + children_from_[n], children_.data() + children_from_[n + 1]};
+  }
   // Virtual ancestors of an active node: its virtual parent first, the root last.
-  const std::vector<NodeId>& ancestors(NodeId n) const { return ancestors_[n]; }
+  std::span<const NodeId> ancestors(NodeId n) const {
+    return {ancestors_.data() + ancestors_from_[n], ancestors_.data() + ancestors_from_[n + 1]};
+  }
   // Active nodes, children before parents.
   const std::vector<NodeId>& bottom_up() const { return bottom_up_; }
   // Learners have level -1, a branch one more than its highest child.
   int level(NodeId n) const { return level_[n]; }
   int levels() const { return level_[0] + 1; }
-  // Learner ranks under an active node, in depth-first order.
-  const std::vector<int>& learners_under(NodeId n) const { return learners_[n]; }
+  // Learner ranks under an active node, in depth-first order: the physical node's, since
+  // every learner is active and hangs below each of its active ancestors.
+  std::span<const int> learners_under(NodeId n) const { return topo_->learners_under(n); }
   // The physical nodes whose uplinks an active node's data crosses to reach its virtual parent:
   // the node itself and the transparent switches above it.
   std::vector<NodeId> uplink_path(const Topology&, NodeId n) const;
 
  private:
   static constexpr NodeId kInactive = -2;
+  const Topology* topo_;
   std::vector<NodeId> parent_;
-  std::vector<std::vector<NodeId>> children_;
-  std::vector<std::vector<NodeId>> ancestors_;
+  // Every node's children, and its ancestors, in one array each, node n's from
+  // children_from_[n] to children_from_[n + 1] (ancestors_ likewise): a vector per node cost
+  // a deep tree of a million learners hundreds of megabytes and millions of allocations for
+  // each virtual tree, and the share LP builds a dozen of them.
+  std::vector<NodeId> children_;
+  std::vector<size_t> children_from_;
+  std::vector<NodeId> ancestors_;
+  std::vector<size_t> ancestors_from_;
   std::vector<NodeId> bottom_up_;
   std::vector<int> level_;
-  std::vector<std::vector<int>> learners_;
 };
 
 }  // namespace flexplan

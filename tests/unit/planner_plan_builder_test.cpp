@@ -236,6 +236,40 @@ TEST(PlannerBuildPlan, WinnersTooBigToBuildLeaveTheRace) {
   EXPECT_THROW(build_plan(topo, PlanOptions{{"ring"}}), std::runtime_error);
 }
 
+// One switch of 9,000 learners: flexreduce-bw's star ops would have one member per learner, about
+// P of them (2 x 9,000 x 9,000 members with the all-gather, past the 64 million limit). It has no
+// size estimate; its builder stops once the schedule passes the limits (from its shares, before
+// laying out any range) instead of building it, and the planner leaves it out saying so.
+TEST(PlannerBuildPlan, FlexreduceBwOnAFlatSwitchStopsAtTheLimits) {
+  testing::TreeBuilder tree("flat");
+  for (int i = 0; i < 9000; ++i) tree.add_learner(tree.root(), "g" + std::to_string(i), kEthernet);
+  const auto topo = tree.build();
+  try {
+    plan_flexreduce_bw(topo);
+    FAIL() << "built a schedule past the limits";
+  } catch (const ScheduleBeyondLimits& beyond) {
+    // The bound from the shares: every learner owns 1/P, a reduce and a broadcast of P members.
+    EXPECT_EQ(beyond.size.ops, 2u * 9000);
+    EXPECT_EQ(beyond.size.group_members, 2u * 9000 * 9000);
+  }
+  std::vector<std::string> notes;
+  PlanOptions options{{"flexreduce-bw", "flexreduce-bw@4", "binomial-tree"}};
+  options.progress = [&](std::string_view note) { notes.emplace_back(note); };
+  const auto report = build_plan_report(topo, options);
+  for (const std::string name : {"flexreduce-bw", "flexreduce-bw@4"}) {
+    const Candidate* candidate = report.find(name);
+    ASSERT_NE(candidate, nullptr) << name;
+    EXPECT_FALSE(candidate->built) << name;
+    EXPECT_NE(candidate->left_out_because.find("passed the limits while being built"), std::string::npos)
+        << candidate->left_out_because;
+  }
+  ASSERT_EQ(report.plan.schedules.size(), 1u);
+  EXPECT_EQ(report.plan.schedules[0].algorithm, "binomial-tree");
+  EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string& note) {
+    return note.rfind("flexreduce-bw: base schedule passed the limits", 0) == 0;
+  }));
+}
+
 // Closed-form candidates are built only when they win a range.
 TEST(PlannerBuildPlan, LosersWithClosedFormsAreNotBuilt) {
   const auto report = build_plan_report(machines({2, 3}), PlanOptions{});
