@@ -146,6 +146,7 @@ Schedule expand_pipeline(const Schedule& base, uint32_t slices) {
   Schedule piped;
   piped.algorithm = slices == 1 ? base.algorithm : fmt::format("{}@{}", base.algorithm, slices);
   piped.collective = base.collective;
+  piped.root = base.root;  // (a sharded collective is never pipelined: its shards would be cut)
   piped.min_bytes = base.min_bytes;
   piped.max_bytes = base.max_bytes;
   piped.units = base.units * slices;
@@ -193,6 +194,7 @@ std::optional<PipelineBase> pipeline_base(const Schedule& piped) {
   Schedule& base = out.base;
   base.algorithm = std::string(name.substr(0, at));
   base.collective = piped.collective;
+  base.root = piped.root;
   base.min_bytes = piped.min_bytes;
   base.max_bytes = piped.max_bytes;
   base.units = piped.units / slices;

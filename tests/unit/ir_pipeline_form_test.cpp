@@ -394,3 +394,41 @@ TEST(PipelineForm, RepeatedStepsAreVerifiedOnce) {
 
 }  // namespace
 }  // namespace flexplan::ir
+
+namespace flexplan::ir {
+namespace {
+
+// A rooted collective's pipeline keeps its root when expanded and when its base is recovered
+// (expand_pipeline once dropped it: `inspect` and in-process plans then named root 0 for a
+// pipeline planned for another root).
+TEST(PipelineForm, RootSurvivesExpansionAndBaseRecovery) {
+  Schedule base;
+  base.algorithm = "bcast";
+  base.collective = Collective::Broadcast;
+  base.root = 2;
+  base.units = 1;
+  Step step;
+  step.phase = Phase::Broadcast;
+  Op op;
+  op.kind = OpKind::Broadcast;
+  op.begin = 0;
+  op.end = 1;
+  op.root = 2;
+  op.group = RankList({2, 0, 1});
+  step.ops.push_back(op);
+  base.steps = std::vector<Step>{step};
+  verify_schedule(base, 3);
+  const Schedule compact = compact_pipeline(base, 4);
+  const Schedule whole = expand_pipeline(base, 4);
+  EXPECT_EQ(compact.root, 2);
+  EXPECT_EQ(whole.root, 2);
+  EXPECT_NO_THROW(verify_schedule(whole, 3));
+  EXPECT_EQ(materialize(compact).root, 2);
+  const auto recovered = pipeline_base(whole);
+  ASSERT_TRUE(recovered);
+  EXPECT_EQ(recovered->base.root, 2);
+  EXPECT_EQ(recovered->slices, 4u);
+}
+
+}  // namespace
+}  // namespace flexplan::ir
