@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <span>
 #include <stdexcept>
+#include <tuple>
 #include <vector>
 
 #include "ir/collective_contract.hpp"
@@ -481,17 +483,128 @@ std::vector<size_t> repeated_schedules(const Plan& plan) {
   return earlier;
 }
 
+// The transpose of a verified copying schedule, proven without executing it.
+//
+// Let `copies` be a verified all-gather over equal shards, or a verified broadcast, in which
+// every op's root is in its group, every rank other than a unit's owner (the root, for a
+// broadcast) receives each unit once and the owner never (the units received add up to
+// U (P - 1), and each of those ranks receives each unit at least once to end with it), and no
+// two ops of a step have the same root on overlapping units. Each rank then gets unit u from one
+// op, whose root held u when the step began (its members receive nothing else, so they would
+// otherwise end without it); the rank sends u only in later steps. The transpose
+// (transpose_copies: steps reversed, each broadcast a reduce to the same root over the same
+// group) runs those edges backwards: a rank's reduce into its sender comes after every reduce
+// into it from the ranks it sent to, and it is read by no other reduce, so the owner ends with
+// each rank's input once: the reduce-scatter (reduce) over the same shards (root). Its writes
+// are the copies' sends, one per root and unit in a step: no write conflict.
+bool transposes_to(const Schedule& combining, const Schedule& copies) {
+  const bool pair = (combining.collective == Collective::ReduceScatter &&
+                     copies.collective == Collective::AllGather) ||
+                    (combining.collective == Collective::Reduce &&
+                     copies.collective == Collective::Broadcast);
+  if (!pair || combining.units != copies.units || combining.root != copies.root ||
+      !combining.shards.empty() || !copies.shards.empty() ||
+      // A sharded pipeline is not right exactly when its base is (base_stands_for_pipeline).
+      (has_shards(copies.collective) && (copies.slices != 1 || combining.slices != 1)) ||
+      combining.steps.size() != copies.steps.size())
+    return false;
+  const size_t n = copies.steps.size();
+  for (size_t s = 0; s < n; ++s) {
+    const Step& back = combining.steps[s];
+    const Step& forth = copies.steps[n - 1 - s];
+    const Phase mirrored = forth.phase == Phase::AllGather   ? Phase::ReduceScatter
+                           : forth.phase == Phase::Broadcast ? Phase::Reduce
+                                                             : forth.phase;
+    if (back.phase != mirrored || back.level != forth.level || back.ops.size() != forth.ops.size())
+      return false;
+    for (size_t o = 0; o < back.ops.size(); ++o) {
+      const Op &a = back.ops[o], &b = forth.ops[o];
+      if (a.kind != OpKind::Reduce || b.kind != OpKind::Broadcast || a.begin != b.begin ||
+          a.end != b.end || a.root != b.root || a.shape != b.shape ||
+          a.group.size() != b.group.size() ||
+          !std::equal(a.group.begin(), a.group.end(), std::make_reverse_iterator(b.group.end())))
+        return false;
+    }
+  }
+  return true;
+}
+
+// The conditions on a verified copying schedule under which its transpose is proven
+// (transposes_to's comment).
+bool receives_each_unit_once(const Schedule& copies, int32_t world_size) {
+  unsigned __int128 received = 0;
+  // Per root, the end of its latest send in this step: sends in unit order (as the planner
+  // writes them) are checked in O(1); a step with any other order is sorted.
+  std::vector<uint64_t> sent_to(static_cast<size_t>(world_size), 0);
+  std::vector<uint32_t> stamp(static_cast<size_t>(world_size), 0);
+  std::vector<std::tuple<int32_t, uint64_t, uint64_t>> sends;
+  uint32_t now = 0;
+  for (const Step& step : copies.steps) {
+    ++now;
+    bool in_order = true;
+    for (const Op& op : step.ops) {
+      if (!op.root_in_group()) return false;
+      received += static_cast<unsigned __int128>(op.end - op.begin) * (op.group.size() - 1);
+      const auto root = static_cast<size_t>(op.root);
+      if (stamp[root] != now) {
+        stamp[root] = now;
+        sent_to[root] = op.end;
+        continue;
+      }
+      if (op.begin < sent_to[root]) in_order = false;
+      sent_to[root] = std::max(sent_to[root], op.end);
+    }
+    if (in_order) continue;
+    sends.clear();
+    for (const Op& op : step.ops) sends.emplace_back(op.root, op.begin, op.end);
+    std::sort(sends.begin(), sends.end());
+    for (size_t i = 1; i < sends.size(); ++i)
+      if (std::get<0>(sends[i]) == std::get<0>(sends[i - 1]) &&
+          std::get<1>(sends[i]) < std::get<2>(sends[i - 1]))
+        return false;
+  }
+  return received == static_cast<unsigned __int128>(copies.units) *
+                         static_cast<uint64_t>(world_size - 1);
+}
+
 }  // namespace
 
 void verify_plan(const Plan& plan) {
   check_plan_fields(plan);
   const std::vector<size_t> repeated = repeated_schedules(plan);
+  // A reduce-scatter or reduce that is the transpose of an all-gather or broadcast of the plan
+  // is proven through it (transposes_to) where that one verifies and meets the conditions;
+  // otherwise, or where the copies fail, it is executed as any schedule is.
+  std::vector<char> verified(plan.schedules.size(), 0);
+  const auto proven_as_transpose = [&](size_t i) {
+    const Schedule& schedule = plan.schedules[i];
+    if (!combines(schedule.collective) || schedule.collective == Collective::AllReduce) return false;
+    for (size_t j = 0; j < plan.schedules.size(); ++j) {
+      if (!transposes_to(schedule, plan.schedules[j])) continue;
+      // A pipeline and its base are right together: the one holding the steps first is verified.
+      const size_t k = repeated[j] == kNoEarlier ? j : repeated[j];
+      if (!verified[k]) {
+        try {
+          verify_schedule_labeled(plan.schedules[k], plan.world_size, schedule_label(plan, k));
+        } catch (const VerifyError&) {
+          return false;  // reported in its own turn
+        }
+        verified[k] = 1;
+      }
+      if (!receives_each_unit_once(plan.schedules[j], plan.world_size)) return false;
+      check_schedule_fields(schedule, plan.world_size, schedule_label(plan, i));
+      return true;
+    }
+    return false;
+  };
   for (size_t i = 0; i < plan.schedules.size(); ++i) {
     if (repeated[i] != kNoEarlier) {
       check_schedule_fields(plan.schedules[i], plan.world_size, schedule_label(plan, i));
       continue;
     }
+    if (verified[i] || proven_as_transpose(i)) continue;
     verify_schedule_labeled(plan.schedules[i], plan.world_size, schedule_label(plan, i));
+    verified[i] = 1;
   }
 }
 

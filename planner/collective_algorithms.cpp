@@ -175,14 +175,23 @@ ir::Schedule plan_hierarchical_allgather(const Topology& topo) {
   const std::vector<Machine> machines = machines_of(topo);
   auto& steps = schedule.steps.edit();
   append_machine_gather(steps, schedule, p, machines);
-  // A ring among the leaders, each passing on a machine's block of shards.
+  // A ring among the leaders, each passing on a machine's block of shards. Each block's runs of
+  // units are found once (the ring passes each block M - 1 times).
   const int32_t m = static_cast<int32_t>(machines.size());
+  std::vector<std::vector<ir::Op>> blocks(machines.size());
+  size_t block_ops = 0;
+  for (size_t b = 0; b < machines.size(); ++b) {
+    copy_shards(blocks[b], schedule, p, machines[b].learners, machines[b].leader,
+                machines[b].leader);
+    block_ops += blocks[b].size();
+  }
   for (int32_t k = 0; k + 1 < m; ++k) {
     ir::Step step = step_of(ir::Phase::AllGather, top_level(topo));
+    step.ops.reserve(block_ops);
     for (int32_t i = 0; i < m; ++i) {
-      const Machine& block = machines[static_cast<size_t>(((i - k) % m + m) % m)];
-      copy_shards(step.ops, schedule, p, block.learners, machines[i].leader,
-                  machines[(i + 1) % m].leader);
+      const int32_t from = machines[i].leader, to = machines[(i + 1) % m].leader;
+      for (const ir::Op& run : blocks[static_cast<size_t>(((i - k) % m + m) % m)])
+        step.ops.push_back(copy(run.begin, run.end, from, {from, to}));
     }
     steps.push_back(std::move(step));
   }
@@ -202,13 +211,12 @@ struct DepthFirst {
   bool holds(NodeId n, size_t place) const { return begin(n) <= place && place < end(n); }
 };
 
-// Appends the learners under `node` in depth-first order, the child holding `last` last; only
-// those `keep` marks, where it is given (by rank).
-void append_subtree(const DepthFirst& order, NodeId node, size_t last, ir::RankList& chain,
-                    const std::vector<bool>* keep = nullptr) {
+// Appends the learners under `node` in depth-first order, the child holding `last` last.
+void append_subtree(const DepthFirst& order, NodeId node, size_t last, ir::RankList& chain) {
   const Topology& topo = order.topo;
-  if (topo.is_learner(node)) {
-    if (!keep || (*keep)[static_cast<size_t>(topo.rank_of(node))]) chain.push_back(topo.rank_of(node));
+  if (!order.holds(node, last) || topo.is_learner(node)) {
+    // Its learners in depth-first order, as they are held.
+    for (const int rank : topo.learners_under(node)) chain.push_back(rank);
     return;
   }
   NodeId deferred = -1;
@@ -217,10 +225,50 @@ void append_subtree(const DepthFirst& order, NodeId node, size_t last, ir::RankL
       deferred = child;
       continue;
     }
-    append_subtree(order, child, last, chain, keep);
+    append_subtree(order, child, last, chain);
   }
-  if (deferred >= 0) append_subtree(order, deferred, last, chain, keep);
+  if (deferred >= 0) append_subtree(order, deferred, last, chain);
 }
+
+// The machine leaders in depth-first order, and the run of them under each node: a subtree
+// that does not hold a chain's end adds its leaders as one run (as append_subtree would add the
+// leaders among its learners, without walking every learner for every chain).
+class LeaderOrder {
+ public:
+  LeaderOrder(const DepthFirst& order, const std::vector<bool>& leader) : order_(order) {
+    const size_t p = order.topo.learners_under(order.topo.root()).size();
+    for (size_t place = 0; place < p; ++place)
+      if (leader[static_cast<size_t>(order.first[place])]) {
+        ranks_.push_back(order.first[place]);
+        places_.push_back(place);
+      }
+  }
+
+  // The leaders append_subtree(order, node, last, chain) would add, in its order.
+  void append(NodeId node, size_t last, ir::RankList& chain) const {
+    const Topology& topo = order_.topo;
+    if (!order_.holds(node, last) || topo.is_learner(node)) {
+      const auto lo = std::lower_bound(places_.begin(), places_.end(), order_.begin(node));
+      const auto hi = std::lower_bound(lo, places_.end(), order_.end(node));
+      for (auto at = lo; at != hi; ++at) chain.push_back(ranks_[static_cast<size_t>(at - places_.begin())]);
+      return;
+    }
+    NodeId deferred = -1;
+    for (NodeId child : topo.children(node)) {
+      if (order_.holds(child, last)) {
+        deferred = child;
+        continue;
+      }
+      append(child, last, chain);
+    }
+    if (deferred >= 0) append(deferred, last, chain);
+  }
+
+ private:
+  const DepthFirst& order_;
+  std::vector<int32_t> ranks_;
+  std::vector<size_t> places_;
+};
 
 }  // namespace
 
@@ -275,6 +323,7 @@ ir::Schedule plan_machine_chains_allgather(const Topology& topo) {
     for (size_t place = order.begin(child); place < order.end(child); ++place) top_of[place] = child;
   std::vector<bool> leader(static_cast<size_t>(p), false);
   for (const Machine& machine : machines) leader[static_cast<size_t>(machine.leader)] = true;
+  const LeaderOrder leaders(order, leader);
   auto& steps = schedule.steps.edit();
   append_machine_gather(steps, schedule, p, machines);
   ir::Step step = step_of(ir::Phase::AllGather, top_level(topo));
@@ -295,9 +344,9 @@ ir::Schedule plan_machine_chains_allgather(const Topology& topo) {
           deferred = child;
           continue;
         }
-        append_subtree(order, child, last, chain, &leader);
+        leaders.append(child, last, chain);
       }
-      if (deferred >= 0) append_subtree(order, deferred, last, chain, &leader);
+      if (deferred >= 0) leaders.append(deferred, last, chain);
     };
     visit_others(node, -1);
     for (NodeId below = node, above = topo.parent(node); above >= 0;

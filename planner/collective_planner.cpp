@@ -5,6 +5,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
+#include <functional>
+#include <optional>
 #include <stdexcept>
 
 #include "ir/collective_contract.hpp"
@@ -154,13 +157,60 @@ const CollectiveCandidate& CollectivePlan::chosen(uint64_t bytes) const {
   throw std::logic_error("a chosen schedule without its candidate");
 }
 
-CollectivePlan plan_collective(const Topology& topo, ir::Collective collective, int32_t root,
-                               std::span<const std::string> algorithms, const CostParams& cost) {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+// A candidate is named in the progress lines when building and pricing it took this long.
+constexpr double kProgressSeconds = 0.05;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// The copying collective whose transpose `combining` is: all-gather for reduce-scatter,
+// broadcast for reduce.
+ir::Collective copying_mirror(ir::Collective combining) {
+  return combining == ir::Collective::ReduceScatter ? ir::Collective::AllGather
+                                                    : ir::Collective::Broadcast;
+}
+
+void check_collective_and_root(const Topology& topo, ir::Collective collective, int32_t root) {
   if (collective == ir::Collective::AllReduce)
     throw std::invalid_argument("plan_collective: all-reduce is planned by build_plan");
   if (root < 0 || root >= topo.num_learners())
     throw std::invalid_argument(fmt::format("root {} is not among the {} learners", root,
                                             topo.num_learners()));
+}
+
+// The cheapest raced candidate per size range, as the plan's schedules. `schedule_of` gives a
+// candidate's schedule (built on demand for a transposed plan).
+template <typename ScheduleOf>
+void keep_cheapest(CollectivePlan& plan, ScheduleOf&& schedule_of) {
+  std::vector<PriceCurve> curves;
+  std::vector<size_t> raced;  // candidate index of each curve
+  for (size_t i = 0; i < plan.candidates.size(); ++i) {
+    if (!plan.candidates[i].left_out_because.empty()) continue;
+    const ScheduleCost* priced = &plan.candidates[i].cost;
+    curves.push_back([priced](double bytes) { return priced->at(bytes); });
+    raced.push_back(i);
+  }
+  if (curves.empty())
+    throw std::runtime_error(fmt::format("no {} algorithm can be built for this tree ({})",
+                                         ir::to_string(plan.collective),
+                                         plan.candidates.front().left_out_because));
+  for (const EnvelopePiece& piece : cheapest_pieces(curves)) {
+    ir::Schedule schedule = schedule_of(raced[piece.curve]);
+    schedule.min_bytes = piece.min_bytes;
+    schedule.max_bytes = piece.max_bytes;
+    plan.schedules.push_back(std::move(schedule));
+  }
+}
+
+// Races the rows of a copying collective (all-gather or broadcast), keeping every raced
+// candidate's schedule (a transposed plan may pick another winner where its prices differ).
+CollectivePlan race_copies(const Topology& topo, ir::Collective collective, int32_t root,
+                           std::span<const std::string> algorithms, const CostParams& cost,
+                           const std::function<void(std::string_view)>& progress) {
   CollectivePlan plan;
   plan.collective = collective;
   plan.root = ir::has_root(collective) ? root : 0;
@@ -183,8 +233,9 @@ CollectivePlan plan_collective(const Topology& topo, ir::Collective collective, 
         if (slices <= row.max_slices) choices.push_back({&row, slices});
     }
 
-  std::vector<PriceCurve> curves;
-  std::vector<size_t> raced;  // candidate index of each curve
+  // A row's base is built once for all its slicings, which share its steps (and are then
+  // verified once: ir/verify.hpp).
+  std::vector<std::pair<const CollectiveRow*, ir::Schedule>> bases;
   for (const NamedChoice& choice : choices) {
     CollectiveCandidate candidate;
     candidate.algorithm = choice_name(choice);
@@ -196,30 +247,185 @@ CollectivePlan plan_collective(const Topology& topo, ir::Collective collective, 
           fmt::format("about {} ops and {} group members, beyond the {} and {} the planner builds",
                       ops, members, kMaxScheduleOps, kMaxScheduleGroupMembers);
     } else {
-      ir::Schedule base = build_base(topo, *choice.row, collective, plan.root);
-      candidate.schedule =
-          choice.slices == 1 ? std::move(base) : ir::compact_pipeline(std::move(base), choice.slices);
+      auto start = Clock::now();
+      auto base = std::find_if(bases.begin(), bases.end(),
+                               [&](const auto& built) { return built.first == choice.row; });
+      if (base == bases.end()) {
+        bases.emplace_back(choice.row, choice.row->build(topo, plan.root));
+        base = std::prev(bases.end());
+      }
+      candidate.schedule = choice.slices == 1 ? base->second
+                                              : ir::compact_pipeline(base->second, choice.slices);
+      const double built = seconds_since(start);
+      start = Clock::now();
       candidate.cost = evaluate_schedule(topo, candidate.schedule, cost);
+      if (progress && built + seconds_since(start) > kProgressSeconds)
+        progress(fmt::format("{} {}: built in {:.3f} s, priced in {:.3f} s",
+                             ir::to_string(collective), candidate.algorithm, built,
+                             seconds_since(start)));
     }
     plan.candidates.push_back(std::move(candidate));
   }
-  for (size_t i = 0; i < plan.candidates.size(); ++i) {
-    if (!plan.candidates[i].left_out_because.empty()) continue;
-    const ScheduleCost* priced = &plan.candidates[i].cost;
-    curves.push_back([priced](double bytes) { return priced->at(bytes); });
-    raced.push_back(i);
-  }
-  if (curves.empty())
-    throw std::runtime_error(fmt::format("no {} algorithm can be built for this tree ({})",
-                                         ir::to_string(collective),
-                                         plan.candidates.front().left_out_because));
-  for (const EnvelopePiece& piece : cheapest_pieces(curves)) {
-    ir::Schedule schedule = plan.candidates[raced[piece.curve]].schedule;
-    schedule.min_bytes = piece.min_bytes;
-    schedule.max_bytes = piece.max_bytes;
-    plan.schedules.push_back(std::move(schedule));
-  }
+  keep_cheapest(plan, [&](size_t i) { return plan.candidates[i].schedule; });
   return plan;
+}
+
+// The plan of the combining collective transposed from its copying mirror's race: each
+// candidate's price is the copies' where the transpose costs the same
+// (transposes_at_same_price), else its transpose is priced; the cheapest per size range are
+// transposed. Only those are built.
+CollectivePlan transposed_plan(const Topology& topo, const CollectivePlan& copies,
+                               const CostParams& cost) {
+  CollectivePlan plan;
+  plan.collective = copies.collective == ir::Collective::AllGather ? ir::Collective::ReduceScatter
+                                                                   : ir::Collective::Reduce;
+  plan.root = copies.root;
+  plan.floor = collective_floor(topo, plan.collective, plan.root);
+  // Transposes of one base are built once and shared by its slicings, as the copies' are.
+  std::vector<std::pair<const ir::Step*, ir::Schedule>> bases;
+  const auto transposed = [&](const ir::Schedule& schedule) {
+    const ir::Step* key = schedule.steps.empty() ? nullptr : &schedule.steps[0];
+    auto base = std::find_if(bases.begin(), bases.end(), [&](const auto& built) {
+      return key != nullptr && built.first == key;
+    });
+    if (base == bases.end()) {
+      ir::Schedule whole = schedule;
+      whole.slices = 1;
+      bases.emplace_back(key, transpose_copies(whole));
+      base = std::prev(bases.end());
+    }
+    ir::Schedule out = base->second;
+    out.algorithm = schedule.algorithm;
+    out.slices = schedule.slices;
+    out.min_bytes = schedule.min_bytes;
+    out.max_bytes = schedule.max_bytes;
+    return out;
+  };
+  std::vector<std::optional<ir::Schedule>> built(copies.candidates.size());
+  for (size_t i = 0; i < copies.candidates.size(); ++i) {
+    const CollectiveCandidate& copy = copies.candidates[i];
+    CollectiveCandidate candidate;
+    candidate.algorithm = copy.algorithm;
+    candidate.left_out_because = copy.left_out_because;
+    if (candidate.left_out_because.empty()) {
+      if (transposes_at_same_price(copy.schedule, cost)) {
+        candidate.cost = copy.cost;
+      } else {
+        built[i] = transposed(copy.schedule);
+        candidate.cost = evaluate_schedule(topo, *built[i], cost);
+      }
+    }
+    plan.candidates.push_back(std::move(candidate));
+  }
+  keep_cheapest(plan, [&](size_t i) {
+    if (!built[i]) built[i] = transposed(copies.candidates[i].schedule);
+    plan.candidates[i].schedule = *built[i];
+    return *built[i];
+  });
+  return plan;
+}
+
+// Drops the schedules of candidates that serve no size range: a plan of a large tree would
+// otherwise hold every raced schedule (M^2 ops for hierarchical) until it is written.
+void drop_losers(CollectivePlan& plan) {
+  for (CollectiveCandidate& candidate : plan.candidates) {
+    const bool serves =
+        std::any_of(plan.schedules.begin(), plan.schedules.end(),
+                    [&](const ir::Schedule& s) { return s.algorithm == candidate.algorithm; });
+    if (!serves) candidate.schedule = ir::Schedule{};
+  }
+}
+
+}  // namespace
+
+bool transposes_at_same_price(const ir::Schedule& copies, const CostParams& cost) {
+  // Reductions priced: a transpose loads its receivers' reductions, the copies do not.
+  if (cost.reduce_bandwidth > 0) return false;
+  // The evaluator prices a step's first chunk round by round (hop k of every chain); a
+  // transposed chain runs its hops in reverse order, so rounds hold the same hops reversed only
+  // where every op of a step has as many rounds. A pipeline's expansion mixes its base's steps:
+  // there every op of the base counts.
+  const auto rounds = [](const ir::Op& op) -> size_t {
+    size_t hops = op.group.size() - (op.root_in_group() ? 1 : 0);
+    return op.shape == ir::OpShape::Star ? std::min<size_t>(hops, 1) : hops;
+  };
+  std::optional<size_t> schedule_rounds;
+  for (const ir::Step& step : copies.steps) {
+    std::optional<size_t> step_rounds;
+    for (const ir::Op& op : step.ops) {
+      if (op.begin == op.end) continue;
+      const size_t r = rounds(op);
+      if (r == 0) continue;
+      std::optional<size_t>& same = copies.slices > 1 ? schedule_rounds : step_rounds;
+      if (same && *same != r) return false;
+      same = r;
+    }
+  }
+  return true;
+}
+
+CollectivePlan plan_collective(const Topology& topo, ir::Collective collective, int32_t root,
+                               std::span<const std::string> algorithms, const CostParams& cost) {
+  check_collective_and_root(topo, collective, root);
+  if (!ir::combines(collective)) {
+    CollectivePlan plan = race_copies(topo, collective, root, algorithms, cost, {});
+    drop_losers(plan);
+    return plan;
+  }
+  const CollectivePlan copies =
+      race_copies(topo, copying_mirror(collective), root, algorithms, cost, {});
+  CollectivePlan plan = transposed_plan(topo, copies, cost);
+  drop_losers(plan);
+  return plan;
+}
+
+std::vector<CollectivePlan> plan_other_collectives(const Topology& topo, const PlanOptions& options) {
+  const auto asked = [&](ir::Collective c) {
+    return std::find(options.collectives.begin(), options.collectives.end(), c) !=
+           options.collectives.end();
+  };
+  const auto say = [&](std::string_view what) {
+    if (options.progress) options.progress(what);
+  };
+  const auto named = [](ir::Collective collective, int32_t root) {
+    return fmt::format("{}{}", ir::to_string(collective),
+                       ir::has_root(collective) ? fmt::format(" (root {})", root) : std::string());
+  };
+  // Planned per copying collective and root, with its transpose; listed in collective order,
+  // then root order, as the plan holds them.
+  std::vector<CollectivePlan> plans;
+  for (const ir::Collective copying : {ir::Collective::AllGather, ir::Collective::Broadcast}) {
+    const ir::Collective combining = copying == ir::Collective::AllGather
+                                         ? ir::Collective::ReduceScatter
+                                         : ir::Collective::Reduce;
+    if (!asked(copying) && !asked(combining)) continue;
+    const std::vector<int32_t> roots =
+        ir::has_root(copying) ? options.roots : std::vector<int32_t>{0};
+    for (int32_t root : roots) {
+      check_collective_and_root(topo, copying, root);
+      auto start = Clock::now();
+      CollectivePlan copies =
+          race_copies(topo, copying, root, options.algorithms, options.cost, options.progress);
+      say(fmt::format("{}: {} candidates raced in {:.2f} s", named(copying, root),
+                      copies.candidates.size(), seconds_since(start)));
+      if (asked(combining)) {
+        start = Clock::now();
+        CollectivePlan combined = transposed_plan(topo, copies, options.cost);
+        drop_losers(combined);
+        say(fmt::format("{}: transposed from {}'s race in {:.2f} s", named(combining, root),
+                        ir::to_string(copying), seconds_since(start)));
+        plans.push_back(std::move(combined));
+      }
+      if (asked(copying)) {
+        drop_losers(copies);
+        plans.push_back(std::move(copies));
+      }
+    }
+  }
+  std::stable_sort(plans.begin(), plans.end(), [](const CollectivePlan& a, const CollectivePlan& b) {
+    return a.collective < b.collective;
+  });
+  return plans;
 }
 
 CostFloor collective_floor(const Topology& topo, ir::Collective collective, int32_t root) {

@@ -55,7 +55,9 @@ struct CollectiveCandidate {
   std::string algorithm;           // "binomial-tree@4"
   std::string left_out_because;    // non-empty: not raced
   ScheduleCost cost;               // when raced
-  ir::Schedule schedule;           // when raced
+  // When it serves a size range of the plan; the others' are dropped after the race (a large
+  // tree's losers would otherwise be held, at M^2 ops, until the plan is written).
+  ir::Schedule schedule;
 };
 
 struct CollectivePlan {
@@ -69,9 +71,25 @@ struct CollectivePlan {
 };
 
 // Races every row serving the collective (or only `algorithms` among them, when any of those
-// names a row of it) and keeps the cheapest per size range.
+// names a row of it) and keeps the cheapest per size range. Reduce-scatter and reduce are the
+// race of their copying mirror (all-gather, broadcast) transposed: each candidate is priced as
+// the mirror's where its transpose costs the same (transposes_at_same_price), else its
+// transpose is priced; only the winners are transposed.
 CollectivePlan plan_collective(const Topology&, ir::Collective, int32_t root,
                                std::span<const std::string> algorithms, const CostParams&);
+
+// The collectives other than all-reduce that `options.collectives` asks for (broadcast and
+// reduce for each of `options.roots`), as plan_collective plans them, but a copying collective
+// and its transpose from one race. In collective order, then root order; progress told as
+// each race ends.
+struct PlanOptions;
+std::vector<CollectivePlan> plan_other_collectives(const Topology&, const PlanOptions&);
+
+// Whether the evaluator prices the transpose of a copying schedule (transpose_copies) as the
+// schedule itself, up to rounding: reductions are not priced, and the transpose's first-chunk
+// rounds hold the same hops reversed, which holds where every op of a step (of a pipeline's
+// base, where it is sliced) runs through as many hops. True of every row of the table.
+bool transposes_at_same_price(const ir::Schedule& copies, const CostParams&);
 
 // Lower bounds for the collective (docs/cost-model.md, "Floors of the other collectives"):
 // all-gather and reduce-scatter, max(k, P - k) n / P over the link above every subtree of k

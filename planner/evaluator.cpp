@@ -140,6 +140,19 @@ class LinkLoads {
   double busiest_ = 0;
 };
 
+// `hops` in round order, each round's in their order there (a stable sort by round): counted
+// into place, as rounds are few and dense (a chain's hop k is round k) and a step of a large
+// tree holds millions of hops.
+void sort_by_round(const std::vector<StepHop>& hops, std::vector<StepHop>& sorted) {
+  uint32_t rounds = 0;
+  for (const StepHop& hop : hops) rounds = std::max(rounds, hop.round + 1);
+  std::vector<size_t> start(rounds + 1, 0);
+  for (const StepHop& hop : hops) ++start[hop.round + 1];
+  for (uint32_t r = 0; r < rounds; ++r) start[r + 1] += start[r];
+  sorted.resize(hops.size());
+  for (const StepHop& hop : hops) sorted[start[hop.round]++] = hop;
+}
+
 // Prices one step from its hops, sorted by round. `chain_of[op]` is the op's index among the
 // step's chains of two hops or more, or -1.
 StepCost price_step(const std::vector<StepHop>& hops, const std::vector<int>& chain_of,
@@ -205,7 +218,7 @@ std::vector<StepCost> evaluate_steps(const Topology& topo, const ir::Schedule& s
   std::vector<StepCost> costs;
   costs.reserve(step_count);
   const double units = static_cast<double>(ir::expanded_units(schedule));
-  std::vector<StepHop> hops;
+  std::vector<StepHop> hops, sorted;
   std::vector<int> chain_of;
   for (size_t s = 0; s < step_count; ++s) {
     hops.clear();
@@ -238,9 +251,8 @@ std::vector<StepCost> evaluate_steps(const Topology& topo, const ir::Schedule& s
         chains.push_back(chain);
       }
     });
-    std::stable_sort(hops.begin(), hops.end(),
-                     [](const StepHop& a, const StepHop& b) { return a.round < b.round; });
-    costs.push_back(price_step(hops, chain_of, std::move(chains), loads, params.chunk_bytes));
+    sort_by_round(hops, sorted);
+    costs.push_back(price_step(sorted, chain_of, std::move(chains), loads, params.chunk_bytes));
   }
   return costs;
 }

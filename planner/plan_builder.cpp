@@ -862,26 +862,12 @@ PlanReport build_plan_report(const Topology& topo, const PlanOptions& options) {
   };
   // All-reduce is planned always (the plan's other fields come with it) and kept when asked.
   if (!asked(ir::Collective::AllReduce)) report.plan.schedules.clear();
-  for (size_t c = 0; c < ir::kCollectiveCount; ++c) {
-    const auto collective = static_cast<ir::Collective>(c);
-    if (collective == ir::Collective::AllReduce || !asked(collective)) continue;
-    const std::vector<int32_t> roots =
-        ir::has_root(collective) ? options.roots : std::vector<int32_t>{0};
-    for (int32_t root : roots) {
-      const auto start = std::chrono::steady_clock::now();
-      CollectivePlan planned =
-          plan_collective(topo, collective, root, options.algorithms, options.cost);
-      // Copies share their steps (ir/shared_vector.hpp): the report keeps its own.
-      report.plan.schedules.insert(report.plan.schedules.end(), planned.schedules.begin(),
-                                   planned.schedules.end());
-      if (options.progress)
-        options.progress(fmt::format(
-            "{}{}: {} candidates raced in {:.2f} s", ir::to_string(collective),
-            ir::has_root(collective) ? fmt::format(" (root {})", root) : std::string(),
-            planned.candidates.size(),
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()));
-      report.collectives.push_back(std::move(planned));
-    }
+  // A copying collective and its transpose share one race (collective_planner.hpp).
+  for (CollectivePlan& planned : plan_other_collectives(topo, options)) {
+    // Copies share their steps (ir/shared_vector.hpp): the report keeps its own.
+    report.plan.schedules.insert(report.plan.schedules.end(), planned.schedules.begin(),
+                                 planned.schedules.end());
+    report.collectives.push_back(std::move(planned));
   }
   return report;
 }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <utility>
 #include <string>
 
 #include "ir/collective_contract.hpp"
@@ -16,6 +17,7 @@
 #include "ir/verify.hpp"
 #include "planner/collective_algorithms.hpp"
 #include "planner/collective_planner.hpp"
+#include "planner/cost_model.hpp"
 #include "planner/plan_builder.hpp"
 #include "tests/unit/planner_test_trees.hpp"
 
@@ -184,6 +186,126 @@ TEST(PlannerCollectives, ExplicitShardsRoundTripAndAreChecked) {
   auto json = ir::plan_to_json(plan);
   json["schedules"][0]["collective"] = "allreduce";
   EXPECT_THROW(ir::plan_from_json(json), ir::PlanFormatError);  // an all-reduce has no shards
+}
+
+// Reduce-scatter and reduce are planned as the transpose of all-gather's and broadcast's race:
+// the evaluator must price every row's transpose as the row itself (up to rounding).
+TEST(PlannerCollectives, TransposesCostWhatTheirCopiesCost) {
+  testing::RandomTrees trees(0x7A05E);
+  CostParams overhead;
+  overhead.hop_overhead = 3e-6;
+  CostParams reductions;
+  reductions.reduce_bandwidth = 20e9;
+  int compared = 0;
+  for (int t = 0; t < 60; ++t) {
+    const Topology topo = trees.next(t % 6 == 0 ? 80 : 24);
+    const int32_t root = topo.num_learners() - 1;
+    for (const ir::Collective copying : {ir::Collective::AllGather, ir::Collective::Broadcast})
+      for (const std::string& name : collective_algorithm_names(copying)) {
+        std::vector<std::string> variants{name};
+        if (name == "binomial-tree") variants.insert(variants.end(), {name + "@4", name + "@16"});
+        for (const std::string& variant : variants) {
+          const ir::Schedule copies = plan_collective_algorithm(topo, copying, variant, root);
+          const ir::Schedule combined = transpose_copies(copies);
+          EXPECT_TRUE(transposes_at_same_price(copies, overhead)) << topo.name() << " " << variant;
+          EXPECT_FALSE(transposes_at_same_price(copies, reductions));
+          for (const CostParams& cost : {CostParams{}, overhead}) {
+            const ScheduleCost forth = evaluate_schedule(topo, copies, cost);
+            const ScheduleCost back = evaluate_schedule(topo, combined, cost);
+            for (const double bytes : {8.0, 65536.0, 3e6, 268435456.0}) {
+              EXPECT_NEAR(back.at(bytes), forth.at(bytes), forth.at(bytes) * 1e-12)
+                  << topo.name() << " " << variant << " at " << bytes << " B";
+              ++compared;
+            }
+          }
+        }
+      }
+  }
+  EXPECT_GT(compared, 3000);
+}
+
+// A combining plan is its mirror's plan transposed, whether priced as the mirror or not.
+TEST(PlannerCollectives, ACombiningPlanIsItsMirrorTransposed) {
+  testing::RandomTrees trees(0x3122);
+  CostParams reductions;
+  reductions.reduce_bandwidth = 5e9;
+  for (int t = 0; t < 40; ++t) {
+    const Topology topo = trees.next(40);
+    for (const auto& [copying, combining] :
+         {std::pair{ir::Collective::AllGather, ir::Collective::ReduceScatter},
+          std::pair{ir::Collective::Broadcast, ir::Collective::Reduce}}) {
+      const CollectivePlan copies = plan_collective(topo, copying, 1, {}, CostParams{});
+      const CollectivePlan combined = plan_collective(topo, combining, 1, {}, CostParams{});
+      ASSERT_EQ(combined.schedules.size(), copies.schedules.size()) << topo.name();
+      for (size_t i = 0; i < copies.schedules.size(); ++i) {
+        ir::Schedule expected = transpose_copies(copies.schedules[i]);
+        EXPECT_EQ(combined.schedules[i], expected) << topo.name() << " " << i;
+      }
+      // Priced as transposes (reductions cost): other winners may come, each its own transpose.
+      const CollectivePlan priced = plan_collective(topo, combining, 1, {}, reductions);
+      for (const ir::Schedule& schedule : priced.schedules) {
+        EXPECT_EQ(schedule.collective, combining);
+        EXPECT_NO_THROW(ir::verify_schedule(schedule, topo.num_learners()));
+        const CollectiveCandidate& chosen = priced.chosen(schedule.min_bytes);
+        EXPECT_NEAR(chosen.cost.at(1e6), evaluate_schedule(topo, schedule, reductions).at(1e6),
+                    chosen.cost.at(1e6) * 1e-12);
+      }
+    }
+  }
+}
+
+// verify_plan proves a reduce-scatter or reduce through the all-gather or broadcast it is the
+// transpose of only where each unit reaches each rank once; otherwise it executes it, so a
+// wrong transpose is still caught.
+TEST(PlannerCollectives, AWrongTransposeIsStillCaught) {
+  const auto plan_of = [](int32_t p, const ir::Schedule& copies) {
+    ir::Plan plan;
+    plan.world_size = p;
+    plan.schedules = {transpose_copies(copies), copies};
+    return plan;
+  };
+  const auto op = [](int32_t root, ir::RankList group, uint64_t begin = 0, uint64_t end = 1) {
+    ir::Op o;
+    o.kind = ir::OpKind::Broadcast;
+    o.begin = begin, o.end = end, o.root = root, o.group = std::move(group);
+    return o;
+  };
+  const auto broadcast = [](std::vector<std::vector<ir::Op>> steps) {
+    ir::Schedule schedule;
+    schedule.algorithm = "hand";
+    schedule.collective = ir::Collective::Broadcast;
+    schedule.units = 1;
+    for (auto& ops : steps) {
+      ir::Step step;
+      step.phase = ir::Phase::Broadcast;
+      step.ops = std::move(ops);
+      schedule.steps.edit().push_back(std::move(step));
+    }
+    return schedule;
+  };
+  // Right: a binomial tree, and a ring all-gather.
+  const ir::Schedule tree = broadcast({{op(0, {0, 2})}, {op(0, {0, 1}), op(2, {2, 3})}});
+  ASSERT_NO_THROW(ir::verify_plan(plan_of(4, tree)));
+  const Topology topo = testing::machines({2, 3, 1});
+  const ir::Schedule ring = plan_collective_algorithm(topo, ir::Collective::AllGather, "ring");
+  ASSERT_NO_THROW(ir::verify_plan(plan_of(6, ring)));
+  // Rank 1 gets the data twice: a right broadcast, a reduce that counts rank 1 twice.
+  const ir::Schedule twice = broadcast({{op(0, {0, 2})}, {op(0, {0, 1}), op(2, {2, 3})}, {op(3, {3, 1})}});
+  ASSERT_NO_THROW(ir::verify_schedule(twice, 4));
+  EXPECT_THROW(ir::verify_plan(plan_of(4, twice)), ir::VerifyError);
+  // Root 0 sends in two ops of one step: its transpose writes rank 0 twice in a step.
+  const ir::Schedule fan = broadcast({{op(0, {0, 1}), op(0, {0, 2})}, {op(2, {2, 3})}});
+  ASSERT_NO_THROW(ir::verify_schedule(fan, 4));
+  EXPECT_THROW(ir::verify_plan(plan_of(4, fan)), ir::VerifyError);
+  // A root outside its group: its transpose drops the root's own input.
+  const ir::Schedule outside = broadcast({{op(0, {1, 2})}, {op(2, {2, 3})}});
+  ASSERT_NO_THROW(ir::verify_schedule(outside, 4));
+  EXPECT_THROW(ir::verify_plan(plan_of(4, outside)), ir::VerifyError);
+  // An all-gather that sends a shard again to a rank holding it.
+  ir::Schedule again = ring;
+  again.steps.edit().back().ops.push_back(op(0, {0, 3}, 0, 1));
+  ASSERT_NO_THROW(ir::verify_schedule(again, 6));
+  EXPECT_THROW(ir::verify_plan(plan_of(6, again)), ir::VerifyError);
 }
 
 }  // namespace
