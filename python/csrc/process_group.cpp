@@ -187,10 +187,14 @@ ProcessGroupFlexplan::ProcessGroupFlexplan(const c10::intrusive_ptr<c10d::Store>
       const ir::Plan& plan = comm->plan();
       plans_allgather_ = ir::plans_collective(plan, ir::Collective::AllGather);
       plans_reduce_scatter_ = ir::plans_collective(plan, ir::Collective::ReduceScatter);
-      for (int g = 0; g < world; ++g) {
-        plans_broadcast_.push_back(ir::plans_collective(plan, ir::Collective::Broadcast, plan_rank_of_[g]));
-        plans_reduce_.push_back(ir::plans_collective(plan, ir::Collective::Reduce, plan_rank_of_[g]));
-      }
+      // Broadcast and reduce from any root, if from one: the runtime derives a chain from a root
+      // the plan lacks (docs/runtime.md).
+      const auto plans_any_root = [&plan](ir::Collective collective) {
+        return std::any_of(plan.schedules.begin(), plan.schedules.end(),
+                           [collective](const ir::Schedule& s) { return s.collective == collective; });
+      };
+      plans_broadcast_ = plans_any_root(ir::Collective::Broadcast);
+      plans_reduce_ = plans_any_root(ir::Collective::Reduce);
       started.set_value(comm->learner_name());
     } catch (...) {
       started.set_exception(std::current_exception());
@@ -226,31 +230,29 @@ std::vector<std::string> ProcessGroupFlexplan::fallbacks() const {
   return fallbacks_;
 }
 
-bool ProcessGroupFlexplan::native(ir::Collective collective, int root) {
+bool ProcessGroupFlexplan::native(ir::Collective collective) {
   if (via_allreduce_) return false;
   bool planned = false;
   switch (collective) {
     case ir::Collective::AllGather: planned = plans_allgather_; break;
     case ir::Collective::ReduceScatter: planned = plans_reduce_scatter_; break;
-    case ir::Collective::Broadcast: planned = plans_broadcast_[static_cast<size_t>(root)]; break;
-    case ir::Collective::Reduce: planned = plans_reduce_[static_cast<size_t>(root)]; break;
+    case ir::Collective::Broadcast: planned = plans_broadcast_; break;
+    case ir::Collective::Reduce: planned = plans_reduce_; break;
     case ir::Collective::AllReduce: planned = true; break;
   }
   if (planned) return true;
   const std::string name(ir::to_string(collective));
-  const bool rooted = ir::has_root(collective);
-  const std::string what = rooted ? fmt::format("{} (root {})", name, root) : name;
   {
     std::lock_guard lock(fallback_mutex_);
-    if (std::find(fallbacks_.begin(), fallbacks_.end(), what) != fallbacks_.end()) return false;
-    fallbacks_.push_back(what);
+    if (std::find(fallbacks_.begin(), fallbacks_.end(), name) != fallbacks_.end()) return false;
+    fallbacks_.push_back(name);
   }
-  // Said once per collective (and root) and group: an old plan keeps working, more slowly.
-  TORCH_WARN("flexplan: the plan '", plan_path_, "' has no ", what, " schedule: ", name,
+  // Said once per collective and group: an old plan keeps working, more slowly.
+  TORCH_WARN("flexplan: the plan '", plan_path_, "' has no ", name, " schedule: ", name,
              " runs as an all-reduce instead (more bytes moved). Plan it with `flexplan TOPOLOGY "
              "--collectives allreduce,",
-             name, rooted ? fmt::format(" --roots {}", plan_rank_of_[static_cast<size_t>(root)]) : "",
-             " -o plan.bin` (docs/pytorch.md, Plans without a collective)");
+             name, ir::has_root(collective) ? " --roots 0,1,..." : "",
+             " -o plan.bin` (docs/pytorch.md, Plans for every collective)");
   return false;
 }
 
@@ -364,7 +366,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFlexplan::broadcast(std::vector<at::T
   const int root = static_cast<int>(opts.rootRank);
   const bool is_root = root == getRank();
   Job job;
-  if (native(ir::Collective::Broadcast, root)) {
+  if (native(ir::Collective::Broadcast)) {
     const bool copy = !tensor.is_contiguous();
     const at::Tensor buffer = copy ? contiguous_like(tensor) : tensor;
     const Moved moved = moved_as(tensor);
@@ -610,7 +612,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFlexplan::reduce(std::vector<at::Tens
   const ReduceOp op = reduce_op_of(opts.reduceOp);
   const int root = static_cast<int>(opts.rootRank);
   const bool is_root = root == getRank();
-  const bool nat = native(ir::Collective::Reduce, root);
+  const bool nat = native(ir::Collective::Reduce);
   const bool copy = !nat || !tensor.is_contiguous();
   const at::Tensor buffer = copy ? contiguous_like(tensor) : tensor;
   Job job;

@@ -69,7 +69,7 @@ class ProcessGroupFlexplan : public c10d::ProcessGroup {
   // for comparison: Options(via_allreduce=True) or FLEXPLAN_TORCH_VIA_ALLREDUCE=1).
   bool via_allreduce() const { return via_allreduce_; }
   // The collectives that fell back to all-reduces because the plan has no schedule of theirs
-  // ("allgather", "broadcast (root 2)", ...), in the order they first did.
+  // ("allgather", "broadcast", ...), in the order they first did.
   std::vector<std::string> fallbacks() const;
 
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
@@ -97,8 +97,8 @@ class ProcessGroupFlexplan : public c10d::ProcessGroup {
  private:
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, Job job);
   // Whether a collective runs natively; if the plan lacks it (and all-reduces were not asked
-  // for), warns once per collective (and root) that it falls back.
-  bool native(ir::Collective collective, int root = 0);
+  // for), warns once per collective that it falls back.
+  bool native(ir::Collective collective);
   // The shared part of allgather and _allgather_base: gathers `input` into `gathered`
   // (world x input, group rank order) and then runs `done`.
   Job gather_job(const at::Tensor& input, at::Tensor gathered, std::function<std::vector<at::Tensor>()> done);
@@ -117,11 +117,11 @@ class ProcessGroupFlexplan : public c10d::ProcessGroup {
   std::vector<int> plan_rank_of_;
   std::vector<int> group_rank_of_;
   bool identity_ranks_ = true;
-  // Per collective: whether the plan serves it; broadcast and reduce per group root.
+  // Per collective: whether the plan serves it (broadcast and reduce: from some root).
   bool plans_allgather_ = false;
   bool plans_reduce_scatter_ = false;
-  std::vector<bool> plans_broadcast_;
-  std::vector<bool> plans_reduce_;
+  bool plans_broadcast_ = false;
+  bool plans_reduce_ = false;
   mutable std::mutex fallback_mutex_;
   std::vector<std::string> fallbacks_;
   // The communicator's timeout when it came from init_process_group(timeout=...), that is

@@ -7,7 +7,8 @@ Scenarios (--scenario):
                 on gloo in the same job: the results must be equal, and none may fall back.
                 With --reversed LEARNERS (the plan's learner names in plan rank order), group
                 rank r plays plan rank P-1-r (FLEXPLAN_RANK_MAPPING=name): blocks and roots
-                must still be in torch's rank order.
+                must still be in torch's rank order. On a plan of broadcast and reduce from
+                some roots only, the others run the runtime's derived chains: no fallback either.
   fallback      the same on a plan of all-reduce only (every collective falls back, and says so)
                 and on Options(via_allreduce=True): still equal to gloo's.
   zero          DDP + ZeroRedundancyOptimizer on flexplan against the same on gloo: the losses and
@@ -317,10 +318,8 @@ def fallback(args):
     gloo = dist.new_group(backend="gloo")
     old = dist.new_group(backend="flexplan", pg_options=flexplan_torch.Options(plan=args.allreduce_plan))
     check_all(old, gloo, rank, world)
-    want = ["broadcast (root 0)", "allgather", "reduce_scatter", "reduce (root 0)"]
-    for w in want:
-        assert w in old.fallbacks, f"{w} is not among the fallbacks {old.fallbacks}"
-    assert len(old.fallbacks) == len(set(old.fallbacks)), old.fallbacks
+    # Each once, though called many times (broadcast and reduce from every root).
+    assert sorted(old.fallbacks) == ["allgather", "broadcast", "reduce", "reduce_scatter"], old.fallbacks
     # All-reduces asked for, on a plan that has every collective: no warning, the same results.
     via = dist.new_group(backend="flexplan", pg_options=flexplan_torch.Options(plan=args.plan, via_allreduce=True))
     assert via.via_allreduce
