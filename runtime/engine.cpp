@@ -46,7 +46,7 @@ bool processes_have_cores(size_t processes) {
 }  // namespace
 
 Engine::Engine(const std::function<ir::FingerprintedPlan()>& load, const std::string& source,
-               std::unique_ptr<bootstrap::Group> group, Options options)
+               std::unique_ptr<bootstrap::Group> group, Options options, TransportFactory make_transport)
     : options_(std::move(options)),
       group_(std::move(group)),
       pool_(options_.arithmetic ? *options_.arithmetic : host_arithmetic()) {
@@ -55,7 +55,7 @@ Engine::Engine(const std::function<ir::FingerprintedPlan()>& load, const std::st
   try {
     const auto host = group_->host_identity();  // collective: before anything can fail
     const auto plan_rank_of = load_and_agree(load, source, host);
-    connect(host, plan_rank_of);
+    connect(host, plan_rank_of, make_transport ? make_transport : TransportFactory(&make_ucx_transport));
   } catch (...) {
     transport_.reset();
     throw;
@@ -106,7 +106,8 @@ const char* Engine::default_transports(bool single_host) const {
   return "posix,sysv,self";
 }
 
-void Engine::connect(const bootstrap::HostIdentity& host, const std::vector<int32_t>& plan_rank_of) {
+void Engine::connect(const bootstrap::HostIdentity& host, const std::vector<int32_t>& plan_rank_of,
+                     const TransportFactory& make_transport) {
   const auto hosts = bootstrap::exchange_by_plan_rank(
       *group_, std::vector<uint8_t>(host.host.begin(), host.host.end()), plan_rank_of);
   const bool single_host = std::all_of(hosts.begin(), hosts.end(), [&](const auto& h) { return h == hosts[0]; });
@@ -117,8 +118,8 @@ void Engine::connect(const bootstrap::HostIdentity& host, const std::vector<int3
     // peer-failure mode (loopback TCP on one host), sends copy: UCX 1.13's TCP zero-copy path
     // can abort a sender whose peer dies (docs/runtime.md, Timeouts and errors).
     const bool copy_sends = options_.peer_failure == PeerFailureDetection::All;
-    transport_ = std::make_unique<UcxTransport>(options_.blocking, plan_.world_size,
-                                                default_transports(single_host), /*eager=*/true, copy_sends);
+    transport_ = make_transport(options_.blocking, plan_.world_size, default_transports(single_host),
+                                /*eager=*/true, copy_sends);
     address = transport_->address();
   } catch (const std::exception& e) {
     error = e.what();
@@ -525,8 +526,8 @@ bool Engine::progress() {
   }
   if (const auto& failure = transport_->failure(); failure && !peer_failure_seen_) {
     peer_failure_seen_ = true;
-    fail_all(fmt::format("UCX reports peer {} failed: {}", describe_rank(failure->rank),
-                         ucs_status_string(failure->status)),
+    fail_all(fmt::format("{} reports peer {} failed: {}", transport_->name(), describe_rank(failure->rank),
+                         failure->status.text),
              /*tell_peers=*/true);
   }
 

@@ -24,7 +24,7 @@
 #include "runtime/sparse_allreduce.hpp"
 #include "ir/sparse_exchange.hpp"
 #include "ir/sparse_layout.hpp"
-#include "runtime/ucx_transport.hpp"
+#include "runtime/transport.hpp"
 
 namespace flexplan {
 
@@ -47,11 +47,18 @@ struct CollectiveCall {
   std::optional<CallInfo> call;
 };
 
+// Makes the transport of a rank (transport.hpp) from the engine's choices: blocking, world
+// size, the UCX transports to impose (null: UCX's own), eager, copy sends. The default is UCX.
+using TransportFactory = std::function<std::unique_ptr<Transport>(bool blocking, int32_t world_size,
+                                                                  const char* transports, bool eager,
+                                                                  bool copy_sends)>;
+
 class Engine {
  public:
-  // `load` produces this rank's verified plan; `source` names it in errors.
+  // `load` produces this rank's verified plan; `source` names it in errors. `make_transport`
+  // replaces UCX (tests run the engine over an in-process transport).
   Engine(const std::function<ir::FingerprintedPlan()>& load, const std::string& source,
-         std::unique_ptr<bootstrap::Group> group, Options options);
+         std::unique_ptr<bootstrap::Group> group, Options options, TransportFactory make_transport = {});
   ~Engine();
 
   int32_t rank() const { return rank_; }
@@ -78,11 +85,12 @@ class Engine {
   using Clock = std::chrono::steady_clock;
 
   // Creation, collective: the plan and this process's plan rank, agreed by all ranks (returns
-  // the plan rank of each group member), then the UCX endpoints.
+  // the plan rank of each group member), then the transport's connections.
   std::vector<int32_t> load_and_agree(const std::function<ir::FingerprintedPlan()>& load,
                                       const std::string& source,
                                       const bootstrap::HostIdentity& host);
-  void connect(const bootstrap::HostIdentity& host, const std::vector<int32_t>& plan_rank_of);
+  void connect(const bootstrap::HostIdentity& host, const std::vector<int32_t>& plan_rank_of,
+               const TransportFactory& make_transport);
   // Whether chunks between processes of this host go by single copy (single_copy.hpp): every
   // rank probes its host's others and all agree. Collective.
   void setup_single_copy(const std::vector<int32_t>& plan_rank_of);
@@ -106,7 +114,7 @@ class Engine {
   // Posts an operation of `schedule` (the checked, translated call).
   std::shared_ptr<Operation> launch(const ir::Schedule& schedule, const OperationArgs& args);
   const codegen::RankProgram& program_for(const ir::Schedule& schedule);
-  // One pass: UCX progress, then every outstanding operation in issue order. True if
+  // One pass: transport progress, then every outstanding operation in issue order. True if
   // anything moved.
   bool progress();
   // Progress passes (sleeping when idle in blocking mode) until `operation` is done or failed.
@@ -148,7 +156,7 @@ class Engine {
   std::unique_ptr<std::byte[]> sink_;
   size_t sink_bytes_ = 0;
   SparseScratch sparse_scratch_;
-  std::unique_ptr<UcxTransport> transport_;
+  std::unique_ptr<Transport> transport_;
 
   std::vector<bool> same_host_;  // by plan rank
   // Options::spin_before_yield, resolved once the processes on this host are known.

@@ -1,3 +1,4 @@
+// The executor of one collective call over the transport seam (operation.hpp says how).
 #include "runtime/operation.hpp"
 
 #include <algorithm>
@@ -195,7 +196,7 @@ void Operation::start_step() {
         for (uint32_t t = 0; t < transfers; ++t) {
           Transfer& transfer = slot.transfers[t];
           transfer.request = nullptr;
-          transfer.status = UCS_OK;
+          transfer.status = {};
           transfer.length = 0;
           transfer.tag = 0;
           transfer.awaiting_ack = false;
@@ -287,7 +288,7 @@ bool Operation::advance() {
 
 // --- chunks ----------------------------------------------------------------------------------
 
-void Operation::on_completion(UcxTransport::Completion* completion, ucs_status_t status, size_t length,
+void Operation::on_completion(Transport::Completion* completion, TransportStatus status, size_t length,
                               uint64_t tag) {
   auto* transfer = static_cast<Transfer*>(completion);
   transfer->status = status;
@@ -308,16 +309,16 @@ void Operation::handle_completion(Transfer& transfer) {
   }
   TaskRun& run = runs_[transfer.run];
   Slot& slot = run.slots[transfer.slot];
-  ucp_request_free(transfer.request);
+  context_.transport->release(transfer.request);
   transfer.request = nullptr;
   const size_t sources = run.task->sources.size();
   if (transfer.index >= sources) {
     const int32_t to = run.task->destinations[transfer.index - sources].rank;
     --sends_in_flight_;
     if (on_host(to)) --sends_on_host_in_flight_;
-    if (transfer.status != UCS_OK) {
+    if (!transfer.status.ok()) {
       set_error(fmt::format("{}: {}: sending chunk {} to {} failed: {}", describe(), where(run), slot.chunk,
-                            peer(to), ucs_status_string(transfer.status)));
+                            peer(to), transfer.status.text));
       return;
     }
     if (--slot.pending == 0) finish_chunk(slot);
@@ -370,7 +371,8 @@ void Operation::start_chunk(TaskRun& run, size_t chunk) {
       length = sizeof(single_copy::Descriptor);
     }
     Transfer& transfer = slot.transfers[i];
-    ucs_status_ptr_t request;
+    Transport::Request request = nullptr;
+    TransportStatus status;
     if (context_.check_calls) {
       // The signature first, then the data where it belongs, then the sink for whatever a
       // peer of another count sends beyond it.
@@ -379,12 +381,13 @@ void Operation::start_chunk(TaskRun& run, size_t chunk) {
       frame.iov[pieces++] = {&frame.signature, sizeof(CallSignature)};
       if (length > 0) frame.iov[pieces++] = {target, length};
       frame.iov[pieces++] = {context_.sink, context_.sink_bytes};
-      request = context_.transport->recv_iov(frame.iov, pieces, tag_of(task.sources[i], chunk), &transfer);
+      status = context_.transport->recv(frame.iov, pieces, tag_of(task.sources[i], chunk), ~uint64_t{0}, &transfer,
+                                        &request);
     } else {
-      request = context_.transport->recv(target, length, tag_of(task.sources[i], chunk), &transfer);
+      status = context_.transport->recv(target, length, tag_of(task.sources[i], chunk), &transfer, &request);
     }
-    if (UCS_PTR_IS_ERR(request)) {
-      complete_receive(run, slot, i, UCS_PTR_STATUS(request), 0);
+    if (!status.ok()) {
+      complete_receive(run, slot, i, status, 0);
       continue;
     }
     transfer.request = request;  // its completion may already be queued on ready_
@@ -403,13 +406,15 @@ void Operation::post_sends(TaskRun& run, Slot& slot, const std::byte* data) {
       continue;
     }
     Transfer& transfer = slot.transfers[task.sources.size() + j];
-    const ucs_status_ptr_t request =
+    Transport::Request request = nullptr;
+    const TransportStatus status =
         context_.check_calls
-            ? send_framed(slot, task.sources.size() + j, to.rank, data, bytes, tag_of(to, slot.chunk), &transfer)
-            : context_.transport->send(to.rank, data, bytes, tag_of(to, slot.chunk), &transfer);
-    if (UCS_PTR_IS_ERR(request)) {
+            ? send_framed(slot, task.sources.size() + j, to.rank, data, bytes, tag_of(to, slot.chunk), &transfer,
+                          &request)
+            : context_.transport->send(to.rank, data, bytes, tag_of(to, slot.chunk), &transfer, &request);
+    if (!status.ok()) {
       set_error(fmt::format("{}: {}: sending chunk {} to {} failed: {}", describe(), where(run), slot.chunk,
-                            peer(to.rank), ucs_status_string(UCS_PTR_STATUS(request))));
+                            peer(to.rank), status.text));
       return;
     }
     if (request == nullptr) {  // completed at once
@@ -433,14 +438,14 @@ bool Operation::on_host(int32_t rank) const {
   return (*context_.same_host)[static_cast<size_t>(rank)];
 }
 
-void Operation::complete_receive(TaskRun& run, Slot& slot, uint32_t source, ucs_status_t status,
+void Operation::complete_receive(TaskRun& run, Slot& slot, uint32_t source, TransportStatus status,
                                  size_t length) {
   const size_t expected = chunk_bytes(run, slot.chunk);
   const int32_t from = run.task->sources[source].rank;
-  if (status != UCS_OK) {
+  if (!status.ok()) {
     set_error(fmt::format("{}: {}: receiving chunk {} ({} bytes) from {} failed: {}{}", describe(),
-                          where(run), slot.chunk, expected, peer(from), ucs_status_string(status),
-                          status == UCS_ERR_MESSAGE_TRUNCATED
+                          where(run), slot.chunk, expected, peer(from), status.text,
+                          status.code == TransportStatus::Truncated
                               ? " (the peer sent more: do all ranks pass the same count, type "
                                 "and chunk size?)"
                               : ""));
@@ -535,17 +540,18 @@ Operation::Frame& Operation::frame_at(Slot& slot, size_t transfer) {
   return reinterpret_cast<Frame*>(slot.frames.get())[transfer];
 }
 
-ucs_status_ptr_t Operation::send_framed(Slot& slot, size_t transfer, int32_t to, const std::byte* data,
-                                        size_t bytes, uint64_t tag, Transfer* completion) {
+TransportStatus Operation::send_framed(Slot& slot, size_t transfer, int32_t to, const std::byte* data,
+                                       size_t bytes, uint64_t tag, Transfer* completion,
+                                       Transport::Request* request) {
   Frame& frame = frame_at(slot, transfer);
   frame.signature = signature_;
   if (bytes <= sizeof frame.packed) {
     if (bytes > 0) std::memcpy(frame.packed, data, bytes);
-    return context_.transport->send(to, &frame.signature, sizeof(CallSignature) + bytes, tag, completion);
+    return context_.transport->send(to, &frame.signature, sizeof(CallSignature) + bytes, tag, completion, request);
   }
   frame.iov[0] = {&frame.signature, sizeof(CallSignature)};
   frame.iov[1] = {const_cast<std::byte*>(data), bytes};
-  return context_.transport->send_iov(to, frame.iov, 2, tag, completion);
+  return context_.transport->send(to, frame.iov, 2, tag, completion, request);
 }
 
 bool Operation::check_signature(const TaskRun& run, Slot& slot, uint32_t source, size_t* length) {
@@ -599,19 +605,20 @@ void Operation::send_descriptor(TaskRun& run, Slot& slot, size_t j, const std::b
   const single_copy::Descriptor descriptor{single_copy::kMagic, reinterpret_cast<uint64_t>(data), bytes, cookie};
   std::byte* message = descriptor_at(slot, index);
   std::memcpy(message, &descriptor, sizeof descriptor);
-  const ucs_status_ptr_t request =
+  Transport::Request request = nullptr;
+  const TransportStatus status =
       context_.check_calls
-          ? send_framed(slot, index, to.rank, message, sizeof descriptor, tag_of(to, slot.chunk), nullptr)
-          : context_.transport->send(to.rank, message, sizeof descriptor, tag_of(to, slot.chunk));
-  if (UCS_PTR_IS_ERR(request)) {
+          ? send_framed(slot, index, to.rank, message, sizeof descriptor, tag_of(to, slot.chunk), nullptr, &request)
+          : context_.transport->send(to.rank, message, sizeof descriptor, tag_of(to, slot.chunk), nullptr, &request);
+  if (!status.ok()) {
     awaiting_ack_[cookie] = nullptr;
     free_cookies_.push_back(cookie);
     set_error(fmt::format("{}: {}: sending chunk {} to {} failed: {}", describe(), where(run), slot.chunk,
-                          peer(to.rank), ucs_status_string(UCS_PTR_STATUS(request))));
+                          peer(to.rank), status.text));
     return;
   }
-  // UCX finishes the send by itself; what tells the transfer's end is the ack.
-  if (request != nullptr) ucp_request_free(request);
+  // The transport finishes the send by itself; what tells the transfer's end is the ack.
+  if (request != nullptr) context_.transport->release(request);
   // Counted as a send in flight to this host, so that blocking mode yields the core while the
   // peer reads: on shared cores the reader is the one that needs it (measured in
   // docs/flexbench.md against sleeping until the ack wakes this rank). Not counted among the
@@ -648,12 +655,13 @@ bool Operation::read_by_descriptor(TaskRun& run, Slot& slot, uint32_t source,
     ack->run = kAckSend;
   }
   ack->index = static_cast<uint32_t>(from);
-  const ucs_status_ptr_t request =
-      context_.transport->send(from, &nothing, 0, tag::ack(sequence_, descriptor.cookie), ack);
-  if (UCS_PTR_IS_ERR(request)) {
+  Transport::Request request = nullptr;
+  const TransportStatus status =
+      context_.transport->send(from, &nothing, 0, tag::ack(sequence_, descriptor.cookie), ack, &request);
+  if (!status.ok()) {
     free_ack_sends_.push_back(ack);
     set_error(fmt::format("{}: {}: acknowledging chunk {} to {} failed: {}", describe(), where(run),
-                          slot.chunk, peer(from), ucs_status_string(UCS_PTR_STATUS(request))));
+                          slot.chunk, peer(from), status.text));
     return false;
   }
   if (request == nullptr) {  // sent at once
@@ -668,15 +676,15 @@ bool Operation::read_by_descriptor(TaskRun& run, Slot& slot, uint32_t source,
 }
 
 void Operation::on_ack_sent(Transfer& ack) {
-  ucp_request_free(ack.request);
+  context_.transport->release(ack.request);
   ack.request = nullptr;
   free_ack_sends_.push_back(&ack);
   --ack_sends_in_flight_;
   --sends_in_flight_;
   --sends_on_host_in_flight_;
-  if (ack.status != UCS_OK) {
+  if (!ack.status.ok()) {
     set_error(fmt::format("{}: acknowledging a single-copy chunk to {} failed: {}", describe(),
-                          peer(static_cast<int32_t>(ack.index)), ucs_status_string(ack.status)));
+                          peer(static_cast<int32_t>(ack.index)), ack.status.text));
     return;
   }
   if (steps_done_ && ack_sends_in_flight_ == 0) done_ = true;
@@ -684,22 +692,23 @@ void Operation::on_ack_sent(Transfer& ack) {
 
 void Operation::post_ack_receive() {
   if (ack_receive_.request != nullptr || acks_awaited_ == 0 || failed()) return;
-  const ucs_status_ptr_t request = context_.transport->recv(
-      nullptr, 0, tag::ack(sequence_, 0), &ack_receive_, tag::kAckMask);
-  if (UCS_PTR_IS_ERR(request)) {
+  Transport::Request request = nullptr;
+  const TransportStatus status =
+      context_.transport->recv(nullptr, 0, tag::ack(sequence_, 0), &ack_receive_, &request, tag::kAckMask);
+  if (!status.ok()) {
     set_error(fmt::format("{}: posting the receive for single-copy acknowledgements failed: {}",
-                          describe(), ucs_status_string(UCS_PTR_STATUS(request))));
+                          describe(), status.text));
     return;
   }
   ack_receive_.request = request;  // its completion may already be queued on ready_
 }
 
 void Operation::on_ack() {
-  ucp_request_free(ack_receive_.request);
+  context_.transport->release(ack_receive_.request);
   ack_receive_.request = nullptr;
-  if (ack_receive_.status != UCS_OK) {
+  if (!ack_receive_.status.ok()) {
     set_error(fmt::format("{}: receiving a single-copy acknowledgement failed: {}", describe(),
-                          ucs_status_string(ack_receive_.status)));
+                          ack_receive_.status.text));
     return;
   }
   const uint64_t cookie = tag::cookie_of(ack_receive_.tag);
@@ -767,7 +776,7 @@ void Operation::release_requests() {
         // Cancelling tells the completion (queued on ready_, dropped below); freeing stops
         // any later notification.
         if (t < run.task->sources.size()) context_.transport->cancel(transfer.request);
-        ucp_request_free(transfer.request);
+        context_.transport->release(transfer.request);
         transfer.request = nullptr;
       }
       // A transfer may still touch the slot's scratch and descriptors (a descriptor's send is
@@ -786,14 +795,14 @@ void Operation::release_requests() {
   if (work_) context_.quarantine->push_back(std::move(work_));
   if (ack_receive_.request != nullptr) {
     context_.transport->cancel(ack_receive_.request);
-    ucp_request_free(ack_receive_.request);
+    context_.transport->release(ack_receive_.request);
     ack_receive_.request = nullptr;
   }
   awaiting_ack_.clear();
   free_cookies_.clear();
   acks_awaited_ = 0;
   for (const auto& ack : ack_sends_) {
-    if (ack->request != nullptr) ucp_request_free(ack->request);  // the message is static
+    if (ack->request != nullptr) context_.transport->release(ack->request);  // the message is static
     ack->request = nullptr;
   }
   ack_sends_.clear();

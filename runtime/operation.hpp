@@ -31,13 +31,13 @@
 #include "runtime/element_map.hpp"
 #include "runtime/scratch_pool.hpp"
 #include "runtime/single_copy.hpp"
-#include "runtime/ucx_transport.hpp"
+#include "runtime/transport.hpp"
 
 namespace flexplan {
 
 // What operations share with their communicator.
 struct ExecContext {
-  UcxTransport* transport;
+  Transport* transport;  // the seam (transport.hpp): UCX, or a test's in-process one
   ScratchPool* pool;
   const ir::Plan* plan;
   int32_t rank;
@@ -45,7 +45,7 @@ struct ExecContext {
   unsigned window;
   // By plan rank: whether the peer runs on this host (its messages go through shared memory).
   const std::vector<bool>* same_host;
-  // Scratch that UCX may still read after an abort; freed only after the transport closes.
+  // Scratch that the transport may still read after an abort; freed only after the transport closes.
   std::vector<ScratchPool::Buffer>* quarantine;
   // By plan rank: the pid of a peer on this host that chunks go to and come from by single copy
   // (single_copy.hpp), 0 for the others; empty when single copy is off.
@@ -116,17 +116,17 @@ class Operation {
 
  private:
   enum class ChunkState : uint8_t { Idle, Receiving, Sending, Done };
-  // One message in flight: a chunk's receive from one source or send to one destination. UCX
-  // tells its completion through the Completion base (from inside the worker's progress), which
+  // One message in flight: a chunk's receive from one source or send to one destination. The
+  // transport tells its completion through the Completion base (from inside its progress), which
   // queues it on ready_: a pass handles what completed rather than polling every request, so
   // its cost does not grow with the tasks of a step.
-  struct Transfer : UcxTransport::Completion {
+  struct Transfer : Transport::Completion {
     Operation* owner = nullptr;
     uint32_t run = 0;    // index in runs_
     uint32_t slot = 0;   // index in the run's slots
     uint32_t index = 0;  // a source's index, or sources + a destination's index
-    void* request = nullptr;
-    ucs_status_t status = UCS_OK;  // as told on completion
+    Transport::Request request = nullptr;
+    TransportStatus status;  // as told on completion
     size_t length = 0;
     uint64_t tag = 0;
     bool awaiting_ack = false;  // a single-copy send: in flight until the receiver acknowledges
@@ -147,16 +147,16 @@ class Operation {
     std::vector<const std::byte*> parts;  // combine_chunk's contributions, in order
     // With call checks, a Frame per transfer (frame_at). Kept across steps and restarts; it
     // goes to quarantine with the scratch when a failure leaves a transfer in flight, since
-    // UCX reads a frame's pieces while the message moves.
+    // the transport reads a frame's pieces while the message moves.
     ScratchPool::Buffer frames;
   };
   // A message's signature and the pieces it is sent from or received into. A short message is
   // sent from `signature` on, its data copied into `packed` behind it: one contiguous buffer
-  // keeps UCX's fastest (short) path for small chunks, where an iov send would not.
+  // (one piece) keeps UCX's fastest (short) path for small chunks, where an iov send would not.
   struct Frame {
     CallSignature signature;
     std::byte packed[224];
-    ucp_dt_iov_t iov[3];
+    Transport::Piece iov[Transport::kMaxPieces];
   };
   struct TaskRun {
     const codegen::Task* task = nullptr;
@@ -179,13 +179,13 @@ class Operation {
   void finish_step();
   // Moves the current step's runs to spare_runs_, their buffers already released.
   void retire_runs();
-  static void on_completion(UcxTransport::Completion* completion, ucs_status_t status, size_t length,
+  static void on_completion(Transport::Completion* completion, TransportStatus status, size_t length,
                             uint64_t tag);
   void handle_completion(Transfer& transfer);
   // Retires finished chunks at the window's low end and starts chunks at its high end.
   void slide_window(TaskRun& run);
   void start_chunk(TaskRun& run, size_t chunk);
-  void complete_receive(TaskRun& run, Slot& slot, uint32_t source, ucs_status_t status, size_t length);
+  void complete_receive(TaskRun& run, Slot& slot, uint32_t source, TransportStatus status, size_t length);
   // All of a chunk's receives arrived.
   void on_received(TaskRun& run, Slot& slot);
   // Reduce: folds the chunk's received data and own data, in the task's order, into `out`.
@@ -195,8 +195,8 @@ class Operation {
   void release_requests();
   static Frame& frame_at(Slot& slot, size_t transfer);
   // Sends `bytes` of `data` to `to` behind the call's signature (call checks on).
-  ucs_status_ptr_t send_framed(Slot& slot, size_t transfer, int32_t to, const std::byte* data, size_t bytes,
-                               uint64_t tag, Transfer* completion);
+  TransportStatus send_framed(Slot& slot, size_t transfer, int32_t to, const std::byte* data, size_t bytes,
+                              uint64_t tag, Transfer* completion, Transport::Request* request);
   // Checks the signature a receive brought (call checks on) and takes it off `length`; false,
   // with the error set, if it is not this call's.
   bool check_signature(const TaskRun& run, Slot& slot, uint32_t source, size_t* length);
@@ -248,8 +248,8 @@ class Operation {
   std::vector<uint64_t> free_cookies_;
   size_t acks_awaited_ = 0;
   Transfer ack_receive_;  // the receive masked to this operation's acks
-  // Acks this rank sends that UCX has not sent yet (Transfer::index: the peer); reused once sent.
-  // (Owned one by one: the transfers' addresses are UCX's user data; allocated only when used.)
+  // Acks this rank sends that the transport has not sent yet (Transfer::index: the peer); reused once sent.
+  // (Owned one by one: the transfers' addresses are the transport's user data; allocated only when used.)
   std::vector<std::unique_ptr<Transfer>> ack_sends_;
   std::vector<Transfer*> free_ack_sends_;
   size_t ack_sends_in_flight_ = 0;

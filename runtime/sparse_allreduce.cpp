@@ -1,4 +1,4 @@
-// The sparse all-reduce's steps over UCX tagged messages: the transfer schedule
+// The sparse all-reduce's steps over the transport seam's tagged messages (transport.hpp): the transfer schedule
 // (ir/sparse_exchange.hpp) run one step at a time, one message per peer and step.
 //
 // Tags: (sequence, step << 23 | sender rank, 0). Each sender sends a receiver at most one
@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <iterator>
 #include <limits>
 #include <map>
@@ -25,7 +26,7 @@
 #include "runtime/errors.hpp"
 #include "runtime/single_copy.hpp"
 #include "runtime/tag.hpp"
-#include "runtime/ucx_transport.hpp"
+#include "runtime/transport.hpp"
 #include "sparse/mstopk.hpp"
 
 namespace flexplan {
@@ -71,38 +72,41 @@ class StepTransfers {
     for (auto& t : transfers_) {
       if (t.request == nullptr) continue;
       context_.transport->cancel(t.request);
-      ucp_request_free(t.request);
+      context_.transport->release(t.request);
     }
   }
 
   // A message's signature and pieces, in the communicator's scratch (SparseScratch::frame).
   struct Frame {
     CallSignature signature;
-    ucp_dt_iov_t iov[3];
+    Transport::Piece iov[Transport::kMaxPieces];
   };
   static_assert(sizeof(Frame) <= SparseScratch::kFrameBytes);
 
   void send(int32_t peer, const void* data, size_t bytes, uint64_t tag) {
-    ucs_status_ptr_t request;
+    Transfer& t = transfers_.emplace_back(peer, false);
+    TransportStatus status;
     if (signed_) {
       Frame* frame = new (context_.scratch->frame()) Frame{context_.signature, {}};
       size_t pieces = 0;
       frame->iov[pieces++] = {&frame->signature, sizeof(CallSignature)};
       if (bytes > 0) frame->iov[pieces++] = {const_cast<void*>(data), bytes};
-      request = context_.transport->send_iov(peer, frame->iov, pieces, tag);
+      status = context_.transport->send(peer, frame->iov, pieces, tag, &t, &t.request);
     } else {
-      request = context_.transport->send(peer, data, bytes, tag);
+      status = context_.transport->send(peer, data, bytes, tag, &t, &t.request);
     }
-    if (UCS_PTR_IS_ERR(request)) {
+    if (!status.ok()) {
+      transfers_.pop_back();
       throw RuntimeError(fmt::format("flexplan sparse_allreduce: {}: send to {} failed: {}", step_,
-                                     context_.describe_rank(peer),
-                                     ucs_status_string(UCS_PTR_STATUS(request))));
+                                     context_.describe_rank(peer), status.text));
     }
-    if (request != nullptr) transfers_.push_back({request, false, peer, nullptr, nullptr});
+    if (t.request == nullptr) transfers_.pop_back();  // sent at once
   }
   // `received` gets the length that arrived.
   void recv(int32_t peer, void* data, size_t capacity, uint64_t tag, size_t* received) {
-    ucs_status_ptr_t request;
+    Transfer& t = transfers_.emplace_back(peer, true);
+    t.received = received;
+    TransportStatus status;
     Frame* frame = nullptr;
     if (signed_) {
       // The signature, the data, then the sink for what a peer of another count sends beyond.
@@ -111,16 +115,16 @@ class StepTransfers {
       frame->iov[pieces++] = {&frame->signature, sizeof(CallSignature)};
       if (capacity > 0) frame->iov[pieces++] = {data, capacity};
       frame->iov[pieces++] = {context_.sink, context_.sink_bytes};
-      request = context_.transport->recv_iov(frame->iov, pieces, tag);
+      status = context_.transport->recv(frame->iov, pieces, tag, ~uint64_t{0}, &t, &t.request);
     } else {
-      request = context_.transport->recv(data, capacity, tag);
+      status = context_.transport->recv(data, capacity, tag, &t, &t.request);
     }
-    if (UCS_PTR_IS_ERR(request)) {
+    if (!status.ok()) {
+      transfers_.pop_back();
       throw RuntimeError(fmt::format("flexplan sparse_allreduce: {}: receive from {} failed: {}",
-                                     step_, context_.describe_rank(peer),
-                                     ucs_status_string(UCS_PTR_STATUS(request))));
+                                     step_, context_.describe_rank(peer), status.text));
     }
-    transfers_.push_back({request, true, peer, received, frame});
+    t.frame = frame;
   }
 
   void wait() {
@@ -128,37 +132,41 @@ class StepTransfers {
   }
 
  private:
-  struct Transfer {
-    void* request;
+  // A transfer in flight; the transport tells its end through the Completion base.
+  struct Transfer : Transport::Completion {
+    Transfer(int32_t from_or_to, bool is_receive) : receive(is_receive), peer(from_or_to) {
+      notify = [](Completion* self, TransportStatus status, size_t length, uint64_t) {
+        auto* t = static_cast<Transfer*>(self);
+        t->complete = true;
+        t->status = status;
+        t->length = length;
+      };
+    }
+    Transport::Request request = nullptr;
     bool receive;
     int32_t peer;
-    size_t* received;
-    const Frame* frame;  // a signed receive's
+    size_t* received = nullptr;
+    const Frame* frame = nullptr;  // a signed receive's
+    bool complete = false;
+    TransportStatus status;
+    size_t length = 0;
   };
 
   size_t poll() {
     size_t remaining = 0;
     for (auto& t : transfers_) {
       if (t.request == nullptr) continue;
-      ucs_status_t status;
-      size_t length = 0;
-      if (t.receive) {
-        ucp_tag_recv_info_t info{};
-        status = ucp_tag_recv_request_test(t.request, &info);
-        length = info.length;
-      } else {
-        status = ucp_request_check_status(t.request);
-      }
-      if (status == UCS_INPROGRESS) {
+      if (!t.complete) {
         ++remaining;
         continue;
       }
-      ucp_request_free(t.request);
+      context_.transport->release(t.request);
       t.request = nullptr;
-      if (status != UCS_OK) {
+      size_t length = t.length;
+      if (!t.status.ok()) {
         throw RuntimeError(fmt::format("flexplan sparse_allreduce: {}: {} {} failed: {}", step_,
                                        t.receive ? "receive from" : "send to",
-                                       context_.describe_rank(t.peer), ucs_status_string(status)));
+                                       context_.describe_rank(t.peer), t.status.text));
       }
       if (t.frame != nullptr) length = checked_length(t, length);
       if (t.received != nullptr) *t.received = length;
@@ -187,7 +195,7 @@ class StepTransfers {
   const SparseContext& context_;
   std::string step_;
   bool signed_;
-  std::vector<Transfer> transfers_;
+  std::deque<Transfer> transfers_;  // (a deque: the transport holds their addresses)
 };
 
 // One message per (step, sender, receiver): the sections of the step's ops that the sender

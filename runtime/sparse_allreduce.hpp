@@ -30,7 +30,7 @@
 
 namespace flexplan {
 
-class UcxTransport;
+class Transport;
 
 // Error feedback state of one buffer on one rank: what its slice did not send, added to its
 // slice before the next call's selection (the reduced slice, after step 1). Owned by the
@@ -98,7 +98,7 @@ class SparseScratch {
 
 // What the sparse exchange needs from its communicator.
 struct SparseContext {
-  UcxTransport* transport;
+  Transport* transport;  // the seam (transport.hpp)
   int32_t rank;
   const ir::SparseLayout* layout;
   const ir::SparseExchange* exchange;  // verified (ir::verify_schedule) for the layout

@@ -1,8 +1,10 @@
+// The UCX implementation of the transport seam: context, worker, endpoints, tagged transfers.
 #include "runtime/ucx_transport.hpp"
 
 #include <poll.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -110,7 +112,7 @@ void UcxTransport::connect(const std::vector<std::vector<uint8_t>>& addresses, i
     }
   }
   abort_inbox_.assign(kAbortNoticeBytes, '\0');
-  const ucs_status_ptr_t request = recv(abort_inbox_.data(), abort_inbox_.size(), tag::abort_tag());
+  const ucs_status_ptr_t request = ucx_recv(abort_inbox_.data(), abort_inbox_.size(), tag::abort_tag());
   if (UCS_PTR_IS_ERR(request)) {
     throw RuntimeError(fmt::format("UCX receive for abort notices failed: {}",
                                    ucs_status_string(UCS_PTR_STATUS(request))));
@@ -128,7 +130,7 @@ void UcxTransport::send_abort(int32_t self, const std::string& reason, std::chro
   for (size_t peer = 0; peer < endpoints_.size(); ++peer) {
     if (!endpoints_[peer]) continue;
     const ucs_status_ptr_t request =
-        send(static_cast<int32_t>(peer), abort_outbox_.data(), abort_outbox_.size(), tag::abort_tag());
+        ucx_send(static_cast<int32_t>(peer), abort_outbox_.data(), abort_outbox_.size(), tag::abort_tag());
     if (request != nullptr && !UCS_PTR_IS_ERR(request)) sends.push_back(request);
   }
   const auto deadline = Clock::now() + limit;
@@ -141,7 +143,7 @@ void UcxTransport::send_abort(int32_t self, const std::string& reason, std::chro
   for (void* request : sends) ucp_request_free(request);
 }
 
-std::optional<UcxTransport::AbortNotice> UcxTransport::abort_notice() {
+std::optional<Transport::AbortNotice> UcxTransport::abort_notice() {
   if (abort_notice_ || abort_receive_ == nullptr) return abort_notice_;
   if (ucp_request_check_status(abort_receive_) == UCS_INPROGRESS) return std::nullopt;
   ucp_tag_recv_info_t info{};
@@ -168,24 +170,41 @@ void UcxTransport::cancel_abort_receive() {
 
 void UcxTransport::on_endpoint_error(void* arg, ucp_ep_h, ucs_status_t status) {
   const auto* context = static_cast<const ErrorContext*>(arg);
-  if (!context->transport->failure_) context->transport->failure_ = PeerFailure{context->rank, status};
+  if (!context->transport->failure_) context->transport->failure_ = PeerFailure{context->rank, status_of(status)};
+}
+
+static_assert(sizeof(Transport::Piece) == sizeof(ucp_dt_iov_t) &&
+                  offsetof(Transport::Piece, data) == offsetof(ucp_dt_iov_t, buffer) &&
+                  offsetof(Transport::Piece, bytes) == offsetof(ucp_dt_iov_t, length),
+              "the seam's pieces are UCX iov entries, passed as they are");
+
+Transport::Status UcxTransport::status_of(ucs_status_t status) {
+  Status out;
+  out.text = ucs_status_string(status);
+  switch (status) {
+    case UCS_OK: out.code = Status::Ok; break;
+    case UCS_ERR_MESSAGE_TRUNCATED: out.code = Status::Truncated; break;
+    case UCS_ERR_CANCELED: out.code = Status::Canceled; break;
+    default: out.code = Status::Failed; break;
+  }
+  return out;
 }
 
 namespace {
 // The send and receive parameters (and callbacks) shared by the contiguous and iov forms.
-ucp_request_param_t send_param(UcxTransport::Completion* completion) {
+ucp_request_param_t send_param(Transport::Completion* completion) {
   ucp_request_param_t param{};
   if (completion != nullptr) {
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     param.cb.send = [](void*, ucs_status_t status, void* user_data) {
-      auto* c = static_cast<UcxTransport::Completion*>(user_data);
-      c->notify(c, status, 0, 0);
+      auto* c = static_cast<Transport::Completion*>(user_data);
+      c->notify(c, UcxTransport::status_of(status), 0, 0);
     };
     param.user_data = completion;
   }
   return param;
 }
-ucp_request_param_t recv_param(UcxTransport::Completion* completion) {
+ucp_request_param_t recv_param(Transport::Completion* completion) {
   ucp_request_param_t param{};
   // UCX 1.13 leaves the receive info unset when a receive completes at once, and the length is
   // what tells a count mismatch: always take a request.
@@ -193,41 +212,54 @@ ucp_request_param_t recv_param(UcxTransport::Completion* completion) {
   if (completion != nullptr) {
     param.op_attr_mask |= UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     param.cb.recv = [](void*, ucs_status_t status, const ucp_tag_recv_info_t* info, void* user_data) {
-      auto* c = static_cast<UcxTransport::Completion*>(user_data);
+      auto* c = static_cast<Transport::Completion*>(user_data);
       const bool told = status == UCS_OK && info != nullptr;
-      c->notify(c, status, told ? info->length : 0, told ? info->sender_tag : 0);
+      c->notify(c, UcxTransport::status_of(status), told ? info->length : 0, told ? info->sender_tag : 0);
     };
     param.user_data = completion;
   }
   return param;
 }
+// A posted request as the seam gives it: the status, the request (null: complete at once).
+Transport::Status posted(ucs_status_ptr_t result, Transport::Request* request) {
+  if (UCS_PTR_IS_ERR(result)) {
+    *request = nullptr;
+    return UcxTransport::status_of(UCS_PTR_STATUS(result));
+  }
+  *request = result;
+  return {};
+}
 }  // namespace
 
-ucs_status_ptr_t UcxTransport::send_iov(int32_t peer, const ucp_dt_iov_t* iov, size_t count, uint64_t tag,
-                                        Completion* completion) {
+Transport::Status UcxTransport::send(int32_t peer, const Piece* pieces, size_t count, uint64_t tag,
+                                     Completion* completion, Request* request) {
   ucp_request_param_t param = send_param(completion);
+  const ucp_ep_h ep = endpoints_[static_cast<size_t>(peer)];
+  if (count == 1) return posted(ucp_tag_send_nbx(ep, pieces[0].data, pieces[0].bytes, tag, &param), request);
   param.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
   param.datatype = ucp_dt_make_iov();
-  return ucp_tag_send_nbx(endpoints_[static_cast<size_t>(peer)], iov, count, tag, &param);
+  return posted(ucp_tag_send_nbx(ep, pieces, count, tag, &param), request);
 }
 
-ucs_status_ptr_t UcxTransport::recv_iov(ucp_dt_iov_t* iov, size_t count, uint64_t tag, Completion* completion) {
+Transport::Status UcxTransport::recv(const Piece* pieces, size_t count, uint64_t tag, uint64_t tag_mask,
+                                     Completion* completion, Request* request) {
   ucp_request_param_t param = recv_param(completion);
+  if (count == 1)
+    return posted(ucp_tag_recv_nbx(worker_, pieces[0].data, pieces[0].bytes, tag, tag_mask, &param), request);
   param.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
   param.datatype = ucp_dt_make_iov();
-  return ucp_tag_recv_nbx(worker_, iov, count, tag, ~uint64_t{0}, &param);
+  // (UCX writes no iov entry: the cast only meets its signature.)
+  return posted(ucp_tag_recv_nbx(worker_, const_cast<Piece*>(pieces), count, tag, tag_mask, &param), request);
 }
 
-ucs_status_ptr_t UcxTransport::send(int32_t peer, const void* buffer, size_t bytes, uint64_t tag,
-                                    Completion* completion) {
-  const ucp_request_param_t param = send_param(completion);
+ucs_status_ptr_t UcxTransport::ucx_send(int32_t peer, const void* buffer, size_t bytes, uint64_t tag) {
+  const ucp_request_param_t param = send_param(nullptr);
   return ucp_tag_send_nbx(endpoints_[static_cast<size_t>(peer)], buffer, bytes, tag, &param);
 }
 
-ucs_status_ptr_t UcxTransport::recv(void* buffer, size_t bytes, uint64_t tag, Completion* completion,
-                                    uint64_t tag_mask) {
-  const ucp_request_param_t param = recv_param(completion);
-  return ucp_tag_recv_nbx(worker_, buffer, bytes, tag, tag_mask, &param);
+ucs_status_ptr_t UcxTransport::ucx_recv(void* buffer, size_t bytes, uint64_t tag) {
+  const ucp_request_param_t param = recv_param(nullptr);
+  return ucp_tag_recv_nbx(worker_, buffer, bytes, tag, ~uint64_t{0}, &param);
 }
 
 bool UcxTransport::progress() {
@@ -282,6 +314,11 @@ void UcxTransport::close_endpoints(bool force, std::chrono::milliseconds limit) 
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     wait_request(request, std::max(left, std::chrono::milliseconds(0)));
   }
+}
+
+std::unique_ptr<Transport> make_ucx_transport(bool blocking, int32_t world_size, const char* transports,
+                                              bool eager, bool copy_sends) {
+  return std::make_unique<UcxTransport>(blocking, world_size, transports, eager, copy_sends);
 }
 
 }  // namespace flexplan

@@ -1,5 +1,6 @@
-// The UCX side of a communicator: one context, one worker, one endpoint per peer, tagged
-// send/recv on host memory. Knows nothing of plans; ranks here are plan ranks.
+// The UCX implementation of the transport seam (transport.hpp): one context, one worker, one
+// endpoint per peer, tagged send/recv on host memory. Knows nothing of plans; ranks here are
+// plan ranks. Only the seam's users below it (this file, tools that time bare UCX) include it.
 #pragma once
 
 #include <chrono>
@@ -11,15 +12,12 @@
 
 #include <ucp/api/ucp.h>
 
+#include "runtime/transport.hpp"
+
 namespace flexplan {
 
-class UcxTransport {
+class UcxTransport final : public Transport {
  public:
-  struct PeerFailure {
-    int32_t rank;
-    ucs_status_t status;
-  };
-
   // Context and worker. `blocking` adds UCP_FEATURE_WAKEUP for wait_for_event. UCX's own
   // configuration (UCX_TLS, UCX_NET_DEVICES, ...) comes from the environment as usual;
   // `transports`, if given, replaces UCX_TLS. `eager`, unless UCX_RNDV_THRESH is set, sends
@@ -33,67 +31,59 @@ class UcxTransport {
   UcxTransport(const UcxTransport&) = delete;
   UcxTransport& operator=(const UcxTransport&) = delete;
 
+  const char* name() const override { return "UCX"; }
+
   // The worker address that peers need to reach this one.
-  const std::vector<uint8_t>& address() const { return address_; }
+  const std::vector<uint8_t>& address() const override { return address_; }
 
   // Endpoints to every rank but `self`, from all ranks' worker addresses indexed by rank.
   // For the peers with detect_failure[peer], UCX reports a dead peer
   // (UCP_ERR_HANDLING_MODE_PEER) and failure() names it.
   void connect(const std::vector<std::vector<uint8_t>>& addresses, int32_t self,
-               const std::vector<bool>& detect_failure);
+               const std::vector<bool>& detect_failure) override;
 
-  // Told when a transfer's request completes, from inside progress() (or inside recv() when the
-  // message is already there): its status and, for a receive, the received length and the tag
-  // it was sent with (which a masked receive needs).
-  struct Completion {
-    void (*notify)(Completion* self, ucs_status_t status, size_t length, uint64_t tag) = nullptr;
-  };
+  // The seam's transfers: one piece goes contiguous (UCX's short path for small messages),
+  // more as UCX's iov datatype.
+  Status send(int32_t peer, const Piece* pieces, size_t count, uint64_t tag, Completion* completion,
+              Request* request) override;
+  Status recv(const Piece* pieces, size_t count, uint64_t tag, uint64_t tag_mask, Completion* completion,
+              Request* request) override;
+  using Transport::recv;
+  using Transport::send;
+  void cancel(Request request) override { ucp_request_cancel(worker_, request); }
+  void release(Request request) override { ucp_request_free(request); }
 
-  // Non-blocking tagged transfers. A send returns nullptr when complete at once (nothing is
-  // told then), UCS_PTR_IS_ERR on failure, else a request to free once complete. A receive
-  // always returns a request (or an error): the received length tells a count mismatch. With
-  // `completion`, the request's completion is told to it (so that nobody has to poll every
-  // request); without, poll with ucp_request_check_status / ucp_tag_recv_request_test. Freeing a
-  // request that is still in progress stops its notification.
-  ucs_status_ptr_t send(int32_t peer, const void* buffer, size_t bytes, uint64_t tag,
-                        Completion* completion = nullptr);
-  ucs_status_ptr_t recv(void* buffer, size_t bytes, uint64_t tag, Completion* completion = nullptr,
-                        uint64_t tag_mask = ~uint64_t{0});
-  // The same with the message gathered from, or scattered into, `count` pieces (UCX's iov
-  // datatype): a call signature before the data (call_signature.hpp). The array must stay
-  // untouched until the request completes: UCX reads it as it goes.
-  ucs_status_ptr_t send_iov(int32_t peer, const ucp_dt_iov_t* iov, size_t count, uint64_t tag,
-                            Completion* completion = nullptr);
-  ucs_status_ptr_t recv_iov(ucp_dt_iov_t* iov, size_t count, uint64_t tag, Completion* completion = nullptr);
-  void cancel(void* request) { ucp_request_cancel(worker_, request); }
+  // Bare UCX transfers, for tools that time UCX itself (bench/flexbench/overhead.cpp): a send
+  // returns nullptr when complete at once, UCS_PTR_IS_ERR on failure, else a request to poll
+  // with ucp_request_check_status and free with ucp_request_free.
+  ucs_status_ptr_t ucx_send(int32_t peer, const void* buffer, size_t bytes, uint64_t tag);
+  ucs_status_ptr_t ucx_recv(void* buffer, size_t bytes, uint64_t tag);
+
+  static Status status_of(ucs_status_t status);
 
   // Drives UCX until it has nothing more to do now; true if anything happened.
-  bool progress();
+  bool progress() override;
   // Blocking mode: sleep until UCX has an event or `limit` passed. Returns at once if events
   // are already pending.
-  void wait_for_event(std::chrono::milliseconds limit);
-  bool blocking() const { return event_fd_ >= 0; }
+  void wait_for_event(std::chrono::milliseconds limit) override;
+  bool blocking() const override { return event_fd_ >= 0; }
 
-  const std::optional<PeerFailure>& failure() const { return failure_; }
+  const std::optional<PeerFailure>& failure() const override { return failure_; }
 
-  // Abort notices: one short message to every peer under the reserved tag (tag::abort_tag),
-  // saying which rank failed and why. connect() posts the receive for the first one to arrive.
-  struct AbortNotice {
-    int32_t rank;
-    std::string reason;
-  };
+  // Abort notices go under the reserved tag (tag::abort_tag). connect() posts the receive for
+  // the first one to arrive.
   // Sends `reason` (cut to a few KB) from rank `self` to every peer, progressing until the
   // sends are out or `limit` passed (a dead peer's may never be).
-  void send_abort(int32_t self, const std::string& reason, std::chrono::milliseconds limit);
+  void send_abort(int32_t self, const std::string& reason, std::chrono::milliseconds limit) override;
   // The first notice received, if any (call after progress()).
-  std::optional<AbortNotice> abort_notice();
+  std::optional<AbortNotice> abort_notice() override;
 
   // Shutdown, best effort within `limit`: flush every endpoint (all sent data delivered).
   // Returns false on timeout or error.
-  bool flush(std::chrono::milliseconds limit);
+  bool flush(std::chrono::milliseconds limit) override;
   // Close every endpoint; `force` skips the goodbye with the peer (used once all ranks are
   // known to be done, or when the job is broken).
-  void close_endpoints(bool force, std::chrono::milliseconds limit);
+  void close_endpoints(bool force, std::chrono::milliseconds limit) override;
 
  private:
   struct ErrorContext {

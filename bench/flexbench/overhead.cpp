@@ -104,8 +104,8 @@ void run(int iterations) {
   uint64_t tag = 0;
   const double bare_us = median_us(MPI_COMM_WORLD, iterations, [&] {
     ++tag;
-    void* recv = transport.recv(&incoming, sizeof incoming, tag);
-    void* send = transport.send(1 - rank, &value, sizeof value, tag);
+    void* recv = transport.ucx_recv(&incoming, sizeof incoming, tag);
+    void* send = transport.ucx_send(1 - rank, &value, sizeof value, tag);
     while (ucp_request_check_status(recv) == UCS_INPROGRESS ||
            (send && ucp_request_check_status(send) == UCS_INPROGRESS)) {
       transport.progress();

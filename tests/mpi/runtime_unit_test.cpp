@@ -136,7 +136,7 @@ TEST(Transport, LongChunksGoEager) {
     std::vector<uint8_t> data(bytes), landed(bytes);
     for (size_t i = 0; i < bytes; ++i) data[i] = static_cast<uint8_t>(i * 7 + 1);
     const uint64_t message_tag = tag::make(1, 0, 0);
-    void* send = sender.send(1, data.data(), bytes, message_tag);
+    void* send = sender.ucx_send(1, data.data(), bytes, message_tag);
     ASSERT_FALSE(UCS_PTR_IS_ERR(send));
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     while (send != nullptr && ucp_request_check_status(send) == UCS_INPROGRESS &&
@@ -146,7 +146,7 @@ TEST(Transport, LongChunksGoEager) {
     }
     const bool sent_before_receive = send == nullptr || ucp_request_check_status(send) != UCS_INPROGRESS;
     EXPECT_TRUE(sent_before_receive) << bytes << " bytes: the send waited for its receive (rendezvous)";
-    void* recv = receiver.recv(landed.data(), bytes, message_tag);
+    void* recv = receiver.ucx_recv(landed.data(), bytes, message_tag);
     ASSERT_FALSE(UCS_PTR_IS_ERR(recv));
     while (ucp_request_check_status(recv) == UCS_INPROGRESS ||
            (send != nullptr && ucp_request_check_status(send) == UCS_INPROGRESS)) {

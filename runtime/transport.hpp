@@ -1,0 +1,128 @@
+// The transport seam: the small interface every executor (Operation, the sparse exchange) is
+// written against. Tagged, non-blocking sends and receives of a buffer range (or up to three
+// pieces of one), told complete through a callback from inside progress(); peer failures and
+// abort notices; an orderly close. UCX is the implementation the communicator uses
+// (ucx_transport.hpp); tests run the executor over an in-process one. Nothing here knows plans.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace flexplan {
+
+// How a transfer ended. `text` is the implementation's own words for it (static storage), so
+// that error messages read as they always did ("Message truncated", "Connection reset ...").
+struct TransportStatus {
+  enum Code : uint8_t {
+    Ok,
+    Truncated,  // the message was longer than the receive's pieces
+    Canceled,
+    Failed,     // anything else: a dead peer, an endpoint error
+  };
+  Code code = Ok;
+  const char* text = "Success";
+  bool ok() const { return code == Ok; }
+};
+
+class Transport {
+ public:
+  using Status = TransportStatus;
+  // An operation in flight, opaque; null where it completed at once.
+  using Request = void*;
+
+  // A range of a message: a call signature before the data, a sink behind it
+  // (call_signature.hpp). Laid out as UCX's iov entry, which ucx_transport.cpp checks.
+  struct Piece {
+    void* data;
+    size_t bytes;
+  };
+  static constexpr size_t kMaxPieces = 3;
+
+  // Told when a transfer completes, from inside progress() (or from inside recv() when the
+  // message is already there): its status and, for a receive, the received length and the tag it
+  // was sent with (which a masked receive needs). A released request is never told.
+  struct Completion {
+    void (*notify)(Completion* self, Status status, size_t length, uint64_t tag) = nullptr;
+  };
+
+  struct PeerFailure {
+    int32_t rank;
+    Status status;
+  };
+  // Abort notices: one short message to every peer, saying which rank failed and why.
+  struct AbortNotice {
+    int32_t rank;
+    std::string reason;
+  };
+
+  virtual ~Transport() = default;
+  // Names the implementation in messages ("UCX reports peer rank 3 failed: ...").
+  virtual const char* name() const = 0;
+
+  // What peers need to reach this one, and the connection to every rank but `self` from all
+  // ranks' addresses indexed by rank. For the peers with detect_failure[peer], a dead peer is
+  // reported (failure()). connect() also posts the receive for abort notices.
+  virtual const std::vector<uint8_t>& address() const = 0;
+  virtual void connect(const std::vector<std::vector<uint8_t>>& addresses, int32_t self,
+                       const std::vector<bool>& detect_failure) = 0;
+
+  // Non-blocking tagged transfers of `count` (1 to kMaxPieces) pieces, gathered on send and
+  // scattered on receive; the piece array must stay untouched until the transfer completes.
+  // A send sets *request to null when it completed at once (nothing is told then). A receive
+  // always gets a request; its length tells a count mismatch, and a message longer than its
+  // pieces ends Truncated. A status not ok: nothing was posted.
+  virtual Status send(int32_t peer, const Piece* pieces, size_t count, uint64_t tag, Completion* completion,
+                      Request* request) = 0;
+  virtual Status recv(const Piece* pieces, size_t count, uint64_t tag, uint64_t tag_mask, Completion* completion,
+                      Request* request) = 0;
+  // Contiguous forms.
+  Status send(int32_t peer, const void* data, size_t bytes, uint64_t tag, Completion* completion, Request* request) {
+    const Piece piece{const_cast<void*>(data), bytes};
+    return send(peer, &piece, 1, tag, completion, request);
+  }
+  Status recv(void* data, size_t bytes, uint64_t tag, Completion* completion, Request* request,
+              uint64_t tag_mask = ~uint64_t{0}) {
+    const Piece piece{data, bytes};
+    return recv(&piece, 1, tag, tag_mask, completion, request);
+  }
+  // Cancels a receive (its completion is then told, Canceled, unless released first).
+  virtual void cancel(Request request) = 0;
+  // Gives the request back: once it completed, or to stop its notification. The transfer may
+  // still move on its own (a send's data is read until the transport closes).
+  virtual void release(Request request) = 0;
+
+  // Moves whatever can move now; true if anything happened.
+  virtual bool progress() = 0;
+  // Blocking mode: sleep until an event or `limit` passed; returns at once where events are
+  // already pending, and at once outside blocking mode.
+  virtual void wait_for_event(std::chrono::milliseconds limit) = 0;
+  virtual bool blocking() const = 0;
+
+  // The first peer found dead, if any.
+  virtual const std::optional<PeerFailure>& failure() const = 0;
+
+  // Sends `reason` (cut to a few KB) from rank `self` to every peer, progressing until the
+  // sends are out or `limit` passed (a dead peer's may never be). Once.
+  virtual void send_abort(int32_t self, const std::string& reason, std::chrono::milliseconds limit) = 0;
+  // The first notice received, if any (call after progress()).
+  virtual std::optional<AbortNotice> abort_notice() = 0;
+
+  // Shutdown, best effort within `limit`: everything sent delivered. False on timeout or error.
+  virtual bool flush(std::chrono::milliseconds limit) = 0;
+  // Closes every connection; `force` skips the goodbye with the peer.
+  virtual void close_endpoints(bool force, std::chrono::milliseconds limit) = 0;
+};
+
+// The UCX implementation (ucx_transport.cpp). `blocking` makes wait_for_event sleep on the
+// worker's event fd. `transports`, if given, replaces UCX_TLS; `eager` sends every message
+// eagerly unless UCX_RNDV_THRESH is set; `copy_sends` keeps sends off the zero-copy path unless
+// UCX_ZCOPY_THRESH is set (ucx_transport.hpp says why). Throws RuntimeError.
+std::unique_ptr<Transport> make_ucx_transport(bool blocking, int32_t world_size, const char* transports,
+                                              bool eager, bool copy_sends);
+
+}  // namespace flexplan

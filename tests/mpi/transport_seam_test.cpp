@@ -1,0 +1,568 @@
+// The executor over the transport seam (runtime/transport.hpp) without UCX: an in-process
+// transport whose ranks are threads of this process, with injected delays, reordering and
+// peer deaths. Every collective the engine runs is checked element by element, and a dead peer
+// must end every survivor's call with an error naming it, never a hang.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "ir/job_plan.hpp"
+#include "ir/plan.hpp"
+#include "ir/plan_binary.hpp"
+#include "planner/collective_planner.hpp"
+#include "runtime/bootstrap.hpp"
+#include "runtime/engine.hpp"
+#include "runtime/errors.hpp"
+#include "runtime/tag.hpp"
+#include "runtime/transport.hpp"
+#include "test_support.hpp"
+
+namespace flexplan {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// --- the in-process transport -----------------------------------------------------------------
+
+struct Faults {
+  std::chrono::microseconds max_delay{0};  // each message arrives 0 .. max_delay after its send
+  bool reorder = false;                    // arrived messages are matched in random order
+  int32_t victim = -1;                     // this rank dies ...
+  size_t victim_sends = 0;                 // ... after sending this many messages
+  uint32_t seed = 1;
+};
+
+// What the ranks' transports share: every rank's inbox, and who is dead. One lock for all.
+struct Fabric {
+  struct Message {
+    int32_t from;
+    uint64_t tag;
+    std::vector<std::byte> data;
+    Clock::time_point due;
+  };
+  explicit Fabric(int size, Faults f) : faults(f), inbox(static_cast<size_t>(size)), dead(size, false),
+                                         wake(static_cast<size_t>(size)) {}
+  Faults faults;
+  std::mutex mutex;
+  std::vector<std::deque<Message>> inbox;
+  std::vector<bool> dead;
+  std::vector<std::condition_variable> wake;
+  size_t acks = 0;  // single-copy acknowledgements sent: single copy was used
+};
+
+constexpr TransportStatus kFailed{TransportStatus::Failed, "peer died (injected)"};
+constexpr TransportStatus kTruncated{TransportStatus::Truncated, "Message truncated"};
+constexpr TransportStatus kCanceled{TransportStatus::Canceled, "Request canceled"};
+
+class InProcessTransport final : public Transport {
+ public:
+  InProcessTransport(Fabric& fabric, bool blocking, uint32_t seed)
+      : fabric_(fabric), blocking_(blocking), rng_(seed) {}
+  ~InProcessTransport() override = default;
+
+  const char* name() const override { return "in-process transport"; }
+  const std::vector<uint8_t>& address() const override { return address_; }
+  void connect(const std::vector<std::vector<uint8_t>>&, int32_t self,
+               const std::vector<bool>& detect_failure) override {
+    self_ = self;
+    detect_ = detect_failure;
+  }
+
+  Status send(int32_t peer, const Piece* pieces, size_t count, uint64_t tag, Completion* completion,
+              Request* request) override {
+    *request = nullptr;
+    std::vector<std::byte> data;
+    for (size_t i = 0; i < count; ++i) {
+      const auto* p = static_cast<const std::byte*>(pieces[i].data);
+      data.insert(data.end(), p, p + pieces[i].bytes);
+    }
+    std::unique_lock lock(fabric_.mutex);
+    if (fabric_.dead[static_cast<size_t>(self_)]) return {};  // a dead rank's sends go nowhere
+    // To a dead peer: refused where failures are detected, else lost (a stalled FIFO).
+    if (fabric_.dead[static_cast<size_t>(peer)]) return detect_[static_cast<size_t>(peer)] ? kFailed : Status{};
+    if (self_ == fabric_.faults.victim && ++sends_ >= fabric_.faults.victim_sends) {
+      fabric_.dead[static_cast<size_t>(self_)] = true;  // this one is lost with the rank
+      for (auto& cv : fabric_.wake) cv.notify_all();
+      return {};
+    }
+    const auto delay = fabric_.faults.max_delay.count() > 0
+                           ? std::chrono::microseconds(std::uniform_int_distribution<int64_t>(
+                                 0, fabric_.faults.max_delay.count())(rng_))
+                           : std::chrono::microseconds(0);
+    if ((tag & tag::kAckBit) != 0 && tag != tag::abort_tag()) ++fabric_.acks;
+    fabric_.inbox[static_cast<size_t>(peer)].push_back({self_, tag, std::move(data), Clock::now() + delay});
+    fabric_.wake[static_cast<size_t>(peer)].notify_all();
+    lock.unlock();
+    // The data is copied: complete at once, or (at random) on a later progress.
+    if (completion == nullptr || rng_() % 2 == 0) return {};
+    auto& r = requests_.emplace_back(std::make_unique<Req>());
+    r->completion = completion;
+    ready_.push_back({r.get(), {}, 0, 0});
+    *request = r.get();
+    return {};
+  }
+
+  Status recv(const Piece* pieces, size_t count, uint64_t tag, uint64_t tag_mask, Completion* completion,
+              Request* request) override {
+    auto& r = requests_.emplace_back(std::make_unique<Req>());
+    r->completion = completion;
+    r->pieces.assign(pieces, pieces + count);
+    r->tag = tag;
+    r->mask = tag_mask;
+    r->receive = true;
+    *request = r.get();
+    // A message already here matches at once (told on the next progress).
+    for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
+      if ((it->tag & tag_mask) != (tag & tag_mask)) continue;
+      deliver(*r, *it);
+      unexpected_.erase(it);
+      return {};
+    }
+    posted_.push_back(r.get());
+    return {};
+  }
+
+  void cancel(Request request) override {
+    auto* r = static_cast<Req*>(request);
+    const auto it = std::find(posted_.begin(), posted_.end(), r);
+    if (it == posted_.end()) return;
+    posted_.erase(it);
+    ready_.push_back({r, kCanceled, 0, 0});
+  }
+  void release(Request request) override {
+    auto* r = static_cast<Req*>(request);
+    r->released = true;
+    const auto it = std::find(posted_.begin(), posted_.end(), r);
+    if (it != posted_.end()) posted_.erase(it);
+  }
+
+  bool progress() override {
+    bool moved = false;
+    std::vector<Fabric::Message> arrived;
+    {
+      std::lock_guard lock(fabric_.mutex);
+      if (fabric_.dead[static_cast<size_t>(self_)]) {
+        // The dead rank's own view: cut off from its successor (so that its thread ends too).
+        if (!failure_) failure_ = PeerFailure{(self_ + 1) % static_cast<int32_t>(detect_.size()), kFailed};
+        return false;
+      }
+      for (size_t peer = 0; peer < detect_.size() && !failure_; ++peer) {
+        if (fabric_.dead[peer] && detect_[peer]) {
+          failure_ = PeerFailure{static_cast<int32_t>(peer), kFailed};
+          moved = true;
+        }
+      }
+      // Due messages; with reordering, a random one of those that no earlier message of the
+      // same sender and tag precedes (UCX orders only those).
+      auto& inbox = fabric_.inbox[static_cast<size_t>(self_)];
+      const auto now = Clock::now();
+      while (true) {
+        std::vector<size_t> candidates;
+        for (size_t i = 0; i < inbox.size(); ++i) {
+          if (inbox[i].due > now) continue;
+          bool blocked = false;
+          for (size_t j = 0; j < i && !blocked; ++j)
+            blocked = inbox[j].from == inbox[i].from && inbox[j].tag == inbox[i].tag;
+          if (!blocked) candidates.push_back(i);
+          if (!fabric_.faults.reorder && !candidates.empty()) break;
+        }
+        if (candidates.empty()) break;
+        const size_t pick = candidates[fabric_.faults.reorder ? rng_() % candidates.size() : 0];
+        arrived.push_back(std::move(inbox[pick]));
+        inbox.erase(inbox.begin() + static_cast<ptrdiff_t>(pick));
+      }
+    }
+    for (Fabric::Message& message : arrived) {
+      moved = true;
+      if (message.tag == tag::abort_tag()) {
+        if (!abort_notice_ && message.data.size() >= sizeof(int32_t)) {
+          AbortNotice notice{0, ""};
+          std::memcpy(&notice.rank, message.data.data(), sizeof(int32_t));
+          notice.reason.assign(reinterpret_cast<const char*>(message.data.data()) + sizeof(int32_t),
+                               message.data.size() - sizeof(int32_t));
+          abort_notice_ = notice;
+        }
+        continue;
+      }
+      const auto match = std::find_if(posted_.begin(), posted_.end(), [&](const Req* r) {
+        return (message.tag & r->mask) == (r->tag & r->mask);
+      });
+      if (match == posted_.end()) {
+        unexpected_.push_back(std::move(message));
+        continue;
+      }
+      Req* r = *match;
+      posted_.erase(match);
+      deliver(*r, message);
+    }
+    // Tell what completed; handling may post more, told on the next pass.
+    std::vector<Ready> told;
+    told.swap(ready_);
+    for (const Ready& ready : told) {
+      moved = true;
+      ready.request->done = true;
+      if (!ready.request->released && ready.request->completion != nullptr)
+        ready.request->completion->notify(ready.request->completion, ready.status, ready.length, ready.tag);
+    }
+    // Released and done: gone (the completion may have released it just now).
+    std::erase_if(requests_, [](const std::unique_ptr<Req>& r) { return r->released && r->done; });
+    return moved;
+  }
+
+  void wait_for_event(std::chrono::milliseconds limit) override {
+    if (!blocking_ || !ready_.empty()) return;
+    std::unique_lock lock(fabric_.mutex);
+    auto& inbox = fabric_.inbox[static_cast<size_t>(self_)];
+    auto until = Clock::now() + limit;
+    for (const auto& m : inbox) until = std::min(until, m.due);
+    fabric_.wake[static_cast<size_t>(self_)].wait_until(lock, until, [&] {
+      return std::any_of(inbox.begin(), inbox.end(), [](const auto& m) { return m.due <= Clock::now(); }) ||
+             std::any_of(fabric_.dead.begin(), fabric_.dead.end(), [](bool d) { return d; });
+    });
+  }
+  bool blocking() const override { return blocking_; }
+  const std::optional<PeerFailure>& failure() const override { return failure_; }
+
+  void send_abort(int32_t self, const std::string& reason, std::chrono::milliseconds) override {
+    std::vector<std::byte> data(sizeof(int32_t) + reason.size());
+    std::memcpy(data.data(), &self, sizeof self);
+    std::memcpy(data.data() + sizeof self, reason.data(), reason.size());
+    std::lock_guard lock(fabric_.mutex);
+    if (fabric_.dead[static_cast<size_t>(self_)]) return;
+    for (size_t peer = 0; peer < fabric_.inbox.size(); ++peer) {
+      if (static_cast<int32_t>(peer) == self_ || fabric_.dead[peer]) continue;
+      fabric_.inbox[peer].push_back({self_, tag::abort_tag(), data, Clock::now()});
+      fabric_.wake[peer].notify_all();
+    }
+  }
+  std::optional<AbortNotice> abort_notice() override { return abort_notice_; }
+  bool flush(std::chrono::milliseconds) override { return true; }  // every send was copied out
+  void close_endpoints(bool, std::chrono::milliseconds) override {}
+
+ private:
+  struct Req {
+    Completion* completion = nullptr;
+    std::vector<Piece> pieces;
+    uint64_t tag = 0, mask = 0;
+    bool receive = false;
+    bool released = false;
+    bool done = false;
+  };
+  struct Ready {
+    Req* request;
+    Status status;
+    size_t length;
+    uint64_t tag;
+  };
+  // Scatters `message` into the receive's pieces and queues its completion.
+  void deliver(Req& r, const Fabric::Message& message) {
+    size_t at = 0;
+    for (const Piece& piece : r.pieces) {
+      const size_t n = std::min(piece.bytes, message.data.size() - at);
+      if (n > 0) std::memcpy(piece.data, message.data.data() + at, n);
+      at += n;
+    }
+    const bool truncated = at < message.data.size();
+    ready_.push_back({&r, truncated ? kTruncated : Status{}, message.data.size(), message.tag});
+  }
+
+  Fabric& fabric_;
+  bool blocking_;
+  std::mt19937 rng_;
+  int32_t self_ = 0;
+  std::vector<bool> detect_;
+  std::vector<uint8_t> address_{1};
+  size_t sends_ = 0;
+  std::vector<std::unique_ptr<Req>> requests_;
+  std::deque<Req*> posted_;
+  std::deque<Fabric::Message> unexpected_;
+  std::vector<Ready> ready_;
+  std::optional<PeerFailure> failure_;
+  std::optional<AbortNotice> abort_notice_;
+};
+
+// --- ranks as threads -------------------------------------------------------------------------
+
+// The bootstrap group of thread ranks (as tests/mpi/group_test.cpp's).
+struct Board {
+  int size = 0;
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::map<int, std::vector<std::string>> exchanges;
+  int barrier = 0;
+};
+
+class ThreadGroup final : public bootstrap::Group {
+ public:
+  ThreadGroup(Board& board, int rank) : board_(board), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return board_.size; }
+  std::vector<std::string> allgather(const std::string& mine) override {
+    std::unique_lock lock(board_.mutex);
+    auto& slots = board_.exchanges[round_];
+    slots.resize(static_cast<size_t>(board_.size));
+    slots[static_cast<size_t>(rank_)] = "+" + mine;
+    board_.changed.notify_all();
+    board_.changed.wait(lock, [&] {
+      for (const auto& s : board_.exchanges[round_])
+        if (s.empty()) return false;
+      return true;
+    });
+    std::vector<std::string> out;
+    for (const auto& s : board_.exchanges[round_]) out.push_back(s.substr(1));
+    ++round_;
+    return out;
+  }
+  void barrier_start() override {
+    std::lock_guard lock(board_.mutex);
+    ++board_.barrier;
+  }
+  bool barrier_done() override {
+    std::lock_guard lock(board_.mutex);
+    return board_.barrier >= board_.size;
+  }
+
+ private:
+  Board& board_;
+  int rank_;
+  int round_ = 0;
+};
+
+// A plan of the tree: the ring all-reduce, and one schedule (algorithm `pick` of each
+// collective's list) of every other collective, for every size. Broadcast and reduce from
+// root 0; other roots take the engine's derived chain.
+ir::Plan plan_of_every_collective(const Topology& topology, size_t pick) {
+  ir::Plan plan = mpitest::plan_for(topology, "ring");
+  for (const ir::Collective c : {ir::Collective::ReduceScatter, ir::Collective::AllGather,
+                                 ir::Collective::Broadcast, ir::Collective::Reduce}) {
+    const auto names = collective_algorithm_names(c);
+    plan.schedules.push_back(plan_collective_algorithm(topology, c, names[pick % names.size()], 0));
+  }
+  for (auto& s : plan.schedules) {
+    s.min_bytes = 0;
+    s.max_bytes.reset();
+  }
+  return plan;
+}
+
+// Runs `body(engine, rank)` on every rank's thread over one fabric; returns each rank's error
+// ("" where none); `acks` gets the single-copy acknowledgements sent.
+std::vector<std::string> run_ranks(const ir::Plan& plan, const Faults& faults, const Options& options,
+                                   const std::function<void(Engine&, int)>& body, size_t* acks = nullptr) {
+  const int world = plan.world_size;
+  Board board;
+  board.size = world;
+  Fabric fabric(world, faults);
+  std::vector<std::string> errors(static_cast<size_t>(world));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        ir::Plan mine = plan;
+        Engine engine(
+            [&] {
+              ir::check_job_plan(mine, world, r);
+              const uint64_t fingerprint = ir::plan_fingerprint(mine);
+              return ir::FingerprintedPlan{std::move(mine), fingerprint};
+            },
+            "(in memory)", std::make_unique<ThreadGroup>(board, r), options,
+            [&, r](bool blocking, int32_t, const char*, bool, bool) {
+              return std::make_unique<InProcessTransport>(fabric, blocking, faults.seed * 977 + static_cast<uint32_t>(r));
+            });
+        body(engine, r);
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (acks != nullptr) *acks = fabric.acks;
+  return errors;
+}
+
+// Rank r's element i: small integers, so that every sum is exact.
+int32_t input(int rank, size_t i, uint64_t salt) {
+  return static_cast<int32_t>((rank * 7919 + i * 31 + salt * 13) % 1000) - 500;
+}
+std::vector<int32_t> inputs(int rank, size_t count, uint64_t salt, size_t offset = 0) {
+  std::vector<int32_t> v(count);
+  for (size_t i = 0; i < count; ++i) v[i] = input(rank, offset + i, salt);
+  return v;
+}
+int32_t sum_over(int world, size_t i, uint64_t salt) {
+  int32_t s = 0;
+  for (int r = 0; r < world; ++r) s += input(r, i, salt);
+  return s;
+}
+
+CollectiveCall int_sum(ir::Collective collective, const void* send, void* recv, size_t count, int32_t root = 0) {
+  CollectiveCall call;
+  call.collective = collective;
+  call.send = send;
+  call.recv = recv;
+  call.count = count;
+  call.type = DataType::Int32;
+  call.op = ReduceOp::Sum;
+  call.root = root;
+  return call;
+}
+
+void run(Engine& engine, const CollectiveCall& call) {
+  auto operation = engine.start(call);
+  engine.wait(*operation);
+}
+
+// Every collective, in and out of place where it has both, every root, a few counts; returns
+// "" or the first mismatch.
+std::string every_collective(Engine& engine, int rank, uint64_t salt) {
+  const int world = engine.plan().world_size;
+  for (const size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1000}, size_t{20011}}) {
+    const auto mismatch = [&](const char* what, size_t i, int32_t got, int32_t want) {
+      return fmt::format("{} of {}: rank {} element {} is {}, expected {}", what, count, rank, i, got, want);
+    };
+    ++salt;
+    // All-reduce, out of place then in place.
+    for (const bool in_place : {false, true}) {
+      std::vector<int32_t> send = inputs(rank, count, salt), recv(count, -1);
+      run(engine, int_sum(ir::Collective::AllReduce, in_place ? nullptr : send.data(),
+                          in_place ? send.data() : recv.data(), count));
+      const auto& result = in_place ? send : recv;
+      for (size_t i = 0; i < count; ++i)
+        if (result[i] != sum_over(world, i, salt)) return mismatch("allreduce", i, result[i], sum_over(world, i, salt));
+    }
+    // Reduce-scatter: `count` per rank; rank r gets block r of the sum.
+    {
+      std::vector<int32_t> send = inputs(rank, count * static_cast<size_t>(world), salt), recv(count, -1);
+      run(engine, int_sum(ir::Collective::ReduceScatter, send.data(), recv.data(), count));
+      for (size_t i = 0; i < count; ++i) {
+        const int32_t want = sum_over(world, static_cast<size_t>(rank) * count + i, salt);
+        if (recv[i] != want) return mismatch("reduce_scatter", i, recv[i], want);
+      }
+    }
+    // All-gather: block r is rank r's input.
+    {
+      std::vector<int32_t> send = inputs(rank, count, salt), recv(count * static_cast<size_t>(world), -1);
+      run(engine, int_sum(ir::Collective::AllGather, send.data(), recv.data(), count));
+      for (size_t i = 0; i < recv.size(); ++i) {
+        const int32_t want = input(static_cast<int>(i / std::max<size_t>(count, 1)), i % std::max<size_t>(count, 1), salt);
+        if (recv[i] != want) return mismatch("allgather", i, recv[i], want);
+      }
+    }
+    for (int root = 0; root < world; ++root) {
+      // Broadcast: the root's input everywhere.
+      std::vector<int32_t> buffer = rank == root ? inputs(root, count, salt) : std::vector<int32_t>(count, -1);
+      run(engine, int_sum(ir::Collective::Broadcast, nullptr, buffer.data(), count, root));
+      for (size_t i = 0; i < count; ++i)
+        if (buffer[i] != input(root, i, salt)) return mismatch("broadcast", i, buffer[i], input(root, i, salt));
+      // Reduce: the sum at the root.
+      std::vector<int32_t> send = inputs(rank, count, salt), recv(count, -1);
+      run(engine, int_sum(ir::Collective::Reduce, send.data(), recv.data(), count, root));
+      if (rank == root)
+        for (size_t i = 0; i < count; ++i)
+          if (recv[i] != sum_over(world, i, salt)) return mismatch("reduce", i, recv[i], sum_over(world, i, salt));
+    }
+  }
+  return "";
+}
+
+Options seam_options(bool blocking) {
+  Options options;
+  options.blocking = blocking;
+  options.timeout = std::chrono::milliseconds(20000);
+  options.chunk_bytes = 4096;  // many chunks, full windows
+  options.window = 3;
+  options.peer_failure = PeerFailureDetection::All;
+  options.single_copy_min_bytes = 1024;  // threads of one process: single copy reads this process
+  return options;
+}
+
+TEST(TransportSeam, EveryCollectiveUnderDelaysAndReordering) {
+  int round = 0;
+  for (const int world : {2, 3, 5}) {
+    for (const size_t pick : {size_t{0}, size_t{1}}) {
+      ++round;
+      const Topology topology = mpitest::random_tree(world, 100 + static_cast<uint32_t>(round));
+      const ir::Plan plan = plan_of_every_collective(topology, pick);
+      Faults faults;
+      faults.max_delay = std::chrono::microseconds(round % 2 ? 300 : 0);
+      faults.reorder = true;
+      faults.seed = static_cast<uint32_t>(round);
+      std::vector<std::string> mismatches(static_cast<size_t>(world));
+      size_t acks = 0;
+      const auto errors = run_ranks(
+          plan, faults, seam_options(round % 2 == 0),
+          [&](Engine& engine, int rank) {
+            mismatches[static_cast<size_t>(rank)] = every_collective(engine, rank, static_cast<uint64_t>(round) * 100);
+          },
+          &acks);
+      EXPECT_GT(acks, 0u) << world << " ranks, plan " << pick << ": no chunk went by single copy";
+      for (int r = 0; r < world; ++r) {
+        EXPECT_EQ(errors[static_cast<size_t>(r)], "") << world << " ranks, plan " << pick << ", rank " << r;
+        EXPECT_EQ(mismatches[static_cast<size_t>(r)], "") << world << " ranks, plan " << pick;
+      }
+    }
+  }
+}
+
+// A rank that dies mid-call: every survivor's call ends with an error naming it, long before
+// the timeout (the transport reports the dead peer), and the communicator refuses more work.
+TEST(TransportSeam, DeadPeerIsReportedByNameNotAHang) {
+  for (const int victim : {0, 1, 2}) {
+    const Topology topology = mpitest::random_tree(3, 7);
+    const ir::Plan plan = plan_of_every_collective(topology, 0);
+    Faults faults;
+    faults.max_delay = std::chrono::microseconds(100);
+    faults.reorder = true;
+    faults.victim = victim;
+    faults.victim_sends = 5;
+    faults.seed = 3;
+    const auto started = Clock::now();
+    const auto errors = run_ranks(plan, faults, seam_options(true), [&](Engine& engine, int rank) {
+      std::vector<int32_t> data = inputs(rank, 100000, 1);
+      run(engine, int_sum(ir::Collective::AllReduce, nullptr, data.data(), data.size()));
+    });
+    EXPECT_LT(Clock::now() - started, std::chrono::seconds(10)) << "victim " << victim;
+    const std::string name = fmt::format("rank {} ", victim);
+    for (int r = 0; r < 3; ++r) {
+      if (r == victim) continue;
+      EXPECT_NE(errors[static_cast<size_t>(r)].find(name), std::string::npos)
+          << "victim " << victim << ", rank " << r << ": " << errors[static_cast<size_t>(r)];
+    }
+  }
+}
+
+// Without failure detection the timeout ends the call, naming the peer it waited for.
+TEST(TransportSeam, SilentPeerTimesOutNamingIt) {
+  const Topology topology = mpitest::random_tree(2, 11);
+  const ir::Plan plan = plan_of_every_collective(topology, 0);
+  Faults faults;
+  faults.victim = 1;
+  faults.victim_sends = 1;
+  Options options = seam_options(true);
+  options.peer_failure = PeerFailureDetection::None;
+  options.timeout = std::chrono::milliseconds(1500);
+  const auto errors = run_ranks(plan, faults, options, [&](Engine& engine, int rank) {
+    std::vector<int32_t> data = inputs(rank, 50000, 2);
+    run(engine, int_sum(ir::Collective::AllReduce, nullptr, data.data(), data.size()));
+  });
+  EXPECT_NE(errors[0].find("rank 1 "), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("no progress"), std::string::npos) << errors[0];
+}
+
+}  // namespace
+}  // namespace flexplan
