@@ -10,6 +10,7 @@
 #include <span>
 #include <stdexcept>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "ir/collective_contract.hpp"
@@ -444,25 +445,23 @@ std::vector<size_t> repeated_schedules(const Plan& plan) {
   const auto mix = [](uint64_t hash, uint64_t value) {
     return (hash ^ value) * 0x100000001b3ull;  // FNV-1a, one 64-bit value at a time
   };
-  std::vector<uint64_t> hashes;
   std::vector<size_t> earlier(plan.schedules.size(), kNoEarlier);
   const auto same_steps_of = [&](const Schedule& a, const Schedule& b) {
     return a.collective == b.collective && a.units == b.units && a.root == b.root &&
            a.shards == b.shards;
   };
-  for (size_t i = 0; i < plan.schedules.size(); ++i) {
+  // Steps of different counts or op counts differ: a schedule is hashed only where an earlier
+  // one has as many of both (a plan's largest schedules are usually alone in theirs).
+  std::vector<std::pair<size_t, size_t>> counts;
+  for (const Schedule& schedule : plan.schedules) {
+    size_t ops = 0;
+    for (const Step& step : schedule.steps) ops += step.ops.size();
+    counts.emplace_back(schedule.steps.size(), ops);
+  }
+  std::vector<std::optional<uint64_t>> hashes(plan.schedules.size());
+  const auto hash_of = [&](size_t i) {
+    if (hashes[i]) return *hashes[i];
     const Schedule& schedule = plan.schedules[i];
-    // Steps held once in memory (a decoded named copy, the planner's pipelines of one base)
-    // need no hash and no comparison.
-    for (size_t j = 0; j < i && earlier[i] == kNoEarlier; ++j)
-      if (earlier[j] == kNoEarlier && schedule.steps.shares(plan.schedules[j].steps) &&
-          same_steps_of(schedule, plan.schedules[j]))
-        earlier[i] = j;
-    if (earlier[i] != kNoEarlier) {
-      const uint64_t shared = hashes[earlier[i]];
-      hashes.push_back(shared);
-      continue;
-    }
     uint64_t hash = mix(mix(0xcbf29ce484222325ull, schedule.units), static_cast<uint64_t>(schedule.collective));
     for (const Step& step : schedule.steps) {
       hash = mix(mix(mix(hash, static_cast<uint64_t>(step.phase)), static_cast<uint64_t>(step.level)), step.ops.size());
@@ -472,11 +471,21 @@ std::vector<size_t> repeated_schedules(const Plan& plan) {
         for (const int32_t member : op.group) hash = mix(hash, static_cast<uint64_t>(member));
       }
     }
-    hashes.push_back(hash);
+    hashes[i] = hash;
+    return hash;
+  };
+  for (size_t i = 0; i < plan.schedules.size(); ++i) {
+    const Schedule& schedule = plan.schedules[i];
+    // Steps held once in memory (a decoded named copy, the planner's pipelines of one base)
+    // need no hash and no comparison.
+    for (size_t j = 0; j < i && earlier[i] == kNoEarlier; ++j)
+      if (earlier[j] == kNoEarlier && schedule.steps.shares(plan.schedules[j].steps) &&
+          same_steps_of(schedule, plan.schedules[j]))
+        earlier[i] = j;
     for (size_t j = 0; j < i && earlier[i] == kNoEarlier; ++j) {
       const Schedule& other = plan.schedules[j];
-      if (earlier[j] == kNoEarlier && hashes[j] == hash && same_steps_of(other, schedule) &&
-          other.steps == schedule.steps)
+      if (earlier[j] == kNoEarlier && counts[j] == counts[i] && same_steps_of(other, schedule) &&
+          hash_of(j) == hash_of(i) && other.steps == schedule.steps)
         earlier[i] = j;
     }
   }

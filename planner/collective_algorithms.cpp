@@ -424,14 +424,17 @@ ir::Schedule transpose_copies(const ir::Schedule& copies) {
   ir::Schedule out = copies;
   out.collective = copies.collective == ir::Collective::AllGather ? ir::Collective::ReduceScatter
                                                                   : ir::Collective::Reduce;
+  // New steps, not an edit of the shared ones (which would copy them all first).
+  out.steps = ir::SharedVector<ir::Step>{};
   auto& steps = out.steps.edit();
-  steps.clear();
+  steps.reserve(copies.steps.size());
   for (size_t s = copies.steps.size(); s-- > 0;) {
     const ir::Step* step = &copies.steps[s];
     ir::Step back = step_of(step->phase == ir::Phase::AllGather   ? ir::Phase::ReduceScatter
                             : step->phase == ir::Phase::Broadcast ? ir::Phase::Reduce
                                                                   : step->phase,
                             step->level);
+    back.ops.reserve(step->ops.size());
     for (const ir::Op& op : step->ops) {
       if (op.kind != ir::OpKind::Broadcast)
         throw std::invalid_argument("transpose_copies: a reduce op in a copying schedule");

@@ -140,25 +140,28 @@ class LinkLoads {
   double busiest_ = 0;
 };
 
-// `hops` in round order, each round's in their order there (a stable sort by round): counted
-// into place, as rounds are few and dense (a chain's hop k is round k) and a step of a large
-// tree holds millions of hops.
-void sort_by_round(const std::vector<StepHop>& hops, std::vector<StepHop>& sorted) {
+// The indices of `hops` in round order, each round's in their order there (a stable sort by
+// round): counted into place, as rounds are few and dense (a chain's hop k is round k). Indices,
+// not the hops moved: a step of a large tree holds millions of hops (tree-chains at 4k
+// learners: 16M), and a sorted copy would double the evaluator's memory.
+void round_order(const std::vector<StepHop>& hops, std::vector<uint32_t>& order) {
   uint32_t rounds = 0;
   for (const StepHop& hop : hops) rounds = std::max(rounds, hop.round + 1);
   std::vector<size_t> start(rounds + 1, 0);
   for (const StepHop& hop : hops) ++start[hop.round + 1];
   for (uint32_t r = 0; r < rounds; ++r) start[r + 1] += start[r];
-  sorted.resize(hops.size());
-  for (const StepHop& hop : hops) sorted[start[hop.round]++] = hop;
+  order.resize(hops.size());
+  for (size_t h = 0; h < hops.size(); ++h) order[start[hops[h].round]++] = static_cast<uint32_t>(h);
 }
 
-// Prices one step from its hops, sorted by round. `chain_of[op]` is the op's index among the
-// step's chains of two hops or more, or -1.
-StepCost price_step(const std::vector<StepHop>& hops, const std::vector<int>& chain_of,
-                    std::vector<ChainCost> chains, LinkLoads& loads, double chunk_bytes) {
+// Prices one step from its hops, taken in round order (`order`). `chain_of[op]` is the op's
+// index among the step's chains of two hops or more, or -1.
+StepCost price_step(const std::vector<StepHop>& hops, const std::vector<uint32_t>& order,
+                    const std::vector<int>& chain_of, std::vector<ChainCost> chains,
+                    LinkLoads& loads, double chunk_bytes) {
   double hop_latency = 0;
-  for (const StepHop& hop : hops) {
+  for (const uint32_t h : order) {
+    const StepHop& hop = hops[h];
     loads.add(hop);
     if (hop.reduces) loads.add_reduction(hop);
     hop_latency = std::max(hop_latency, hop.latency);
@@ -166,19 +169,22 @@ StepCost price_step(const std::vector<StepHop>& hops, const std::vector<int>& ch
   const double per_byte = loads.busiest();
   if (!chains.empty()) {
     // Later chunks: at the pace the whole step's load allows on each hop's busiest link.
-    for (const StepHop& hop : hops) {
+    for (const uint32_t h : order) {
+      const StepHop& hop = hops[h];
       const int c = chain_of[hop.op];
       if (c < 0) continue;
       chains[c].steady = std::max(chains[c].steady, loads.busiest_on_path(hop) / hop.share);
     }
     // The first chunk: each hop at the pace its round's load allows.
     loads.clear();
-    for (size_t begin = 0; begin < hops.size();) {
+    for (size_t begin = 0; begin < order.size();) {
       size_t end = begin;
-      while (end < hops.size() && hops[end].round == hops[begin].round) loads.add(hops[end++]);
-      for (size_t h = begin; h < end; ++h) {
-        const int c = chain_of[hops[h].op];
-        if (c >= 0) chains[c].first_chunk += loads.busiest_on_path(hops[h]) / hops[h].share;
+      const uint32_t round = hops[order[begin]].round;
+      while (end < order.size() && hops[order[end]].round == round) loads.add(hops[order[end++]]);
+      for (size_t k = begin; k < end; ++k) {
+        const StepHop& hop = hops[order[k]];
+        const int c = chain_of[hop.op];
+        if (c >= 0) chains[c].first_chunk += loads.busiest_on_path(hop) / hop.share;
       }
       loads.clear();
       begin = end;
@@ -218,7 +224,8 @@ std::vector<StepCost> evaluate_steps(const Topology& topo, const ir::Schedule& s
   std::vector<StepCost> costs;
   costs.reserve(step_count);
   const double units = static_cast<double>(ir::expanded_units(schedule));
-  std::vector<StepHop> hops, sorted;
+  std::vector<StepHop> hops;
+  std::vector<uint32_t> order;
   std::vector<int> chain_of;
   for (size_t s = 0; s < step_count; ++s) {
     hops.clear();
@@ -251,8 +258,8 @@ std::vector<StepCost> evaluate_steps(const Topology& topo, const ir::Schedule& s
         chains.push_back(chain);
       }
     });
-    sort_by_round(hops, sorted);
-    costs.push_back(price_step(sorted, chain_of, std::move(chains), loads, params.chunk_bytes));
+    round_order(hops, order);
+    costs.push_back(price_step(hops, order, chain_of, std::move(chains), loads, params.chunk_bytes));
   }
   return costs;
 }
