@@ -5,6 +5,7 @@
 #include <mpi.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -96,7 +97,8 @@ struct SizeRun {
       case ir::Collective::AllReduce: comm.allreduce(send, recv, count, args.type, args.op); break;
       case ir::Collective::ReduceScatter: comm.reduce_scatter(send, recv, per_rank, args.type, args.op); break;
       case ir::Collective::AllGather: comm.allgather(send, recv, per_rank, args.type); break;
-      case ir::Collective::Broadcast: comm.broadcast(send, recv, count, args.type, args.root); break;
+      // In place, as MPI_Bcast (one buffer; the root's holds its input: see run()).
+      case ir::Collective::Broadcast: comm.broadcast(nullptr, recv, count, args.type, args.root); break;
       case ir::Collective::Reduce: comm.reduce(send, recv, count, args.type, args.op, args.root); break;
     }
   }
@@ -166,7 +168,13 @@ int run(const BenchArgs& args, int rank, int world) {
   std::optional<Communicator> comm;
   if (const int status = open_communicator(comm, args.plan_path, args.blocking || mode.blocking, rank, "flexbench"))
     return status;
-  if (!ir::plans_collective(comm->plan(), args.collective, args.root)) {
+  // A broadcast or reduce from a root the plan lacks runs a derived chain where the plan holds
+  // the collective for another root (docs/runtime.md).
+  const auto& schedules = comm->plan().schedules;
+  const bool derivable = ir::has_root(args.collective) &&
+                         std::any_of(schedules.begin(), schedules.end(),
+                                     [&](const ir::Schedule& s) { return s.collective == args.collective; });
+  if (!ir::plans_collective(comm->plan(), args.collective, args.root) && !derivable) {
     if (rank == 0) {
       fmt::print(stderr, "flexbench: the plan has no {} schedule{}; plan it with `flexplan TOPOLOGY --collectives {}`\n",
                  ir::to_string(args.collective),
@@ -188,6 +196,9 @@ int run(const BenchArgs& args, int rank, int world) {
   const size_t max_count = std::max<uint64_t>(1, args.max_bytes / element);
   std::vector<std::byte> send(max_count * element), recv(max_count * element);
   fill_pattern(send.data(), max_count, args.type, args.op, comm->rank());
+  // A broadcast runs in place, as MPI_Bcast does: the root's buffer holds its input throughout
+  // (a broadcast never writes the root's), the others' get it.
+  if (args.collective == ir::Collective::Broadcast && comm->rank() == args.root) recv = send;
   const auto type = mpi_type(args.type);
   const bool sharded = ir::has_shards(args.collective);
 

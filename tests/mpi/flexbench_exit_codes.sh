@@ -46,6 +46,9 @@ for collective in reduce_scatter allgather broadcast reduce; do
   expect 0 "$collective, checked" -- "$work/plan-2-all.bin" --collective $collective -r 1 -b 8 -e 64K -f 64 -n 1 -w 0 --blocking
   expect 2 "$collective that the plan lacks" -- "$work/plan-2.bin" --collective $collective -b 8 -e 64 -n 1 --blocking
 done
+"$flexplan" "$source_dir/bench/flexbench/loopback-2.json" -o "$work/plan-2-root0.bin" \
+  --collectives allreduce,broadcast,reduce --roots 0 > /dev/null || exit 1
+expect 0 "broadcast from a root the plan lacks (a derived chain)" -- "$work/plan-2-root0.bin" --collective broadcast -r 1 -b 8 -e 64K -f 64 -n 1 -w 0 --blocking
 expect 2 "a root beyond the ranks" -- "$work/plan-2-all.bin" --collective broadcast -r 2 -b 8 -e 64 -n 1 --blocking
 expect 2 "an unknown collective" -- "$work/plan-2-all.bin" --collective alltoall -b 8 -e 64 -n 1 --blocking
 [ $status -eq 0 ] && echo "PASS: every exit status as documented"
