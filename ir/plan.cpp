@@ -103,4 +103,9 @@ bool plans_collective(const Plan& plan, Collective collective, int32_t root) {
                      [&](const Schedule& s) { return serves(s, collective, root); });
 }
 
+bool plans_collective_any_root(const Plan& plan, Collective collective) {
+  return std::any_of(plan.schedules.begin(), plan.schedules.end(),
+                     [&](const Schedule& s) { return s.collective == collective; });
+}
+
 }  // namespace flexplan::ir

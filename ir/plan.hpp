@@ -139,6 +139,9 @@ std::vector<std::string> algorithms_of(const Plan&, Collective, int32_t root = 0
 
 // Whether the plan holds schedules of this collective (for broadcast and reduce: for this root).
 bool plans_collective(const Plan&, Collective, int32_t root = 0);
+// Whether it holds schedules of this collective for any root: a broadcast or reduce from a root
+// it lacks then runs a schedule the runtime derives (docs/runtime.md).
+bool plans_collective_any_root(const Plan&, Collective);
 // Whether a schedule of this collective names a root (broadcast, reduce) or shards
 // (reduce-scatter, all-gather).
 inline bool has_root(Collective c) { return c == Collective::Broadcast || c == Collective::Reduce; }

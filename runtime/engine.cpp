@@ -276,9 +276,7 @@ void Engine::shutdown() {
 
 const ir::Schedule* Engine::derived_schedule(ir::Collective collective, int32_t root) {
   if (!ir::has_root(collective) || ir::plans_collective(plan_, collective, root)) return nullptr;
-  const bool planned_elsewhere = std::any_of(plan_.schedules.begin(), plan_.schedules.end(),
-                                             [&](const ir::Schedule& s) { return s.collective == collective; });
-  if (!planned_elsewhere) return nullptr;
+  if (!ir::plans_collective_any_root(plan_, collective)) return nullptr;
   for (const ir::Schedule& s : derived_) {
     if (s.collective == collective && s.root == root) return &s;
   }

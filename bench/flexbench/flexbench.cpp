@@ -170,10 +170,7 @@ int run(const BenchArgs& args, int rank, int world) {
     return status;
   // A broadcast or reduce from a root the plan lacks runs a derived chain where the plan holds
   // the collective for another root (docs/runtime.md).
-  const auto& schedules = comm->plan().schedules;
-  const bool derivable = ir::has_root(args.collective) &&
-                         std::any_of(schedules.begin(), schedules.end(),
-                                     [&](const ir::Schedule& s) { return s.collective == args.collective; });
+  const bool derivable = ir::has_root(args.collective) && ir::plans_collective_any_root(comm->plan(), args.collective);
   if (!ir::plans_collective(comm->plan(), args.collective, args.root) && !derivable) {
     if (rank == 0) {
       fmt::print(stderr, "flexbench: the plan has no {} schedule{}; plan it with `flexplan TOPOLOGY --collectives {}`\n",

@@ -236,8 +236,7 @@ void StagedCommunicator::enqueue(ir::Collective collective, const void* send, vo
   // broadcast or reduce from an unplanned root runs a derived schedule where the plan holds the
   // collective for another root (docs/runtime.md).
   const ir::Plan& plan = host_->plan();
-  const bool derivable = rooted && std::any_of(plan.schedules.begin(), plan.schedules.end(),
-                                               [&](const ir::Schedule& s) { return s.collective == collective; });
+  const bool derivable = rooted && ir::plans_collective_any_root(plan, collective);
   if (!ir::find_schedule(plan, {collective, bytes, rooted ? root : 0}) && !derivable)
     throw InputError(fmt::format("staged device: the plan has no {} schedule for {} bytes; plan it with "
                                  "`flexplan TOPOLOGY --collectives {}`", name, bytes, name));

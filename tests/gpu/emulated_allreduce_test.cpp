@@ -147,16 +147,6 @@ uint64_t device_collective_and_check(ir::Collective collective, int root, size_t
   return sum_over_ranks(output != expected ? 1 : 0);
 }
 
-// A plan of the tree holding one schedule: `algorithm` of `collective` for `root`, every size.
-ir::Plan single_schedule_plan(const Topology& topology, ir::Collective collective, const std::string& algorithm,
-                              int root) {
-  ir::Plan plan = plan_for(topology, "ring");
-  plan.schedules = {plan_collective_algorithm(topology, collective, algorithm, root)};
-  plan.schedules[0].min_bytes = 0;
-  plan.schedules[0].max_bytes.reset();
-  return plan;
-}
-
 constexpr std::array<ir::Collective, 4> kOtherCollectives{ir::Collective::ReduceScatter, ir::Collective::AllGather,
                                                           ir::Collective::Broadcast, ir::Collective::Reduce};
 

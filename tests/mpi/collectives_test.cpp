@@ -22,16 +22,6 @@ namespace {
 
 constexpr DataType kInt = DataType::Int32;
 
-// A plan of the tree holding one schedule: `algorithm` of `collective` for `root`, every size.
-ir::Plan single_schedule_plan(const Topology& topology, ir::Collective collective, const std::string& algorithm,
-                              int32_t root) {
-  ir::Plan plan = plan_for(topology, "ring");
-  plan.schedules = {plan_collective_algorithm(topology, collective, algorithm, root)};
-  plan.schedules[0].min_bytes = 0;
-  plan.schedules[0].max_bytes.reset();
-  return plan;
-}
-
 std::vector<int32_t> ints(size_t count, int rank, uint64_t salt) {
   std::vector<int32_t> v(count);
   fill_input(v.data(), count, kInt, ReduceOp::Sum, rank, salt);

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "planner/collective_planner.hpp"
 #include "planner/plan_builder.hpp"
 
 namespace flexplan::mpitest {
@@ -148,6 +149,15 @@ ir::Plan plan_for(const Topology& topology, const std::string& algorithm) {
   PlanOptions options;
   options.algorithms = {algorithm};
   return build_plan(topology, options);
+}
+
+ir::Plan single_schedule_plan(const Topology& topology, ir::Collective collective, const std::string& algorithm,
+                              int32_t root) {
+  ir::Plan plan = plan_for(topology, "ring");
+  plan.schedules = {plan_collective_algorithm(topology, collective, algorithm, root)};
+  plan.schedules[0].min_bytes = 0;
+  plan.schedules[0].max_bytes.reset();
+  return plan;
 }
 
 std::vector<std::string> bundled_topologies_with(int learners) {

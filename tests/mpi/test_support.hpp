@@ -36,6 +36,11 @@ Topology random_tree(int learners, uint32_t seed);
 // The plan build_plan makes from `topology` with only `algorithm`.
 ir::Plan plan_for(const Topology& topology, const std::string& algorithm);
 
+// A plan of the tree holding one schedule: `algorithm` of `collective` (planner/collective_planner.hpp)
+// for `root`, serving every size.
+ir::Plan single_schedule_plan(const Topology& topology, ir::Collective collective, const std::string& algorithm,
+                              int32_t root);
+
 // Bundled topologies (topologies/*.json) with exactly `learners` learners.
 std::vector<std::string> bundled_topologies_with(int learners);
 
