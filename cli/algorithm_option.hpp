@@ -34,6 +34,9 @@ inline CLI::Validator algorithm_validator() {
       "ALGORITHM");
 }
 
+// Whether `name` names an algorithm of any collective (as the validator accepts it).
+inline bool is_algorithm_name(std::string name) { return algorithm_validator()(name).empty(); }
+
 // "flexreduce: FlexReduce as the paper ...\n..." for --help.
 inline std::string algorithm_help(const std::string& lead) {
   std::string text = lead;

@@ -11,6 +11,7 @@
 
 #include <fmt/core.h>
 
+#include "cli/arguments.hpp"
 #include "cli/command.hpp"
 #include "codegen/cpp_codegen.hpp"
 #include "codegen/msccl.hpp"
@@ -38,9 +39,10 @@ struct CodegenCommand {
   int max_channels = 32;
   // trace and dot
   std::string topology_path;
-  std::string bytes = "1M";
+  std::string bytes = "1M";  // -b/--minbytes
+  std::string old_bytes;     // the older --bytes
   int schedule = -1;
-  std::string collective;  // trace: which collective's schedule --bytes picks ("": see pick_schedule)
+  std::string collective;  // trace: which collective's schedule -b picks ("": see pick_schedule)
   int32_t root = 0;
   std::string hop_overhead = "0 s";
 };
@@ -65,12 +67,7 @@ size_t pick_schedule(const CodegenCommand& c, const ir::Plan& plan) {
     return static_cast<size_t>(c.schedule);
   }
   if (c.target == "dot") return 0;
-  uint64_t bytes = 0;
-  try {
-    bytes = parse_size(c.bytes);
-  } catch (const std::invalid_argument& e) {
-    throw BadInput(fmt::format("--bytes: {}", e.what()));
-  }
+  const uint64_t bytes = size_argument(c.bytes, "-b/--minbytes");
   // --collective, else the all-reduce, else the collective of the plan's first schedule.
   ir::Collective collective = ir::Collective::AllReduce;
   if (!c.collective.empty()) {
@@ -132,7 +129,7 @@ void export_msccl(const CodegenCommand& c, const ir::Plan& plan) {
       exported = codegen::msccl::export_schedule(plan, i, options);
     } catch (const codegen::msccl::ExportError& e) {
       fmt::print(stderr, "flexplan: refused: {}\n", e.what());
-      exit_status() = kExitFailed;
+      exit_status() = kExitRefused;
       continue;
     }
     const auto& a = exported.algorithm;
@@ -188,9 +185,8 @@ void draw(const CodegenCommand& c, const ir::Plan& plan) {
     if (c.topology_path.empty()) throw BadInput("--target trace needs --topology TOPO.json (the plan's topology)");
     const Topology topo = load_topology(c.topology_path);
     CostParams params;
-    uint64_t bytes = 0;
+    const uint64_t bytes = size_argument(c.bytes, "-b/--minbytes");
     try {
-      bytes = parse_size(c.bytes);
       params.hop_overhead = parse_latency(c.hop_overhead);
       params.reduce_bandwidth = topo.reduce_bandwidth();  // priced as the planner priced it
     } catch (const std::invalid_argument& e) {
@@ -207,8 +203,8 @@ void draw(const CodegenCommand& c, const ir::Plan& plan) {
     try {
       text = codegen::dot_graph(plan, index);
     } catch (const codegen::TooLargeToDraw& e) {
-      fmt::print(stderr, "flexplan: {}\n", e.what());
-      exit_status() = kExitFailed;
+      fmt::print(stderr, "flexplan: refused: {}\n", e.what());
+      exit_status() = kExitRefused;
       return;
     }
   }
@@ -255,16 +251,24 @@ void setup(CLI::App& app) {
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
   command->add_option("--topology", c->topology_path, "trace: the plan's topology (its hash is checked)");
-  command->add_option("--bytes", c->bytes, "trace: message size (also picks the schedule)")->capture_default_str();
-  command->add_option("--schedule", c->schedule, "trace, dot: schedule index (default: by --bytes; dot: 0)");
+  command->add_option("-b,--minbytes", c->bytes, "trace: message size (also picks the schedule)")
+      ->capture_default_str();
+  command->add_option("--bytes", c->old_bytes, "deprecated: -b/--minbytes");
+  command->add_option("--schedule", c->schedule, "trace, dot: schedule index (default: by -b; dot: 0)");
   command->add_option("--collective", c->collective,
-                      "trace: the collective whose schedule --bytes picks (default: allreduce, or the plan's first "
+                      "trace: the collective whose schedule -b picks (default: allreduce, or the plan's first "
                       "schedule's when it plans none)");
-  command->add_option("--root", c->root, "trace: the root of a broadcast or reduce --bytes picks")
+  command->add_option("--root", c->root, "trace: the root of a broadcast or reduce -b picks")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   command->add_option("--hop-overhead", c->hop_overhead, "trace: software cost per hop")->capture_default_str();
-  command->callback([c] { run(*c); });
+  command->callback([c] {
+    if (!c->old_bytes.empty()) {
+      warn("--bytes is deprecated: give the size as -b/--minbytes");
+      c->bytes = c->old_bytes;
+    }
+    run(*c);
+  });
 }
 
 const Registration registration("codegen", setup);

@@ -1,7 +1,7 @@
 // The main job, `flexplan TOPOLOGY.json -o plan.bin [--algorithms A,B] [--collectives C,D]`:
 // plan every candidate algorithm of every collective, keep for each message-size range the one
 // the cost model predicts fastest, verify and write plan.bin, and print what was decided and
-// what it should buy.
+// what it should buy (--verbose: the candidates too; --format json: all of it as JSON).
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -10,8 +10,10 @@
 #include <vector>
 
 #include <fmt/core.h>
+#include <nlohmann/json.hpp>
 
 #include "cli/algorithm_option.hpp"
+#include "cli/arguments.hpp"
 #include "cli/cost_options.hpp"
 #include "cli/command.hpp"
 #include "ir/plan_binary.hpp"
@@ -34,6 +36,8 @@ struct PlanCommand {
   std::vector<std::string> collectives{"allreduce"};
   std::vector<int32_t> roots{0};
   CostOptions cost;
+  std::string format = "text";
+  bool verbose = false;
 };
 
 // Elapsed time since the command started, loading the topology included.
@@ -53,50 +57,103 @@ class Progress {
   Clock::time_point start_;
 };
 
-std::string range_text(const ir::Schedule& schedule) {
-  return fmt::format("[{}, {})", format_bytes(static_cast<double>(schedule.min_bytes)),
-                     schedule.max_bytes ? format_bytes(static_cast<double>(*schedule.max_bytes))
-                                        : std::string("inf"));
+// Size ranges that start above this hold no real message (a GPU holds well under 1 TiB); the
+// planner still places them where two prices cross, which for a tiny cluster can be tens of TiB.
+constexpr uint64_t kLargestRealMessage = uint64_t{1} << 40;
+
+// The sizes the tables and the candidates' comparison use.
+constexpr uint64_t kReportSizes[] = {8, uint64_t{64} << 10, uint64_t{1} << 20, uint64_t{16} << 20,
+                                     uint64_t{256} << 20};
+
+// "< 476 KiB", "476 KiB - 1.57 MiB", ">= 84 MiB", "every size". `last` closes the list: the
+// ranges after it (above kLargestRealMessage) are not shown.
+std::string range_text(const ir::Schedule& schedule, bool last) {
+  const auto min = format_bytes(static_cast<double>(schedule.min_bytes));
+  if (last || !schedule.max_bytes) return schedule.min_bytes == 0 ? "every size" : ">= " + min;
+  const auto max = format_bytes(static_cast<double>(*schedule.max_bytes));
+  return schedule.min_bytes == 0 ? "< " + max : min + " - " + max;
 }
 
-// "T(n) -> 260 us + n / 0.123 GB/s": the line the price approaches for large messages.
-std::string price_text(const ScheduleCost& cost) {
-  const auto line = cost.asymptote();
-  return fmt::format("T(n) -> {} + n / {}", format_seconds(line.latency),
-                     line.per_byte > 0 ? format_gbps(1 / line.per_byte) : std::string("inf"));
+// How many of one collective's ranges (in order) are shown: by default those that start at a
+// real size; with --verbose all.
+template <typename Schedules, typename Start>
+size_t shown_ranges(const Schedules& schedules, Start start, bool verbose) {
+  size_t shown = 0;
+  for (const auto& s : schedules)
+    if (verbose || shown == 0 || start(s) < kLargestRealMessage) ++shown;
+  return shown;
 }
 
 std::string note_text(const Candidate& candidate) {
   return candidate.note.empty() ? "" : "  (" + candidate.note + ")";
 }
 
-void print_schedules(const PlanReport& report, const std::string& output, bool all_reduce) {
+bool is_chosen(const PlanReport& report, const std::string& algorithm) {
+  for (const auto& schedule : report.plan.schedules)
+    if (schedule.collective == ir::Collective::AllReduce && schedule.algorithm == algorithm) return true;
+  return false;
+}
+
+// A candidate not chosen against the plan at the report sizes: its closest approach, as
+// "1.04x the plan at 16 MiB". Always at or above 1, so it agrees with the choice.
+struct Closest {
+  double ratio = 0;
+  uint64_t bytes = 0;
+};
+Closest closest_to_plan(const PlanReport& report, const Candidate& candidate) {
+  Closest best;
+  for (const uint64_t bytes : kReportSizes) {
+    const double n = static_cast<double>(bytes);
+    const double plan = report.chosen(bytes).cost.at(n);
+    const double ratio = plan > 0 ? candidate.cost.at(n) / plan : 1.0;
+    if (best.bytes == 0 || ratio < best.ratio) best = {ratio, bytes};
+  }
+  return best;
+}
+
+void print_schedules(const PlanReport& report, const std::string& output, bool all_reduce,
+                     bool verbose) {
   const auto& plan = report.plan;
   fmt::print("plan: {} schedule{} written to {} (verified, {})\n", plan.schedules.size(),
              plan.schedules.size() == 1 ? "" : "s", output,
              format_bytes(static_cast<double>(std::filesystem::file_size(output))));
   if (!all_reduce) return;
-  fmt::print("allreduce:\n");
-  for (const auto& schedule : plan.schedules) {
-    if (schedule.collective != ir::Collective::AllReduce) continue;
-    const auto* candidate = report.find(schedule.algorithm);
-    fmt::print("  {:<22} {:<17} {}{}\n", range_text(schedule), schedule.algorithm,
-               candidate ? price_text(candidate->cost) : std::string(),
+  std::vector<const ir::Schedule*> ranges;
+  for (const auto& schedule : plan.schedules)
+    if (schedule.collective == ir::Collective::AllReduce) ranges.push_back(&schedule);
+  const size_t shown =
+      shown_ranges(ranges, [](const ir::Schedule* s) { return s->min_bytes; }, verbose);
+  fmt::print("allreduce, by message size:\n");
+  for (size_t i = 0; i < shown; ++i) {
+    const auto* candidate = report.find(ranges[i]->algorithm);
+    fmt::print("  {:<22} {}{}\n", range_text(*ranges[i], i + 1 == shown), ranges[i]->algorithm,
                candidate ? note_text(*candidate) : std::string());
   }
+  if (shown < ranges.size())
+    fmt::print("  (and {} more range{} from {} up, beyond any real message: --verbose)\n",
+               ranges.size() - shown, ranges.size() - shown == 1 ? "" : "s",
+               format_bytes(static_cast<double>(ranges[shown]->min_bytes)));
+  size_t others = 0;
+  for (const auto& candidate : report.candidates) others += !is_chosen(report, candidate.algorithm);
+  if (!verbose) {
+    if (others + report.unsuitable.size() > 0)
+      fmt::print("  ({} other candidate{} raced or left out, {} not suited: --verbose lists them)\n",
+                 others, others == 1 ? "" : "s", report.unsuitable.size());
+    return;
+  }
   for (const auto& candidate : report.candidates) {
-    bool chosen = false;
-    for (const auto& schedule : plan.schedules)
-      chosen = chosen || schedule.algorithm == candidate.algorithm;
-    if (chosen) continue;
-    const std::string price =
-        candidate.priced ? fmt::format("{} ({})", price_text(candidate.cost), candidate.priced_by)
-                         : std::string();
-    if (!candidate.left_out_because.empty())
-      fmt::print("  left out:   {:<17} {}{}\n      {}\n", candidate.algorithm, price,
-                 note_text(candidate), candidate.left_out_because);
-    else
-      fmt::print("  not chosen: {:<17} {}{}\n", candidate.algorithm, price, note_text(candidate));
+    if (is_chosen(report, candidate.algorithm)) continue;
+    if (!candidate.left_out_because.empty()) {
+      fmt::print("  left out:   {:<18} {}{}\n", candidate.algorithm, candidate.left_out_because,
+                 note_text(candidate));
+    } else if (candidate.priced) {
+      const Closest closest = closest_to_plan(report, candidate);
+      fmt::print("  not chosen: {:<18} at best {:.2f}x the plan's time (at {}; {}){}\n",
+                 candidate.algorithm, closest.ratio, format_bytes(static_cast<double>(closest.bytes)),
+                 candidate.priced_by, note_text(candidate));
+    } else {
+      fmt::print("  not chosen: {:<18} not priced{}\n", candidate.algorithm, note_text(candidate));
+    }
   }
   for (const auto& why : report.unsuitable) fmt::print("  not suited: {}\n", why);
 }
@@ -106,24 +163,22 @@ void print_predictions(const Topology& topo, const PlanReport& report, const Cos
   const int learners = topo.num_learners();
   const auto& floor = report.floor;
   fmt::print("predicted all-reduce (float32):\n");
-  fmt::print("  {:>10} {:>12} {:>10} {:>12}  {:<17} {:>8} {:>7}\n", "size", "count", "time",
+  fmt::print("  {:>10} {:>12} {:>10} {:>12}  {:<18} {:>8} {:>7}\n", "size", "count", "time",
              "busbw", "algorithm", "vs ring", "/floor");
-  for (const uint64_t bytes : {uint64_t{8}, uint64_t{64} << 10, uint64_t{1} << 20,
-                               uint64_t{16} << 20, uint64_t{256} << 20}) {
+  for (const uint64_t bytes : kReportSizes) {
     const auto& candidate = report.chosen(bytes);
     const double n = static_cast<double>(bytes);
     const double time = candidate.cost.at(n);
     const double ring_time = ring.at(n);
     const double bound = floor.at(n);
-    fmt::print("  {:>10} {:>12} {:>10} {:>12}  {:<17} {:>7.1f}% {:>7}\n", format_bytes(n),
+    fmt::print("  {:>10} {:>12} {:>10} {:>12}  {:<18} {:>7.1f}% {:>7}\n", format_bytes(n),
                bytes / 4, format_seconds(time), format_gbps(bus_bandwidth(n, time, learners)),
                candidate.algorithm, ring_time > 0 ? 100 * (1 - time / ring_time) : 0.0,
                bound > 0 ? fmt::format("{:.2f}", time / bound) : std::string("-"));
   }
   if (floor.per_byte > 0)
-    fmt::print("  (vs ring: the time saved over the depth-first ring; /floor: over the larger of "
-               "the bandwidth floor n / {}, set by {}, and the latency floor {}, the diameter "
-               "latency; docs/cost-model.md)\n",
+    fmt::print("  vs ring: time saved over the depth-first ring. /floor: over the larger of the\n"
+               "  bandwidth floor n / {} (set by {}) and the latency floor {} (docs/cost-model.md)\n",
                format_gbps(1 / floor.per_byte), floor.bound_by, format_seconds(floor.latency));
 }
 
@@ -133,21 +188,23 @@ double bus_factor(ir::Collective collective, int learners) {
   return ir::has_shards(collective) ? (learners - 1.0) / learners : 1.0;
 }
 
-void print_collectives(const Topology& topo, const PlanReport& report) {
+void print_collectives(const Topology& topo, const PlanReport& report, bool verbose) {
   for (const CollectivePlan& planned : report.collectives) {
-    fmt::print("{}{}:", ir::to_string(planned.collective),
+    fmt::print("{}{}, by message size:\n", ir::to_string(planned.collective),
                ir::has_root(planned.collective) ? fmt::format(" (root {})", planned.root) : "");
-    for (const ir::Schedule& schedule : planned.schedules)
-      fmt::print(" {} {};", range_text(schedule), schedule.algorithm);
-    fmt::print("\n  {:>10} {:>10} {:>12}  {:<17} {:>7}\n", "size", "time", "busbw", "algorithm",
+    const size_t shown = shown_ranges(
+        planned.schedules, [](const ir::Schedule& s) { return s.min_bytes; }, verbose);
+    for (size_t i = 0; i < shown; ++i)
+      fmt::print("  {:<22} {}\n", range_text(planned.schedules[i], i + 1 == shown),
+                 planned.schedules[i].algorithm);
+    fmt::print("  {:>10} {:>10} {:>12}  {:<18} {:>7}\n", "size", "time", "busbw", "algorithm",
                "/floor");
-    for (const uint64_t bytes : {uint64_t{8}, uint64_t{64} << 10, uint64_t{1} << 20,
-                                 uint64_t{16} << 20, uint64_t{256} << 20}) {
+    for (const uint64_t bytes : kReportSizes) {
       const auto& candidate = planned.chosen(bytes);
       const double n = static_cast<double>(bytes);
       const double time = candidate.cost.at(n);
       const double bound = planned.floor.at(n);
-      fmt::print("  {:>10} {:>10} {:>12}  {:<17} {:>7}\n", format_bytes(n), format_seconds(time),
+      fmt::print("  {:>10} {:>10} {:>12}  {:<18} {:>7}\n", format_bytes(n), format_seconds(time),
                  format_gbps(time > 0 ? n * bus_factor(planned.collective, topo.num_learners()) / time
                                       : 0),
                  candidate.algorithm, bound > 0 ? fmt::format("{:.2f}", time / bound) : "-");
@@ -156,10 +213,107 @@ void print_collectives(const Topology& topo, const PlanReport& report) {
 }
 
 void print_calls(const ReduceCallStats& calls) {
-  fmt::print("flexreduce reduce calls per learner: top step avg {:.2f}, max {} (Eq. 12 bound {}); "
-             "taking part over the reduce-scatter: avg {:.2f}, max {}\n",
+  fmt::print("flexreduce reduce calls per learner: top step avg {:.2f}, max {} (Eq. 12 bound {});\n"
+             "  taking part over the reduce-scatter: avg {:.2f}, max {}\n",
              calls.top_rooted_avg, calls.top_rooted_max, calls.eq12_bound,
              calls.taking_part_avg, calls.taking_part_max);
+}
+
+// --format json: what the text says, every range and candidate included (docs/planner.md,
+// "The plan command's output").
+nlohmann::json range_json(const ir::Schedule& schedule) {
+  return {{"min_bytes", schedule.min_bytes},
+          {"max_bytes", schedule.max_bytes ? nlohmann::json(*schedule.max_bytes) : nlohmann::json(nullptr)},
+          {"algorithm", schedule.algorithm}};
+}
+
+void print_json(const Topology& topo, const PlanCommand& command, const PlanReport& report,
+                const CostParams& params, bool all_reduce) {
+  using nlohmann::json;
+  const int learners = topo.num_learners();
+  json schedules = json::array();
+  for (const auto& schedule : report.plan.schedules) {
+    json entry = range_json(schedule);
+    entry["collective"] = ir::to_string(schedule.collective);
+    if (ir::has_root(schedule.collective)) entry["root"] = schedule.root;
+    schedules.push_back(std::move(entry));
+  }
+  json document{{"format", "flexplan-plan"},
+                {"topology", {{"name", topo.name()},
+                              {"learners", learners},
+                              {"description", describe_topology(topo)},
+                              {"hash", topo.hash_hex()}}},
+                {"output", command.output},
+                {"file_bytes", std::filesystem::file_size(command.output)},
+                {"schedules", schedules}};
+  if (all_reduce) {
+    const auto ring = ring_cost(topo, params);
+    json ranges = json::array(), predictions = json::array(), candidates = json::array();
+    for (const auto& schedule : report.plan.schedules)
+      if (schedule.collective == ir::Collective::AllReduce) ranges.push_back(range_json(schedule));
+    for (const uint64_t bytes : kReportSizes) {
+      const auto& candidate = report.chosen(bytes);
+      const double n = static_cast<double>(bytes);
+      const double time = candidate.cost.at(n);
+      predictions.push_back({{"bytes", bytes},
+                             {"count", bytes / 4},
+                             {"seconds", time},
+                             {"busbw_bytes_per_second", bus_bandwidth(n, time, learners)},
+                             {"algorithm", candidate.algorithm},
+                             {"ring_seconds", ring.at(n)},
+                             {"floor_seconds", report.floor.at(n)}});
+    }
+    for (const auto& candidate : report.candidates) {
+      json entry{{"algorithm", candidate.algorithm},
+                 {"chosen", is_chosen(report, candidate.algorithm)},
+                 {"priced_by", candidate.priced ? json(candidate.priced_by) : json(nullptr)},
+                 {"left_out_because", candidate.left_out_because.empty() ? json(nullptr)
+                                                                         : json(candidate.left_out_because)},
+                 {"note", candidate.note.empty() ? json(nullptr) : json(candidate.note)}};
+      if (candidate.priced) {
+        json seconds = json::object();
+        for (const uint64_t bytes : kReportSizes)
+          seconds[std::to_string(bytes)] = candidate.cost.at(static_cast<double>(bytes));
+        entry["seconds"] = seconds;
+      }
+      candidates.push_back(std::move(entry));
+    }
+    document["allreduce"] = {{"ranges", ranges},
+                             {"predictions", predictions},
+                             {"floor", {{"seconds_per_byte", report.floor.per_byte},
+                                        {"bound_by", report.floor.bound_by},
+                                        {"latency_seconds", report.floor.latency}}},
+                             {"candidates", candidates},
+                             {"unsuitable", report.unsuitable}};
+  }
+  json collectives = json::array();
+  for (const CollectivePlan& planned : report.collectives) {
+    json ranges = json::array(), predictions = json::array();
+    for (const auto& schedule : planned.schedules) ranges.push_back(range_json(schedule));
+    for (const uint64_t bytes : kReportSizes) {
+      const auto& candidate = planned.chosen(bytes);
+      const double n = static_cast<double>(bytes);
+      predictions.push_back({{"bytes", bytes},
+                             {"seconds", candidate.cost.at(n)},
+                             {"algorithm", candidate.algorithm},
+                             {"floor_seconds", planned.floor.at(n)}});
+    }
+    json entry{{"collective", ir::to_string(planned.collective)},
+               {"ranges", ranges},
+               {"predictions", predictions}};
+    if (ir::has_root(planned.collective)) entry["root"] = planned.root;
+    collectives.push_back(std::move(entry));
+  }
+  document["collectives"] = collectives;
+  if (report.flexreduce_calls) {
+    const auto& calls = *report.flexreduce_calls;
+    document["flexreduce_calls"] = {{"top_step_avg", calls.top_rooted_avg},
+                                    {"top_step_max", calls.top_rooted_max},
+                                    {"eq12_bound", calls.eq12_bound},
+                                    {"taking_part_avg", calls.taking_part_avg},
+                                    {"taking_part_max", calls.taking_part_max}};
+  }
+  fmt::print("{}\n", document.dump(2));
 }
 
 void run(const PlanCommand& command, CostParams cost) {
@@ -187,13 +341,14 @@ void run(const PlanCommand& command, CostParams cost) {
   ir::write_plan_file(command.output, report.plan);
   progress("done");
 
-  fmt::print("flexplan: topology {} ({}), hash {}\n", topo.name(), describe_topology(topo),
-             topo.hash_hex());
   const bool all_reduce = std::find(options.collectives.begin(), options.collectives.end(),
                                    ir::Collective::AllReduce) != options.collectives.end();
-  print_schedules(report, command.output, all_reduce);
+  if (command.format == "json") return print_json(topo, command, report, options.cost, all_reduce);
+  fmt::print("flexplan: topology {} ({}), hash {}\n", topo.name(), describe_topology(topo),
+             topo.hash_hex());
+  print_schedules(report, command.output, all_reduce, command.verbose);
   if (all_reduce) print_predictions(topo, report, options.cost);
-  print_collectives(topo, report);
+  print_collectives(topo, report, command.verbose);
   if (report.flexreduce_calls) print_calls(*report.flexreduce_calls);
 }
 
@@ -203,7 +358,7 @@ void setup(CLI::App& app) {
                  "topology JSON file (docs/topology.md); plans it when no subcommand is given");
   app.add_option("-o,--output", command->output, "where to write the plan")
       ->capture_default_str();
-  app.add_option("--algorithms", command->algorithms,
+  app.add_option("-a,--algorithms", command->algorithms,
                  algorithm_help("algorithms to choose among (default: every one that suits the "
                                 "tree, with pipelined variants); one alone forces it:"))
       ->delimiter(',')
@@ -218,6 +373,9 @@ void setup(CLI::App& app) {
                  "schedule for a root not planned")
       ->delimiter(',');
   command->cost.add_to(app);
+  add_format_option(app, command->format);
+  app.add_flag("-v,--verbose", command->verbose,
+               "also list the candidates not chosen, left out or not suited, and every size range");
   app.callback([&app, command] {
     if (!app.get_subcommands().empty()) return;  // a subcommand did the work
     if (command->topology_path.empty())

@@ -1,7 +1,9 @@
 // `flexplan predict TOPOLOGY.json -b 64K -e 512M -f 2 [--collective C] [--root R]`: predicted
 // time, algbw and busbw of a collective per algorithm and message size, in the manner of
-// nccl-tests' tables, the best algorithm per size and the schedule the plan command would write. With --sparse, a second table: the sparse all-reduce's predicted time at
-// a few densities beside the best dense plan, and the density below which sparse wins.
+// nccl-tests' tables: per size the schedule the plan command would write, its time and its
+// bandwidths, then every algorithm's time (algorithms as rows, so that it fits 100 columns).
+// With --sparse, a third table: the sparse all-reduce's predicted time at a few densities
+// beside the best dense plan, and the density below which sparse wins.
 // --format json prints the same records.
 #include <algorithm>
 #include <functional>
@@ -15,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/algorithm_option.hpp"
+#include "cli/arguments.hpp"
 #include "cli/cost_options.hpp"
 #include "cli/command.hpp"
 #include "ir/collective_contract.hpp"
@@ -34,7 +37,7 @@ struct PredictCommand {
   std::string min_bytes = "64K";
   std::string max_bytes = "512M";
   uint64_t factor = 2;
-  std::string dtype = "float";
+  std::string dtype = "float32";
   std::vector<std::string> algorithms;
   CostOptions cost;
   bool sparse = false;
@@ -87,20 +90,16 @@ struct Sweep {
 // Argument errors are the user's: report them as such (exit 2).
 Sweep parse_sweep(const PredictCommand& command) {
   Sweep sweep{};
+  sweep.min_bytes = size_argument(command.min_bytes, "-b/--minbytes");
+  sweep.max_bytes = size_argument(command.max_bytes, "-e/--maxbytes");
+  sweep.element = dtype_argument(command.dtype);
   try {
-    sweep.min_bytes = parse_size(command.min_bytes);
-    sweep.max_bytes = parse_size(command.max_bytes);
-    sweep.element = dtype_size(command.dtype);
     sweep.cost = command.cost.parse();
   } catch (const std::invalid_argument& e) {
     throw CLI::ValidationError(e.what());
   }
   sweep.factor = command.factor;
-  if (sweep.min_bytes == 0) throw CLI::ValidationError("-b/--minbytes must be at least 1 byte");
-  if (sweep.max_bytes < sweep.min_bytes)
-    throw CLI::ValidationError(fmt::format("-e/--maxbytes ({}) is below -b/--minbytes ({})",
-                                           command.max_bytes, command.min_bytes));
-  if (sweep.factor < 2) throw CLI::ValidationError("-f/--stepfactor must be at least 2");
+  size_sweep(sweep.min_bytes, sweep.max_bytes, sweep.factor);  // checks the three
   return sweep;
 }
 
@@ -162,24 +161,27 @@ void print_sparse(const PredictCommand& command, const std::vector<SizeRecord>& 
                   const std::vector<AlgorithmPrediction>& predictions, const SparseCostParams& sparse) {
   fmt::print("#\n# sparse all-reduce (docs/sparse.md): MSTopK at {} ns/element, {}-byte indices\n",
              command.mstopk_ns, sparse.index_bytes);
-  fmt::print("# {:>12} {:>17} {:>12}", "size (B)", "best dense", "dense (us)");
-  for (double density : command.densities) fmt::print(" {:>12}", fmt::format("d={} (us)", density));
-  fmt::print(" {:>22}\n", "sparse wins below d=");
+  fmt::print("# {:>10} {:<18} {:>10}", "size (B)", "best dense", "dense");
+  for (double density : command.densities) fmt::print(" {:>10}", fmt::format("d={}", density));
+  fmt::print(" {:>16}\n", "sparse wins if d<");
   for (const SizeRecord& record : records) {
     const bool has_best = record.best >= 0;
     const auto best = static_cast<size_t>(std::max(record.best, 0));
-    std::string row = fmt::format("  {:>12} {:>17} {:>12}", record.bytes,
+    std::string row = fmt::format("  {:>10} {:<18} {:>10}", record.bytes,
                                   has_best ? predictions[best].algorithm : "-",
-                                  has_best ? fmt::format("{:.2f}", *record.seconds[best] * 1e6) : "-");
-    for (const SparsePoint& point : record.sparse) row += fmt::format(" {:>12.2f}", point.cost.total() * 1e6);
+                                  has_best ? format_seconds(*record.seconds[best]) : "-");
+    for (const SparsePoint& point : record.sparse) row += fmt::format(" {:>10}", format_seconds(point.cost.total()));
     std::string wins = "-";
     if (has_best) {
       const auto& rho = record.sparse_break_even;
-      wins = !rho ? "never" : *rho >= 1.0 ? "always (even 1)" : fmt::format("{:.4g}", *rho);
+      wins = !rho ? "never" : *rho >= 1.0 ? "always" : fmt::format("{:.4g}", *rho);
     }
-    fmt::print("{} {:>22}\n", row, wins);
+    fmt::print("{} {:>16}\n", row, wins);
   }
 }
+
+// Sizes per block of the time-by-algorithm table, so that it fits 100 columns.
+constexpr size_t kSizesPerBlock = 7;
 
 void print_text(const PredictCommand& command, const Sweep& sweep, const Topology& topo,
                 const std::vector<AlgorithmPrediction>& predictions, const CostFloor& floor,
@@ -187,7 +189,7 @@ void print_text(const PredictCommand& command, const Sweep& sweep, const Topolog
                 ir::Collective collective) {
   const int learners = topo.num_learners();
   const double factor = bus_factor(collective, learners);
-  fmt::print("# flexplan predict: {}{}, topology {} ({}), {} ({} B), hop overhead {}{}\n",
+  fmt::print("# flexplan predict: {}{}, topology {} ({})\n# {} ({} B), hop overhead {}{}\n",
              ir::to_string(collective),
              ir::has_root(collective) ? fmt::format(" from root {}", command.root) : "",
              topo.name(), describe_topology(topo), command.dtype, sweep.element,
@@ -196,51 +198,51 @@ void print_text(const PredictCommand& command, const Sweep& sweep, const Topolog
                  ? ", reductions at " + format_bandwidth(sweep.cost.reduce_bandwidth)
                  : std::string());
   if (floor.per_byte > 0)
-    fmt::print("# floor: the larger of n / {} (bandwidth, set by {}) and {} (latency: {})\n",
+    fmt::print("# floor: the larger of n / {} (bandwidth, set by {})\n#   and {} (latency: {})\n",
                format_gbps(1 / floor.per_byte), floor.bound_by, format_seconds(floor.latency),
                ir::has_root(collective) ? "the farthest learner from the root" : "the diameter");
-  for (const auto& p : predictions)
-    fmt::print("# {:<13} {}{}\n", p.algorithm,
-               p.method == "none" ? "no prediction" : "priced by " + p.method,
-               p.note.empty() ? "" : " (" + p.note + ")");
-  fmt::print("# busbw = algbw * {} with n = {} learners; plan: what `flexplan TOPO -o plan.bin` "
-             "writes for the size\n#\n",
+  fmt::print("# plan: what `flexplan TOPO -o plan.bin` writes for the size, and its time;\n"
+             "# busbw = algbw * {} with n = {} learners\n#\n",
              collective == ir::Collective::AllReduce ? "2(n-1)/n"
              : ir::has_shards(collective)            ? "(n-1)/n"
                                                      : "1",
              learners);
-
-  std::string header1 = fmt::format("# {:>12} {:>12}", "", "");
-  std::string header2 = fmt::format("# {:>12} {:>12}", "size", "count");
-  std::string header3 = fmt::format("# {:>12} {:>12}", "(B)", "(elements)");
-  for (const auto& p : predictions) {
-    header1 += fmt::format("   {:^30}", p.algorithm);
-    header2 += fmt::format("   {:>10} {:>9} {:>9}", "time", "algbw", "busbw");
-    header3 += fmt::format("   {:>10} {:>9} {:>9}", "(us)", "(GB/s)", "(GB/s)");
-  }
-  fmt::print("{}\n{}   {:<17} {:>6} {:>12}   {:<17} {:>10}\n{}{:>40}{:>31}\n", header1, header2,
-             "best", "/floor", "floor", "plan", "plan", header3, "(us)", "(us)");
-
+  fmt::print("# {:>12} {:>12}  {:<18} {:>10} {:>8} {:>8} {:>7} {:>10}\n", "size", "count", "plan",
+             "time", "algbw", "busbw", "/floor", "floor");
+  fmt::print("# {:>12} {:>12}  {:<18} {:>10} {:>8} {:>8} {:>7} {:>10}\n", "(B)", "(elements)", "",
+             "(us)", "(GB/s)", "(GB/s)", "", "(us)");
   for (const SizeRecord& record : records) {
     const double n = static_cast<double>(record.bytes);
-    std::string row = fmt::format("  {:>12} {:>12}", record.bytes, record.bytes / sweep.element);
-    for (const auto& time : record.seconds) {
-      if (!time) {
-        row += fmt::format("   {:>10} {:>9} {:>9}", "-", "-", "-");
-        continue;
+    const double time = record.plan_seconds, bound = record.floor_seconds;
+    const double algbw = time > 0 ? algorithm_bandwidth(n, time) : 0;
+    fmt::print("  {:>12} {:>12}  {:<18} {:>10.2f} {:>8.3f} {:>8.3f} {:>7} {:>10.2f}\n", record.bytes,
+               record.bytes / sweep.element, record.plan_algorithm, time * 1e6, algbw / 1e9,
+               algbw * factor / 1e9, bound > 0 ? fmt::format("{:.2f}", time / bound) : "-",
+               bound * 1e6);
+  }
+
+  // Every algorithm's time, algorithms as rows and sizes as columns, in blocks.
+  fmt::print("#\n# time by algorithm, without pipelining (* the fastest of them at the size):\n");
+  for (const auto& p : predictions)
+    fmt::print("# {:<18} {}{}\n", p.algorithm,
+               p.method == "none" ? "no prediction" : "priced by " + p.method,
+               p.note.empty() ? "" : " (" + p.note + ")");
+  for (size_t first = 0; first < records.size(); first += kSizesPerBlock) {
+    const size_t last = std::min(records.size(), first + kSizesPerBlock);
+    std::string header = fmt::format("# {:<18}", "size");
+    for (size_t r = first; r < last; ++r)
+      header += fmt::format(" {:>10}", format_bytes(static_cast<double>(records[r].bytes)));
+    fmt::print("{}\n", header);
+    for (size_t i = 0; i < predictions.size(); ++i) {
+      std::string row = fmt::format("  {:<18}", predictions[i].algorithm);
+      for (size_t r = first; r < last; ++r) {
+        const auto& time = records[r].seconds[i];
+        const bool best = records[r].best == static_cast<int>(i);
+        row += fmt::format(" {:>10}", time ? format_seconds(*time) + (best ? "*" : " ") : "- ");
       }
-      row += fmt::format("   {:>10.2f} {:>9.3f} {:>9.3f}", *time * 1e6,
-                         algorithm_bandwidth(n, *time) / 1e9,
-                         algorithm_bandwidth(n, *time) * factor / 1e9);
+      while (!row.empty() && row.back() == ' ') row.pop_back();
+      fmt::print("{}\n", row);
     }
-    const bool has_best = record.best >= 0;
-    const auto best = static_cast<size_t>(std::max(record.best, 0));
-    const double bound = record.floor_seconds;
-    fmt::print("{}   {:<17} {:>6} {:>12}   {:<17} {:>10.2f}\n", row,
-               has_best ? predictions[best].algorithm : "-",
-               has_best && bound > 0 ? fmt::format("{:.2f}", *record.seconds[best] / bound) : "-",
-               bound > 0 ? fmt::format("{:.2f}", bound * 1e6) : "-", record.plan_algorithm,
-               record.plan_seconds * 1e6);
   }
   if (command.sparse) print_sparse(command, records, predictions, sparse);
 }
@@ -367,8 +369,9 @@ void setup(CLI::App& app) {
   predict->add_option("-f,--stepfactor", command->factor, "multiply the size by this each row")
       ->capture_default_str();
   predict->add_option("-t,--dtype", command->dtype,
-                      "element type, for the count column: float, double, half, bfloat16, int8, "
-                      "uint8, int32, uint32, int64, uint64")
+                      fmt::format("element type, for the count column: {} (float, double, half, "
+                                  "int and char still work, with a warning)",
+                                  dtype_names()))
       ->capture_default_str();
   predict->add_option("-a,--algorithms", command->algorithms,
                       algorithm_help("algorithms to show (default: all, without pipelining):"))
@@ -396,9 +399,7 @@ void setup(CLI::App& app) {
                     return std::stod(text) > 0 ? std::string() : "a density must be above 0";
                   },
                   "", "positive"));
-  predict->add_option("--format", command->format, "text or json (the same records)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"text", "json"}));
+  add_format_option(*predict, command->format);
   predict->callback([command] { run(*command); });
 }
 

@@ -1,6 +1,7 @@
 // `flexplan topo show TOPOLOGY.json`: prints a topology so a person can check it: a summary
 // per level, the tree with identical sibling subtrees folded ("m[0..15] x16"), the slowest
-// links, and whether (and why not) the tree is symmetric. The folded tree is cli/topo_tree.cpp.
+// links, and whether (and why not) the tree is symmetric; --format json the same but the tree.
+// The folded tree is cli/topo_tree.cpp.
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -8,7 +9,9 @@
 #include <vector>
 
 #include <fmt/core.h>
+#include <nlohmann/json.hpp>
 
+#include "cli/arguments.hpp"
 #include "cli/command.hpp"
 #include "cli/topo_tree.hpp"
 #include "topology/topology.hpp"
@@ -19,6 +22,7 @@ namespace {
 struct ShowOptions {
   std::string path;
   int max_lines = 120;
+  std::string format = "text";
 };
 
 // "2" or "2..3"
@@ -39,17 +43,26 @@ struct Spread {
   }
 };
 
-void print_level_row(const Topology& topo, const std::string& label,
-                     const std::vector<NodeId>& nodes) {
+struct LevelSpread {
   Spread fan_out, learners, bandwidth, latency;
+};
+
+LevelSpread level_spread(const Topology& topo, const std::vector<NodeId>& nodes) {
+  LevelSpread s;
   for (NodeId v : nodes) {
-    fan_out.add(topo.degree(v));
-    learners.add(static_cast<double>(topo.learners_under(v).size()));
+    s.fan_out.add(topo.degree(v));
+    s.learners.add(static_cast<double>(topo.learners_under(v).size()));
     if (v != topo.root()) {
-      bandwidth.add(topo.uplink(v).bandwidth);
-      latency.add(topo.uplink(v).latency);
+      s.bandwidth.add(topo.uplink(v).bandwidth);
+      s.latency.add(topo.uplink(v).latency);
     }
   }
+  return s;
+}
+
+void print_level_row(const Topology& topo, const std::string& label,
+                     const std::vector<NodeId>& nodes) {
+  const auto [fan_out, learners, bandwidth, latency] = level_spread(topo, nodes);
   auto whole = [](double v) { return fmt::format("{}", static_cast<long long>(v)); };
   fmt::print("  {:<9} {:>7}  {:>8}  {:>13}  {:>22}  {:>14}\n", label, nodes.size(),
              fan_out.high == 0 ? "-" : range_text(fan_out.low, fan_out.high, whole),
@@ -58,22 +71,30 @@ void print_level_row(const Topology& topo, const std::string& label,
              latency.empty ? "-" : range_text(latency.low, latency.high, format_latency));
 }
 
+// Each level's nodes, top first, then the learners ("learners").
+std::vector<std::pair<std::string, std::vector<NodeId>>> levels(const Topology& topo) {
+  std::vector<std::pair<std::string, std::vector<NodeId>>> out;
+  for (int level = topo.num_levels() - 1; level >= 0; --level) {
+    const auto nodes = topo.nodes_at_level(level);
+    out.emplace_back(std::to_string(level), std::vector<NodeId>(nodes.begin(), nodes.end()));
+  }
+  std::vector<NodeId> learners;
+  for (int r = 0; r < topo.num_learners(); ++r) learners.push_back(topo.learner_node(r));
+  out.emplace_back("learners", std::move(learners));
+  return out;
+}
+
 void print_levels(const Topology& topo) {
   fmt::print("levels (level 0 is the bottom branch level; links are each node's uplink):\n");
   fmt::print("  {:<9} {:>7}  {:>8}  {:>13}  {:>22}  {:>14}\n", "level", "nodes", "fan-out",
              "learners/node", "uplink bandwidth", "uplink latency");
-  for (int level = topo.num_levels() - 1; level >= 0; --level) {
-    const auto nodes = topo.nodes_at_level(level);
-    print_level_row(topo, std::to_string(level), std::vector<NodeId>(nodes.begin(), nodes.end()));
-  }
-  std::vector<NodeId> learners;
-  for (int r = 0; r < topo.num_learners(); ++r) learners.push_back(topo.learner_node(r));
-  print_level_row(topo, "learners", learners);
+  for (const auto& [label, nodes] : levels(topo)) print_level_row(topo, label, nodes);
 }
 
 // ---- bottleneck and symmetry --------------------------------------------------------------
 
-void print_bottleneck(const Topology& topo) {
+// The slowest uplink bandwidth and the nodes whose uplinks have it.
+std::pair<double, std::vector<NodeId>> slowest_links(const Topology& topo) {
   double slowest = 0;
   std::vector<NodeId> at_slowest;
   for (NodeId v = 0; v < topo.num_nodes(); ++v) {
@@ -82,6 +103,11 @@ void print_bottleneck(const Topology& topo) {
     if (at_slowest.empty() || bw < slowest) slowest = bw, at_slowest.clear();
     if (bw == slowest) at_slowest.push_back(v);
   }
+  return {slowest, at_slowest};
+}
+
+void print_bottleneck(const Topology& topo) {
+  const auto [slowest, at_slowest] = slowest_links(topo);
   std::string names;
   for (size_t k = 0; k < at_slowest.size() && k < 4; ++k)
     names += (k ? ", " : "") + topo.full_name(at_slowest[k]);
@@ -114,8 +140,44 @@ std::string asymmetry(const Topology& topo) {
   return "";
 }
 
+// --format json: the summary, the levels and the bottleneck; not the folded tree (the topology
+// file itself is the tree as JSON).
+void show_json(const Topology& topo) {
+  using nlohmann::json;
+  auto pair = [](const Spread& s) { return s.empty ? json(nullptr) : json::array({s.low, s.high}); };
+  json rows = json::array();
+  for (const auto& [label, nodes] : levels(topo)) {
+    const LevelSpread spread = level_spread(topo, nodes);
+    rows.push_back({{"level", label},
+                    {"nodes", nodes.size()},
+                    {"fan_out", spread.fan_out.high == 0 ? json(nullptr) : pair(spread.fan_out)},
+                    {"learners_per_node", pair(spread.learners)},
+                    {"uplink_bytes_per_second", pair(spread.bandwidth)},
+                    {"uplink_latency_seconds", pair(spread.latency)}});
+  }
+  const auto [slowest, at_slowest] = slowest_links(topo);
+  json links = json::array();
+  for (NodeId v : at_slowest) links.push_back(topo.full_name(v));
+  const std::string why = asymmetry(topo);
+  const json document{
+      {"format", "flexplan-topology"},
+      {"name", topo.name()},
+      {"learners", topo.num_learners()},
+      {"nodes", topo.num_nodes()},
+      {"levels", topo.num_levels()},
+      {"hash", topo.hash_hex()},
+      {"symmetric", topo.is_symmetric()},
+      {"asymmetry", topo.is_symmetric() ? json(nullptr) : json(why)},
+      {"reduce_bytes_per_second",
+       topo.reduce_bandwidth() > 0 ? json(topo.reduce_bandwidth()) : json(nullptr)},
+      {"level_summary", rows},
+      {"bottleneck", {{"bytes_per_second", slowest}, {"uplinks_of", links}}}};
+  fmt::print("{}\n", document.dump(2));
+}
+
 void show(const ShowOptions& options) {
   const Topology topo = load_topology(options.path);
+  if (options.format == "json") return show_json(topo);
   fmt::print("topology {}: {}, {}, {}, {}\n", topo.name(), plural(topo.num_learners(), "learner"),
              plural(topo.num_nodes(), "node"), plural(topo.num_levels(), "level"),
              topo.is_symmetric() ? "symmetric" : "asymmetric");
@@ -147,6 +209,7 @@ void setup(CLI::App& app) {
                    "print at most this many lines of the tree (0: all)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  add_format_option(*show_command, options->format);
   show_command->callback([options] { show(*options); });
 }
 

@@ -1,4 +1,4 @@
-// `flexplan whatif TOPOLOGY.json [VARIATION...] [--workload W] [--sizes ...]`: what-if analysis
+// `flexplan whatif TOPOLOGY.json [VARIATION...] [--workload W] [-b 64K -e 256M -f 16]`: what-if analysis
 // for cluster designers (docs/whatif.md): a grid of topology variations, each point planned and
 // priced, with bottleneck links, upgrade advice and the training step of a workload.
 #include <chrono>
@@ -12,6 +12,7 @@
 #include <fmt/core.h>
 
 #include "cli/algorithm_option.hpp"
+#include "cli/arguments.hpp"
 #include "cli/cost_options.hpp"
 #include "planner/algorithm_table.hpp"
 #include "cli/command.hpp"
@@ -26,11 +27,13 @@ namespace {
 struct WhatifCommand {
   std::string topology_path;
   std::vector<std::string> variations;
-  std::string sizes = "64K,1M,16M,256M";
+  std::string sizes;  // the older --sizes list
+  std::string min_bytes, max_bytes;
+  uint64_t factor = 0;
   std::string reference;
   std::string workload;
   std::string print_workload;
-  std::string algorithms;  // comma-separated
+  std::vector<std::string> algorithms;
   std::string format = "text";
   std::string report_dir;
   CostOptions cost_options;
@@ -41,14 +44,27 @@ struct WhatifCommand {
 
 using Clock = std::chrono::steady_clock;
 
-std::vector<std::string> comma_list(const std::string& text) {
-  std::vector<std::string> words;
-  for (size_t start = 0; start <= text.size();) {
-    const size_t comma = std::min(text.find(',', start), text.size());
-    if (comma > start) words.push_back(text.substr(start, comma - start));
-    start = comma + 1;
+// The sizes to report: -b/-e/-f as predict steps them (default 64K to 256M by 16), or the
+// older --sizes list.
+std::vector<uint64_t> report_sizes(const WhatifCommand& command) {
+  const bool sweep = !command.min_bytes.empty() || !command.max_bytes.empty() || command.factor;
+  if (!command.sizes.empty()) {
+    if (sweep) throw CLI::ValidationError("--sizes: give -b/-e/-f or --sizes, not both");
+    warn("--sizes is deprecated: give -b/--minbytes, -e/--maxbytes and -f/--stepfactor "
+         "(-b 64K -e 256M -f 16 is the default)");
+    std::vector<uint64_t> sizes;
+    for (const auto& size : comma_list(command.sizes)) {
+      sizes.push_back(size_argument(size, "--sizes"));
+      if (sizes.back() == 0) throw CLI::ValidationError("--sizes: a size of 0 bytes");
+    }
+    if (sizes.empty()) throw CLI::ValidationError("--sizes: no size given");
+    return sizes;
   }
-  return words;
+  const uint64_t min = size_argument(command.min_bytes.empty() ? "64K" : command.min_bytes,
+                                     "-b/--minbytes");
+  const uint64_t max = size_argument(command.max_bytes.empty() ? "256M" : command.max_bytes,
+                                     "-e/--maxbytes");
+  return size_sweep(min, max, command.factor ? command.factor : 16);
 }
 
 // Progress on stderr, at most twice a second, once the sweep has run for half a second.
@@ -83,17 +99,20 @@ void run(const WhatifCommand& command) {
         fmt::format("--format '{}': expected text, json or csv", command.format));
 
   whatif::AnalysisOptions options;
+  options.sizes = report_sizes(command);
+  if (!command.reference.empty()) options.reference_bytes = size_argument(command.reference, "--at");
+  // "-a flexreduce ring": the second word is no variation (those have an '='), but an algorithm.
+  for (const auto& text : command.variations)
+    if (text.find('=') == std::string::npos && is_algorithm_name(text))
+      throw CLI::ValidationError(fmt::format(
+          "'{}' is an algorithm, not a variation (TARGET=V1,V2,...): list algorithms with commas, "
+          "-a {}{}",
+          text, command.algorithms.empty() ? "" : command.algorithms.back() + ",", text));
   CostParams cost;
   std::vector<whatif::Variation> variations;
   std::optional<whatif::Workload> workload;
   try {
-    for (const auto& size : comma_list(command.sizes)) {
-      options.sizes.push_back(parse_size(size));
-      if (options.sizes.back() == 0) throw std::invalid_argument("--sizes: a size of 0 bytes");
-    }
-    if (options.sizes.empty()) throw std::invalid_argument("--sizes: no size given");
-    for (const auto& name : comma_list(command.algorithms)) find_algorithm(name);
-    if (!command.reference.empty()) options.reference_bytes = parse_size(command.reference);
+    for (const auto& name : command.algorithms) find_algorithm(name);
     cost = command.cost_options.parse();
     for (const auto& text : command.variations) variations.push_back(whatif::parse_variation(text));
     whatif::grid_size(variations);
@@ -106,7 +125,7 @@ void run(const WhatifCommand& command) {
 
   const auto topo = load_topology(command.topology_path);
   command.cost_options.apply_topology(cost, topo);
-  whatif::SweepOptions sweep_options{comma_list(command.algorithms), cost, command.jobs};
+  whatif::SweepOptions sweep_options{command.algorithms, cost, command.jobs};
   if (sweep_options.jobs == 0) sweep_options.jobs = std::max(1u, std::thread::hardware_concurrency());
   Progress progress;
   whatif::Sweep sweep;
@@ -138,8 +157,13 @@ void setup(CLI::App& app) {
                      "under:NODE.latency*=1,2; name:GLOB.bandwidth=...; link:NODE.bandwidth=...; "
                      "count:NODE=2,4; gpus:GLOB=2,8; replace:NODE=a.json,b.json");
   // Single words with commas inside, so that positional arguments may follow them.
-  whatif->add_option("--sizes", command->sizes, "all-reduce sizes to report, comma-separated")
-      ->capture_default_str();
+  whatif->add_option("-b,--minbytes", command->min_bytes,
+                     "smallest all-reduce size to report (default 64K)");
+  whatif->add_option("-e,--maxbytes", command->max_bytes, "largest size to report (default 256M)");
+  whatif->add_option("-f,--stepfactor", command->factor,
+                     "multiply the size by this from one size to the next (default 16)");
+  whatif->add_option("--sizes", command->sizes,
+                     "deprecated: sizes to report, comma-separated (use -b/-e/-f)");
   whatif->add_option("--at", command->reference,
                      "size at which bottlenecks and upgrades are judged (default: the largest "
                      "of --sizes; with a workload, upgrades are judged by the step time)");
@@ -149,8 +173,11 @@ void setup(CLI::App& app) {
                      "print a workload (bundled or file) as JSON, to edit its assumptions");
   whatif->add_option("-a,--algorithms", command->algorithms,
                      algorithm_help("algorithms to race, comma-separated (default: every "
-                                    "unpipelined one):"));
-  whatif->add_option("--format", command->format, "text, json or csv")->capture_default_str();
+                                    "unpipelined one):"))
+      ->delimiter(',')
+      ->allow_extra_args(false)  // one word: the VARIATIONs may follow
+      ->check(algorithm_validator());
+  add_format_option(*whatif, command->format, {"text", "json", "csv"});
   whatif->add_option("--report", command->report_dir,
                      "also write an HTML report with SVG plots into this directory");
   command->cost_options.add_to(*whatif);

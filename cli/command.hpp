@@ -13,10 +13,13 @@ struct Registration {
   Registration(const char* name, Setup setup);
 };
 
-// Exit codes shared by every command.
+// Exit codes shared by every command (README, "The commands").
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailed = 1;    // the work ran and found a problem (a plan that fails to verify)
-inline constexpr int kExitBadInput = 2;  // malformed input: topology, plan file, arguments
+inline constexpr int kExitFailed = 1;    // a plan that fails verification
+inline constexpr int kExitBadInput = 2;  // malformed or unsuitable input: topology, plan file,
+                                         // arguments (a forced algorithm that does not suit the tree)
+inline constexpr int kExitRefused = 3;   // a sound plan the target cannot hold (an export refused)
+inline constexpr int kExitInternal = 4;  // could not finish: out of memory, or a bug
 
 // Commands report a non-exception failure by setting this.
 int& exit_status();

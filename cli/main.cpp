@@ -35,6 +35,13 @@ int main(int argc, char** argv) {
                "BlueConnect, hierarchical) and predicts their cost."};
   app.set_version_flag("--version", std::string("flexplan ") + kVersion);
   for (auto& [name, setup] : cli::registry()) setup(app);
+  // CLI11's own errors (unknown options, missing arguments) read like every other error.
+  app.failure_message([](const CLI::App* failed, const CLI::Error& e) {
+    std::string text = fmt::format("flexplan: error: {}\n", e.what());
+    if (failed && failed->get_help_ptr())
+      text += fmt::format("Run with {} for more information.\n", failed->get_help_ptr()->get_name());
+    return text;
+  });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -49,12 +56,17 @@ int main(int argc, char** argv) {
   } catch (const ir::VerifyError& e) {
     fmt::print(stderr, "flexplan: error: verification failed: {}\n", e.what());
     return cli::kExitFailed;
+  } catch (const std::invalid_argument& e) {
+    // The libraries' word for a request the input cannot take (a forced algorithm that does
+    // not suit the tree): the user's to change.
+    fmt::print(stderr, "flexplan: error: {}\n", e.what());
+    return cli::kExitBadInput;
   } catch (const std::bad_alloc&) {
     fmt::print(stderr, "flexplan: error: out of memory\n");
-    return cli::kExitFailed;
+    return cli::kExitInternal;
   } catch (const std::exception& e) {
     fmt::print(stderr, "flexplan: error: {}\n", e.what());
-    return cli::kExitFailed;
+    return cli::kExitInternal;
   }
   return cli::exit_status();
 }

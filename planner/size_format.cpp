@@ -11,28 +11,6 @@
 
 namespace flexplan {
 
-uint64_t parse_size(std::string_view text) {
-  const auto bad = [&](std::string_view why) {
-    return std::invalid_argument(fmt::format("bad size '{}': {}", text, why));
-  };
-  uint64_t value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end == text.data()) throw bad("expected a number such as 64K or 512M");
-  std::string suffix(end, text.data() + text.size());
-  for (auto& c : suffix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  if (suffix.size() > 1 && (suffix.ends_with("IB") || suffix.ends_with("B")))
-    suffix.resize(suffix.size() - (suffix.ends_with("IB") ? 2 : 1));
-  if (suffix == "B") suffix.clear();
-  int shift = 0;
-  if (suffix == "K") shift = 10;
-  else if (suffix == "M") shift = 20;
-  else if (suffix == "G") shift = 30;
-  else if (suffix == "T") shift = 40;
-  else if (!suffix.empty()) throw bad("unknown suffix (use K, M, G or T)");
-  if (shift > 0 && value > (~uint64_t{0} >> shift)) throw bad("too large");
-  return value << shift;
-}
-
 namespace {
 
 // Three significant digits, without trailing zeros.
@@ -73,19 +51,29 @@ std::string format_gbps(double bytes_per_second) {
   return gbps >= 999.5 ? fmt::format("{:.0f} GB/s", gbps) : fmt::format("{:.3g} GB/s", gbps);
 }
 
-size_t dtype_size(std::string_view dtype) {
-  static constexpr std::array<std::pair<std::string_view, size_t>, 15> kTypes = {{
-      {"int8", 1}, {"char", 1}, {"uint8", 1},
-      {"half", 2}, {"float16", 2}, {"bfloat16", 2},
-      {"int32", 4}, {"int", 4}, {"uint32", 4}, {"float", 4}, {"float32", 4},
-      {"int64", 8}, {"uint64", 8}, {"double", 8}, {"float64", 8},
+std::string_view dtype_names() {
+  return "float32, float64, float16, bfloat16, int8, uint8, int32, uint32, int64, uint64";
+}
+
+size_t dtype_size(std::string_view dtype, std::string* warning) {
+  if (warning) warning->clear();
+  static constexpr std::array<std::pair<std::string_view, size_t>, 10> kTypes = {{
+      {"int8", 1}, {"uint8", 1}, {"float16", 2}, {"bfloat16", 2}, {"int32", 4},
+      {"uint32", 4}, {"float32", 4}, {"int64", 8}, {"uint64", 8}, {"float64", 8},
+  }};
+  // The older names, kept working (docs/planner.md, "predict").
+  static constexpr std::array<std::pair<std::string_view, std::string_view>, 5> kOld = {{
+      {"float", "float32"}, {"double", "float64"}, {"half", "float16"}, {"int", "int32"},
+      {"char", "int8"},
   }};
   for (const auto& [name, size] : kTypes)
     if (name == dtype) return size;
-  throw std::invalid_argument(fmt::format(
-      "unknown data type '{}' (known: int8, uint8, half, float16, bfloat16, int32, uint32, "
-      "float, float32, int64, uint64, double, float64)",
-      dtype));
+  for (const auto& [old, name] : kOld) {
+    if (old != dtype) continue;
+    if (warning) *warning = fmt::format("data type '{}' is now spelled '{}'", old, name);
+    return dtype_size(name);
+  }
+  throw std::invalid_argument(fmt::format("unknown data type '{}' (known: {})", dtype, dtype_names()));
 }
 
 }  // namespace flexplan

@@ -5,11 +5,9 @@
 #include <string>
 #include <string_view>
 
-namespace flexplan {
+#include "topology/sizes.hpp"  // parse_size: the one rule for sizes
 
-// "65536", "64K", "512M", "2G" (binary multiples, as nccl-tests), also "64KiB" and "64KB".
-// Throws std::invalid_argument naming the text.
-uint64_t parse_size(std::string_view text);
+namespace flexplan {
 
 // "0 B", "512 B", "37 KiB", "1.5 MiB": at most three significant digits.
 std::string format_bytes(double bytes);
@@ -19,8 +17,13 @@ std::string format_seconds(double seconds);
 // significant digits (whole numbers from 1000 GB/s up, so no exponent there).
 std::string format_gbps(double bytes_per_second);
 
-// Element size of a data type: float/float32, double/float64, half/float16, bfloat16,
-// int8/char, uint8, int32/int, uint32, int64, uint64. Throws std::invalid_argument listing them.
-size_t dtype_size(std::string_view dtype);
+// Element size of a data type named as flexbench and the runtime name them: float32, float64,
+// float16, bfloat16, int8, uint8, int32, uint32, int64, uint64. The older spellings float,
+// double, half, int and char are still read, and `warning` (when given) names the new one.
+// Throws std::invalid_argument listing the names.
+size_t dtype_size(std::string_view dtype, std::string* warning = nullptr);
+
+// The names dtype_size reads without a warning, comma-separated, for help texts.
+std::string_view dtype_names();
 
 }  // namespace flexplan

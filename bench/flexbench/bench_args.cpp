@@ -6,37 +6,36 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "topology/sizes.hpp"
+
 namespace flexplan::bench {
 
-uint64_t parse_size(const std::string& text) {
-  size_t end = 0;
-  uint64_t value = 0;
+uint64_t parse_size(const std::string& text, std::string_view option, bool print) {
+  std::string warning;
+  uint64_t bytes = 0;
   try {
-    value = std::stoull(text, &end);
-  } catch (const std::exception&) {
-    throw std::invalid_argument(fmt::format("'{}' is not a size (e.g. 8, 64K, 128M, 1G)", text));
+    bytes = flexplan::parse_size(text, &warning);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(fmt::format("{}: {}", option, e.what()));
   }
-  std::string suffix = text.substr(end);
-  if (!suffix.empty() && (suffix.back() == 'B' || suffix.back() == 'b')) suffix.pop_back();
-  int shift = 0;
-  if (suffix.empty()) {
-    shift = 0;
-  } else if (suffix.size() == 1 && std::toupper(static_cast<unsigned char>(suffix[0])) == 'K') {
-    shift = 10;
-  } else if (suffix.size() == 1 && std::toupper(static_cast<unsigned char>(suffix[0])) == 'M') {
-    shift = 20;
-  } else if (suffix.size() == 1 && std::toupper(static_cast<unsigned char>(suffix[0])) == 'G') {
-    shift = 30;
-  } else {
-    throw std::invalid_argument(fmt::format("'{}': unknown size suffix '{}' (K, M or G)", text, suffix));
-  }
-  if (value > (UINT64_MAX >> shift)) throw std::invalid_argument(fmt::format("'{}' is too large", text));
-  return value << shift;
+  if (print && !warning.empty()) fmt::print(stderr, "flexbench: warning: {}: {}\n", option, warning);
+  return bytes;
+}
+
+std::optional<DataType> parse_dtype(const std::string& name, const std::string& old_flag_value,
+                                    bool print) {
+  const std::string& text = old_flag_value.empty() ? name : old_flag_value;
+  if (print && !old_flag_value.empty())
+    fmt::print(stderr, "flexbench: warning: -d/--datatype is deprecated: give -t/--dtype, as flexplan predict does\n");
+  const auto type = parse_data_type(text);
+  if (type && print && to_string(*type) != text)
+    fmt::print(stderr, "flexbench: warning: data type '{}' is now spelled '{}'\n", text, to_string(*type));
+  return type;
 }
 
 std::optional<BenchArgs> parse_args(int argc, char** argv, bool print, int& exit_code) {
   BenchArgs args;
-  std::string min_text = "8", max_text = "128M", type_text = "float32", op_text = "sum";
+  std::string min_text = "8", max_text = "128M", type_text = "float32", old_type_text, op_text = "sum";
   std::string collective_text = "allreduce";
   int check = 1;
   int mpi = 1;
@@ -53,7 +52,8 @@ std::optional<BenchArgs> parse_args(int argc, char** argv, bool print, int& exit
   app.add_option("-a,--algorithm", args.algorithm, "run the plan's schedule of this algorithm at every size");
   app.add_option("-n,--iters", args.iterations, "timed iterations per size")->check(CLI::Range(1, 1 << 24));
   app.add_option("-w,--warmup_iters", args.warmup, "untimed iterations per size")->check(CLI::Range(0, 1 << 24));
-  app.add_option("-d,--datatype", type_text, "float32 float64 float16 bfloat16 int32 int64 uint8");
+  app.add_option("-t,--dtype", type_text, "float32 float64 float16 bfloat16 int32 int64 uint8");
+  app.add_option("-d,--datatype", old_type_text, "deprecated: -t/--dtype");
   app.add_option("-o,--op", op_text, "sum prod min max avg");
   auto* blocking = app.add_flag("--blocking", args.blocking, "sleep in ucp_worker_wait instead of busy-polling");
   app.add_flag("--polling", args.polling,
@@ -69,13 +69,15 @@ std::optional<BenchArgs> parse_args(int argc, char** argv, bool print, int& exit
       ->needs(device);
   try {
     app.parse(argc, argv);
-    args.min_bytes = parse_size(min_text);
-    args.max_bytes = parse_size(max_text);
+    args.min_bytes = parse_size(min_text, "-b/--minbytes", print);
+    args.max_bytes = parse_size(max_text, "-e/--maxbytes", print);
     if (args.min_bytes > args.max_bytes) {
       throw std::invalid_argument(fmt::format("-b {} is larger than -e {}", min_text, max_text));
     }
-    const auto type = parse_data_type(type_text);
-    if (!type) throw std::invalid_argument(fmt::format("-d {}: unknown data type", type_text));
+    const auto type = parse_dtype(type_text, old_type_text, print);
+    if (!type)
+      throw std::invalid_argument(fmt::format("-t {}: unknown data type (float32 float64 float16 bfloat16 int32 int64 uint8)",
+                                              old_type_text.empty() ? type_text : old_type_text));
     const auto op = parse_reduce_op(op_text);
     if (!op) throw std::invalid_argument(fmt::format("-o {}: unknown reduction", op_text));
     try {
@@ -94,7 +96,7 @@ std::optional<BenchArgs> parse_args(int argc, char** argv, bool print, int& exit
     return std::nullopt;
   } catch (const std::invalid_argument& e) {
     exit_code = 2;
-    if (print) fmt::print(stderr, "flexbench: {}\n", e.what());
+    if (print) fmt::print(stderr, "flexbench: error: {}\n", e.what());
     return std::nullopt;
   }
   return args;

@@ -1,12 +1,13 @@
 // flexbench's command line, in the manner of the nccl-tests tools:
 //   flexbench PLAN [--collective C] [-r ROOT] -b MIN -e MAX -f FACTOR [-a ALGORITHM] [-n ITERS]
-//             [-w WARMUP] [-d DTYPE] [-o REDOP] [--blocking | --polling] [--check 0|1]
+//             [-w WARMUP] [-t DTYPE] [-o REDOP] [--blocking | --polling] [--check 0|1]
 //             [--json FILE] [--device [--staged]]
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "ir/plan.hpp"
 #include "runtime/datatype.hpp"
@@ -38,7 +39,13 @@ struct BenchArgs {
 // `exit_code` says how to leave: 0 for --help, 2 for bad arguments).
 std::optional<BenchArgs> parse_args(int argc, char** argv, bool print, int& exit_code);
 
-// "8", "64K", "128M", "1G" (binary multiples, as nccl-tests). Throws std::invalid_argument.
-uint64_t parse_size(const std::string& text);
+// A size given to `option`, by the rule every flexplan command reads sizes with
+// (topology/sizes.hpp: "8", "64K", "1.5M", "128 M", binary as nccl-tests); warns about "16MB"
+// when `print`. Throws std::invalid_argument naming the option.
+uint64_t parse_size(const std::string& text, std::string_view option, bool print);
+
+// The data type of -t/--dtype, or of the older -d/--datatype when that was given (with a
+// warning when `print`); the older names ("float", "half") are read with a warning too.
+std::optional<DataType> parse_dtype(const std::string& name, const std::string& old_flag_value, bool print);
 
 }  // namespace flexplan::bench

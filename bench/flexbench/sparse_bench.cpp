@@ -46,7 +46,7 @@ struct SparseBenchArgs {
 
 std::optional<SparseBenchArgs> parse(int argc, char** argv, bool print, int& exit_code) {
   SparseBenchArgs args;
-  std::string min_text = "8M", max_text = "64M", type_text = "float32";
+  std::string min_text = "8M", max_text = "64M", type_text = "float32", old_type_text;
   CLI::App app{"flexplan_sparse_bench: the sparse all-reduce beside the plan's dense all-reduce"};
   app.add_option("plan", args.plan_path, "plan.bin written by flexplan")->required();
   app.add_option("-b,--minbytes", min_text, "smallest vector (8M, 64M, ...)")->capture_default_str();
@@ -57,19 +57,21 @@ std::optional<SparseBenchArgs> parse(int argc, char** argv, bool print, int& exi
       ->check(CLI::Range(1e-9, 1.0));
   app.add_option("-n,--iters", args.iterations, "timed iterations per point")->check(CLI::Range(1, 1 << 20));
   app.add_option("-w,--warmup_iters", args.warmup, "untimed iterations per point")->check(CLI::Range(0, 1 << 20));
-  app.add_option("-d,--datatype", type_text, "float32 or float64")->capture_default_str();
+  app.add_option("-t,--dtype", type_text, "float32 or float64")->capture_default_str();
+  app.add_option("-d,--datatype", old_type_text, "deprecated: -t/--dtype");
   app.add_flag("--blocking", args.blocking, "sleep in ucp_worker_wait instead of busy-polling");
   app.add_flag("--error-feedback", args.error_feedback, "carry a residual across the iterations");
   app.add_option("--json", args.json_path, "also write the records to FILE");
   try {
     app.parse(argc, argv);
-    args.min_bytes = parse_size(min_text);
-    args.max_bytes = parse_size(max_text);
+    args.min_bytes = parse_size(min_text, "-b/--minbytes", print);
+    args.max_bytes = parse_size(max_text, "-e/--maxbytes", print);
     if (args.min_bytes > args.max_bytes)
       throw std::invalid_argument(fmt::format("-b {} is larger than -e {}", min_text, max_text));
-    const auto type = parse_data_type(type_text);
+    const auto type = parse_dtype(type_text, old_type_text, print);
     if (!type || (*type != DataType::Float32 && *type != DataType::Float64))
-      throw std::invalid_argument(fmt::format("-d {}: the sparse all-reduce takes float32 or float64", type_text));
+      throw std::invalid_argument(fmt::format("-t {}: the sparse all-reduce takes float32 or float64",
+                                              old_type_text.empty() ? type_text : old_type_text));
     args.type = *type;
   } catch (const CLI::ParseError& e) {
     exit_code = e.get_exit_code() == 0 ? 0 : kExitBadInput;

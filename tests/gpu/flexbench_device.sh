@@ -12,7 +12,7 @@ trap 'rm -rf "$dir"' EXIT
 "$flexplan" "$source/topologies/two-machines-2+3.json" -o "$dir/plan5.bin" > /dev/null
 # Exit 1 from flexbench means wrong results: the table says where.
 "$mpirun" --oversubscribe --mca mpi_yield_when_idle 1 -np 4 "$flexbench" "$dir/plan4.bin" --device \
-  -b 8 -e 1M -f 16 -n 3 -w 1 -d float32 > "$dir/out.txt" || { cat "$dir/out.txt"; echo "FAIL: flexbench --device"; exit 1; }
+  -b 8 -e 1M -f 16 -n 3 -w 1 -t float32 > "$dir/out.txt" || { cat "$dir/out.txt"; echo "FAIL: flexbench --device"; exit 1; }
 cat "$dir/out.txt"
 grep -q "out-of-place" "$dir/out.txt"
 rows=$(grep -c "^ .* float32 " "$dir/out.txt")
@@ -21,7 +21,7 @@ rows=$(grep -c "^ .* float32 " "$dir/out.txt")
 awk '/^ .* float32 / { if ($9 != 0 || $13 != 0) bad = 1 } END { exit bad }' "$dir/out.txt" \
   || { echo "FAIL: wrong results"; exit 1; }
 "$mpirun" --oversubscribe --mca mpi_yield_when_idle 1 -np 4 "$flexbench" "$dir/plan4.bin" --device --staged \
-  -b 8 -e 1M -f 16 -n 3 -w 1 -d float32 > "$dir/staged.txt" || { cat "$dir/staged.txt"; echo "FAIL: --staged"; exit 1; }
+  -b 8 -e 1M -f 16 -n 3 -w 1 -t float32 > "$dir/staged.txt" || { cat "$dir/staged.txt"; echo "FAIL: --staged"; exit 1; }
 cat "$dir/staged.txt"
 grep -q "UCX staged through pinned host memory" "$dir/staged.txt" || { echo "FAIL: --staged header"; exit 1; }
 rows=$(grep -c "^ .* float32 " "$dir/staged.txt")

@@ -31,6 +31,12 @@ expect() {  # expect CODE DESCRIPTION [VAR=VALUE ...] -- FLEXBENCH-ARGS...
   else
     echo "ok: $what: exit $got"
   fi
+  last_output=$output
+}
+said() {  # said TEXT: the last run's output holds TEXT
+  if ! grep -qF -- "$1" <<< "$last_output"; then
+    echo "FAIL: the output lacks '$1'"; echo "$last_output" | head -10; status=1
+  fi
 }
 expect 0 "a good plan" -- "$work/plan-2.bin" -b 8 -e 64 -n 1 -w 0 --blocking
 expect 0 "a good plan without MPI_Allreduce beside it" -- "$work/plan-2.bin" -b 8 -e 64 -n 1 -w 0 --blocking --mpi 0
@@ -41,6 +47,16 @@ expect 2 "a truncated plan" -- "$work/truncated.bin" -b 8 -e 64 -n 1 --blocking
 expect 2 "a plan for 5 ranks" -- "$work/plan-5.bin" -b 8 -e 64 -n 1 --blocking
 expect 2 "a malformed FLEXPLAN_TIMEOUT_MS" FLEXPLAN_TIMEOUT_MS=soon -- "$work/plan-2.bin" -b 8 -e 64 -n 1 --blocking
 expect 2 "a bad size argument" -- "$work/plan-2.bin" -b 8X -e 64 -n 1 --blocking
+said "flexbench: error: -b/--minbytes: bad size"
+# Sizes and data types as every flexplan command reads them (docs/topology.md, "Sizes").
+expect 0 "sizes '1 K' and 1.5K, -t float32" -- "$work/plan-2.bin" -b "1 K" -e 1.5K -n 1 -w 0 --blocking -t float32
+expect 0 "16KB read as KiB, with a warning" -- "$work/plan-2.bin" -b 16KB -e 16KB -n 1 -w 0 --blocking
+said 'is read as 16 KiB'
+expect 0 "the older -d float, with warnings" -- "$work/plan-2.bin" -b 8 -e 64 -n 1 -w 0 --blocking -d float
+said "-d/--datatype is deprecated"
+said "data type 'float' is now spelled 'float32'"
+expect 2 "an unknown -t" -- "$work/plan-2.bin" -b 8 -e 64 -n 1 --blocking -t complex
+expect 2 "a fraction that is no whole byte" -- "$work/plan-2.bin" -b 1.3K -e 64K -n 1 --blocking
 expect 2 "an algorithm the plan lacks" -- "$work/plan-2.bin" -a no-such-algorithm -b 8 -e 64 -n 1 --blocking
 for collective in reduce_scatter allgather broadcast reduce; do
   expect 0 "$collective, checked" -- "$work/plan-2-all.bin" --collective $collective -r 1 -b 8 -e 64K -f 64 -n 1 -w 0 --blocking

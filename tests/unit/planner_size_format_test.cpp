@@ -21,8 +21,29 @@ TEST(PlannerSizeFormat, ParsesBinaryMultiples) {
   EXPECT_EQ(parse_size("100B"), 100u);
 }
 
+// The one rule (topology/sizes.hpp): fractions that come to whole bytes, a space before the
+// unit, and "MB" read as MiB with a warning that says so.
+TEST(PlannerSizeFormat, FractionsSpacesAndTheOlderSpelling) {
+  EXPECT_EQ(parse_size("1.5M"), 1572864u);
+  EXPECT_EQ(parse_size("0.5K"), 512u);
+  EXPECT_EQ(parse_size("16 M"), 16u << 20);
+  EXPECT_EQ(parse_size(" 16 MiB "), 16u << 20);
+  EXPECT_EQ(parse_size("16Mi"), 16u << 20);
+  EXPECT_EQ(parse_size("8 B"), 8u);
+  EXPECT_EQ(parse_size("18446744073709551615"), UINT64_MAX);
+  std::string warning = "stale";
+  EXPECT_EQ(parse_size("16M", &warning), 16u << 20);
+  EXPECT_EQ(warning, "");
+  EXPECT_EQ(parse_size("16MB", &warning), 16u << 20);
+  EXPECT_NE(warning.find("\"16MB\" is read as 16 MiB"), std::string::npos) << warning;
+  EXPECT_NE(warning.find("write 16M or 16MiB"), std::string::npos) << warning;
+  EXPECT_EQ(parse_size("1.5gb", &warning), uint64_t{3} << 29);
+  EXPECT_NE(warning.find("1.5 GiB"), std::string::npos) << warning;
+}
+
 TEST(PlannerSizeFormat, RejectsWhatIsNotASize) {
-  for (const char* text : {"", "K", "12Q", "-5", "1.5M", "99999999999999T"}) {
+  for (const char* text : {"", "K", "12Q", "-5", "1.3K", "0.1", "99999999999999T", "16 MB/s",
+                           "1e6", "18446744073709551616", "1..5M", "16 M B"}) {
     try {
       parse_size(text);
       ADD_FAILURE() << "accepted '" << text << "'";
@@ -50,10 +71,16 @@ TEST(PlannerSizeFormat, PrintsThreeSignificantDigits) {
 }
 
 TEST(PlannerSizeFormat, DataTypeSizes) {
-  EXPECT_EQ(dtype_size("float"), 4u);
-  EXPECT_EQ(dtype_size("float32"), 4u);
+  std::string warning;
+  EXPECT_EQ(dtype_size("float32", &warning), 4u);
+  EXPECT_EQ(warning, "");
+  EXPECT_EQ(dtype_size("float", &warning), 4u);  // the older names, with a warning
+  EXPECT_EQ(warning, "data type 'float' is now spelled 'float32'");
   EXPECT_EQ(dtype_size("double"), 8u);
-  EXPECT_EQ(dtype_size("half"), 2u);
+  EXPECT_EQ(dtype_size("half", &warning), 2u);
+  EXPECT_EQ(warning, "data type 'half' is now spelled 'float16'");
+  EXPECT_EQ(dtype_size("float16"), 2u);
+  EXPECT_EQ(dtype_size("float64"), 8u);
   EXPECT_EQ(dtype_size("bfloat16"), 2u);
   EXPECT_EQ(dtype_size("int8"), 1u);
   EXPECT_EQ(dtype_size("uint64"), 8u);
