@@ -16,7 +16,7 @@ echo "# $("$flexplan" topo show "$topology" | head -1)"
 run() {  # run LABEL ARGS...
   local label=$1; shift
   local out
-  out=$( { /usr/bin/time -f '%e %U %S' "$flexplan" whatif "$topology" "${grid[@]}" --sizes 1M,256M \
+  out=$( { /usr/bin/time -f '%e %U %S' "$flexplan" whatif "$topology" "${grid[@]}" -b 1M -e 256M -f 256 \
              --format csv -q "$@" >/tmp/whatif-bench.$$.csv; } 2>&1 | tail -1)
   local rows; rows=$(($(wc -l </tmp/whatif-bench.$$.csv) - 1))
   read -r wall user sys <<<"$out"

@@ -71,7 +71,7 @@ TEST_F(CodegenCli, HelpAndMalformedInput) {
   EXPECT_EQ(other.exit_code, 2);
   EXPECT_NE(other.output.find("was made for 'two-machines-2+3'"), std::string::npos) << other.output;
   EXPECT_EQ(run_flexplan("codegen '" + plan + "' --target trace -o '" + path("t.json") + "' --topology '" + kTopology +
-                         "' --bytes 12Q")
+                         "' -b 12Q")
                 .exit_code,
             2);
   EXPECT_EQ(run_flexplan("codegen '" + plan + "' --target dot --schedule 7 -o '" + path("p.dot") + "'").exit_code, 2);
@@ -80,7 +80,7 @@ TEST_F(CodegenCli, HelpAndMalformedInput) {
 TEST_F(CodegenCli, TraceFollowsTheCostModel) {
   const Topology topo = load_topology(kTopology);
   const std::string plan = plan_file(topo);
-  const CliRun run = run_flexplan("codegen '" + plan + "' --target trace --bytes 16M --schedule 0 -o '" + path("t.json") +
+  const CliRun run = run_flexplan("codegen '" + plan + "' --target trace -b 16M --schedule 0 -o '" + path("t.json") +
                                   "' --topology '" + kTopology + "'");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const auto trace = nlohmann::json::parse(read_text(path("t.json")));
@@ -137,7 +137,7 @@ TEST_F(CodegenCli, DotDrawsEveryHopAndRefusesLargePlans) {
   }
   const std::string big = plan_file(machines({16, 16}), {"ring"});
   const CliRun refused = run_flexplan("codegen '" + big + "' --target dot -o '" + path("big.dot") + "'");
-  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_EQ(refused.exit_code, 3);  // refused: the plan is sound, the target cannot hold it
   EXPECT_NE(refused.output.find("unreadable"), std::string::npos) << refused.output;
 }
 
@@ -156,11 +156,11 @@ TEST_F(CodegenCli, MscclFilesPerScheduleAndRefusals) {
     EXPECT_EQ(codegen::msccl::simulate_allreduce(algorithm), "") << entry.path();
   }
   EXPECT_EQ(files, loaded.schedules.size());
-  // A ring of 24 on one channel with 16 steps per threadblock cannot fit: refused, exit 1.
+  // A ring of 24 on one channel with 16 steps per threadblock cannot fit: refused, exit 3.
   const std::string ring = plan_file(machines({12, 12}), {"ring"});
   const CliRun refused = run_flexplan("codegen '" + ring + "' --target msccl-xml --max-steps 16 --max-channels 1 -o '" +
                                       path("ring") + "'");
-  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_EQ(refused.exit_code, 3);
   EXPECT_NE(refused.output.find("refused"), std::string::npos) << refused.output;
   EXPECT_NE(refused.output.find("at most 16 per threadblock"), std::string::npos) << refused.output;
 }
@@ -230,7 +230,7 @@ namespace {
 
 // Every collective through every target: MSCCL files for all-reduce, all-gather and
 // reduce-scatter (each running its contract), refusals naming the reason for broadcast and
-// reduce; C++; a diagram and a trace of every schedule; the trace's --bytes picking by
+// reduce; C++; a diagram and a trace of every schedule; the trace's -b picking by
 // --collective and --root.
 TEST_F(CodegenCli, EveryCollectiveThroughEveryTarget) {
   const Topology topo = load_topology(kTopology);
@@ -247,7 +247,7 @@ TEST_F(CodegenCli, EveryCollectiveThroughEveryTarget) {
   ASSERT_GT(rooted, 3u);
 
   const CliRun xml = run_flexplan("codegen '" + plan + "' --target msccl-xml -o '" + path("xml") + "'");
-  EXPECT_EQ(xml.exit_code, 1) << xml.output;  // the broadcast and reduce schedules are refused
+  EXPECT_EQ(xml.exit_code, 3) << xml.output;  // the broadcast and reduce schedules are refused
   size_t refusals = 0;
   for (size_t at = 0; (at = xml.output.find("names no root", at)) != std::string::npos; ++at) ++refusals;
   EXPECT_EQ(refusals, rooted) << xml.output;
@@ -292,7 +292,7 @@ TEST_F(CodegenCli, EveryCollectiveThroughEveryTarget) {
     EXPECT_EQ(edges, hops) << "schedule " << i;
 
     const std::string trace_file = path("s" + std::to_string(i) + ".json");
-    const CliRun traced = run_flexplan("codegen '" + plan + "' --target trace --bytes 4M --schedule " +
+    const CliRun traced = run_flexplan("codegen '" + plan + "' --target trace -b 4M --schedule " +
                                        std::to_string(i) + " -o '" + trace_file + "' --topology '" + kTopology + "'");
     ASSERT_EQ(traced.exit_code, 0) << traced.output;
     const auto trace = nlohmann::json::parse(read_text(trace_file));
@@ -302,9 +302,9 @@ TEST_F(CodegenCli, EveryCollectiveThroughEveryTarget) {
     EXPECT_NEAR(trace["otherData"]["predicted_seconds"].get<double>(), predicted, 1e-9 * predicted);
   }
 
-  // --bytes picks the schedule of --collective (and --root) serving that size.
+  // -b picks the schedule of --collective (and --root) serving that size.
   const auto traced_index = [&](const std::string& options) {
-    const CliRun run = run_flexplan("codegen '" + plan + "' --target trace --bytes 1M " + options + " -o '" +
+    const CliRun run = run_flexplan("codegen '" + plan + "' --target trace -b 1M " + options + " -o '" +
                                     path("pick.json") + "' --topology '" + kTopology + "'");
     EXPECT_EQ(run.exit_code, 0) << options << ": " << run.output;
     return nlohmann::json::parse(read_text(path("pick.json")))["otherData"]["schedule"].get<size_t>();

@@ -137,29 +137,36 @@ TEST_F(PlannerCli, PredictPrintsOneRowPerSize) {
   std::vector<std::string> rows;
   for (std::string line; std::getline(lines, line);)
     if (!line.empty() && line[0] != '#') rows.push_back(line);
-  ASSERT_EQ(rows.size(), 5u) << run.output;  // 64K, 128K, 256K, 512K, 1M
+  // One row per size (64K, 128K, 256K, 512K, 1M), then the time by algorithm, one row each.
+  ASSERT_GE(rows.size(), 5u) << run.output;
   std::istringstream first(rows[0]);
   uint64_t size = 0, count = 0;
   first >> size >> count;
   EXPECT_EQ(size, 65536u);
   EXPECT_EQ(count, 65536u / 8);
-  // The row ends with the best algorithm, its time over the floor, the floor in us, and the
-  // schedule the plan command writes for the size with its time in us.
+  std::istringstream fifth(rows[4]);
+  fifth >> size;
+  EXPECT_EQ(size, 1u << 20) << run.output;
+  // A size's row: the schedule the plan command writes, its time (us), algbw and busbw, its
+  // time over the floor, and the floor (us).
   std::istringstream row(rows[0]);
   std::vector<std::string> words;
   for (std::string word; row >> word;) words.push_back(word);
-  ASSERT_GE(words.size(), 5u);
-  const std::string best = words[words.size() - 5];
-  const double over_floor = std::stod(words[words.size() - 4]);
-  const double floor_us = std::stod(words[words.size() - 3]);
-  const std::string written = words[words.size() - 2];
-  const double written_us = std::stod(words.back());
-  EXPECT_NO_THROW(find_algorithm(best)) << rows[0];
+  ASSERT_EQ(words.size(), 8u) << rows[0];
+  const std::string written = words[2];
+  const double written_us = std::stod(words[3]);
+  const double over_floor = std::stod(words[6]);
+  const double floor_us = std::stod(words[7]);
   EXPECT_NO_THROW(find_algorithm(written)) << rows[0];
   EXPECT_GE(written_us, floor_us) << rows[0];
   EXPECT_GE(over_floor, 1.0) << rows[0];
+  EXPECT_NEAR(over_floor, written_us / floor_us, 0.006) << rows[0];
   const auto topo = load_topology(topology("two-machines-2+3"));
   EXPECT_NEAR(floor_us, cost_floor(topo).at(65536.0) * 1e6, 0.01) << rows[0];
+  // Every algorithm's row, the fastest marked at each size.
+  size_t marks = 0;
+  for (size_t r = 5; r < rows.size(); ++r) marks += std::count(rows[r].begin(), rows[r].end(), '*');
+  EXPECT_EQ(marks, 5u) << run.output;
   for (const char* name : {"flexreduce", "ring", "blueconnect", "hierarchical", "busbw", "/floor"})
     EXPECT_NE(run.output.find(name), std::string::npos) << name;
   EXPECT_FALSE(std::filesystem::exists(path("plan.bin"))) << "predict must not run the main job";
@@ -202,7 +209,8 @@ TEST_F(PlannerCli, PlanWritesTheCollectivesAskedFor) {
                                     " --roots 0,2",
                                 "2>&1");
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  for (const char* line : {"allgather:", "reduce_scatter:", "broadcast (root 2):", "reduce (root 0):"})
+  for (const char* line : {"allgather, by message size:", "reduce_scatter, by message size:",
+                           "broadcast (root 2), by message size:", "reduce (root 0), by message size:"})
     EXPECT_NE(run.output.find(line), std::string::npos) << line << "\n" << run.output;
   const auto verify = run_flexplan("verify " + path("all.bin"), "2>&1");
   EXPECT_EQ(verify.exit_code, 0) << verify.output;

@@ -332,7 +332,7 @@ TEST_F(WhatifCli, BadVariationExitsTwoNamingIt) {
   EXPECT_EQ(run.exit_code, 2) << run.output;
   EXPECT_NE(run.output.find("variation 'machines.bandwidth=fast'"), std::string::npos) << run.output;
   // Options before the positional arguments take one word each.
-  run = run_flexplan("whatif --sizes 1M,2M -a ring " + topo + " 'gpus:*=2,3' -q --format csv");
+  run = run_flexplan("whatif -b 1M -e 2M -a ring " + topo + " 'gpus:*=2,3' -q --format csv");
   EXPECT_EQ(run.exit_code, 0) << run.output;
   EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1 + 2 * 2) << run.output;
   run = run_flexplan("whatif " + topo + " 'count:switch/m7=2'");
@@ -343,7 +343,7 @@ TEST_F(WhatifCli, BadVariationExitsTwoNamingIt) {
 TEST_F(WhatifCli, JsonCsvAndReportAgree) {
   const std::string topo = std::string(FLEXPLAN_SOURCE_DIR) + "/topologies/two-machines-2+3.json";
   const std::string args = "whatif " + topo +
-                           " 'machines.bandwidth=100Mbit/s,400Mbit/s,800Mbit/s' --sizes 1M,64M "
+                           " 'machines.bandwidth=100Mbit/s,400Mbit/s,800Mbit/s' -b 1M -e 64M -f 64 "
                            "--workload resnet50 -q";
   const auto json_run = run_flexplan(args + " --format json", "2>/dev/null");
   ASSERT_EQ(json_run.exit_code, 0) << json_run.output;

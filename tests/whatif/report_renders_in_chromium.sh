@@ -28,7 +28,7 @@ fi
 
 "$flexplan" whatif "$source_dir/topologies/asym-3level-b.json" \
   'machines.bandwidth*=0.5,1,2,4' 'under:spine/rack-b.latency*=1,4' \
-  --sizes 1M,64M --workload resnet50 -q --report "$work/report" >"$work/whatif.txt"
+  -b 1M -e 64M -f 64 --workload resnet50 -q --report "$work/report" >"$work/whatif.txt"
 page="$work/report/index.html"
 grep -q '<svg' "$page" || { echo "FAIL: no SVG in $page"; exit 1; }
 render "$page" "$work/report.png" "$work/report.log"
