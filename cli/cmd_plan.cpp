@@ -69,7 +69,8 @@ constexpr uint64_t kReportSizes[] = {8, uint64_t{64} << 10, uint64_t{1} << 20, u
 // ranges after it (above kLargestRealMessage) are not shown.
 std::string range_text(const ir::Schedule& schedule, bool last) {
   const auto min = format_bytes(static_cast<double>(schedule.min_bytes));
-  if (last || !schedule.max_bytes) return schedule.min_bytes == 0 ? "every size" : ">= " + min;
+  if (last || !schedule.max_bytes)
+    return schedule.min_bytes > 0 ? ">= " + min : schedule.max_bytes ? "every real size" : "every size";
   const auto max = format_bytes(static_cast<double>(*schedule.max_bytes));
   return schedule.min_bytes == 0 ? "< " + max : min + " - " + max;
 }
@@ -130,9 +131,9 @@ void print_schedules(const PlanReport& report, const std::string& output, bool a
                candidate ? note_text(*candidate) : std::string());
   }
   if (shown < ranges.size())
-    fmt::print("  (and {} more range{} from {} up, beyond any real message: --verbose)\n",
+    fmt::print("  (and {} more range{} above {}, beyond any real message: --verbose)\n",
                ranges.size() - shown, ranges.size() - shown == 1 ? "" : "s",
-               format_bytes(static_cast<double>(ranges[shown]->min_bytes)));
+               format_bytes(static_cast<double>(kLargestRealMessage)));
   size_t others = 0;
   for (const auto& candidate : report.candidates) others += !is_chosen(report, candidate.algorithm);
   if (!verbose) {
@@ -178,7 +179,7 @@ void print_predictions(const Topology& topo, const PlanReport& report, const Cos
   }
   if (floor.per_byte > 0)
     fmt::print("  vs ring: time saved over the depth-first ring. /floor: over the larger of the\n"
-               "  bandwidth floor n / {} (set by {}) and the latency floor {} (docs/cost-model.md)\n",
+               "  bandwidth floor n / {} (set by {})\n  and the latency floor {} (docs/cost-model.md)\n",
                format_gbps(1 / floor.per_byte), floor.bound_by, format_seconds(floor.latency));
 }
 
@@ -197,6 +198,9 @@ void print_collectives(const Topology& topo, const PlanReport& report, bool verb
     for (size_t i = 0; i < shown; ++i)
       fmt::print("  {:<22} {}\n", range_text(planned.schedules[i], i + 1 == shown),
                  planned.schedules[i].algorithm);
+    if (shown < planned.schedules.size())
+      fmt::print("  (and {} more above {}: --verbose)\n", planned.schedules.size() - shown,
+                 format_bytes(static_cast<double>(kLargestRealMessage)));
     fmt::print("  {:>10} {:>10} {:>12}  {:<18} {:>7}\n", "size", "time", "busbw", "algorithm",
                "/floor");
     for (const uint64_t bytes : kReportSizes) {

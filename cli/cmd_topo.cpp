@@ -145,13 +145,17 @@ std::string asymmetry(const Topology& topo) {
 void show_json(const Topology& topo) {
   using nlohmann::json;
   auto pair = [](const Spread& s) { return s.empty ? json(nullptr) : json::array({s.low, s.high}); };
+  auto whole = [](const Spread& s) {
+    return s.empty ? json(nullptr)
+                   : json::array({static_cast<long long>(s.low), static_cast<long long>(s.high)});
+  };
   json rows = json::array();
   for (const auto& [label, nodes] : levels(topo)) {
     const LevelSpread spread = level_spread(topo, nodes);
     rows.push_back({{"level", label},
                     {"nodes", nodes.size()},
-                    {"fan_out", spread.fan_out.high == 0 ? json(nullptr) : pair(spread.fan_out)},
-                    {"learners_per_node", pair(spread.learners)},
+                    {"fan_out", spread.fan_out.high == 0 ? json(nullptr) : whole(spread.fan_out)},
+                    {"learners_per_node", whole(spread.learners)},
                     {"uplink_bytes_per_second", pair(spread.bandwidth)},
                     {"uplink_latency_seconds", pair(spread.latency)}});
   }
