@@ -130,7 +130,7 @@ TEST_F(PlannerCli, BadInputExitsWithTwoAndSaysWhy) {
 
 TEST_F(PlannerCli, PredictPrintsOneRowPerSize) {
   const auto run = run_flexplan(
-      "predict " + topology("two-machines-2+3") + " -b 64K -e 1M -f 2 -t double", "2>&1",
+      "predict " + topology("two-machines-2+3") + " -b 64K -e 1M -f 2 -t float64", "2>&1",
       dir_.string());
   ASSERT_EQ(run.exit_code, 0) << run.output;
   std::istringstream lines(run.output);
