@@ -366,6 +366,7 @@ void setup(CLI::App& app) {
                  algorithm_help("algorithms to choose among (default: every one that suits the "
                                 "tree, with pipelined variants); one alone forces it:"))
       ->delimiter(',')
+      ->allow_extra_args(false)  // one word, a comma list: positional arguments may follow
       ->check(algorithm_validator());
   app.add_option("--collectives", command->collectives,
                  "collectives to plan, of allreduce, reduce_scatter, allgather, broadcast, reduce "

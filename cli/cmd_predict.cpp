@@ -376,6 +376,7 @@ void setup(CLI::App& app) {
   predict->add_option("-a,--algorithms", command->algorithms,
                       algorithm_help("algorithms to show (default: all, without pipelining):"))
       ->delimiter(',')
+      ->allow_extra_args(false)  // one word, a comma list: positional arguments may follow
       ->check(algorithm_validator());
   predict->add_option("--collective", command->collective,
                       "allreduce, reduce_scatter, allgather, broadcast or reduce")
