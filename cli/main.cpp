@@ -53,6 +53,10 @@ int main(int argc, char** argv) {
   } catch (const ir::PlanFormatError& e) {
     fmt::print(stderr, "flexplan: error: plan: {}\n", e.what());
     return cli::kExitBadInput;
+  } catch (const ir::TooLargeToExpand& e) {
+    // A sound plan that this tool cannot expand whole (the runtime still runs it).
+    fmt::print(stderr, "flexplan: refused: {}\n", e.what());
+    return cli::kExitRefused;
   } catch (const ir::VerifyError& e) {
     fmt::print(stderr, "flexplan: error: verification failed: {}\n", e.what());
     return cli::kExitFailed;
