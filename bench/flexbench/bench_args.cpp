@@ -42,6 +42,9 @@ std::optional<BenchArgs> parse_args(int argc, char** argv, bool print, int& exit
   CLI::App app{"flexbench: collective timing of a flexplan plan against MPI's (MPI_Allreduce, "
                "MPI_Reduce_scatter_block, MPI_Allgather, MPI_Bcast, MPI_Reduce)"};
   app.add_option("plan", args.plan_path, "plan.bin written by flexplan")->required();
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {  // prefixed as flexplan's errors
+    return fmt::format("flexbench: error: {}\nRun with --help for more information.\n", e.what());
+  });
   app.add_option("--collective", collective_text,
                  "allreduce reduce_scatter allgather broadcast reduce (sizes are the whole buffer's, as "
                  "nccl-tests: an all-gather's receive, a reduce-scatter's send)");

@@ -49,6 +49,9 @@ std::optional<SparseBenchArgs> parse(int argc, char** argv, bool print, int& exi
   std::string min_text = "8M", max_text = "64M", type_text = "float32", old_type_text;
   CLI::App app{"flexplan_sparse_bench: the sparse all-reduce beside the plan's dense all-reduce"};
   app.add_option("plan", args.plan_path, "plan.bin written by flexplan")->required();
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {  // prefixed as flexplan's errors
+    return fmt::format("flexplan_sparse_bench: error: {}\nRun with --help for more information.\n", e.what());
+  });
   app.add_option("-b,--minbytes", min_text, "smallest vector (8M, 64M, ...)")->capture_default_str();
   app.add_option("-e,--maxbytes", max_text, "largest vector")->capture_default_str();
   app.add_option("-f,--stepfactor", args.factor, "size multiplier between rows")->check(CLI::Range(2, 1 << 20));
@@ -79,7 +82,7 @@ std::optional<SparseBenchArgs> parse(int argc, char** argv, bool print, int& exi
     return std::nullopt;
   } catch (const std::invalid_argument& e) {
     exit_code = kExitBadInput;
-    if (print) fmt::print(stderr, "flexplan_sparse_bench: {}\n", e.what());
+    if (print) fmt::print(stderr, "flexplan_sparse_bench: error: {}\n", e.what());
     return std::nullopt;
   }
   return args;
