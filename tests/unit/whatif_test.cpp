@@ -332,7 +332,7 @@ TEST_F(WhatifCli, BadVariationExitsTwoNamingIt) {
   EXPECT_EQ(run.exit_code, 2) << run.output;
   EXPECT_NE(run.output.find("variation 'machines.bandwidth=fast'"), std::string::npos) << run.output;
   // Options before the positional arguments take one word each.
-  run = run_flexplan("whatif -b 1M -e 2M -a ring " + topo + " 'gpus:*=2,3' -q --format csv");
+  run = run_flexplan("whatif -b 1M -e 2M -f 2 -a ring " + topo + " 'gpus:*=2,3' -q --format csv");
   EXPECT_EQ(run.exit_code, 0) << run.output;
   EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1 + 2 * 2) << run.output;
   run = run_flexplan("whatif " + topo + " 'count:switch/m7=2'");
