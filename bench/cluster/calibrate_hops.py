@@ -32,7 +32,7 @@ def calibrate(flexplan, topology, bench):
     with open(topology) as f:
         world = sum(m["children"][0]["count"] for m in json.load(f)["root"]["children"])
     done = subprocess.run([flexplan, "predict", topology, "-b", str(size), "-e", str(size),
-                           "-a", "ring", "--hop-overhead", "0 s"],
+                           "-a", "ring", "--hop-overhead", "0 s", "--format", "json"],
                           capture_output=True, text=True, check=True)
     predicted = parse_predictions(done.stdout)["ring"][size]
     hops = 2 * (world - 1)

@@ -55,10 +55,19 @@ def load_predictions(path):
 
 
 def parse_predictions(text):
-    """`flexplan predict -a A,B,...` table: size, count, then time/algbw/busbw per algorithm,
-    then best, /floor and the floor in us, then (since 2026-11-28) the schedule the plan command
-    writes and its time in us. Returns times[algorithm][bytes]; the floor goes under the key
-    "floor" (absent in files from before predict printed it)."""
+    """`flexplan predict -a A,B,... --format json` (what run-experiments.sh writes now), or the
+    wide text table of results written before 2026-11-29: size, count, then time/algbw/busbw per
+    algorithm, then best, /floor and the floor in us, then (from 2026-11-28) the schedule the
+    plan command writes and its time in us. Returns times[algorithm][bytes]; the floor goes
+    under the key "floor" (absent in files from before predict printed it)."""
+    if text.lstrip().startswith("{"):
+        times = {}
+        for record in json.loads(text)["records"]:
+            for algorithm, seconds in record["seconds"].items():
+                if seconds is not None:
+                    times.setdefault(algorithm, {})[record["bytes"]] = seconds
+            times.setdefault("floor", {})[record["bytes"]] = record["floor_seconds"]
+        return times
     algorithms, times = [], {}
     for line in text.splitlines():
         fields = line.split()

@@ -153,11 +153,11 @@ run_config() {
   fi
   local hop_us
   hop_us=$(python3 -c 'import json,sys; print("%.1f" % (json.load(open(sys.argv[1]))["hop_overhead_s"] * 1e6))' "$dir/hops.json")
-  if ! "$FLEXPLAN" predict "$dir/topology.json" -b $min -e $max -f $factor -a "$algos" \
+  if ! "$FLEXPLAN" predict "$dir/topology.json" -b $min -e $max -f $factor -a "$algos" --format json \
          > "$dir/predict.txt" \
-     || ! "$FLEXPLAN" predict "$dir/topology.json" -b $min -e $max -f $factor -a "$algos" \
+     || ! "$FLEXPLAN" predict "$dir/topology.json" -b $min -e $max -f $factor -a "$algos" --format json \
          --hop-overhead "$hop_us us" > "$dir/predict-hops.txt" \
-     || ! "$FLEXPLAN" predict "$dir/topology.json" -b $min -e $max -f $factor -a "$chosen" \
+     || ! "$FLEXPLAN" predict "$dir/topology.json" -b $min -e $max -f $factor -a "$chosen" --format json \
          > "$dir/predict-default.txt"; then
     skip "prediction failed"; return 0
   fi
