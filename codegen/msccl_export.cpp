@@ -745,12 +745,9 @@ Attempt build_or_refuse(const ir::Schedule& schedule, const std::vector<RankProg
   }
 }
 
-// export_schedule of `schedule` standing as schedule `index` of the plan (a variant of it, for
-// export_fitting).
-Export export_as(const ir::Plan& plan, const ir::Schedule& schedule, size_t index, const ExportOptions& options) {
-  ir::require_materialized(schedule, "export_schedule");
-  const Limits& limits = options.limits;
-  const std::string label = fmt::format("schedule {} ({})", index, schedule.algorithm);
+// What no variant of the schedule could change: refused before any is built.
+void refuse_at_any_size(const ir::Plan& plan, const ir::Schedule& schedule, const std::string& label,
+                        const Limits& limits) {
   if (ir::has_root(schedule.collective))
     throw ExportError(fmt::format(
         "{}: a {} from root {}: not exported. The MSCCL algorithm XML names no root, and the executors "
@@ -768,6 +765,15 @@ Export export_as(const ir::Plan& plan, const ir::Schedule& schedule, size_t inde
   if (schedule.min_bytes > static_cast<uint64_t>(INT64_MAX) ||
       (schedule.max_bytes && *schedule.max_bytes - 1 > static_cast<uint64_t>(INT64_MAX)))
     throw ExportError(label + ": its byte range does not fit the executors' 64-bit signed sizes");
+}
+
+// export_schedule of `schedule` standing as schedule `index` of the plan (a variant of it, for
+// export_fitting).
+Export export_as(const ir::Plan& plan, const ir::Schedule& schedule, size_t index, const ExportOptions& options) {
+  ir::require_materialized(schedule, "export_schedule");
+  const Limits& limits = options.limits;
+  const std::string label = fmt::format("schedule {} ({})", index, schedule.algorithm);
+  refuse_at_any_size(plan, schedule, label, limits);
   const Layout layout = make_layout(plan, schedule, options, label);
   const uint64_t chunks = layout.chunks;
   if (chunks > 32767)
@@ -891,6 +897,7 @@ FittedExport fit(const ir::Plan& plan, size_t index, const ExportOptions& option
   const ir::Schedule& schedule = plan.schedules[index];
   FittedExport fitted;
   fitted.planned = fitted.algorithm = schedule.algorithm;
+  refuse_at_any_size(plan, schedule, fmt::format("schedule {} ({})", index, schedule.algorithm), options.limits);
   const auto pipeline = ir::pipeline_base(schedule);
   if (!pipeline) {
     fitted.exported = export_as(plan, ir::materialize(schedule), index, options);

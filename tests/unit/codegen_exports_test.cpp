@@ -4,6 +4,7 @@
 // exported as the deepest variant of it that fits (export_fitting).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +12,8 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "codegen/msccl.hpp"
 #include "ir/pipeline_form.hpp"
@@ -65,20 +68,25 @@ class Exports : public ScratchDirTest {
   }
 };
 
-// Every bundled topology but large-10k (10072 ranks: more than the 1024 gpus the executors'
-// reader holds; bench/codegen/msccl_sweep.sh shows its refusal, exit 3).
-TEST_F(Exports, EveryBundledTopologyExports) {
+// Every bundled topology but four: asym-3level-a, asym-3level-b and cloud-16x8-25gbe (51, 34
+// and 128 ranks) take 19-27 s each to export on the 2-core CI machine, and large-10k (10072
+// ranks, more than the 1024 gpus the executors' reader holds) is refused, exit 3;
+// bench/codegen/msccl_sweep.sh runs all of them (docs/codegen.md, "Every plan exports").
+TEST_F(Exports, BundledTopologiesExport) {
   const std::filesystem::path dir = std::filesystem::path(FLEXPLAN_SOURCE_DIR) / "topologies";
+  const std::vector<std::string> in_the_bench{"asym-3level-a", "asym-3level-b", "cloud-16x8-25gbe", "large-10k"};
   size_t topologies = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    if (entry.path().extension() != ".json" || entry.path().stem() == "large-10k") continue;
+    if (entry.path().extension() != ".json") continue;
+    if (std::find(in_the_bench.begin(), in_the_bench.end(), entry.path().stem().string()) != in_the_bench.end())
+      continue;
     const auto start = std::chrono::steady_clock::now();
     const size_t shallower = plan_and_export(entry.path().string(), entry.path().stem().string());
     std::printf("%s: %zu schedule(s) exported shallower or as another, %.2f s\n", entry.path().stem().c_str(),
                 shallower, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     ++topologies;
   }
-  EXPECT_GE(topologies, 14u);
+  EXPECT_GE(topologies, 11u);
 }
 
 // Random trees of up to 40 learners: FLEXPLAN_EXPORT_TREES of them (default 4; the sweep over 20
