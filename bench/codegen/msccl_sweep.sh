@@ -2,7 +2,8 @@
 # Plans every bundled topology with the plan command's defaults and exports each plan as MSCCL
 # XML, printing per topology the exit codes, the files written, the notes (schedules exported as
 # a shallower pipeline or as another schedule) and the seconds; then runs the unit test that does
-# the same for FLEXPLAN_EXPORT_TREES random trees (default 20) and checks every file it writes.
+# the same for FLEXPLAN_EXPORT_TREES random trees (default 20), as drawn and of at least 20
+# learners, and checks every file it writes.
 #   bench/codegen/msccl_sweep.sh [TOPOLOGY.json ...]     (docs/codegen.md, "Every plan exports")
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -26,4 +27,7 @@ for topology in "$@"; do
     "$files" "$notes" "$(echo "$done_at - $planned" | bc)"
   grep -E '^flexplan: (note|refused)' "$work/$name.txt" | cut -c1-300 | sed 's/^/    /'
 done
-FLEXPLAN_EXPORT_TREES=${FLEXPLAN_EXPORT_TREES:-20} "$build/flexplan_unit_tests" --gtest_filter='Exports.RandomTreesExport'
+# 20 random trees as drawn (many are small), then 20 of at least 20 learners.
+FLEXPLAN_EXPORT_TREES=${FLEXPLAN_EXPORT_TREES:-20} "$build/tests/flexplan_unit_tests" --gtest_filter='Exports.RandomTreesExport'
+FLEXPLAN_EXPORT_TREES=${FLEXPLAN_EXPORT_TREES:-20} FLEXPLAN_EXPORT_MIN_LEARNERS=20 \
+  "$build/tests/flexplan_unit_tests" --gtest_filter='Exports.RandomTreesExport'

@@ -90,13 +90,17 @@ TEST_F(Exports, BundledTopologiesExport) {
 }
 
 // Random trees of up to 40 learners: FLEXPLAN_EXPORT_TREES of them (default 4; the sweep over 20
-// is bench/codegen/msccl_sweep.sh), each one's size and time printed.
+// is bench/codegen/msccl_sweep.sh), of at least FLEXPLAN_EXPORT_MIN_LEARNERS learners (default
+// 2: every tree drawn), each one's size and time printed.
 TEST_F(Exports, RandomTreesExport) {
   const char* count = std::getenv("FLEXPLAN_EXPORT_TREES");
+  const char* least = std::getenv("FLEXPLAN_EXPORT_MIN_LEARNERS");
   const int trees_wanted = count ? std::atoi(count) : 4;
+  const int min_learners = least ? std::atoi(least) : 2;
   RandomTrees trees(4141);
   for (int i = 0; i < trees_wanted; ++i) {
-    const Topology topo = trees.next(40);
+    Topology topo = trees.next(40);
+    for (int draws = 0; topo.num_learners() < min_learners && draws < 10000; ++draws) topo = trees.next(40);
     const std::string file = path("tree" + std::to_string(i) + ".json");
     std::ofstream(file) << topology_to_json(topo);
     const auto start = std::chrono::steady_clock::now();
