@@ -4,6 +4,7 @@
 // running it on host buffers against its collective's contract before it is written), the
 // predicted timeline as Chrome trace JSON, or a Graphviz diagram. Every collective but the
 // MSCCL export's refusals (broadcast and reduce) goes through every target.
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -129,6 +130,7 @@ void export_msccl(const CodegenCommand& c, const ir::Plan& plan) {
   std::filesystem::create_directories(dir);
   for (const codegen::msccl::ScheduleExport& e : codegen::msccl::export_plan(plan, options)) {
     const size_t i = e.index;
+    std::fflush(stdout);  // the notes and refusals on stderr follow the lines before them
     if (!e.fitted) {
       fmt::print(stderr, "flexplan: refused: {}\n", e.refused);
       exit_status() = kExitCannotExport;

@@ -22,10 +22,10 @@ for topology in "$@"; do
   export_rc=$?
   done_at=$(date +%s.%N)
   files=$(ls "$work/$name" 2>/dev/null | wc -l)
-  notes=$(grep -c '^flexplan: note:' "$work/$name.txt")
+  notes=$(grep -o 'flexplan: note:' "$work/$name.txt" | wc -l)
   printf '%-22s %5s %8.2f %6s %6s %5s %9.2f\n' "$name" "$plan_rc" "$(echo "$planned - $start" | bc)" "$export_rc" \
     "$files" "$notes" "$(echo "$done_at - $planned" | bc)"
-  grep -E '^flexplan: (note|refused)' "$work/$name.txt" | cut -c1-300 | sed 's/^/    /'
+  grep -oE 'flexplan: (note|refused).*' "$work/$name.txt" | cut -c1-300 | sed 's/^/    /'
 done
 # 20 random trees as drawn (many are small), then 20 of at least 20 learners.
 FLEXPLAN_EXPORT_TREES=${FLEXPLAN_EXPORT_TREES:-20} "$build/tests/flexplan_unit_tests" --gtest_filter='Exports.RandomTreesExport'
