@@ -69,7 +69,7 @@ class Exports : public ScratchDirTest {
 };
 
 // Every bundled topology but four: asym-3level-a, asym-3level-b and cloud-16x8-25gbe (51, 34
-// and 128 ranks) take 19-27 s each to export on the 2-core CI machine, and large-10k (10072
+// and 128 ranks) take 12-27 s each to export on a shared 2-core machine, and large-10k (10072
 // ranks, more than the 1024 gpus the executors' reader holds) is refused, exit 3;
 // bench/codegen/msccl_sweep.sh runs all of them (docs/codegen.md, "Every plan exports").
 TEST_F(Exports, BundledTopologiesExport) {
