@@ -116,8 +116,8 @@ void generate_cpp(const CodegenCommand& c, const ir::Plan& loaded, const ir::Pla
              dir.string());
 }
 
-// `plan` as the file holds it: export_fitting materializes each schedule, or a shallower
-// pipeline of it where the planned one exceeds the executors' limits.
+// `plan` as the file holds it: export_plan materializes each schedule, or where it exceeds the
+// executors' limits a shallower pipeline of it or another schedule of the plan (a note says so).
 void export_msccl(const CodegenCommand& c, const ir::Plan& plan) {
   codegen::msccl::ExportOptions options;
   options.limits.rccl = c.rccl;
