@@ -4,6 +4,7 @@
 // running it on host buffers against its collective's contract before it is written), the
 // predicted timeline as Chrome trace JSON, or a Graphviz diagram. Every collective but the
 // MSCCL export's refusals (broadcast and reduce) goes through every target.
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -115,6 +116,8 @@ void generate_cpp(const CodegenCommand& c, const ir::Plan& loaded, const ir::Pla
              dir.string());
 }
 
+// `plan` as the file holds it: export_plan materializes each schedule, or where it exceeds the
+// executors' limits a shallower pipeline of it or another schedule of the plan (a note says so).
 void export_msccl(const CodegenCommand& c, const ir::Plan& plan) {
   codegen::msccl::ExportOptions options;
   options.limits.rccl = c.rccl;
@@ -125,16 +128,26 @@ void export_msccl(const CodegenCommand& c, const ir::Plan& plan) {
   options.protocol = c.protocol;
   const std::filesystem::path dir(c.out);
   std::filesystem::create_directories(dir);
-  for (size_t i = 0; i < plan.schedules.size(); ++i) {
-    const ir::Schedule& schedule = plan.schedules[i];
-    codegen::msccl::Export exported;
-    try {
-      exported = codegen::msccl::export_schedule(plan, i, options);
-    } catch (const codegen::msccl::ExportError& e) {
-      fmt::print(stderr, "flexplan: refused: {}\n", e.what());
-      exit_status() = kExitFailed;
+  for (const codegen::msccl::ScheduleExport& e : codegen::msccl::export_plan(plan, options)) {
+    const size_t i = e.index;
+    std::fflush(stdout);  // the notes and refusals on stderr follow the lines before them
+    if (!e.fitted) {
+      fmt::print(stderr, "flexplan: refused: {}\n", e.refused);
+      exit_status() = kExitCannotExport;
       continue;
     }
+    const codegen::msccl::FittedExport& fitted = *e.fitted;
+    if (e.source != i) {
+      fmt::print(stderr, "flexplan: note: schedule {} ({}) exported as schedule {}'s {} over its sizes: no variant of it "
+                 "fits: {}\n", i, plan.schedules[i].algorithm, e.source, fitted.algorithm, e.substituted_because);
+    } else if (!fitted.why.empty()) {
+      std::string deeper;
+      for (size_t t = 1; t < fitted.too_deep.size(); ++t) deeper += (t > 1 ? ", " : "") + fitted.too_deep[t];
+      fmt::print(stderr, "flexplan: note: schedule {} ({}) exported as {}, the deepest pipeline of it that fits: {}{}\n",
+                 i, fitted.planned, fitted.algorithm, fitted.why,
+                 deeper.empty() ? "" : fmt::format("; {} do not fit either", deeper));
+    }
+    const codegen::msccl::Export& exported = fitted.exported;
     const auto& a = exported.algorithm;
     // Every file is read back, loaded under the executors' rules and run before it is kept.
     const std::string xml = codegen::msccl::to_xml(a);
@@ -142,7 +155,7 @@ void export_msccl(const CodegenCommand& c, const ir::Plan& plan) {
     codegen::msccl::check_loadable(read, options.limits);
     if (const std::string error = codegen::msccl::simulate(read); !error.empty())
       throw std::runtime_error(fmt::format("schedule {} exported wrong (a bug): {}", i, error));
-    const std::string name = fmt::format("{}-{}.xml", i, schedule.algorithm);
+    const std::string name = fmt::format("{}-{}.xml", i, fitted.algorithm);
     write_file(dir / name, xml);
     size_t tbs = 0, steps = 0;
     for (const auto& gpu : a.gpus) {
@@ -204,13 +217,7 @@ void draw(const CodegenCommand& c, const ir::Plan& plan) {
       throw BadInput(e.what());
     }
   } else {
-    try {
-      text = codegen::dot_graph(plan, index);
-    } catch (const codegen::TooLargeToDraw& e) {
-      fmt::print(stderr, "flexplan: {}\n", e.what());
-      exit_status() = kExitFailed;
-      return;
-    }
+    text = codegen::dot_graph(plan, index);
   }
   write_file(c.out, text);
   fmt::print("wrote {} (schedule {}, {})\n", c.out, index, plan.schedules[index].algorithm);
@@ -221,9 +228,10 @@ void run(const CodegenCommand& c) {
     if (c.chunks > 32767) throw BadInput("--chunks must be at most 32767 (16-bit chunk offsets)");
     // Whole schedules: the generators index steps and ops as the runtime's programs number them.
     const ir::Plan loaded = ir::load_plan_file(c.plan_path);
+    if (c.target == "msccl-xml") return export_msccl(c, loaded);
+    if (c.target == "dot") return draw(c, loaded);  // the machine view reads pipelines compact
     const ir::Plan plan = ir::materialize(loaded);
     if (c.target == "cpp") return generate_cpp(c, loaded, plan);
-    if (c.target == "msccl-xml") return export_msccl(c, plan);
     draw(c, plan);
   } catch (const BadInput& e) {
     fmt::print(stderr, "flexplan: error: {}\n", e.what());

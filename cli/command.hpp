@@ -17,6 +17,7 @@ struct Registration {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailed = 1;    // the work ran and found a problem (a plan that fails to verify)
 inline constexpr int kExitBadInput = 2;  // malformed input: topology, plan file, arguments
+inline constexpr int kExitCannotExport = 3;  // codegen: the target cannot express a schedule (docs/codegen.md)
 
 // Commands report a non-exception failure by setting this.
 int& exit_status();
