@@ -3,6 +3,7 @@
 // only links (against a Topology built per point).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <limits>
 #include <set>
 #include <stdexcept>
@@ -54,20 +55,12 @@ Topology built_with_doubled(const Topology& topo, const std::vector<NodeId>& nod
   return Topology(topo.name(), std::move(graph));
 }
 
-// The analysis' objective, from its documented rules: the cheapest algorithm's time (ties to
-// the earlier one), at the reference size or through the workload's step.
-double objective(const std::vector<AlgorithmPrice>& prices, const Workload* workload,
-                 int learners, double reference) {
-  const auto cheapest = [&](double bytes) {
-    double best = std::numeric_limits<double>::infinity();
-    for (const auto& p : prices) {
-      const double t = p.cost.at(bytes);
-      if (t < best * (1 - 1e-9)) best = t;
-    }
-    return best;
-  };
-  if (workload) return predict_step(*workload, learners, cheapest).step;
-  return cheapest(reference);
+// The analysis' objective, from its documented rules: the plan's time, at the reference size
+// or through the workload's step.
+double objective(const PlanPrice& price, const Workload* workload, int learners, double reference) {
+  const auto plan = [&](double bytes) { return price.time(static_cast<uint64_t>(std::llround(bytes))); };
+  if (workload) return predict_step(*workload, learners, plan).step;
+  return plan(reference);
 }
 
 TEST(WhatifInPlace, AdviceEqualsAdviceOnRebuiltTopologiesOnRandomTrees) {
