@@ -30,8 +30,8 @@ class Pricer {
   // ("flexreduce@4") carries its base's bytes, slice by slice: the base is walked.
   LinkTraffic traffic(const Topology&, const std::string& algorithm);
 
-  // Candidates left out for their size somewhere (PlanPrice::left_out), and named algorithms
-  // that did not suit some point's tree.
+  // Unpipelined candidates left out for their size somewhere (PlanPrice::left_out), and named
+  // algorithms that did not suit some point's tree.
   const std::vector<std::string>& left_out() const { return left_out_; }
   const CostParams& cost_params() const { return cost_; }
   size_t schedules_built() const { return built_; }

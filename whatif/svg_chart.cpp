@@ -18,6 +18,9 @@ constexpr double kCharWidth = 6.2;  // about, at font-size 11
 constexpr size_t kLabelChars = 20;  // longer category labels are cut (the full text is a tooltip)
 constexpr int kLegendRow = 16;
 
+// Series past the tenth colour are drawn dashed (the legend shows them dashed too).
+std::string dash(size_t series) { return series >= 10 ? " stroke-dasharray=\"5 3\"" : ""; }
+
 struct Frame {
   const Chart& chart;
   double low = 0, high = 1;
@@ -84,9 +87,11 @@ std::string legend_svg(const Chart& c) {
   std::string out;
   for (size_t s = 0; s < c.series.size(); ++s) {
     const double x = at[s].first, y = top + kLegendRow * at[s].second;
-    out += fmt::format("<rect x=\"{:.1f}\" y=\"{}\" width=\"12\" height=\"10\" fill=\"{}\"/>"
-                       "<text x=\"{:.1f}\" y=\"{}\">{}</text>\n",
-                       x, y, kColors[s % 10], x + 16, y + 9, escape_html(c.series[s].name));
+    out += s < 10 ? fmt::format("<rect x=\"{:.1f}\" y=\"{}\" width=\"12\" height=\"10\" fill=\"{}\"/>", x, y,
+                                kColors[s % 10])
+                  : fmt::format("<line x1=\"{0:.1f}\" x2=\"{1:.1f}\" y1=\"{2}\" y2=\"{2}\" stroke=\"{3}\" "
+                                "stroke-width=\"2\"{4}/>", x, x + 12, y + 5, kColors[s % 10], dash(s));
+    out += fmt::format("<text x=\"{:.1f}\" y=\"{}\">{}</text>\n", x + 16, y + 9, escape_html(c.series[s].name));
   }
   return out;
 }
@@ -149,11 +154,17 @@ std::vector<double> round_ticks(double low, double high, bool log) {
 }
 
 std::string tick_label(double value) {
-  for (int digits = 1; digits <= 15; ++digits) {
-    const std::string text = fmt::format("{:.{}g}", value, digits);
-    if (std::abs(std::stod(text) - value) <= 1e-9 * std::abs(value)) return text;
+  // Rounded to 12 digits first, so that sums of steps (0.1 + 0.2) print as the tick they are;
+  // then the shortest form, in plain digits between 1e-4 and 1e7.
+  const double v = std::stod(fmt::format("{:.12g}", value));
+  if (v == 0) return "0";
+  if (std::abs(v) >= 1e-4 && std::abs(v) < 1e7) {
+    std::string text = fmt::format("{:f}", v);
+    text.erase(text.find_last_not_of('0') + 1);
+    if (text.back() == '.') text.pop_back();
+    if (std::stod(text) == v) return text;
   }
-  return fmt::format("{}", value);
+  return fmt::format("{}", v);
 }
 
 std::string escape_html(const std::string& text) {
@@ -200,8 +211,8 @@ std::string line_chart_svg(const Chart& c) {
     }
     for (const auto& points : runs)
       if (!points.empty())
-        out += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\"/>\n",
-                           points, kColors[s % 10]);
+        out += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\"{}/>\n",
+                           points, kColors[s % 10], dash(s));
   }
   return out + x_labels_svg(f, false) + legend_svg(c) + "</svg>\n";
 }
