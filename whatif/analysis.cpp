@@ -78,9 +78,11 @@ struct Candidate {
   std::vector<NodeId> nodes;
 };
 
-// The single busiest links, then the classes a designer buys as one: every machine uplink,
-// every learner uplink, and per top-level group its uplink and everything below it.
-std::vector<Candidate> upgrade_candidates(const Topology& topo, const std::vector<NodeId>& busiest) {
+// The single busiest links, the links tied as the busiest together (where one alone buys
+// nothing while its twin stays as slow), then the classes a designer buys as one: every machine
+// uplink, every learner uplink, and per top-level group its uplink and everything below it.
+std::vector<Candidate> upgrade_candidates(const Topology& topo, const std::vector<NodeId>& busiest,
+                                          const std::vector<NodeId>& tied) {
   std::vector<Candidate> candidates;
   for (NodeId n : busiest) candidates.push_back({"link:" + topo.full_name(n), {n}});
   Candidate machines{"machines", {}}, learners{"learners", {}};
@@ -97,6 +99,12 @@ std::vector<Candidate> upgrade_candidates(const Topology& topo, const std::vecto
     Candidate under{"under:" + topo.full_name(c), {}};
     collect_below(topo, c, under.nodes);
     candidates.push_back(std::move(under));
+  }
+  // Last, so that a class holding exactly these links keeps its name.
+  if (tied.size() >= 2) {
+    Candidate together{"", tied};
+    for (NodeId n : tied) together.target += (together.target.empty() ? "link:" : " + link:") + topo.full_name(n);
+    candidates.push_back(std::move(together));
   }
   // Drop empty classes and repeats of the same set of links.
   std::vector<Candidate> unique;
@@ -167,14 +175,22 @@ std::vector<std::pair<Upgrade, std::vector<NodeId>>> rank_candidates(
   const double reference = static_cast<double>(reference_bytes);
   const auto loads = link_loads(topo, pricer, price.at(reference_bytes).algorithm, reference,
                                 price.time(reference_bytes));
-  std::vector<NodeId> busiest;
+  const auto node_of = [&topo](const std::string& name) {
+    for (NodeId n = 1; n < topo.num_nodes(); ++n)
+      if (topo.full_name(n) == name) return n;
+    return NodeId{-1};
+  };
+  std::vector<NodeId> busiest, tied;
   for (const auto& load : loads) {
     if (busiest.size() >= options.single_link_candidates) break;
-    for (NodeId n = 1; n < topo.num_nodes(); ++n)
-      if (topo.full_name(n) == load.link) busiest.push_back(n);
+    busiest.push_back(node_of(load.link));
   }
+  constexpr size_t kTiedLinks = 16;
+  for (const auto& load : loads)
+    if (tied.size() < kTiedLinks && load.utilization >= 0.99 * loads.front().utilization)
+      tied.push_back(node_of(load.link));
   std::vector<std::pair<Upgrade, std::vector<NodeId>>> ranked;
-  for (auto& candidate : upgrade_candidates(topo, busiest)) {
+  for (auto& candidate : upgrade_candidates(topo, busiest, tied)) {
     // In place, taken back at once: building a Topology per candidate cost most of a sweep's
     // time.
     UndoStack upgraded(topo);

@@ -37,6 +37,12 @@ void add_below(const Topology& topo, NodeId n, std::vector<NodeId>& out) {
 // The links an upgrade target names (docs/whatif.md, "Upgrade advice").
 std::vector<NodeId> links_of(const Topology& topo, const std::string& target) {
   std::vector<NodeId> nodes;
+  // "link:A + link:B": the links tied as the busiest, together.
+  if (const size_t plus = target.find(" + "); plus != std::string::npos) {
+    nodes = links_of(topo, target.substr(0, plus));
+    for (NodeId n : links_of(topo, target.substr(plus + 3))) nodes.push_back(n);
+    return nodes;
+  }
   for (NodeId n = 1; n < topo.num_nodes(); ++n) {
     if ((target == "machines" && is_machine(topo, n)) ||
         (target == "learners" && topo.is_learner(n)) || target == "link:" + topo.full_name(n))
