@@ -17,6 +17,7 @@
 #include "ir/plan_binary.hpp"
 #include "planner/algorithms.hpp"
 #include "planner/plan_builder.hpp"
+#include "planner/plan_price.hpp"
 #include "planner/prediction.hpp"
 #include "planner/size_format.hpp"
 
@@ -108,11 +109,12 @@ void print_predictions(const Topology& topo, const PlanReport& report, const Cos
   fmt::print("predicted all-reduce (float32):\n");
   fmt::print("  {:>10} {:>12} {:>10} {:>12}  {:<17} {:>8} {:>7}\n", "size", "count", "time",
              "busbw", "algorithm", "vs ring", "/floor");
+  const PlanPrice price = plan_price(report);  // what predict and whatif price too
   for (const uint64_t bytes : {uint64_t{8}, uint64_t{64} << 10, uint64_t{1} << 20,
                                uint64_t{16} << 20, uint64_t{256} << 20}) {
-    const auto& candidate = report.chosen(bytes);
+    const auto& candidate = price.at(bytes);
     const double n = static_cast<double>(bytes);
-    const double time = candidate.cost.at(n);
+    const double time = price.time(bytes);
     const double ring_time = ring.at(n);
     const double bound = floor.at(n);
     fmt::print("  {:>10} {:>12} {:>10} {:>12}  {:<17} {:>7.1f}% {:>7}\n", format_bytes(n),
