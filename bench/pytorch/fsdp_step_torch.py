@@ -17,8 +17,9 @@ gradient (asynchronous, in backward order) and steps SGD on the shard. Per backe
             all_reduce of the flat gradient of which the rank keeps its block
 Both start from the same model and see the same batches; their steps alternate (interleaved, so
 that the host's load weighs on both alike), after --warmup steps of each. Step time: from the
-first gather to the updated shard, the slowest rank's. Prints the median step of each and the
-largest relative difference of the losses (sums in another order differ in the last bits). One
+first gather to the updated shard, the slowest rank's; forward and backward alone (the slowest
+rank's) are timed too, the compute inside the step. Prints the medians of each and the largest
+relative difference of the losses (sums in another order differ in the last bits). One
 host (the first form) starts the ranks itself on a one-machine plan; under a launcher, as
 allgather_torch.py (bench/cluster/torch_collectives.sh runs it on the emulated cluster).
 """
@@ -112,6 +113,7 @@ def rank_main(args):
     lr = 0.05 / world
     params = sum(u.numel for u in runs["flexplan"][1])
     times = {b: [] for b in BACKENDS}
+    computes = {b: [] for b in BACKENDS}  # forward + backward alone, the slowest rank's
     losses = {b: [] for b in BACKENDS}
     for step in range(args.warmup + args.steps):
         gen = torch.Generator().manual_seed(1000 * step + rank)
@@ -126,18 +128,21 @@ def rank_main(args):
             for u, w in zip(units, gathers):
                 w.wait()
                 u.use_full()
+            compute_start = time.perf_counter()
             loss = nn.functional.cross_entropy(m(x), target)
             loss.backward()
+            compute = time.perf_counter() - compute_start
             reductions = [u.reduce_grads(backend) for u in reversed(units)]
             for w in reductions:
                 w.wait()
             for u in units:
                 u.step(backend, lr)
             elapsed = time.perf_counter() - start
-            slowest = torch.tensor([elapsed], dtype=torch.float64)
+            slowest = torch.tensor([elapsed, compute], dtype=torch.float64)
             dist.all_reduce(slowest, op=dist.ReduceOp.MAX, group=gloo)
             if step >= args.warmup:
-                times[backend].append(slowest.item())
+                times[backend].append(slowest[0].item())
+                computes[backend].append(slowest[1].item())
             losses[backend].append(loss.item())
     # The losses of every rank, both backends: equal but for the order of the sums.
     rel = max(abs(a - b) / max(abs(b), 1e-30) for a, b in zip(losses["flexplan"], losses["gloo"]))
@@ -149,10 +154,12 @@ def rank_main(args):
     result = {"ranks": world, "params": params, "mib": params * 4 / 2 ** 20, "width": args.width,
               "layers": args.layers, "batch": args.batch, "steps": args.steps,
               "median_s": {b: statistics.median(t) for b, t in times.items()}, "steps_s": times,
+              "median_compute_s": {b: statistics.median(t) for b, t in computes.items()}, "compute_s": computes,
               "losses_rank0": losses, "loss_max_rel_diff": worst.item(),
               "load": open("/proc/loadavg").read().split()[:3]}
     if rank == 0:
-        print("RESULT " + json.dumps({k: result[k] for k in ("ranks", "mib", "median_s", "loss_max_rel_diff")}),
+        print("RESULT " + json.dumps({k: result[k] for k in ("ranks", "mib", "median_s", "median_compute_s",
+                                                        "loss_max_rel_diff")}),
               flush=True)
         for i, (a, b) in enumerate(zip(losses["flexplan"], losses["gloo"])):
             print(f"step {i}: loss flexplan {a:.7f} gloo {b:.7f}", flush=True)
