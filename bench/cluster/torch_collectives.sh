@@ -7,9 +7,11 @@
 #
 #   bench/cluster/torch_collectives.sh [--build DIR] [--out DIR] [--mib "1 4 16 64"] [--iters N]
 #                                      [--fsdp-steps N] [--width N] [--skip-allgather] [--skip-fsdp]
+#                                      [--check-tries N]
 #
-# Per run: bring the cluster up, pass `cluster.sh check`, calibrate, write the topology, plan it
-# with --collectives allreduce,allgather,reduce_scatter, then each benchmark in one job under
+# Per run: bring the cluster up, pass `cluster.sh check` (up to --check-tries times, 30 s apart;
+# default 5), calibrate, write the topology, plan it with --collectives
+# allreduce,allgather,reduce_scatter, then each benchmark in one job under
 # `cluster.sh mpirun` (every path of it interleaved round by round, every round checked).
 # Rank 0 (machine 0) hosts the store at its address; gloo binds to eth0 (GLOO_SOCKET_IFNAME).
 # Raw data: DIR (default BUILD/torch-cluster): allgather.json, fsdp.json, their logs, the plan.
@@ -30,6 +32,7 @@ FSDP_STEPS=8
 WIDTH=1024
 ALLGATHER=1
 FSDP=1
+TRIES=5
 die() { echo "torch_collectives.sh: $*" >&2; exit 2; }
 whole() { [[ $2 =~ ^[1-9][0-9]*$ ]] || die "$1: '$2' is not a positive whole number"; }
 while [ $# -gt 0 ]; do
@@ -42,7 +45,8 @@ while [ $# -gt 0 ]; do
     --width) whole "$1" "${2:-}"; WIDTH=$2; shift ;;
     --skip-allgather) ALLGATHER=0 ;;
     --skip-fsdp) FSDP=0 ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    --check-tries) whole "$1" "${2:-}"; TRIES=$2; shift ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
   shift
@@ -83,7 +87,7 @@ trap '"$CLUSTER" down > /dev/null 2>&1 || true' EXIT
 log "torch_collectives: build $BUILD, out $OUT, commit $(git -C "$ROOT" rev-parse --short HEAD), learners $LEARNERS, rates $RATES"
 log "  torch $("$PYTHON" -c 'import torch; print(torch.__version__)'), load $(cut -d' ' -f1-3 /proc/loadavg)"
 EMU_LEARNERS="$LEARNERS" EMU_RATES="$RATES" "$CLUSTER" up > "$OUT/up.txt"
-checked "$OUT" 5 30 || die "the links never passed the check (see $OUT/check.txt)"
+checked "$OUT" "$TRIES" 30 || die "the links never passed the check (see $OUT/check.txt)"
 calibrated_topology "$OUT" || die "calibration failed: $(tail -1 "$OUT/calibrate.err")"
 "$FLEXPLAN" "$OUT/topology.json" --collectives allreduce,allgather,reduce_scatter -o "$OUT/plan.bin" \
   > "$OUT/plan.txt" 2>&1 || die "planning failed: $(tail -1 "$OUT/plan.txt")"
