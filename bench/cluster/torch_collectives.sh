@@ -46,7 +46,7 @@ while [ $# -gt 0 ]; do
     --skip-allgather) ALLGATHER=0 ;;
     --skip-fsdp) FSDP=0 ;;
     --check-tries) whole "$1" "${2:-}"; TRIES=$2; shift ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
   shift
