@@ -10,6 +10,7 @@
 #include <fmt/core.h>
 
 #include "cli/command.hpp"
+#include "cli/topo_import.hpp"
 #include "cli/topo_tree.hpp"
 #include "topology/topology.hpp"
 
@@ -135,7 +136,7 @@ void show(const ShowOptions& options) {
 }
 
 void setup(CLI::App& app) {
-  CLI::App* topo = app.add_subcommand("topo", "Inspect a cluster topology (docs/topology.md)");
+  CLI::App* topo = app.add_subcommand("topo", "Inspect a cluster topology, or import one from what the cluster describes (docs/topology.md)");
   topo->require_subcommand(1);
   auto options = std::make_shared<ShowOptions>();
   CLI::App* show_command = topo->add_subcommand(
@@ -148,6 +149,7 @@ void setup(CLI::App& app) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   show_command->callback([options] { show(*options); });
+  add_topo_import(*topo);
 }
 
 const Registration registration("topo", setup);
