@@ -1,6 +1,7 @@
 // `flexplan topo show TOPOLOGY.json`: prints a topology so a person can check it: a summary
 // per level, the tree with identical sibling subtrees folded ("m[0..15] x16"), the slowest
 // links, and whether (and why not) the tree is symmetric. The folded tree is cli/topo_tree.cpp.
+// `flexplan topo import` (cli/topo_import.cpp) is added here beside it.
 #include <algorithm>
 #include <map>
 #include <memory>
