@@ -97,7 +97,10 @@ SlurmTopology parse_slurm_topology(std::string_view text, const std::string& sou
   size_t budget = max_names;  // names left for the file's hostlists together
   topo.source = source;
   std::map<std::string, int> node_line;
-  for (const auto& [line, content] : logical_lines(text)) {
+  for (const auto& logical : logical_lines(text)) {
+    // Named, not a structured binding: clang 14 cannot capture one in the lambda below.
+    const int line = logical.first;
+    const std::string& content = logical.second;
     SlurmSwitch sw;
     sw.line = line;
     bool have_name = false, have_switches = false, have_nodes = false;
