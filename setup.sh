@@ -68,7 +68,7 @@ case "$mode" in
   asan) ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" -LE cluster ;;
   fuzz)
     mkdir -p "$build_dir/crashes"
-    for harness in topology plan_binary plan_text; do
+    for harness in topology plan_binary plan_text topo_import; do
       # New inputs go to a scratch copy; the checked-in corpus stays as it is.
       work=$(mktemp -d)
       dict=()

@@ -3,13 +3,16 @@
 // file per all-reduce, all-gather or reduce-scatter schedule, each checked by loading and
 // running it on host buffers against its collective's contract before it is written), the
 // predicted timeline as Chrome trace JSON, or a Graphviz diagram. Every collective but the
-// MSCCL export's refusals (broadcast and reduce) goes through every target.
+// MSCCL export's refusals (broadcast and reduce) goes through every target. --format json
+// prints what was written as one JSON document; notes and refusals stay on stderr.
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
 
 #include <fmt/core.h>
+#include <nlohmann/json.hpp>
 
 #include "cli/arguments.hpp"
 #include "cli/command.hpp"
@@ -45,6 +48,15 @@ struct CodegenCommand {
   std::string collective;  // trace: which collective's schedule -b picks ("": see pick_schedule)
   int32_t root = 0;
   std::string hop_overhead = "0 s";
+  std::string format = "text";
+};
+
+// What the command wrote, for --format json ("flexplan-codegen", docs/codegen.md).
+struct Written {
+  bool json = false;
+  nlohmann::json files = nlohmann::json::array();
+  nlohmann::json refused = nlohmann::json::array();
+  nlohmann::json extra = nlohmann::json::object();  // target-specific fields (cpp: plan_hash, ...)
 };
 
 // Input the user got wrong: say so and exit 2.
@@ -98,7 +110,7 @@ size_t pick_schedule(const CodegenCommand& c, const ir::Plan& plan) {
 }
 
 // `loaded` is the plan as the file holds it (pipelines compact), `plan` its materialized copy.
-void generate_cpp(const CodegenCommand& c, const ir::Plan& loaded, const ir::Plan& plan) {
+void generate_cpp(const CodegenCommand& c, const ir::Plan& loaded, const ir::Plan& plan, Written& written) {
   const std::filesystem::path dir(c.out);
   std::filesystem::create_directories(dir);
   // The runtime checks the library against the fingerprint of the plan it loads, compact: a
@@ -106,13 +118,22 @@ void generate_cpp(const CodegenCommand& c, const ir::Plan& loaded, const ir::Pla
   const uint64_t hash = ir::plan_fingerprint(loaded);
   const auto files = codegen::generate_cpp(plan, hash);
   for (const auto& file : files) write_file(dir / file.name, file.text);
+  if (written.json) {
+    for (const auto& file : files) written.files.push_back({{"path", (dir / file.name).string()}});
+    written.extra = {{"plan_hash", fmt::format("{:016x}", hash)},
+                     {"ranks", plan.world_size},
+                     {"schedules", plan.schedules.size()}};
+    return;
+  }
   fmt::print("wrote {} files to {} (plan hash {:016x}, {} ranks, {} schedules)\n", files.size(), dir.string(), hash,
              plan.world_size, plan.schedules.size());
   fmt::print("build: cmake -S {0} -B {0}/build -DCMAKE_BUILD_TYPE=Release && cmake --build {0}/build\n",
              dir.string());
 }
 
-void export_msccl(const CodegenCommand& c, const ir::Plan& plan) {
+// `plan` as the file holds it: export_plan materializes each schedule, or where it exceeds the
+// executors' limits a shallower pipeline of it or another schedule of the plan (a note says so).
+void export_msccl(const CodegenCommand& c, const ir::Plan& plan, Written& written) {
   codegen::msccl::ExportOptions options;
   options.limits.rccl = c.rccl;
   options.limits.steps_per_threadblock = c.max_steps;
@@ -122,16 +143,27 @@ void export_msccl(const CodegenCommand& c, const ir::Plan& plan) {
   options.protocol = c.protocol;
   const std::filesystem::path dir(c.out);
   std::filesystem::create_directories(dir);
-  for (size_t i = 0; i < plan.schedules.size(); ++i) {
-    const ir::Schedule& schedule = plan.schedules[i];
-    codegen::msccl::Export exported;
-    try {
-      exported = codegen::msccl::export_schedule(plan, i, options);
-    } catch (const codegen::msccl::ExportError& e) {
-      fmt::print(stderr, "flexplan: refused: {}\n", e.what());
+  for (const codegen::msccl::ScheduleExport& e : codegen::msccl::export_plan(plan, options)) {
+    const size_t i = e.index;
+    std::fflush(stdout);  // the notes and refusals on stderr follow the lines before them
+    if (!e.fitted) {
+      fmt::print(stderr, "flexplan: refused: {}\n", e.refused);
       exit_status() = kExitRefused;
+      written.refused.push_back({{"schedule", i}, {"algorithm", plan.schedules[i].algorithm}, {"reason", e.refused}});
       continue;
     }
+    const codegen::msccl::FittedExport& fitted = *e.fitted;
+    if (e.source != i) {
+      fmt::print(stderr, "flexplan: note: schedule {} ({}) exported as schedule {}'s {} over its sizes: no variant of it "
+                 "fits: {}\n", i, plan.schedules[i].algorithm, e.source, fitted.algorithm, e.substituted_because);
+    } else if (!fitted.why.empty()) {
+      std::string deeper;
+      for (size_t t = 1; t < fitted.too_deep.size(); ++t) deeper += (t > 1 ? ", " : "") + fitted.too_deep[t];
+      fmt::print(stderr, "flexplan: note: schedule {} ({}) exported as {}, the deepest pipeline of it that fits: {}{}\n",
+                 i, fitted.planned, fitted.algorithm, fitted.why,
+                 deeper.empty() ? "" : fmt::format("; {} do not fit either", deeper));
+    }
+    const codegen::msccl::Export& exported = fitted.exported;
     const auto& a = exported.algorithm;
     // Every file is read back, loaded under the executors' rules and run before it is kept.
     const std::string xml = codegen::msccl::to_xml(a);
@@ -139,7 +171,7 @@ void export_msccl(const CodegenCommand& c, const ir::Plan& plan) {
     codegen::msccl::check_loadable(read, options.limits);
     if (const std::string error = codegen::msccl::simulate(read); !error.empty())
       throw std::runtime_error(fmt::format("schedule {} exported wrong (a bug): {}", i, error));
-    const std::string name = fmt::format("{}-{}.xml", i, schedule.algorithm);
+    const std::string name = fmt::format("{}-{}.xml", i, fitted.algorithm);
     write_file(dir / name, xml);
     size_t tbs = 0, steps = 0;
     for (const auto& gpu : a.gpus) {
@@ -148,6 +180,34 @@ void export_msccl(const CodegenCommand& c, const ir::Plan& plan) {
     }
     const auto& r = exported.chunking;
     const bool sharded = r.shard_chunks > 0;
+    if (written.json) {
+      using nlohmann::json;
+      json entry{{"path", (dir / name).string()},
+                 {"schedule", i},
+                 {"planned", plan.schedules[i].algorithm},
+                 {"algorithm", fitted.algorithm},
+                 {"source_schedule", e.source},
+                 {"note", e.source != i ? json(e.substituted_because) : fitted.why.empty() ? json(nullptr) : json(fitted.why)},
+                 {"collective", a.collective},
+                 {"min_bytes", a.min_bytes},
+                 {"max_bytes", a.max_bytes == 0 ? json(nullptr) : json(a.max_bytes)},
+                 {"sharded", sharded},
+                 {"rccl", c.rccl},
+                 {"chunks", r.chunks},
+                 {"exact", r.exact},
+                 {"channels", a.channels},
+                 {"threadblocks_per_gpu", tbs},
+                 {"steps_per_threadblock", steps},
+                 {"count_multiple_of", sharded ? r.shard_chunks : r.chunks}};
+      if (!r.exact)
+        entry["rounding"] = {{"largest_shift_chunks", r.largest_shift},
+                             {"worst_rank", r.worst_rank < 0 ? json(nullptr) : json(r.worst_rank)},
+                             {"worst_share_ratio", r.worst_rank < 0 ? json(nullptr) : json(r.worst_share_ratio)},
+                             {"ranks_losing_share", r.ranks_losing_share.size()},
+                             {"ops_dropped", r.ops_dropped}};
+      written.files.push_back(std::move(entry));
+      continue;
+    }
     fmt::print("{}: {}, bytes [{}, {}]{} {}, {} chunks{}, {} channel(s), up to {} threadblocks/gpu and {} "
                "steps/threadblock; checked on host buffers\n",
                (dir / name).string(), a.collective, a.min_bytes, a.max_bytes == 0 ? "inf" : std::to_string(a.max_bytes),
@@ -178,7 +238,7 @@ void export_msccl(const CodegenCommand& c, const ir::Plan& plan) {
   }
 }
 
-void draw(const CodegenCommand& c, const ir::Plan& plan) {
+void draw(const CodegenCommand& c, const ir::Plan& plan, Written& written) {
   const size_t index = pick_schedule(c, plan);
   std::string text;
   if (c.target == "trace") {
@@ -200,27 +260,43 @@ void draw(const CodegenCommand& c, const ir::Plan& plan) {
       throw BadInput(e.what());
     }
   } else {
-    try {
-      text = codegen::dot_graph(plan, index);
-    } catch (const codegen::TooLargeToDraw& e) {
-      fmt::print(stderr, "flexplan: refused: {}\n", e.what());
-      exit_status() = kExitRefused;
-      return;
-    }
+    text = codegen::dot_graph(plan, index);
   }
   write_file(c.out, text);
+  if (written.json) {
+    written.files.push_back({{"path", c.out}, {"schedule", index}, {"algorithm", plan.schedules[index].algorithm}});
+    return;
+  }
   fmt::print("wrote {} (schedule {}, {})\n", c.out, index, plan.schedules[index].algorithm);
+}
+
+void print_json(const CodegenCommand& c, const Written& written) {
+  nlohmann::json document{{"format", "flexplan-codegen"},
+                          {"target", c.target},
+                          {"output", c.out},
+                          {"files", written.files}};
+  if (c.target == "msccl-xml") document["refused"] = written.refused;
+  for (const auto& [key, value] : written.extra.items()) document[key] = value;
+  fmt::print("{}\n", document.dump(2));
+}
+
+void write(const CodegenCommand& c, Written& written) {
+  if (c.chunks > 32767) throw BadInput("--chunks must be at most 32767 (16-bit chunk offsets)");
+  // Whole schedules: the generators index steps and ops as the runtime's programs number them.
+  const ir::Plan loaded = ir::load_plan_file(c.plan_path);
+  if (c.target == "msccl-xml") return export_msccl(c, loaded, written);
+  if (c.target == "dot") return draw(c, loaded, written);  // the machine view reads pipelines compact
+  const ir::Plan plan = ir::materialize(loaded);
+  if (c.target == "cpp") return generate_cpp(c, loaded, plan, written);
+  draw(c, plan, written);
 }
 
 void run(const CodegenCommand& c) {
   try {
-    if (c.chunks > 32767) throw BadInput("--chunks must be at most 32767 (16-bit chunk offsets)");
-    // Whole schedules: the generators index steps and ops as the runtime's programs number them.
-    const ir::Plan loaded = ir::load_plan_file(c.plan_path);
-    const ir::Plan plan = ir::materialize(loaded);
-    if (c.target == "cpp") return generate_cpp(c, loaded, plan);
-    if (c.target == "msccl-xml") return export_msccl(c, plan);
-    draw(c, plan);
+    Written written;
+    written.json = c.format == "json";
+    write(c, written);
+    if (written.json) print_json(c, written);
   } catch (const BadInput& e) {
     fmt::print(stderr, "flexplan: error: {}\n", e.what());
     exit_status() = kExitBadInput;
@@ -262,6 +338,7 @@ void setup(CLI::App& app) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   command->add_option("--hop-overhead", c->hop_overhead, "trace: software cost per hop")->capture_default_str();
+  add_format_option(*command, c->format);
   command->callback([c] {
     if (!c->old_bytes.empty()) {
       warn("--bytes is deprecated: give the size as -b/--minbytes");

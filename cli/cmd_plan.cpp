@@ -19,6 +19,7 @@
 #include "ir/plan_binary.hpp"
 #include "planner/algorithms.hpp"
 #include "planner/plan_builder.hpp"
+#include "planner/plan_price.hpp"
 #include "planner/prediction.hpp"
 #include "planner/size_format.hpp"
 
@@ -101,11 +102,11 @@ struct Closest {
   double ratio = 0;
   uint64_t bytes = 0;
 };
-Closest closest_to_plan(const PlanReport& report, const Candidate& candidate) {
+Closest closest_to_plan(const PlanPrice& price, const Candidate& candidate) {
   Closest best;
   for (const uint64_t bytes : kReportSizes) {
     const double n = static_cast<double>(bytes);
-    const double plan = report.chosen(bytes).cost.at(n);
+    const double plan = price.time(bytes);
     const double ratio = plan > 0 ? candidate.cost.at(n) / plan : 1.0;
     if (best.bytes == 0 || ratio < best.ratio) best = {ratio, bytes};
   }
@@ -142,13 +143,14 @@ void print_schedules(const PlanReport& report, const std::string& output, bool a
                  others, others == 1 ? "" : "s", report.unsuitable.size());
     return;
   }
+  const PlanPrice price = plan_price(report);
   for (const auto& candidate : report.candidates) {
     if (is_chosen(report, candidate.algorithm)) continue;
     if (!candidate.left_out_because.empty()) {
       fmt::print("  left out:   {:<18} {}{}\n", candidate.algorithm, candidate.left_out_because,
                  note_text(candidate));
     } else if (candidate.priced) {
-      const Closest closest = closest_to_plan(report, candidate);
+      const Closest closest = closest_to_plan(price, candidate);
       fmt::print("  not chosen: {:<18} at best {:.2f}x the plan's time (at {}; {}){}\n",
                  candidate.algorithm, closest.ratio, format_bytes(static_cast<double>(closest.bytes)),
                  candidate.priced_by, note_text(candidate));
@@ -166,10 +168,11 @@ void print_predictions(const Topology& topo, const PlanReport& report, const Cos
   fmt::print("predicted all-reduce (float32):\n");
   fmt::print("  {:>10} {:>12} {:>10} {:>12}  {:<18} {:>8} {:>7}\n", "size", "count", "time",
              "busbw", "algorithm", "vs ring", "/floor");
+  const PlanPrice price = plan_price(report);  // what predict and whatif price too
   for (const uint64_t bytes : kReportSizes) {
-    const auto& candidate = report.chosen(bytes);
+    const auto& candidate = price.at(bytes);
     const double n = static_cast<double>(bytes);
-    const double time = candidate.cost.at(n);
+    const double time = price.time(bytes);
     const double ring_time = ring.at(n);
     const double bound = floor.at(n);
     fmt::print("  {:>10} {:>12} {:>10} {:>12}  {:<18} {:>7.1f}% {:>7}\n", format_bytes(n),
@@ -255,10 +258,11 @@ void print_json(const Topology& topo, const PlanCommand& command, const PlanRepo
     json ranges = json::array(), predictions = json::array(), candidates = json::array();
     for (const auto& schedule : report.plan.schedules)
       if (schedule.collective == ir::Collective::AllReduce) ranges.push_back(range_json(schedule));
+    const PlanPrice price = plan_price(report);  // as the text table
     for (const uint64_t bytes : kReportSizes) {
-      const auto& candidate = report.chosen(bytes);
+      const auto& candidate = price.at(bytes);
       const double n = static_cast<double>(bytes);
-      const double time = candidate.cost.at(n);
+      const double time = price.time(bytes);
       predictions.push_back({{"bytes", bytes},
                              {"count", bytes / 4},
                              {"seconds", time},

@@ -25,6 +25,7 @@
 #include "planner/collective_planner.hpp"
 #include "planner/floor.hpp"
 #include "planner/plan_builder.hpp"
+#include "planner/plan_price.hpp"
 #include "planner/prediction.hpp"
 #include "planner/size_format.hpp"
 #include "planner/sparse_cost.hpp"
@@ -67,12 +68,8 @@ WrittenPlan written_plan(const Topology& topo, ir::Collective collective, int32_
   if (collective == ir::Collective::AllReduce) {
     PlanOptions options;
     options.cost = cost;
-    options.compact_pipelines = true;
-    auto report = std::make_shared<PlanReport>(build_plan_report(topo, options));
-    return {[report](uint64_t bytes) {
-      const Candidate& chosen = report->chosen(bytes);
-      return std::pair(chosen.algorithm, chosen.cost.at(static_cast<double>(bytes)));
-    }};
+    auto price = std::make_shared<PlanPrice>(price_plan(topo, options));  // as whatif prices
+    return {[price](uint64_t bytes) { return std::pair(price->at(bytes).algorithm, price->time(bytes)); }};
   }
   auto planned = std::make_shared<CollectivePlan>(plan_collective(topo, collective, root, {}, cost));
   return {[planned](uint64_t bytes) {

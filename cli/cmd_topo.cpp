@@ -1,7 +1,8 @@
 // `flexplan topo show TOPOLOGY.json`: prints a topology so a person can check it: a summary
 // per level, the tree with identical sibling subtrees folded ("m[0..15] x16"), the slowest
 // links, and whether (and why not) the tree is symmetric; --format json the same but the tree.
-// The folded tree is cli/topo_tree.cpp.
+// The folded tree is cli/topo_tree.cpp. `flexplan topo import` (cli/topo_import.cpp) is added
+// here beside it.
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -13,6 +14,7 @@
 
 #include "cli/arguments.hpp"
 #include "cli/command.hpp"
+#include "cli/topo_import.hpp"
 #include "cli/topo_tree.hpp"
 #include "topology/topology.hpp"
 
@@ -201,7 +203,7 @@ void show(const ShowOptions& options) {
 }
 
 void setup(CLI::App& app) {
-  CLI::App* topo = app.add_subcommand("topo", "Inspect a cluster topology (docs/topology.md)");
+  CLI::App* topo = app.add_subcommand("topo", "Inspect a cluster topology, or import one from what the cluster describes (docs/topology.md)");
   topo->require_subcommand(1);
   auto options = std::make_shared<ShowOptions>();
   CLI::App* show_command = topo->add_subcommand(
@@ -215,6 +217,7 @@ void setup(CLI::App& app) {
       ->capture_default_str();
   add_format_option(*show_command, options->format);
   show_command->callback([options] { show(*options); });
+  add_topo_import(*topo);
 }
 
 const Registration registration("topo", setup);

@@ -20,6 +20,7 @@
 #include "whatif/html_report.hpp"
 #include "whatif/records.hpp"
 #include "whatif/sweep.hpp"
+#include "whatif/upgrade_costs.hpp"
 
 namespace flexplan::cli {
 namespace {
@@ -38,6 +39,9 @@ struct WhatifCommand {
   std::string report_dir;
   CostOptions cost_options;
   bool no_advice = false;
+  std::string costs;  // upgrade prices (whatif/upgrade_costs.hpp)
+  double upgrade_factor = 2;
+  size_t upgrade_steps = 3;
   unsigned jobs = 0;  // 0: one per core
   bool quiet = false;
 };
@@ -111,7 +115,9 @@ void run(const WhatifCommand& command) {
   CostParams cost;
   std::vector<whatif::Variation> variations;
   std::optional<whatif::Workload> workload;
+  std::optional<whatif::UpgradeCosts> costs;
   try {
+    if (!command.costs.empty()) costs = whatif::load_upgrade_costs(command.costs);
     for (const auto& name : command.algorithms) find_algorithm(name);
     cost = command.cost_options.parse();
     for (const auto& text : command.variations) variations.push_back(whatif::parse_variation(text));
@@ -122,6 +128,9 @@ void run(const WhatifCommand& command) {
   }
   options.workload = workload ? &*workload : nullptr;
   options.advise = !command.no_advice;
+  options.costs = costs ? &*costs : nullptr;
+  options.upgrade_factor = command.upgrade_factor;
+  options.upgrade_steps = command.upgrade_steps;
 
   const auto topo = load_topology(command.topology_path);
   command.cost_options.apply_topology(cost, topo);
@@ -172,8 +181,8 @@ void setup(CLI::App& app) {
   whatif->add_option("--print-workload", command->print_workload,
                      "print a workload (bundled or file) as JSON, to edit its assumptions");
   whatif->add_option("-a,--algorithms", command->algorithms,
-                     algorithm_help("algorithms to race, comma-separated (default: every "
-                                    "unpipelined one):"))
+                     algorithm_help("algorithms to race, comma-separated, as the plan command's "
+                                    "-a/--algorithms (default: its race, pipelined variants included):"))
       ->delimiter(',')
       ->allow_extra_args(false)  // one word: the VARIATIONs may follow
       ->check(algorithm_validator());
@@ -182,6 +191,17 @@ void setup(CLI::App& app) {
                      "also write an HTML report with SVG plots into this directory");
   command->cost_options.add_to(*whatif);
   whatif->add_flag("--no-advice", command->no_advice, "skip the upgrade advice (faster)");
+  whatif->add_option("--costs", command->costs,
+                     "JSON of upgrade prices per link class: rank upgrades by time saved per cost "
+                     "(docs/whatif.md, \"Upgrade costs\")");
+  whatif->add_option("--upgrade-factor", command->upgrade_factor,
+                     "an upgrade multiplies its links' bandwidth by this")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0 + 1e-9, 1e6));
+  whatif->add_option("--upgrade-steps", command->upgrade_steps,
+                     "upgrades in the advised sequence, each on top of the last")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{20}));
   whatif->add_option("-j,--jobs", command->jobs, "worker threads (default: one per core)");
   whatif->add_flag("-q,--quiet", command->quiet, "no progress on stderr");
   whatif->callback([command] { run(*command); });

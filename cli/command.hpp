@@ -18,7 +18,9 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailed = 1;    // a plan that fails verification
 inline constexpr int kExitBadInput = 2;  // malformed or unsuitable input: topology, plan file,
                                          // arguments (a forced algorithm that does not suit the tree)
-inline constexpr int kExitRefused = 3;   // a sound plan the target cannot hold (an export refused)
+inline constexpr int kExitRefused = 3;   // refused: the target cannot express a sound plan at all
+                                         // (an MSCCL schedule no variant fits, docs/codegen.md), or
+                                         // a plan too large to expand whole
 inline constexpr int kExitInternal = 4;  // could not finish: out of memory, or a bug
 
 // Commands report a non-exception failure by setting this.

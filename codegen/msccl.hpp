@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -93,6 +94,12 @@ class ExportError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+// A schedule too large for the executors' limits (steps, threadblocks, peers, XML elements,
+// scratch): a smaller variant of it may fit.
+class DoesNotFit : public ExportError {
+ public:
+  using ExportError::ExportError;
+};
 
 struct ExportOptions {
   Limits limits;
@@ -129,11 +136,56 @@ struct Export {
 
 // Exports schedule `index` of a verified plan: an all-reduce, all-gather or reduce-scatter (coll
 // "allreduce", "allgather", "reducescatter"; one file serving calls in place and out of
-// place). Throws ExportError where the plan cannot fit the limits (naming the gpu, threadblock
-// and count), for a broadcast or reduce (the executors' XML names no root), and for an
-// all-gather or reduce-scatter whose explicit shards are not the equal ones in rank order or
-// that leaves a rank an empty shard (the executors give every rank the same count).
+// place). It must be held whole (ir::materialize). Throws DoesNotFit where the schedule cannot
+// fit the limits (naming the gpu, threadblock and count); ExportError for a star wider than a
+// channel or more ranks than the reader holds (no variant fits those either), for a broadcast or
+// reduce (the executors' XML names no root), and for an all-gather or reduce-scatter whose
+// explicit shards are not the equal ones in rank order or that leaves a rank an empty shard
+// (the executors give every rank the same count).
 Export export_schedule(const ir::Plan& plan, size_t index, const ExportOptions& options = {});
+
+// What export_fitting wrote for a schedule: the planned variant, or the deepest pipeline of the
+// same base that fits the limits.
+struct FittedExport {
+  Export exported;
+  std::string planned;                  // the schedule's algorithm as planned ("flexreduce@64")
+  std::string algorithm;                // the variant exported ("flexreduce@16"; == planned when it fit)
+  uint32_t planned_slices = 1, slices = 1;
+  // Empty when the planned variant fit; else why it did not (export_schedule's reason).
+  std::string why;
+  // Every variant tried that did not fit, deepest first ("flexreduce@64", "flexreduce@32").
+  std::vector<std::string> too_deep;
+};
+
+// Exports schedule `index` of a verified plan, held compact or whole. A pipeline
+// (ir::pipeline_base) that exceeds the limits is exported as the deepest pipeline of its base
+// that fits: the slice counts tried are the planned one, then its halves down to the base (the
+// planner's variants are powers of two), then the counts between the deepest that fits and the
+// shallowest that does not, by bisection (deeper fits are assumed not to follow shallower misfits
+// there). Throws ExportError as export_schedule does: for a schedule that is not a pipeline, or
+// whose base does not fit either (the base's reason), or that is refused for another reason.
+FittedExport export_fitting(const ir::Plan& plan, size_t index, const ExportOptions& options = {});
+
+// One schedule of a plan as export_plan wrote it, or why not.
+struct ScheduleExport {
+  size_t index = 0;
+  std::optional<FittedExport> fitted;
+  // When no variant of this schedule fits: the schedule whose export stands for it over its
+  // byte range (fitted then holds that schedule's export, with this one's range and name), and
+  // why this one did not fit. Otherwise source == index.
+  size_t source = 0;
+  std::string substituted_because;
+  std::string refused;  // when nothing was written: why
+};
+
+// Every schedule of the plan through export_fitting. A schedule of which no variant fits is
+// exported as the nearest schedule of the same collective that fits (nearest in the order of
+// their byte ranges, the one serving smaller messages first at equal distance), over its own
+// byte range: every schedule computes the whole collective at any size, so the file is right,
+// only planned for other sizes. Refused (ScheduleExport::refused) where nothing of its
+// collective fits, and for what export_schedule refuses whatever the size (broadcast, reduce,
+// unequal shards, more ranks than the reader holds).
+std::vector<ScheduleExport> export_plan(const ir::Plan& plan, const ExportOptions& options = {});
 
 // The XML text: no declaration, one tag per line, two-space indentation, double quotes.
 std::string to_xml(const Algorithm& algorithm);

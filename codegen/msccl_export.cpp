@@ -1,9 +1,11 @@
-// Export of an all-reduce schedule as an MSCCL algorithm (msccl.hpp): the point-to-point
-// programs of every rank (rank_program.hpp), chains and stars, become threadblock instructions
-// on chunk ranges, with the dependencies that keep each gpu's accesses in the schedule's order.
+// Export of a schedule as an MSCCL algorithm (msccl.hpp): the point-to-point programs of every
+// rank (rank_program.hpp), chains and stars, become threadblock instructions on chunk ranges,
+// with the dependencies that keep each gpu's accesses in the schedule's order; a pipeline beyond
+// the executors' limits is exported as the deepest variant of it that fits.
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <tuple>
 
@@ -12,6 +14,7 @@
 #include "codegen/msccl.hpp"
 #include "codegen/rank_program.hpp"
 #include "ir/collective_contract.hpp"
+#include "ir/errors.hpp"
 #include "ir/pipeline_form.hpp"
 
 namespace flexplan::codegen::msccl {
@@ -440,7 +443,7 @@ struct Attempt {
   // A threadblock with too many steps or a channel with too many peers, which more channels
   // may cure; empty when everything fits.
   std::string crowded;
-  std::string too_many_tbs;    // more channels cannot help with these
+  std::string too_many_tbs;    // threadblocks (even paired), XML elements or scratch beyond the limits
 };
 
 std::string tb_name(const Gpu& gpu, const ThreadBlock& tb) {
@@ -640,6 +643,9 @@ Attempt build(const ir::Schedule& schedule, const std::vector<RankProgram>& prog
     if (built.scratch_chunks > 32767 && attempt.too_many_tbs.empty())
       attempt.too_many_tbs = fmt::format("gpu {} needs {} scratch chunks; offsets are 16-bit", rank,
                                          built.scratch_chunks);
+    // One gpu that does not fit ends the attempt (a deep pipeline's failing attempts would
+    // otherwise cost as much as its export).
+    if (!attempt.too_many_tbs.empty() || !attempt.crowded.empty()) return attempt;
   }
   return attempt;
 }
@@ -739,15 +745,9 @@ Attempt build_or_refuse(const ir::Schedule& schedule, const std::vector<RankProg
   }
 }
 
-}  // namespace
-
-Export export_schedule(const ir::Plan& plan, size_t index, const ExportOptions& options) {
-  if (index >= plan.schedules.size())
-    throw ExportError(fmt::format("the plan has no schedule {}", index));
-  const ir::Schedule& schedule = plan.schedules[index];
-  ir::require_materialized(schedule, "export_schedule");
-  const Limits& limits = options.limits;
-  const std::string label = fmt::format("schedule {} ({})", index, schedule.algorithm);
+// What no variant of the schedule could change: refused before any is built.
+void refuse_at_any_size(const ir::Plan& plan, const ir::Schedule& schedule, const std::string& label,
+                        const Limits& limits) {
   if (ir::has_root(schedule.collective))
     throw ExportError(fmt::format(
         "{}: a {} from root {}: not exported. The MSCCL algorithm XML names no root, and the executors "
@@ -765,6 +765,15 @@ Export export_schedule(const ir::Plan& plan, size_t index, const ExportOptions& 
   if (schedule.min_bytes > static_cast<uint64_t>(INT64_MAX) ||
       (schedule.max_bytes && *schedule.max_bytes - 1 > static_cast<uint64_t>(INT64_MAX)))
     throw ExportError(label + ": its byte range does not fit the executors' 64-bit signed sizes");
+}
+
+// export_schedule of `schedule` standing as schedule `index` of the plan (a variant of it, for
+// export_fitting).
+Export export_as(const ir::Plan& plan, const ir::Schedule& schedule, size_t index, const ExportOptions& options) {
+  ir::require_materialized(schedule, "export_schedule");
+  const Limits& limits = options.limits;
+  const std::string label = fmt::format("schedule {} ({})", index, schedule.algorithm);
+  refuse_at_any_size(plan, schedule, label, limits);
   const Layout layout = make_layout(plan, schedule, options, label);
   const uint64_t chunks = layout.chunks;
   if (chunks > 32767)
@@ -790,20 +799,25 @@ Export export_schedule(const ir::Plan& plan, size_t index, const ExportOptions& 
   Export result;
   const std::string collective_name = msccl_collective(schedule.collective);
   result.chunking = report_chunking(plan, schedule, layout);
-  std::string crowding;
+  // Every channel count is tried: more channels spread steps and peers but add threadblocks, and
+  // a gpu short of threadblocks over K channels may fit over more (a deal round robin moves its
+  // peers between channels).
+  std::string crowding, too_many;
+  int32_t crowded_at = 0, too_many_at = 0;
   const int32_t max_channels = std::max(1, limits.channels);
   for (int32_t channels = 1; channels <= max_channels; ++channels) {
     // Threadblocks are paired only where a gpu needs more than the executors run.
     Attempt attempt = build_or_refuse(schedule, programs, layout, channels, false, limits, label);
-    if (!attempt.too_many_tbs.empty())
+    if (!attempt.too_many_tbs.empty() && attempt.crowded.empty())
       attempt = build_or_refuse(schedule, programs, layout, channels, true, limits, label);
-    if (!attempt.too_many_tbs.empty()) {
-      if (crowding.empty()) throw ExportError(label + ": cannot fit: " + attempt.too_many_tbs);
-      throw ExportError(fmt::format("{}: cannot fit: over {} channel(s) {}; over {} channels {}", label,
-                                    channels - 1, crowding, channels, attempt.too_many_tbs));
-    }
     if (!attempt.crowded.empty()) {
       crowding = attempt.crowded;
+      crowded_at = channels;
+      continue;
+    }
+    if (!attempt.too_many_tbs.empty()) {
+      too_many = attempt.too_many_tbs;
+      too_many_at = channels;
       continue;
     }
     Algorithm& algorithm = result.algorithm;
@@ -821,7 +835,200 @@ Export export_schedule(const ir::Plan& plan, size_t index, const ExportOptions& 
       for (const ThreadBlock& tb : gpu.threadblocks) algorithm.channels = std::max(algorithm.channels, tb.channel + 1);
     return result;
   }
-  throw ExportError(fmt::format("{}: cannot fit: {} even over {} channels", label, crowding, max_channels));
+  if (too_many.empty())
+    throw DoesNotFit(fmt::format("{}: cannot fit: {} even over {} channels", label, crowding, max_channels));
+  if (crowding.empty())
+    throw DoesNotFit(fmt::format("{}: cannot fit: {} (over 1 to {} channels)", label, too_many, max_channels));
+  throw DoesNotFit(fmt::format("{}: cannot fit over 1 to {} channels: over {} channel(s) {}; over {} channel(s) {}",
+                               label, max_channels, crowded_at, crowding, too_many_at, too_many));
+}
+
+}  // namespace
+
+Export export_schedule(const ir::Plan& plan, size_t index, const ExportOptions& options) {
+  if (index >= plan.schedules.size())
+    throw ExportError(fmt::format("the plan has no schedule {}", index));
+  return export_as(plan, plan.schedules[index], index, options);
+}
+
+namespace {
+
+// What each variant of a base exported to, shared by the schedules of a plan that are pipelines
+// of one base (the planner's variants of one algorithm): each variant is built once. A result is
+// kept with the schedule it was built for, and restamped for another.
+class VariantCache {
+ public:
+  struct Result {
+    std::optional<Export> fit;
+    std::string misfit;  // why not, when !fit
+    size_t index = 0;    // the schedule it was built as
+  };
+  // The results of `base`'s variants, by slice count.
+  std::map<uint32_t, Result>& of(const ir::Schedule& base) {
+    const auto key = std::make_tuple(base.algorithm, base.collective, base.root);
+    for (auto& [known, results] : entries_[key])
+      if (known.units == base.units && known.shards == base.shards && known.steps == base.steps) return results;
+    return entries_[key].emplace_back(base, std::map<uint32_t, Result>{}).second;
+  }
+
+ private:
+  std::map<std::tuple<std::string, ir::Collective, int32_t>,
+           std::vector<std::pair<ir::Schedule, std::map<uint32_t, Result>>>>
+      entries_;
+};
+
+// A cached export or reason, as built for schedule `index` of the plan.
+void restamp(Export& e, const ir::Plan& plan, const ir::Schedule& schedule, const std::string& variant, size_t index) {
+  Algorithm& a = e.algorithm;
+  a.name = sanitized(fmt::format("flexplan {} {} {} schedule {}", variant, a.collective,
+                                 plan.topology_name.empty() ? "-" : plan.topology_name, index));
+  a.min_bytes = static_cast<int64_t>(schedule.min_bytes);
+  a.max_bytes = schedule.max_bytes ? static_cast<int64_t>(*schedule.max_bytes - 1) : 0;
+}
+std::string restamp(std::string why, size_t from, size_t index) {
+  const std::string old = fmt::format("schedule {} (", from);
+  if (why.rfind(old, 0) == 0) why.replace(0, old.size(), fmt::format("schedule {} (", index));
+  return why;
+}
+
+FittedExport fit(const ir::Plan& plan, size_t index, const ExportOptions& options, VariantCache& cache) {
+  if (index >= plan.schedules.size())
+    throw ExportError(fmt::format("the plan has no schedule {}", index));
+  const ir::Schedule& schedule = plan.schedules[index];
+  FittedExport fitted;
+  fitted.planned = fitted.algorithm = schedule.algorithm;
+  refuse_at_any_size(plan, schedule, fmt::format("schedule {} ({})", index, schedule.algorithm), options.limits);
+  const auto pipeline = ir::pipeline_base(schedule);
+  if (!pipeline) {
+    fitted.exported = export_as(plan, ir::materialize(schedule), index, options);
+    return fitted;
+  }
+  fitted.planned_slices = pipeline->slices;
+  const std::string& name = pipeline->base.algorithm;
+  const auto variant_name = [&](uint32_t slices) {
+    return slices == 1 ? name : fmt::format("{}@{}", name, slices);
+  };
+  std::map<uint32_t, VariantCache::Result>& results = cache.of(pipeline->base);
+  // Whether the variant of `slices` fits.
+  const auto fits = [&](uint32_t slices) {
+    auto it = results.find(slices);
+    if (it == results.end()) {
+      VariantCache::Result result;
+      result.index = index;
+      try {
+        const ir::Schedule whole =
+            slices == 1 ? pipeline->base
+            : slices == pipeline->slices && schedule.slices == 1
+                ? schedule
+                : ir::materialize(ir::compact_pipeline(pipeline->base, slices));
+        result.fit = export_as(plan, whole, index, options);
+      } catch (const DoesNotFit& e) {
+        result.misfit = e.what();
+      } catch (const ir::TooLargeToExpand& e) {  // far beyond the executors' limits as well
+        result.misfit = fmt::format("schedule {} ({}): {}", index, variant_name(slices), e.what());
+      }
+      it = results.emplace(slices, std::move(result)).first;
+    }
+    return it->second.fit.has_value();
+  };
+  const auto why = [&](uint32_t slices) {
+    const VariantCache::Result& r = results.at(slices);
+    return restamp(r.misfit, r.index, index);
+  };
+  // The planned variant, then halves down to the base; the base's refusal is the schedule's.
+  uint32_t best = pipeline->slices;
+  std::vector<uint32_t> misfits;  // deepest first
+  if (!fits(best)) {
+    misfits.push_back(best);
+    uint32_t deeper = best;  // the shallowest variant known not to fit
+    best = deeper / 2;
+    for (; best > 1 && !fits(best); best /= 2) misfits.push_back(deeper = best);
+    if (best <= 1) {
+      best = 1;
+      if (!fits(1)) {
+        std::string tried;
+        for (const uint32_t m : misfits) tried += (tried.empty() ? "" : ", ") + variant_name(m);
+        throw DoesNotFit(fmt::format("{} (nor does any pipeline of it: {})", why(1), tried));
+      }
+    }
+    // The deepest between the one that fits and the shallowest known not to.
+    std::vector<uint32_t> between;
+    while (deeper - best > 1) {
+      const uint32_t middle = best + (deeper - best) / 2;
+      if (fits(middle)) {
+        best = middle;
+      } else {
+        deeper = middle;
+        between.push_back(middle);
+      }
+    }
+    std::sort(between.rbegin(), between.rend());
+    misfits.insert(misfits.end(), between.begin(), between.end());
+    std::sort(misfits.rbegin(), misfits.rend());
+    fitted.why = why(pipeline->slices);
+    for (const uint32_t m : misfits) fitted.too_deep.push_back(variant_name(m));
+  }
+  fitted.slices = best;
+  fitted.algorithm = best == pipeline->slices ? schedule.algorithm : variant_name(best);
+  fitted.exported = *results.at(best).fit;
+  if (results.at(best).index != index) restamp(fitted.exported, plan, schedule, fitted.algorithm, index);
+  return fitted;
+}
+
+}  // namespace
+
+FittedExport export_fitting(const ir::Plan& plan, size_t index, const ExportOptions& options) {
+  VariantCache cache;
+  return fit(plan, index, options, cache);
+}
+
+std::vector<ScheduleExport> export_plan(const ir::Plan& plan, const ExportOptions& options) {
+  std::vector<ScheduleExport> out(plan.schedules.size());
+  std::vector<size_t> misfits;
+  VariantCache cache;
+  for (size_t i = 0; i < plan.schedules.size(); ++i) {
+    out[i].index = out[i].source = i;
+    try {
+      out[i].fitted = fit(plan, i, options, cache);
+    } catch (const DoesNotFit& e) {
+      out[i].refused = e.what();
+      misfits.push_back(i);
+    } catch (const ExportError& e) {
+      out[i].refused = e.what();
+    }
+  }
+  for (const size_t i : misfits) {
+    const ir::Schedule& schedule = plan.schedules[i];
+    // The same collective's exported schedules, by byte range.
+    std::vector<size_t> same;
+    for (size_t j = 0; j < plan.schedules.size(); ++j)
+      if (out[j].fitted && out[j].source == j && plan.schedules[j].collective == schedule.collective &&
+          plan.schedules[j].root == schedule.root)
+        same.push_back(j);
+    if (same.empty()) continue;
+    const auto below = [&](size_t j) { return plan.schedules[j].min_bytes < schedule.min_bytes; };
+    // Nearest by position among the ranges; the one serving smaller messages first at a tie.
+    std::vector<std::pair<size_t, size_t>> order;  // (distance, j)
+    std::vector<size_t> lower, upper;
+    for (const size_t j : same) (below(j) ? lower : upper).push_back(j);
+    const auto by_min = [&](size_t a, size_t b) { return plan.schedules[a].min_bytes < plan.schedules[b].min_bytes; };
+    std::sort(lower.begin(), lower.end(), [&](size_t a, size_t b) { return by_min(b, a); });
+    std::sort(upper.begin(), upper.end(), by_min);
+    for (size_t d = 0; d < lower.size(); ++d) order.push_back({2 * d, lower[d]});
+    for (size_t d = 0; d < upper.size(); ++d) order.push_back({2 * d + 1, upper[d]});
+    const size_t source = std::min_element(order.begin(), order.end())->second;
+    ScheduleExport& e = out[i];
+    e.source = source;
+    e.substituted_because = e.refused;
+    e.refused.clear();
+    e.fitted = *out[source].fitted;
+    Algorithm& a = e.fitted->exported.algorithm;
+    a.min_bytes = static_cast<int64_t>(schedule.min_bytes);
+    a.max_bytes = schedule.max_bytes ? static_cast<int64_t>(*schedule.max_bytes - 1) : 0;
+    a.name = sanitized(fmt::format("flexplan {} {} {} schedule {} (as schedule {})", e.fitted->algorithm, a.collective,
+                                   plan.topology_name.empty() ? "-" : plan.topology_name, i, source));
+  }
+  return out;
 }
 
 }  // namespace flexplan::codegen::msccl

@@ -1,7 +1,9 @@
 // The predicted timeline as Chrome trace JSON, and the Graphviz diagram (pictures.hpp).
 #include "codegen/pictures.hpp"
 
+#include <algorithm>
 #include <map>
+#include <tuple>
 #include <vector>
 #include <stdexcept>
 
@@ -121,49 +123,148 @@ std::string trace_json(const ir::Plan& plan, size_t index, const Topology& topo,
   return trace.dump(1) + "\n";
 }
 
-std::string dot_graph(const ir::Plan& plan, size_t index) {
-  if (index >= plan.schedules.size()) throw std::invalid_argument(fmt::format("the plan has no schedule {}", index));
+namespace {
+
+std::string dot_quoted(const std::string& text) {
+  std::string q = "\"";
+  for (const char c : text) {
+    if (c == '\n') {  // Graphviz's line break
+      q += "\\n";
+      continue;
+    }
+    if (c == '"' || c == '\\') q += '\\';
+    q += c;
+  }
+  return q + "\"";
+}
+
+// "0-3, 7, 9-10"
+std::string rank_list(const std::vector<int32_t>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    out += fmt::format("{}{}", out.empty() ? "" : ", ",
+                       j == i ? fmt::format("{}", ranks[i]) : fmt::format("{}-{}", ranks[i], ranks[j]));
+    i = j + 1;
+  }
+  return out;
+}
+
+// The machine view: a node per machine, an edge per (machine, machine, kind) summing its hops
+// and the data they carry. Read from the base of a compact pipeline: every slice moves the same
+// amounts between the same ranks.
+std::string dot_machines(const ir::Plan& plan, size_t index, uint64_t hops) {
   const ir::Schedule& schedule = plan.schedules[index];
-  ir::require_materialized(schedule, "dot_graph");
-  size_t hops = 0;
+  // A learner's machine is its parent in the tree: its full name up to the last '/'.
+  std::vector<size_t> machine_of(static_cast<size_t>(plan.world_size));
+  std::vector<std::string> machines;
+  std::map<std::string, size_t> machine_index;
+  const bool named = plan.rank_names.size() == static_cast<size_t>(plan.world_size);
+  for (int32_t r = 0; r < plan.world_size; ++r) {
+    std::string name = fmt::format("rank {}", r);
+    if (named) {
+      const std::string& full = plan.rank_names[static_cast<size_t>(r)];
+      const size_t slash = full.rfind('/');
+      name = slash == std::string::npos || slash == 0 ? "(root)" : full.substr(0, slash);
+    }
+    const auto [it, added] = machine_index.try_emplace(name, machines.size());
+    if (added) machines.push_back(name);
+    machine_of[static_cast<size_t>(r)] = it->second;
+  }
+  struct Flow {
+    uint64_t hops = 0;
+    double vectors = 0;  // units carried over the schedule's units
+  };
+  std::map<std::tuple<size_t, size_t, bool>, Flow> flows;  // (from, to, reduce)
+  const double units = static_cast<double>(ir::expanded_units(schedule));
+  const uint64_t slices = schedule.slices;
   for (const ir::Step& step : schedule.steps)
+    for (const ir::Op& op : step.ops)
+      for (const Hop& hop : lower_op(op)) {
+        Flow& flow = flows[{machine_of[static_cast<size_t>(hop.src)], machine_of[static_cast<size_t>(hop.dst)],
+                            op.kind == ir::OpKind::Reduce}];
+        flow.hops += slices;
+        flow.vectors += static_cast<double>(slices) * static_cast<double>(op.end - op.begin) / units;
+      }
+  std::vector<std::vector<int32_t>> ranks(machines.size());
+  for (int32_t r = 0; r < plan.world_size; ++r) ranks[machine_of[static_cast<size_t>(r)]].push_back(r);
+  double heaviest = 0;
+  for (const auto& [key, flow] : flows)
+    if (std::get<0>(key) != std::get<1>(key)) heaviest = std::max(heaviest, flow.vectors);
+  const std::string what = named ? "machine" : "rank (the plan names no learners)";
+  std::string out = fmt::format(
+      "// {} {} on {} ({} ranks, {} units): {} hops, grouped by {}.\n"
+      "digraph plan {{\n  rankdir=LR;\n  labelloc=t;\n"
+      "  label={};\n"
+      "  node [shape=box, fontname=\"Helvetica\", fontsize=10];\n  edge [fontname=\"Helvetica\", fontsize=9];\n",
+      schedule.algorithm, ir::describe_contract(schedule), plan.topology_name.empty() ? "-" : plan.topology_name,
+      plan.world_size, ir::expanded_units(schedule), hops, what,
+      dot_quoted(fmt::format("{} {} on {}: {} hops in {} steps, more than the {} drawn one by one, so grouped by {}: a "
+                         "node per {}, an edge per direction and kind with its hops and the data they carry "
+                         "(1 vector = the whole message; blue reduce, green broadcast)",
+                         schedule.algorithm, ir::describe_contract(schedule),
+                         plan.topology_name.empty() ? "-" : plan.topology_name, hops,
+                         ir::expanded_step_count(schedule, schedule.slices), kMaxDrawnHops, what,
+                         named ? "machine" : "rank")));
+  for (size_t m = 0; m < machines.size(); ++m) {
+    std::string label = fmt::format("{}\nranks {}", machines[m], rank_list(ranks[m]));
+    for (const bool reduce : {true, false}) {
+      const auto it = flows.find({m, m, reduce});
+      if (it != flows.end())
+        label += fmt::format("\n{} {} hops within, {:.3g} vectors", it->second.hops, reduce ? "reduce" : "broadcast",
+                             it->second.vectors);
+    }
+    out += fmt::format("  m{} [label={}];\n", m, dot_quoted(label));
+  }
+  for (const auto& [key, flow] : flows) {
+    const auto& [from, to, reduce] = key;
+    if (from == to) continue;
+    out += fmt::format("  m{} -> m{} [label={}, color={}, penwidth={:.2f}];\n", from, to,
+                       dot_quoted(fmt::format("{} {} hops, {:.3g} vectors", flow.hops, reduce ? "reduce" : "bcast",
+                                          flow.vectors)),
+                       reduce ? "blue" : "darkgreen", heaviest > 0 ? 1 + 4 * flow.vectors / heaviest : 1.0);
+  }
+  out += "}\n";
+  return out;
+}
+
+}  // namespace
+
+std::string dot_graph(const ir::Plan& whole_or_compact, size_t index) {
+  if (index >= whole_or_compact.schedules.size())
+    throw std::invalid_argument(fmt::format("the plan has no schedule {}", index));
+  uint64_t hops = 0;
+  for (const ir::Step& step : whole_or_compact.schedules[index].steps)
     for (const ir::Op& op : step.ops) hops += lower_op(op).size();
-  if (hops > kMaxDrawnHops)
-    throw TooLargeToDraw(fmt::format("schedule {} ({}) has {} hops; a diagram of more than {} is unreadable: "
-                                     "draw a smaller plan, or use --target trace",
-                                     index, schedule.algorithm, hops, kMaxDrawnHops));
+  hops *= whole_or_compact.schedules[index].slices;
+  if (hops > kMaxDrawnHops) return dot_machines(whole_or_compact, index, hops);
+  const ir::Schedule schedule = ir::materialize(whole_or_compact.schedules[index]);
+  const ir::Plan& plan = whole_or_compact;
   std::string out = fmt::format(
       "// {} {} on {} ({} ranks, {} units): one cluster per step, an edge per hop.\n"
       "digraph plan {{\n  rankdir=LR;\n  compound=true;\n  node [shape=box, fontname=\"Helvetica\", fontsize=10];\n"
       "  edge [fontname=\"Helvetica\", fontsize=9];\n",
       schedule.algorithm, ir::describe_contract(schedule), plan.topology_name.empty() ? "-" : plan.topology_name,
       plan.world_size, schedule.units);
-  const auto quoted = [](const std::string& text) {
-    std::string q = "\"";
-    for (const char c : text) {
-      if (c == '"' || c == '\\') q += '\\';
-      q += c;
-    }
-    return q + "\"";
-  };
   // Written last step first: Graphviz stacks the clusters of a left-to-right graph from the
   // bottom up, so step 0 ends on top.
   std::vector<std::string> clusters;
   for (size_t s = 0; s < schedule.steps.size(); ++s) {
     const ir::Step& step = schedule.steps[s];
     std::string out = fmt::format("  subgraph cluster_step{} {{\n    label={};\n    style=rounded;\n", s,
-                       quoted(fmt::format("step {}: {}, level {}", s, ir::to_string(step.phase), step.level)));
+                       dot_quoted(fmt::format("step {}: {}, level {}", s, ir::to_string(step.phase), step.level)));
     std::map<int32_t, bool> present;
     for (const ir::Op& op : step.ops)
       for (const Hop& hop : lower_op(op)) present[hop.src] = present[hop.dst] = true;
     for (const auto& [rank, _] : present)
-      out += fmt::format("    s{}_r{} [label={}];\n", s, rank, quoted(rank_label(plan, rank)));
+      out += fmt::format("    s{}_r{} [label={}];\n", s, rank, dot_quoted(rank_label(plan, rank)));
     for (size_t o = 0; o < step.ops.size(); ++o) {
       const ir::Op& op = step.ops[o];
       const bool reduce = op.kind == ir::OpKind::Reduce;
       for (const Hop& hop : lower_op(op))
         out += fmt::format("    s{}_r{} -> s{}_r{} [label={}, color={}{}];\n", s, hop.src, s, hop.dst,
-                           quoted(fmt::format("op {} {} [{},{})", o, reduce ? "reduce" : "bcast", op.begin, op.end)),
+                           dot_quoted(fmt::format("op {} {} [{},{})", o, reduce ? "reduce" : "bcast", op.begin, op.end)),
                            reduce ? "blue" : "darkgreen", hop.dst_contributes ? ", style=bold" : "");
     }
     out += "  }\n";

@@ -1,10 +1,10 @@
 // Pictures of what a schedule does: the predicted timeline as a Chrome trace / Perfetto JSON
 // (a row per rank and per busy link direction, each transfer a slice), and a Graphviz diagram
-// of a small schedule's steps. docs/codegen.md shows both.
+// of a schedule's steps (for a large one, of what moves between machines). docs/codegen.md
+// shows both.
 #pragma once
 
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 
 #include "ir/plan.hpp"
@@ -22,16 +22,16 @@ namespace flexplan::codegen {
 std::string trace_json(const ir::Plan& plan, size_t index, const Topology& topology, uint64_t bytes,
                        const CostParams& params = {});
 
-// A schedule too large to draw.
-class TooLargeToDraw : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+// Above this many hops a diagram of single hops is unreadable, and dot_graph groups learners by
+// machine.
 inline constexpr size_t kMaxDrawnHops = 400;
 
-// Graphviz: one cluster per step (phase and level), a node per rank taking part, an edge per
-// hop labelled with its op and unit range (reduce hops blue, broadcast hops green). Throws
-// TooLargeToDraw beyond kMaxDrawnHops hops.
+// Graphviz. Up to kMaxDrawnHops hops: one cluster per step (phase and level), a node per rank
+// taking part, an edge per hop labelled with its op and unit range (reduce hops blue, broadcast
+// hops green). Above: a node per machine (a learner's parent in the tree, from the plan's rank
+// names; a node per rank when it names none), an edge per direction and kind summing its hops
+// and the data they carry in vectors (1 = the whole message), hops within a machine in its
+// node, and the graph's label saying so. The schedule may be held compact.
 std::string dot_graph(const ir::Plan& plan, size_t index);
 
 }  // namespace flexplan::codegen

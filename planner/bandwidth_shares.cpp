@@ -585,7 +585,7 @@ BandwidthShares bandwidth_shares(const Topology& topo, ShareSolve how) {
     // loads the links least in all, each link's load over its bandwidth: CLP's vertex otherwise
     // depends on how the rows happen to be written, and the unpipelined base's steps and the
     // latency of the pieces with it (the 16k benchmark tree: 8 B 252 -> 202 us, 64 KiB 383 ->
-    // 326 us predicted; docs/planning-speed.md).
+    // 326 us predicted; docs/results/planning-speed-log.md).
     master.lp.clear_objective();
     master.lp.set_upper(master.time, optimum * (1 + 1e-9));
     for (const auto& [col, coefficient] : master.total_load) master.lp.add_to_objective(col, coefficient);

@@ -22,7 +22,7 @@ LinearProgram::Solution LinearProgram::minimise() const {
   // (a 16k-learner tree: 0.09 s against 0.38 s), and its scaling about half of the rest (the
   // coefficients are near 1 already: bandwidths relative to the slowest, shares of 1; a 128k
   // tree's two solves 2.5 s against 0.97 s, the 16k trees' 0.038-0.057 s against 0.030-0.037 s,
-  // with plans as good; docs/planning-speed.md). CLP's default path is the fallback.
+  // with plans as good; docs/results/planning-speed-log.md). CLP's default path is the fallback.
   ClpSolve dual_only;
   dual_only.setSolveType(ClpSolve::useDual);
   dual_only.setPresolveType(ClpSolve::presolveOff);

@@ -91,7 +91,9 @@ class PlanBuilder {
     });
     for (const size_t i : pipelining) price(i, choices[i]);
     auto pieces = winning_pieces();
-    assemble(pieces);
+    for (const auto& [index, piece] : pieces)
+      report_.ranges.push_back({index, piece.min_bytes, piece.max_bytes});
+    if (options_.build_winners) assemble(pieces);
     return std::move(report_);
   }
 
@@ -551,7 +553,9 @@ class PlanBuilder {
           candidate.algorithm, candidate.cost.at(1 << 20), cost.at(1 << 20)));
     if (candidate.algorithm == "flexreduce")
       report_.flexreduce_calls = reduce_call_stats(topo_, schedule);
-    candidate.cost = std::move(cost);
+    // A closed form checked equal keeps its price, the one it raced with: the plan's times are
+    // then the same whether or not the winners are built (PlanOptions::build_winners).
+    if (!candidate.priced) candidate.cost = std::move(cost);
     candidate.priced = true;
     candidate.built = true;
     if (candidate.priced_by.empty()) candidate.priced_by = "evaluator";
@@ -589,7 +593,7 @@ class PlanBuilder {
             dropped = true;
             break;
           }
-          build(index);
+          if (options_.build_winners) build(index);
         }
         pieces.emplace_back(index, piece);
       }
@@ -827,11 +831,10 @@ std::vector<EnvelopePiece> cheapest_pieces(std::span<const PriceCurve> curves) {
 }
 
 const Candidate& PlanReport::chosen(uint64_t bytes) const {
-  const auto& schedule = ir::select_schedule(plan, ir::Collective::AllReduce, bytes);
-  const Candidate* candidate = find(schedule.algorithm);
-  if (candidate == nullptr)
-    throw std::logic_error("plan report: no candidate for schedule " + schedule.algorithm);
-  return *candidate;
+  for (const PlanRange& range : ranges)
+    if (bytes >= range.min_bytes && (!range.max_bytes || bytes < *range.max_bytes))
+      return candidates.at(range.candidate);
+  throw std::logic_error(fmt::format("plan report: no all-reduce range holds {} bytes", bytes));
 }
 
 const Candidate* PlanReport::find(std::string_view algorithm) const {

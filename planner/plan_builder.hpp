@@ -54,6 +54,10 @@ struct PlanOptions {
   std::vector<ir::Collective> collectives{ir::Collective::AllReduce};
   // The roots to plan broadcast and reduce for.
   std::vector<int32_t> roots{0};
+  // False: run the race and find its size ranges (PlanReport::ranges) without building the
+  // winners' schedules, for questions about the plan's time (plan_price.hpp, `whatif`). The
+  // ranges and prices are the same either way: building a winner only checks its price.
+  bool build_winners = true;
 };
 
 // A lower bound of the price of `base` cut into `slices` slices (pipeline.hpp), nondecreasing
@@ -88,8 +92,17 @@ struct Candidate {
   bool racing() const { return priced && left_out_because.empty(); }
 };
 
+// One size range of the all-reduce plan: the candidate (index into PlanReport::candidates)
+// whose schedule serves messages of [min_bytes, max_bytes).
+struct PlanRange {
+  size_t candidate = 0;
+  uint64_t min_bytes = 0;
+  std::optional<uint64_t> max_bytes;
+};
+
 struct PlanReport {
-  ir::Plan plan;
+  ir::Plan plan;  // without all-reduce schedules where PlanOptions::build_winners is false
+  std::vector<PlanRange> ranges;  // the all-reduce's, in order; the last is unbounded
   std::vector<Candidate> candidates;                // in the order raced
   std::vector<std::string> unsuitable;              // "torus-2d: the machines differ in size"
   std::optional<ReduceCallStats> flexreduce_calls;  // when FlexReduce was built
@@ -102,7 +115,8 @@ struct PlanReport {
   // (verifies and writes the plan); that thread is joined when the last copy of the report goes.
   std::shared_ptr<void> freeing;
 
-  // The narrow query: the candidate whose schedule the plan uses for an n-byte all-reduce.
+  // The narrow query: the candidate whose schedule the plan uses for an n-byte all-reduce
+  // (from `ranges`, so also where the winners were not built).
   const Candidate& chosen(uint64_t bytes) const;
   const Candidate* find(std::string_view algorithm) const;
 };

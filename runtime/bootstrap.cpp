@@ -14,6 +14,7 @@
 
 #include "ir/pipeline_form.hpp"
 #include "runtime/errors.hpp"
+#include "runtime/host_check.hpp"
 #include "runtime/tag.hpp"
 
 namespace flexplan::bootstrap {
@@ -148,10 +149,24 @@ int32_t plan_rank_for(const ir::Plan& plan, const Options& options, int mpi_rank
   if (static_cast<size_t>(host.local_rank) < matches.size()) {
     return matches[static_cast<size_t>(host.local_rank)];
   }
+  // Name the machines the plan expects, so that a wrong host name is seen at once.
+  std::vector<std::string> machines;
+  std::map<std::string, int> learners_on;
+  for (const auto& name : names) {
+    const std::string machine = machine_of(name);
+    if (learners_on[machine]++ == 0) machines.push_back(machine);
+  }
+  std::string expected;
+  for (size_t m = 0; m < machines.size() && m < 16; ++m) {
+    expected += fmt::format("{}'{}' ({} learner{})", m ? ", " : "", machines[m], learners_on[machines[m]],
+                            learners_on[machines[m]] == 1 ? "" : "s");
+  }
+  if (machines.size() > 16) expected += fmt::format(" and {} more", machines.size() - 16);
   throw RuntimeError(fmt::format(
       "rank mapping by name: this is local rank {} on host '{}', but the plan has {} learner(s) "
-      "on a machine of that name (set FLEXPLAN_LEARNER_NAME to name the learner instead)",
-      host.local_rank, host.host, matches.size()));
+      "on a machine of that name; the plan's machines are {} (name the topology's machines after "
+      "the hosts, or set FLEXPLAN_LEARNER_NAME to name the learner instead)",
+      host.local_rank, host.host, matches.size(), expected));
 }
 
 // plan.bin refuses pipelines beyond this (ir/pipeline_form.hpp): one fact for both.
@@ -298,6 +313,34 @@ std::vector<int32_t> agree_on_plan(Group& group, const PlanIdentity& mine) {
   }
   if (!problems.empty()) throw InputError("flexplan: the rank mapping is not one-to-one:" + problems);
   return plan_rank_of;
+}
+
+std::string check_hosts(Group& group, const ir::Plan& plan, const std::vector<int32_t>& plan_rank_of,
+                        const std::string& host, bool allow_mismatch) {
+  // One record per rank: its allowance, then its host name.
+  const auto records = group.allgather(std::string(allow_mismatch ? "1" : "0") + host);
+  const size_t size = records.size();
+  std::vector<std::string> host_of(size);
+  std::vector<int> member_of(size);
+  std::vector<int> refusing;
+  for (size_t r = 0; r < size; ++r) {
+    const auto p = static_cast<size_t>(plan_rank_of[r]);
+    host_of[p] = records[r].empty() ? std::string() : records[r].substr(1);
+    member_of[p] = static_cast<int>(r);
+    if (records[r].empty() || records[r][0] != '1') refusing.push_back(static_cast<int>(r));
+  }
+  const std::string difference = compare_hosts(plan.rank_names, host_of, member_of, group.member_noun());
+  if (difference.empty() || refusing.empty()) return difference;
+  std::string message = fmt::format(
+      "flexplan: the plan's machines are not the job's hosts: {}\n  launch one process per learner on "
+      "each machine's host in plan order (flexplan inspect lists the learners), or set "
+      "FLEXPLAN_ALLOW_HOST_MISMATCH=1 on every rank to run anyway",
+      difference);
+  if (refusing.size() < size) {
+    message += fmt::format(" (it is set on some ranks, but not on {}{} {})", group.member_noun(),
+                           refusing.size() == 1 ? "" : "s", rank_ranges(refusing));
+  }
+  throw InputError(message);
 }
 
 std::vector<std::vector<uint8_t>> exchange_by_plan_rank(Group& group,

@@ -106,6 +106,13 @@ struct PlanIdentity {
 // by MPI rank.
 std::vector<int32_t> agree_on_plan(Group& group, const PlanIdentity& mine);
 
+// The plan's machines against the job's hosts (runtime/host_check.hpp), after agree_on_plan:
+// gathers each rank's host and allow_host_mismatch. Returns "" when they match (or the plan
+// names no learners), the comparison when they differ and every rank allows it (the caller
+// warns), and otherwise throws the same InputError on every rank listing both groupings.
+std::string check_hosts(Group& group, const ir::Plan& plan, const std::vector<int32_t>& plan_rank_of,
+                        const std::string& host, bool allow_mismatch);
+
 // Gathers every rank's bytes (worker addresses), re-indexed by plan rank.
 std::vector<std::vector<uint8_t>> exchange_by_plan_rank(Group& group,
                                                         const std::vector<uint8_t>& mine,

@@ -91,6 +91,13 @@ std::vector<int32_t> Engine::load_and_agree(const std::function<ir::Fingerprinte
   if (static_cast<size_t>(rank_) < plan_.rank_names.size()) {
     learner_name_ = plan_.rank_names[static_cast<size_t>(rank_)];
   }
+  // The plan's machines against the job's hosts: an error unless every rank allows a mismatch.
+  const std::string mismatch =
+      bootstrap::check_hosts(*group_, plan_, plan_rank_of, host.host, options_.allow_host_mismatch);
+  if (!mismatch.empty() && rank_ == 0) {
+    std::fprintf(stderr, "flexplan: warning: the plan's machines are not the job's hosts "
+                         "(FLEXPLAN_ALLOW_HOST_MISMATCH): %s\n", mismatch.c_str());
+  }
   return plan_rank_of;
 }
 

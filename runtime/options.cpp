@@ -53,6 +53,9 @@ Options Options::from_env() {
   take(options, "FLEXPLAN_TIMEOUT_MS", [&](std::string_view v) {
     options.timeout = std::chrono::milliseconds(parse_positive("FLEXPLAN_TIMEOUT_MS", v));
   });
+  take(options, "FLEXPLAN_ALLOW_HOST_MISMATCH", [&](std::string_view v) {
+    options.allow_host_mismatch = parse_flag("FLEXPLAN_ALLOW_HOST_MISMATCH", v);
+  });
   take(options, "FLEXPLAN_BLOCKING", [&](std::string_view v) { options.blocking = parse_flag("FLEXPLAN_BLOCKING", v); });
   take(options, "FLEXPLAN_YIELD_US", [&](std::string_view v) {
     // 0 is allowed: sleep at once.

@@ -58,6 +58,11 @@ struct Options {
   // with this process's local rank among the plan's learners on the machine named like this
   // host. FLEXPLAN_LEARNER_NAME.
   std::string learner_name;
+  // Run a plan whose machines are not the job's hosts (docs/runtime.md, "The plan's machines and
+  // the job's hosts"): by default creation fails on every rank listing both groupings; with this
+  // set on every rank it warns once (plan rank 0) and runs. One host standing in for a plan's
+  // several machines (tests, trials) needs it. FLEXPLAN_ALLOW_HOST_MISMATCH=0|1.
+  bool allow_host_mismatch = false;
   // Which endpoints ask UCX to report a dead peer (UCP_ERR_HANDLING_MODE_PEER), failing
   // operations at once rather than at the timeout. UCX 1.13's shared-memory transports refuse
   // that mode, so by default only endpoints to other hosts use it: on one host data then moves

@@ -13,51 +13,50 @@
 namespace flexplan::whatif {
 namespace {
 
-struct Best {
-  const AlgorithmPrice* price = nullptr;
-  double time = std::numeric_limits<double>::infinity();
-};
-
-// Ties go to the earlier algorithm, as the planner's envelope does.
-Best cheapest(const std::vector<AlgorithmPrice>& prices, double bytes) {
-  Best best;
-  for (const auto& p : prices) {
-    const double t = p.cost.at(bytes);
-    if (t < best.time * (1 - 1e-9)) best = {&p, t};
-  }
-  return best;
+// The plan's time for an n-byte all-reduce (the step model asks with whole byte counts).
+double plan_time(const PlanPrice& price, double bytes) {
+  return price.time(static_cast<uint64_t>(std::llround(std::max(bytes, 0.0))));
 }
 
 // What an upgrade is judged by: the step time with a workload, else the all-reduce time at the
-// reference size.
-double objective(const std::vector<AlgorithmPrice>& prices, const AnalysisOptions& options,
-                 int learners, uint64_t reference) {
+// reference size; both from the plan the plan command would write.
+double objective(const PlanPrice& price, const AnalysisOptions& options, int learners,
+                 uint64_t reference) {
   if (options.workload)
     return predict_step(*options.workload, learners,
-                        [&](double bytes) { return cheapest(prices, bytes).time; })
+                        [&](double bytes) { return plan_time(price, bytes); })
         .step;
-  return cheapest(prices, static_cast<double>(reference)).time;
+  return price.time(reference);
 }
 
-// The uplinks of `nodes` with doubled bandwidth.
-std::vector<Topology::UplinkChange> doubled(const Topology& topo, const std::vector<NodeId>& nodes) {
+// The uplinks of `nodes` with their bandwidth multiplied by `factor`.
+std::vector<Topology::UplinkChange> raised(const Topology& topo, const std::vector<NodeId>& nodes,
+                                           double factor) {
   std::vector<Topology::UplinkChange> changes;
   changes.reserve(nodes.size());
-  for (NodeId n : nodes) changes.push_back({n, {2 * topo.uplink(n).bandwidth, topo.uplink(n).latency}});
+  for (NodeId n : nodes)
+    changes.push_back({n, {factor * topo.uplink(n).bandwidth, topo.uplink(n).latency}});
   return changes;
 }
 
-// Takes a change to the topology back when it goes out of scope.
-class UndoOnExit {
+// Changes to the topology, taken back in reverse order when it goes out of scope.
+class UndoStack {
  public:
-  UndoOnExit(Topology& topo, Topology::UplinkUndo undo) : topo_(topo), undo_(std::move(undo)) {}
-  UndoOnExit(const UndoOnExit&) = delete;
-  UndoOnExit& operator=(const UndoOnExit&) = delete;
-  ~UndoOnExit() { topo_.undo(undo_); }
+  explicit UndoStack(Topology& topo) : topo_(topo) {}
+  UndoStack(const UndoStack&) = delete;
+  UndoStack& operator=(const UndoStack&) = delete;
+  ~UndoStack() {
+    while (!undos_.empty()) pop();
+  }
+  void push(Topology::UplinkUndo undo) { undos_.push_back(std::move(undo)); }
+  void pop() {
+    topo_.undo(undos_.back());
+    undos_.pop_back();
+  }
 
  private:
   Topology& topo_;
-  Topology::UplinkUndo undo_;
+  std::vector<Topology::UplinkUndo> undos_;
 };
 
 bool is_machine(const Topology& topo, NodeId n) {
@@ -79,9 +78,11 @@ struct Candidate {
   std::vector<NodeId> nodes;
 };
 
-// The single busiest links, then the classes a designer buys as one: every machine uplink,
-// every learner uplink, and per top-level group its uplink and everything below it.
-std::vector<Candidate> upgrade_candidates(const Topology& topo, const std::vector<NodeId>& busiest) {
+// The single busiest links, the links tied as the busiest together (where one alone buys
+// nothing while its twin stays as slow), then the classes a designer buys as one: every machine
+// uplink, every learner uplink, and per top-level group its uplink and everything below it.
+std::vector<Candidate> upgrade_candidates(const Topology& topo, const std::vector<NodeId>& busiest,
+                                          const std::vector<NodeId>& tied) {
   std::vector<Candidate> candidates;
   for (NodeId n : busiest) candidates.push_back({"link:" + topo.full_name(n), {n}});
   Candidate machines{"machines", {}}, learners{"learners", {}};
@@ -99,6 +100,12 @@ std::vector<Candidate> upgrade_candidates(const Topology& topo, const std::vecto
     collect_below(topo, c, under.nodes);
     candidates.push_back(std::move(under));
   }
+  // Last, so that a class holding exactly these links keeps its name.
+  if (tied.size() >= 2) {
+    Candidate together{"", tied};
+    for (NodeId n : tied) together.target += (together.target.empty() ? "link:" : " + link:") + topo.full_name(n);
+    candidates.push_back(std::move(together));
+  }
   // Drop empty classes and repeats of the same set of links.
   std::vector<Candidate> unique;
   for (auto& c : candidates) {
@@ -111,35 +118,135 @@ std::vector<Candidate> upgrade_candidates(const Topology& topo, const std::vecto
   return unique;
 }
 
+// Every link's load under the algorithm, busiest first (empty where its schedule is too big to
+// walk).
+std::vector<LinkLoad> link_loads(const Topology& topo, Pricer& pricer, const std::string& algorithm,
+                                 double reference, double time) {
+  std::vector<LinkLoad> loads;
+  if (topo.num_learners() < 2 || !(time > 0)) return loads;
+  LinkTraffic traffic;
+  try {
+    traffic = pricer.traffic(topo, algorithm);
+  } catch (const std::runtime_error&) {
+    return loads;
+  }
+  for (NodeId n = 1; n < topo.num_nodes(); ++n) {
+    // One entry per link, for its busier direction: both directions carry the same bytes in
+    // most all-reduces, and listing the link twice would hide the next one.
+    const double bandwidth = topo.uplink(n).bandwidth;
+    const double up = traffic.up[n] * reference, down = traffic.down[n] * reference;
+    const double bytes = std::max(up, down);
+    if (bytes <= 0) continue;
+    const char* direction = std::abs(up - down) <= 1e-9 * bytes ? "both" : up > down ? "up" : "down";
+    loads.push_back({topo.full_name(n), direction, bandwidth, bytes, bytes / bandwidth / time});
+  }
+  std::stable_sort(loads.begin(), loads.end(),
+                   [](const LinkLoad& a, const LinkLoad& b) { return a.utilization > b.utilization; });
+  return loads;
+}
+
+std::optional<double> candidate_cost(const Topology& topo, const std::vector<NodeId>& nodes,
+                                     const UpgradeCosts* costs) {
+  if (costs == nullptr) return std::nullopt;
+  double total = 0;
+  for (NodeId n : nodes) {
+    const auto price = costs->link_price(topo, n);
+    if (!price) return std::nullopt;
+    total += *price;
+  }
+  return total;
+}
+
+// Best first: by time saved per cost where both have a price, priced before unpriced; by time
+// saved otherwise; ties to fewer links.
+bool better(const Upgrade& a, const Upgrade& b, bool by_cost) {
+  if (by_cost && a.cost.has_value() != b.cost.has_value()) return a.cost.has_value();
+  if (by_cost && a.cost && b.cost && a.saved_per_cost() != b.saved_per_cost())
+    return a.saved_per_cost() > b.saved_per_cost();
+  if (a.after != b.after) return a.after < b.after;
+  return a.links < b.links;
+}
+
+// The candidates of one step on the tree as it stands, each raised in place and taken back,
+// ranked.
+std::vector<std::pair<Upgrade, std::vector<NodeId>>> rank_candidates(
+    Topology& topo, Pricer& pricer, const AnalysisOptions& options, const PlanPrice& price,
+    uint64_t reference_bytes, double before) {
+  const double reference = static_cast<double>(reference_bytes);
+  const auto loads = link_loads(topo, pricer, price.at(reference_bytes).algorithm, reference,
+                                price.time(reference_bytes));
+  const auto node_of = [&topo](const std::string& name) {
+    for (NodeId n = 1; n < topo.num_nodes(); ++n)
+      if (topo.full_name(n) == name) return n;
+    return NodeId{-1};
+  };
+  std::vector<NodeId> busiest, tied;
+  for (const auto& load : loads) {
+    if (busiest.size() >= options.single_link_candidates) break;
+    busiest.push_back(node_of(load.link));
+  }
+  constexpr size_t kTiedLinks = 16;
+  for (const auto& load : loads)
+    if (tied.size() < kTiedLinks && load.utilization >= 0.99 * loads.front().utilization)
+      tied.push_back(node_of(load.link));
+  std::vector<std::pair<Upgrade, std::vector<NodeId>>> ranked;
+  for (auto& candidate : upgrade_candidates(topo, busiest, tied)) {
+    // In place, taken back at once: building a Topology per candidate cost most of a sweep's
+    // time.
+    UndoStack upgraded(topo);
+    upgraded.push(topo.set_uplinks(raised(topo, candidate.nodes, options.upgrade_factor)));
+    const double after = objective(pricer.price(topo), options, topo.num_learners(), reference_bytes);
+    upgraded.pop();
+    Upgrade upgrade{candidate.target, candidate.nodes.size(), before, after,
+                    candidate_cost(topo, candidate.nodes, options.costs)};
+    ranked.emplace_back(std::move(upgrade), std::move(candidate.nodes));
+  }
+  const bool by_cost = options.costs != nullptr;
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [by_cost](const auto& a, const auto& b) { return better(a.first, b.first, by_cost); });
+  return ranked;
+}
+
+// The step to take among ranked candidates: the first, or without costs the fewest links among
+// those saving at least 99% of the best saving (one link rather than a class holding it, when
+// the class buys no more). None where nothing saves time.
+const std::pair<Upgrade, std::vector<NodeId>>* pick_step(
+    const std::vector<std::pair<Upgrade, std::vector<NodeId>>>& ranked, bool by_cost) {
+  if (ranked.empty() || !(ranked.front().first.saved() > 1e-12 * ranked.front().first.before))
+    return nullptr;
+  if (by_cost) return &ranked.front();
+  const double best = ranked.front().first.saved();
+  const auto* pick = &ranked.front();
+  for (const auto& r : ranked)
+    if (r.first.saved() >= 0.99 * best && r.first.links < pick->first.links) pick = &r;
+  return pick;
+}
+
 }  // namespace
 
 PointResult analyse_point(Topology& topo, Pricer& pricer, const AnalysisOptions& options) {
   PointResult result;
   result.learners = topo.num_learners();
   result.topology_hash = topo.hash_hex();
-  const auto prices = pricer.price(topo);
-  if (prices.empty()) throw std::runtime_error("no algorithm could be priced on this topology");
+  const PlanPrice price = pricer.price(topo);
 
-  std::vector<PriceCurve> curves;
-  for (const auto& p : prices) curves.push_back([&p](double n) { return p.cost.at(n); });
-  for (const auto& piece : cheapest_pieces(curves))
-    result.ranges.push_back({prices[piece.curve].algorithm, piece.min_bytes, piece.max_bytes});
+  for (const auto& range : price.ranges)
+    result.ranges.push_back({range.algorithm, range.min_bytes, range.max_bytes});
 
   const CostFloor floor = cost_floor(topo);
   const ScheduleCost ring = ring_cost(topo, pricer.cost_params());
   for (uint64_t bytes : options.sizes) {
     const double n = static_cast<double>(bytes);
-    const Best best = cheapest(prices, n);
     SizeResult s;
     s.bytes = bytes;
-    s.algorithm = best.price->algorithm;
-    s.time = best.time;
+    s.algorithm = price.at(bytes).algorithm;
+    s.time = price.time(bytes);
     s.busbw = bus_bandwidth(n, s.time, result.learners);
     s.ring_time = ring.at(n);
     s.ring_busbw = bus_bandwidth(n, s.ring_time, result.learners);
     s.saving = s.ring_time > 0 ? 1 - s.time / s.ring_time : 0;
     s.floor_ratio = floor.at(n) > 0 ? s.time / floor.at(n) : 0;
-    for (const auto& p : prices) s.by_algorithm.emplace_back(p.algorithm, p.cost.at(n));
+    for (const auto& [name, cost] : price.racing) s.by_algorithm.emplace_back(name, cost.at(n));
     result.sizes.push_back(std::move(s));
   }
 
@@ -147,62 +254,37 @@ PointResult analyse_point(Topology& topo, Pricer& pricer, const AnalysisOptions&
   if (result.reference_bytes == 0 && !options.sizes.empty())
     result.reference_bytes = *std::max_element(options.sizes.begin(), options.sizes.end());
   const double reference = static_cast<double>(result.reference_bytes);
-  const Best at_reference = cheapest(prices, reference);
-  result.reference_algorithm = at_reference.price->algorithm;
+  result.reference_algorithm = price.at(result.reference_bytes).algorithm;
 
   if (options.workload)
     result.step = predict_step(*options.workload, result.learners,
-                               [&](double bytes) { return cheapest(prices, bytes).time; });
+                               [&](double bytes) { return plan_time(price, bytes); });
 
   // Link loads of the algorithm chosen at the reference size.
-  std::vector<LinkLoad> loads;
-  if (result.learners > 1 && at_reference.time > 0) {
-    const LinkTraffic traffic = pricer.traffic(topo, result.reference_algorithm);
-    for (NodeId n = 1; n < topo.num_nodes(); ++n) {
-      // One entry per link, for its busier direction: both directions carry the same bytes in
-      // most all-reduces, and listing the link twice would hide the next one.
-      const double bandwidth = topo.uplink(n).bandwidth;
-      const double up = traffic.up[n] * reference, down = traffic.down[n] * reference;
-      const double bytes = std::max(up, down);
-      if (bytes <= 0) continue;
-      const char* direction = std::abs(up - down) <= 1e-9 * bytes ? "both" : up > down ? "up" : "down";
-      loads.push_back({topo.full_name(n), direction, bandwidth, bytes,
-                       bytes / bandwidth / at_reference.time});
-    }
-  }
-  std::stable_sort(loads.begin(), loads.end(),
-                   [](const LinkLoad& a, const LinkLoad& b) { return a.utilization > b.utilization; });
+  std::vector<LinkLoad> loads = link_loads(topo, pricer, result.reference_algorithm, reference,
+                                           price.time(result.reference_bytes));
 
   if (options.advise && result.learners > 1) {
-    std::vector<NodeId> busiest;
-    std::vector<std::string> seen;
-    for (const auto& load : loads) {
-      if (busiest.size() >= options.single_link_candidates) break;
-      if (std::find(seen.begin(), seen.end(), load.link) != seen.end()) continue;
-      seen.push_back(load.link);
-      for (NodeId n = 1; n < topo.num_nodes(); ++n)
-        if (topo.full_name(n) == load.link) busiest.push_back(n);
-    }
-    const double before = objective(prices, options, result.learners, result.reference_bytes);
-    // Each candidate doubles its links in place and takes that back: building a Topology per
-    // candidate cost most of a sweep's time.
-    for (const auto& candidate : upgrade_candidates(topo, busiest)) {
-      const UndoOnExit upgraded(topo, topo.set_uplinks(doubled(topo, candidate.nodes)));
-      const double after =
-          objective(pricer.price(topo), options, result.learners, result.reference_bytes);
-      result.upgrades.push_back({candidate.target, candidate.nodes.size(), before, after});
-    }
-    std::stable_sort(result.upgrades.begin(), result.upgrades.end(),
-                     [](const Upgrade& a, const Upgrade& b) { return a.after < b.after; });
-    // Advice names the smallest purchase among those buying at least 99% of the best saving:
-    // one link rather than a class holding it, when the class buys no more.
-    if (!result.upgrades.empty() && result.upgrades.front().after < before) {
-      const double best = result.upgrades.front().after;
-      auto pick = result.upgrades.begin();
-      for (auto it = result.upgrades.begin();
-           it != result.upgrades.end() && it->after <= best + 0.01 * (before - best); ++it)
-        if (it->links < pick->links) pick = it;
-      std::rotate(result.upgrades.begin(), pick, pick + 1);
+    const bool by_cost = options.costs != nullptr;
+    const double start = objective(price, options, result.learners, result.reference_bytes);
+    UndoStack applied(topo);  // the steps taken so far, on the point's tree
+    double before = start;
+    std::optional<double> spent = 0.0;
+    PlanPrice current = price;
+    for (size_t k = 0; k < std::max<size_t>(options.upgrade_steps, 1); ++k) {
+      const auto ranked = rank_candidates(topo, pricer, options, current, result.reference_bytes, before);
+      if (k == 0)
+        for (const auto& r : ranked) result.upgrades.push_back(r.first);
+      if (k >= options.upgrade_steps) break;
+      const auto* pick = pick_step(ranked, by_cost);
+      if (pick == nullptr) break;
+      UpgradeStep step{pick->first, start > 0 ? 1 - pick->first.after / start : 0, std::nullopt};
+      spent = spent && pick->first.cost ? std::optional<double>(*spent + *pick->first.cost) : std::nullopt;
+      if (by_cost) step.cumulative_cost = spent;
+      result.steps.push_back(std::move(step));
+      applied.push(topo.set_uplinks(raised(topo, pick->second, options.upgrade_factor)));
+      current = pricer.price(topo);
+      before = objective(current, options, result.learners, result.reference_bytes);
     }
   }
   if (loads.size() > options.bottleneck_count) loads.resize(options.bottleneck_count);

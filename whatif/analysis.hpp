@@ -10,6 +10,7 @@
 
 #include "topology/topology.hpp"
 #include "whatif/pricer.hpp"
+#include "whatif/upgrade_costs.hpp"
 #include "whatif/workload.hpp"
 
 namespace flexplan::whatif {
@@ -40,9 +41,22 @@ struct LinkLoad {
 
 struct Upgrade {
   std::string target;  // "link:core/rack1", "machines", "learners", "under:core/rack0"
-  size_t links = 0;    // how many links it doubles
+  size_t links = 0;    // how many links it raises
   double before = 0, after = 0;  // the objective (all-reduce or step time), seconds
+  // With --costs: the sum of its links' prices; none without costs or where a link has no
+  // price.
+  std::optional<double> cost;
+  double saved() const { return before - after; }
   double gain() const { return before > 0 ? 1 - after / before : 0; }
+  // Seconds saved per unit of cost (0 without a cost).
+  double saved_per_cost() const { return cost && *cost > 0 ? saved() / *cost : 0; }
+};
+
+// One step of the upgrade sequence: applied on top of the steps before it.
+struct UpgradeStep {
+  Upgrade upgrade;               // before: the time with the earlier steps applied
+  double cumulative_gain = 0;    // 1 - after / the point's time without any upgrade
+  std::optional<double> cumulative_cost;  // with --costs, where every step has a price
 };
 
 struct PointResult {
@@ -53,7 +67,13 @@ struct PointResult {
   uint64_t reference_bytes = 0;  // bottlenecks and upgrades are judged at this size
   std::string reference_algorithm;
   std::vector<LinkLoad> bottlenecks;  // busiest first
-  std::vector<Upgrade> upgrades;      // most helpful first; front() is the advice
+  // Every candidate of the first step, best first: by time saved, or with costs by time saved
+  // per cost (those without a price last, by time saved).
+  std::vector<Upgrade> upgrades;
+  // The advice: each step the best candidate on the tree with the steps before it applied
+  // (without costs, the fewest links among those saving at least 99% of the best saving);
+  // ends where no candidate saves time.
+  std::vector<UpgradeStep> steps;
   std::optional<StepPrediction> step;
 };
 
@@ -63,7 +83,10 @@ struct AnalysisOptions {
   const Workload* workload = nullptr;
   size_t bottleneck_count = 3;
   bool advise = true;               // price the upgrade candidates
-  size_t single_link_candidates = 3;  // busiest links tried one by one
+  size_t single_link_candidates = 6;  // busiest links tried one by one, per step
+  double upgrade_factor = 2;        // an upgrade multiplies its links' bandwidth by this
+  size_t upgrade_steps = 3;         // length of the upgrade sequence, at most
+  const UpgradeCosts* costs = nullptr;
 };
 
 // The upgrade candidates are priced by changing the topology's links in place; they are put

@@ -1,4 +1,4 @@
-// Pricing with schedules reused across the points of a sweep (pricer.hpp).
+// Pricing a sweep's topologies as the plan command plans them (pricer.hpp).
 #include "whatif/pricer.hpp"
 
 #include <algorithm>
@@ -19,13 +19,38 @@ bool reads_link_figures(const AlgorithmChoice& choice) {
 
 }  // namespace
 
-Pricer::Pricer(std::vector<std::string> algorithms, CostParams cost) : cost_(cost) {
-  if (algorithms.empty()) {
-    for (const auto& row : algorithm_table())
-      if (!row.on_request_only) choices_.push_back({&row, 1});
-  } else {
-    for (const auto& name : algorithms) choices_.push_back(find_algorithm(name));
+Pricer::Pricer(std::vector<std::string> algorithms, CostParams cost)
+    : algorithms_(std::move(algorithms)), cost_(cost) {
+  for (const auto& name : algorithms_) find_algorithm(name);  // unknown names throw here
+}
+
+void Pricer::note_left_out(const std::string& name) {
+  if (std::find(left_out_.begin(), left_out_.end(), name) == left_out_.end()) left_out_.push_back(name);
+}
+
+PlanPrice Pricer::price(const Topology& topo) {
+  PlanOptions options;
+  options.cost = cost_;
+  // The sweep runs its own worker threads; the planner's helper thread would only add a
+  // thread start per upgrade candidate (same plan either way, plan_builder.hpp).
+  options.prepare_bases_in_parallel = false;
+  for (const auto& name : algorithms_) {
+    const AlgorithmChoice choice = find_algorithm(name);
+    if (choice.row->unsuitable && !choice.row->unsuitable(topo).empty()) {
+      note_left_out(name);
+      continue;
+    }
+    options.algorithms.push_back(name);
   }
+  if (!algorithms_.empty() && options.algorithms.empty())
+    throw std::runtime_error(fmt::format("none of the algorithms asked for suits tree '{}'", topo.name()));
+  PlanPrice price = price_plan(topo, options);
+  ++priced_;
+  // Pipelined variants left out (their pricing budget, mostly) are the planner's detail: the
+  // plan command lists them; here the unpipelined rows alone.
+  for (const auto& name : price.left_out)
+    if (name.find('@') == std::string::npos) note_left_out(name);
+  return price;
 }
 
 std::string Pricer::cache_key(const Topology& topo, const AlgorithmChoice& choice) const {
@@ -42,7 +67,11 @@ const ir::Schedule* Pricer::schedule(const Topology& topo, const AlgorithmChoice
   if (!slot) {
     const auto estimate = choice.estimate(topo);
     if (estimate && !schedule_fits_limits(*estimate)) return nullptr;
-    slot = std::make_shared<ir::Schedule>(choice.build_compact(topo));
+    try {
+      slot = std::make_shared<ir::Schedule>(choice.build_compact(topo));
+    } catch (const ScheduleBeyondLimits&) {
+      return nullptr;
+    }
     ++built_;
     if (!schedule_fits_limits(measured_size(*slot))) {
       slot.reset();
@@ -52,31 +81,11 @@ const ir::Schedule* Pricer::schedule(const Topology& topo, const AlgorithmChoice
   return slot.get();
 }
 
-std::vector<AlgorithmPrice> Pricer::price(const Topology& topo) {
-  std::vector<AlgorithmPrice> prices;
-  for (const auto& choice : choices_) {
-    if (choice.row->unsuitable && !choice.row->unsuitable(topo).empty()) continue;
-    if (auto closed = choice.closed_form(topo, cost_)) {
-      prices.push_back({choice.name(), std::move(*closed), "closed form"});
-      continue;
-    }
-    const ir::Schedule* built = schedule(topo, choice);
-    if (built == nullptr) {
-      const std::string name = choice.name();
-      if (std::find(left_out_.begin(), left_out_.end(), name) == left_out_.end())
-        left_out_.push_back(name);
-      continue;
-    }
-    prices.push_back({choice.name(), evaluate_schedule(topo, *built, cost_), "evaluator"});
-  }
-  return prices;
-}
-
 LinkTraffic Pricer::traffic(const Topology& topo, const std::string& algorithm) {
-  const AlgorithmChoice choice = find_algorithm(algorithm);
-  // Only the ring and the schedule-free closed forms can skip building: the ring's traffic has
-  // a closed form too; the others are built (once per shape).
-  if (choice.row->name == "ring" && choice.slices == 1) return ring_traffic(topo);
+  AlgorithmChoice choice = find_algorithm(algorithm);
+  choice.slices = 1;  // slices carry the base's bytes between the same learners
+  // The ring's traffic has a closed form; the others are walked (once per shape).
+  if (choice.row->name == "ring") return ring_traffic(topo);
   const ir::Schedule* built = schedule(topo, choice);
   if (built == nullptr)
     throw std::runtime_error(fmt::format("{}: the schedule is too big to walk for link traffic", algorithm));

@@ -1,6 +1,6 @@
-// Prices the racing algorithms on one topology of a sweep, reusing the work between points:
-// schedules of algorithms that ignore link figures are built once per tree shape and only
-// re-priced when bandwidths or latencies change; closed forms are priced without building.
+// Prices one topology of a sweep as the plan command plans it (planner/plan_price.hpp: the
+// same race, pipelined variants included), and counts the link traffic of a chosen algorithm,
+// reusing the schedules walked for traffic between points of one tree shape.
 #pragma once
 
 #include <map>
@@ -11,38 +11,38 @@
 #include "ir/plan.hpp"
 #include "planner/algorithm_table.hpp"
 #include "planner/cost_model.hpp"
+#include "planner/plan_price.hpp"
 #include "topology/topology.hpp"
 #include "whatif/link_traffic.hpp"
 
 namespace flexplan::whatif {
 
-struct AlgorithmPrice {
-  std::string algorithm;
-  ScheduleCost cost;
-  std::string priced_by;  // "closed form" or "evaluator"
-};
-
 class Pricer {
  public:
-  // Empty `algorithms`: every unpipelined row of the table that is not on request only.
+  // `algorithms` as the plan command's --algorithms: empty is its default race (every suitable
+  // row, with pipelined variants); one name alone forces it. Named rows that do not suit a
+  // point's tree are left out there (the plan command would refuse the tree).
   Pricer(std::vector<std::string> algorithms, CostParams cost);
 
-  // The suitable algorithms' prices, in table (or requested) order; algorithms whose schedule
-  // exceeds the planner's size limits and that have no closed form are left out, and named in
-  // `left_out` once.
-  std::vector<AlgorithmPrice> price(const Topology&);
-  // Bytes per message byte on every link under the algorithm's schedule.
+  // The plan the plan command would write for this topology, priced (price_plan).
+  PlanPrice price(const Topology&);
+  // Bytes per message byte on every link under the algorithm's schedule. A pipelined variant
+  // ("flexreduce@4") carries its base's bytes, slice by slice: the base is walked.
   LinkTraffic traffic(const Topology&, const std::string& algorithm);
 
+  // Unpipelined candidates left out for their size somewhere (PlanPrice::left_out), and named
+  // algorithms that did not suit some point's tree.
   const std::vector<std::string>& left_out() const { return left_out_; }
   const CostParams& cost_params() const { return cost_; }
   size_t schedules_built() const { return built_; }
+  size_t plans_priced() const { return priced_; }
 
  private:
   const ir::Schedule* schedule(const Topology&, const AlgorithmChoice&);
   std::string cache_key(const Topology&, const AlgorithmChoice&) const;
+  void note_left_out(const std::string& name);
 
-  std::vector<AlgorithmChoice> choices_;
+  std::vector<std::string> algorithms_;
   CostParams cost_;
   // The shape key of the last topology asked about, to avoid recomputing it per algorithm.
   const Topology* keyed_ = nullptr;
@@ -52,6 +52,7 @@ class Pricer {
   std::map<std::string, LinkTraffic> traffic_;                       // by cache_key
   std::vector<std::string> left_out_;
   size_t built_ = 0;
+  size_t priced_ = 0;
 };
 
 }  // namespace flexplan::whatif

@@ -19,6 +19,8 @@ std::string range_text(const SizeRange& r) {
 
 std::string percent(double fraction) { return fmt::format("{:.1f}%", 100 * fraction); }
 
+constexpr size_t kUpgradesShown = 6;  // candidates listed in the text form
+
 Json point_json(const Sweep& sweep, size_t index) {
   const SweepPoint& point = sweep.points[index];
   const PointResult& r = point.result;
@@ -60,14 +62,27 @@ Json point_json(const Sweep& sweep, size_t index) {
                            {"bytes", b.bytes},
                            {"utilization", b.utilization}});
   j["bottlenecks"] = bottlenecks;
+  const auto upgrade_json = [](const Upgrade& u) {
+    return Json{{"target", u.target},
+                {"links", u.links},
+                {"before_s", u.before},
+                {"after_s", u.after},
+                {"gain", u.gain()},
+                {"saved_s", u.saved()},
+                {"cost", u.cost ? Json(*u.cost) : Json(nullptr)},
+                {"saved_s_per_cost", u.cost ? Json(u.saved_per_cost()) : Json(nullptr)}};
+  };
   Json upgrades = Json::array();
-  for (const auto& u : r.upgrades)
-    upgrades.push_back({{"target", u.target},
-                        {"links", u.links},
-                        {"before_s", u.before},
-                        {"after_s", u.after},
-                        {"gain", u.gain()}});
+  for (const auto& u : r.upgrades) upgrades.push_back(upgrade_json(u));
   j["upgrades"] = upgrades;
+  Json steps = Json::array();
+  for (const auto& step : r.steps) {
+    Json one = upgrade_json(step.upgrade);
+    one["cumulative_gain"] = step.cumulative_gain;
+    one["cumulative_cost"] = step.cumulative_cost ? Json(*step.cumulative_cost) : Json(nullptr);
+    steps.push_back(std::move(one));
+  }
+  j["upgrade_steps"] = steps;
   if (r.step) {
     const auto& s = *r.step;
     Json buckets = Json::array();
@@ -94,6 +109,54 @@ std::string csv_field(const std::string& text) {
   return quoted + "\"";
 }
 
+std::string cost_text(const Sweep& sweep, std::optional<double> cost) {
+  const std::string unit = sweep.options.costs ? sweep.options.costs->unit : "";
+  return cost ? fmt::format("{:.6g} {}", *cost, unit) : std::string("no price");
+}
+
+// The candidates of the first step, best first, then the sequence of steps.
+std::string upgrades_text(const Sweep& sweep, const PointResult& r) {
+  if (r.upgrades.empty()) return "";
+  const AnalysisOptions& options = sweep.options;
+  const std::string what = r.step ? "step" : "all-reduce";
+  const bool costs = options.costs != nullptr;
+  std::string out = fmt::format(
+      "upgrades, each link's bandwidth x{:g} ({} {}{}), best {}:\n", options.upgrade_factor, what,
+      format_seconds(r.upgrades.front().before),
+      r.step ? "" : " at " + format_bytes(static_cast<double>(r.reference_bytes)),
+      costs ? "time saved per cost first" : "time saved first");
+  for (size_t k = 0; k < r.upgrades.size() && k < kUpgradesShown; ++k) {
+    const Upgrade& u = r.upgrades[k];
+    out += fmt::format("  {:<32} {:>4} link{} -> {:>10}  saves {:>10} ({:>6}){}\n", u.target, u.links,
+                       u.links == 1 ? " " : "s", format_seconds(u.after),
+                       u.saved() >= 0 ? format_seconds(u.saved()) : "-" + format_seconds(-u.saved()),
+                       percent(u.gain()),
+                       costs ? fmt::format("  cost {}{}", cost_text(sweep, u.cost),
+                                           u.cost ? fmt::format(", {:.3g} s saved per {}", u.saved_per_cost(),
+                                                                options.costs->unit)
+                                                  : "")
+                             : "");
+  }
+  if (r.upgrades.size() > kUpgradesShown)
+    out += fmt::format("  ({} more in --format json)\n", r.upgrades.size() - kUpgradesShown);
+  if (r.steps.empty()) {
+    out += fmt::format("advice: no upgrade shortens the {}\n", what);
+    return out;
+  }
+  out += "advice, each step applied on top of the ones before:\n";
+  for (size_t k = 0; k < r.steps.size(); ++k) {
+    const UpgradeStep& step = r.steps[k];
+    const Upgrade& u = step.upgrade;
+    out += fmt::format("  {}. {} ({} link{}): {} -> {}, {} faster in all{}\n", k + 1, u.target, u.links,
+                       u.links == 1 ? "" : "s", format_seconds(u.before), format_seconds(u.after),
+                       percent(step.cumulative_gain),
+                       costs ? fmt::format("; cost {}, {} in all", cost_text(sweep, u.cost),
+                                           cost_text(sweep, step.cumulative_cost))
+                             : "");
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string sweep_json(const Sweep& sweep) {
@@ -107,6 +170,11 @@ std::string sweep_json(const Sweep& sweep) {
   j["variations"] = variations;
   j["sizes"] = sweep.options.sizes;
   j["algorithms_left_out"] = sweep.left_out;
+  j["upgrade"] = {{"factor", sweep.options.upgrade_factor},
+                  {"steps", sweep.options.upgrade_steps},
+                  {"costs", sweep.options.costs ? Json{{"file", sweep.options.costs->file},
+                                                       {"unit", sweep.options.costs->unit}}
+                                                : Json(nullptr)}};
   if (const Workload* w = sweep.options.workload)
     j["workload"] = {{"name", w->name},
                      {"source", w->source},
@@ -138,8 +206,8 @@ std::string sweep_csv(const Sweep& sweep) {
     else
       tail += fmt::format(",{},{},{:.6g}", csv_field(r.bottlenecks[0].link),
                           r.bottlenecks[0].direction, r.bottlenecks[0].utilization);
-    if (r.upgrades.empty()) tail += ",,";
-    else tail += fmt::format(",{},{:.6g}", csv_field(r.upgrades[0].target), r.upgrades[0].gain());
+    if (r.steps.empty()) tail += ",,";
+    else tail += fmt::format(",{},{:.6g}", csv_field(r.steps[0].upgrade.target), r.steps[0].upgrade.gain());
     if (r.step)
       tail += fmt::format(",{:.9g},{:.9g},{:.6g},{:.6g}", r.step->step, r.step->exposed,
                           r.step->efficiency, r.step->samples_per_second);
@@ -158,7 +226,7 @@ std::string sweep_text(const Sweep& sweep) {
                                 sweep.topology_name, sweep.topology_file, sweep.points.size(),
                                 sweep.points.size() == 1 ? "" : "s");
   if (!sweep.left_out.empty())
-    out += fmt::format("# left out (schedules too big to build, no closed form): {}\n",
+    out += fmt::format("# left out somewhere (too big to build or price, or not suited): {}\n",
                        fmt::join(sweep.left_out, ", "));
   if (const Workload* w = sweep.options.workload)
     out += fmt::format("# workload {}: {} of gradients, {} compute per step, {} samples per "
@@ -190,19 +258,7 @@ std::string sweep_text(const Sweep& sweep) {
         out += fmt::format("  {:<40} {:<4} {:>10}  busy {} of the time\n", b.link, b.direction,
                            format_bandwidth(b.bandwidth), percent(b.utilization));
     }
-    if (!r.upgrades.empty() && !(r.upgrades.front().gain() > 0)) {
-      out += "upgrade: no single doubling shortens the " +
-             std::string(r.step ? "step" : "all-reduce") + "\n";
-    } else if (!r.upgrades.empty()) {
-      const auto& best = r.upgrades.front();
-      const std::string what = r.step ? "step time" : "all-reduce time";
-      out += fmt::format("upgrade: double {} ({} link{}): {} {} -> {} ({} faster)\n", best.target,
-                         best.links, best.links == 1 ? "" : "s", what, format_seconds(best.before),
-                         format_seconds(best.after), percent(best.gain()));
-      for (size_t k = 1; k < r.upgrades.size() && k < 4; ++k)
-        out += fmt::format("  then: {} {} ({} faster)\n", r.upgrades[k].target,
-                           format_seconds(r.upgrades[k].after), percent(r.upgrades[k].gain()));
-    }
+    out += upgrades_text(sweep, r);
     if (r.step)
       out += fmt::format("step: {} = compute {} + exposed communication {} (all-reduces {} in "
                          "{} buckets); scaling efficiency {}; {:.1f} samples/s\n",

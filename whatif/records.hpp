@@ -9,7 +9,9 @@
 
 namespace flexplan::whatif {
 
-inline constexpr int kJsonVersion = 1;
+// 2: the plan command's race (pipelined variants in by_algorithm), upgrades ranked by time
+// saved (or per cost), the advice in upgrade_steps.
+inline constexpr int kJsonVersion = 2;
 
 std::string sweep_text(const Sweep&);
 std::string sweep_json(const Sweep&);

@@ -88,6 +88,7 @@ Sweep run_sweep(const Topology& base, const std::string& file, std::vector<Varia
 
   for (auto& pricer : pricers) {
     sweep.schedules_built += pricer.schedules_built();
+    sweep.plans_priced += pricer.plans_priced();
     for (const auto& name : pricer.left_out())
       if (std::find(sweep.left_out.begin(), sweep.left_out.end(), name) == sweep.left_out.end())
         sweep.left_out.push_back(name);

@@ -21,13 +21,14 @@ struct Sweep {
   std::string topology_file;
   std::vector<Variation> variations;
   AnalysisOptions options;
-  std::vector<std::string> left_out;  // algorithms too big to build somewhere in the sweep
-  size_t schedules_built = 0;         // over all workers: the reuse shows here
+  std::vector<std::string> left_out;  // algorithms too big to build or price somewhere in the sweep
+  size_t schedules_built = 0;         // for link traffic, over all workers: the reuse shows here
+  size_t plans_priced = 0;            // races run (points, upgrade candidates, steps)
   std::vector<SweepPoint> points;
 };
 
 struct SweepOptions {
-  std::vector<std::string> algorithms;  // for the Pricer: empty is every unpipelined one
+  std::vector<std::string> algorithms;  // for the Pricer: empty is the plan command's default race
   CostParams cost;
   unsigned jobs = 1;  // worker threads, each with its own Pricer (and schedule cache)
 };

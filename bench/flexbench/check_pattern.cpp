@@ -1,3 +1,4 @@
+// flexbench's input patterns and the checks of each collective's result (check_pattern.hpp).
 #include "bench/flexbench/check_pattern.hpp"
 
 #include <algorithm>
@@ -68,6 +69,37 @@ uint64_t count_wrong_copy(const void* result, size_t count, DataType type, Reduc
   uint64_t wrong = 0;
   for (size_t i = 0; i < count; ++i) wrong += load_element(result, i, type) != want[i % kPeriod];
   return wrong;
+}
+
+CallShape call_shape(ir::Collective collective, uint64_t size, size_t element, int world) {
+  CallShape shape;
+  if (ir::has_shards(collective)) {
+    shape.per_rank = std::max<uint64_t>(1, size / element / static_cast<uint64_t>(world));
+    shape.count = shape.per_rank * static_cast<uint64_t>(world);
+  } else {
+    shape.count = std::max<uint64_t>(1, size / element);
+  }
+  return shape;
+}
+
+uint64_t count_wrong_result(ir::Collective collective, int root, const void* result, CallShape shape, DataType type,
+                            ReduceOp op, int rank, int world) {
+  const auto* bytes = static_cast<const std::byte*>(result);
+  switch (collective) {
+    case ir::Collective::AllReduce: return count_wrong(result, shape.count, type, op, world);
+    case ir::Collective::ReduceScatter:
+      return count_wrong(result, shape.per_rank, type, op, world, shape.per_rank * static_cast<uint64_t>(rank));
+    case ir::Collective::AllGather: {
+      uint64_t wrong = 0;
+      for (int r = 0; r < world; ++r)
+        wrong += count_wrong_copy(bytes + shape.per_rank * static_cast<uint64_t>(r) * size_of(type), shape.per_rank,
+                                  type, op, r);
+      return wrong;
+    }
+    case ir::Collective::Broadcast: return count_wrong_copy(result, shape.count, type, op, root);
+    case ir::Collective::Reduce: return rank == root ? count_wrong(result, shape.count, type, op, world) : 0;
+  }
+  return 0;
 }
 
 }  // namespace flexplan::bench

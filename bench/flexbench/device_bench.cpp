@@ -53,13 +53,33 @@ struct DevicePath {
   std::unique_ptr<gpu::StagedCommunicator> staged;
   const ir::Plan& plan() const { return nccl ? nccl->plan() : staged->host().plan(); }
   int rank() const { return nccl ? nccl->rank() : staged->host().rank(); }
-  void allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, cudaStream_t stream) {
-    if (nccl) nccl->allreduce(send, recv, count, type, op, stream);
-    else staged->allreduce(send, recv, count, type, op, stream);
+  // One call of the benchmark's collective: `shape.count` elements (each rank's block of
+  // `shape.per_rank` for reduce-scatter and all-gather), enqueued on `stream`.
+  void call(const BenchArgs& args, const void* send, void* recv, CallShape shape, cudaStream_t stream) {
+    const DataType type = args.type;
+    const ReduceOp op = args.op;
+    const int root = args.root;
+    if (staged) {
+      switch (args.collective) {
+        case ir::Collective::AllReduce: staged->allreduce(send, recv, shape.count, type, op, stream); break;
+        case ir::Collective::ReduceScatter: staged->reduce_scatter(send, recv, shape.per_rank, type, op, stream); break;
+        case ir::Collective::AllGather: staged->allgather(send, recv, shape.per_rank, type, stream); break;
+        case ir::Collective::Broadcast: staged->broadcast(send, recv, shape.count, type, root, stream); break;
+        case ir::Collective::Reduce: staged->reduce(send, recv, shape.count, type, op, root, stream); break;
+      }
+      return;
+    }
+    switch (args.collective) {
+      case ir::Collective::AllReduce: nccl->allreduce(send, recv, shape.count, type, op, stream); break;
+      case ir::Collective::ReduceScatter: nccl->ireduce_scatter(send, recv, shape.per_rank, type, op, stream); break;
+      case ir::Collective::AllGather: nccl->iallgather(send, recv, shape.per_rank, type, stream); break;
+      case ir::Collective::Broadcast: nccl->ibroadcast(send, recv, shape.count, type, root, stream); break;
+      case ir::Collective::Reduce: nccl->ireduce(send, recv, shape.count, type, op, root, stream); break;
+    }
   }
   // Waits for the stream's work and throws a failure of the staged path's host part.
   void finish(cudaStream_t stream) {
-    gpu::check_cuda(cudaStreamSynchronize(stream), "device all-reduce");
+    gpu::check_cuda(cudaStreamSynchronize(stream), "device collective");
     if (staged) staged->synchronize();
   }
 };
@@ -87,6 +107,19 @@ int run_device(const BenchArgs& args, int rank, int world) {
     if (rank == 0) fmt::print(stderr, "flexbench: {}\n", e.what());
     return dynamic_cast<const InputError*>(&e) != nullptr || !args.algorithm.empty() ? 2 : 3;
   }
+  // NCCL's path runs the plan's schedules only; the staged path also derives a broadcast or
+  // reduce from a root the plan lacks (docs/runtime.md).
+  const bool derivable = comm.staged && ir::has_root(args.collective) &&
+                         ir::plans_collective_any_root(comm.plan(), args.collective);
+  if (!ir::plans_collective(comm.plan(), args.collective, args.root) && !derivable) {
+    if (rank == 0) {
+      fmt::print(stderr, "flexbench: the plan has no {} schedule{}; plan it with `flexplan TOPOLOGY --collectives {}`\n",
+                 ir::to_string(args.collective),
+                 ir::has_root(args.collective) ? fmt::format(" from root {}", args.root) : "",
+                 ir::to_string(args.collective));
+    }
+    return 2;
+  }
   const size_t element = size_of(args.type);
   const size_t max_count = std::max<uint64_t>(1, args.max_bytes / element);
   std::vector<std::byte> pattern(max_count * element), result(max_count * element);
@@ -99,17 +132,17 @@ int run_device(const BenchArgs& args, int rank, int world) {
 
   if (rank == 0) {
     if (comm.nccl) {
-      fmt::print("# flexbench --device: plan {} (topology {}), {} ranks, device {} on rank 0, NCCL {}\n",
-                 args.plan_path, comm.plan().topology_name, world, comm.nccl->device(),
+      fmt::print("# flexbench --device: {} of plan {} (topology {}), {} ranks, device {} on rank 0, NCCL {}\n",
+                 ir::to_string(args.collective), args.plan_path, comm.plan().topology_name, world, comm.nccl->device(),
                  gpu::nccl_version_text(comm.nccl->nccl_version()));
       fmt::print("# {} NCCL communicators from {} split calls, init {:.3f} s on rank 0\n",
                  comm.nccl->plan_communicators(), comm.nccl->split_calls(), comm.nccl->init_seconds());
     } else {
       int device = 0;
       cudaGetDevice(&device);
-      fmt::print("# flexbench --device --staged: plan {} (topology {}), {} ranks, device {} on rank 0, UCX staged "
-                 "through pinned host memory, local reductions {}\n",
-                 args.plan_path, comm.plan().topology_name, world, device,
+      fmt::print("# flexbench --device --staged: {} of plan {} (topology {}), {} ranks, device {} on rank 0, UCX "
+                 "staged through pinned host memory, local reductions {}\n",
+                 ir::to_string(args.collective), args.plan_path, comm.plan().topology_name, world, device,
                  comm.staged->device_arithmetic() ? "in the fold server, a CUDA kernel (FLEXPLAN_STAGED_ARITHMETIC=device)"
                                                   : "on the host");
     }
@@ -123,45 +156,59 @@ int run_device(const BenchArgs& args, int rank, int world) {
   }
   uint64_t wrong_total = 0;
   for (uint64_t size = args.min_bytes; size <= args.max_bytes; size *= args.factor) {
-    const uint64_t count = std::max<uint64_t>(1, size / element), bytes = count * element;
+    const CallShape shape = call_shape(args.collective, size, element, world);
+    if (shape.count > max_count) break;  // (an all-gather's one element per rank beyond -e)
+    const uint64_t bytes = shape.count * element;
     std::string algorithm = args.algorithm;
     if (algorithm.empty()) {
       try {
-        algorithm = ir::select_schedule(comm.plan(), ir::Collective::AllReduce, bytes).algorithm;
+        algorithm = ir::select_schedule(comm.plan(), args.collective, bytes, args.root).algorithm;
       } catch (const std::out_of_range&) {
         algorithm = "none";
       }
     }
     Column columns[2];
     for (int in_place = 0; in_place < 2; ++in_place) {
-      void* source = in_place ? recv : send;
+      // In place as NCCL defines it: a reduce-scatter's result is block rank() of its input, an
+      // all-gather's input block rank() of its result, the others share one buffer.
+      const size_t own_block = shape.per_rank * static_cast<size_t>(comm.rank()) * element;
+      void* source = send;
+      void* target = recv;
+      const size_t input_bytes = args.collective == ir::Collective::AllGather ? shape.per_rank * element : bytes;
+      if (in_place) {
+        std::byte* own = static_cast<std::byte*>(recv) + own_block;
+        source = args.collective == ir::Collective::AllGather ? static_cast<void*>(own) : recv;
+        target = args.collective == ir::Collective::ReduceScatter ? static_cast<void*>(own) : recv;
+      }
+      const void* result_at = args.collective == ir::Collective::ReduceScatter ? target : recv;
       // Copies into the buffers go on the benchmark's stream: a cudaMemcpy from pageable memory
       // may return before its DMA lands, and the non-blocking stream would not wait for it (the
       // in-place check then read the timed runs' data on an H200; the emulation copies at once).
-      gpu::check_cuda(cudaMemcpyAsync(source, pattern.data(), bytes, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync");
-      columns[in_place].time_us = time_on_stream(args, stream, [&] {
-        comm.allreduce(source, recv, count, args.type, args.op, stream);
-      });
+      gpu::check_cuda(cudaMemcpyAsync(source, pattern.data(), input_bytes, cudaMemcpyHostToDevice, stream),
+                      "cudaMemcpyAsync");
+      columns[in_place].time_us = time_on_stream(args, stream, [&] { comm.call(args, source, target, shape, stream); });
       comm.finish(stream);
       if (args.check) {
         // A fresh input, one operation, checked (timed runs in place compound the data).
-        gpu::check_cuda(cudaMemcpyAsync(source, pattern.data(), bytes, cudaMemcpyHostToDevice, stream),
+        gpu::check_cuda(cudaMemcpyAsync(source, pattern.data(), input_bytes, cudaMemcpyHostToDevice, stream),
                         "cudaMemcpyAsync");
-        comm.allreduce(source, recv, count, args.type, args.op, stream);
-        cudaMemcpyAsync(result.data(), recv, bytes, cudaMemcpyDeviceToHost, stream);
+        comm.call(args, source, target, shape, stream);
+        const size_t result_bytes = args.collective == ir::Collective::ReduceScatter ? shape.per_rank * element : bytes;
+        cudaMemcpyAsync(result.data(), result_at, result_bytes, cudaMemcpyDeviceToHost, stream);
         comm.finish(stream);
-        uint64_t wrong = count_wrong(result.data(), count, args.type, args.op, world);
+        uint64_t wrong =
+            count_wrong_result(args.collective, args.root, result.data(), shape, args.type, args.op, comm.rank(), world);
         MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
         columns[in_place].wrong = wrong;
         wrong_total += wrong;
       }
     }
     if (rank == 0) {
-      fmt::print("  {:>10} {:>12} {:>8} {:>6} {:>14}", bytes, count, to_string(args.type), to_string(args.op),
+      fmt::print("  {:>10} {:>12} {:>8} {:>6} {:>14}", bytes, shape.count, to_string(args.type), to_string(args.op),
                  algorithm);
       for (const Column& c : columns)
         fmt::print("   {:>9.1f} {:>7.2f} {:>7.2f} {:>6}", c.time_us, algbw_gbps(bytes, c.time_us),
-                   busbw_gbps(bytes, c.time_us, world), args.check ? std::to_string(c.wrong) : "N/A");
+                   busbw_gbps(bytes, c.time_us, world, args.collective), args.check ? std::to_string(c.wrong) : "N/A");
       fmt::print("\n");
     }
     if (size > args.max_bytes / args.factor) break;

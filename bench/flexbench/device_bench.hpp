@@ -1,4 +1,4 @@
-// flexbench --device: the all-reduce of a plan on device buffers through the GPU backend
+// flexbench --device: a collective of a plan on device buffers through the GPU backend
 // (runtime/gpu), nccl-tests style: out-of-place and in-place columns per size.
 #pragma once
 

@@ -123,44 +123,22 @@ struct SizeRun {
     }
   }
   uint64_t wrong(int rank, int world) const {
-    const size_t element = size_of(args.type);
-    switch (args.collective) {
-      case ir::Collective::AllReduce: return count_wrong(recv, count, args.type, args.op, world);
-      case ir::Collective::ReduceScatter:
-        return count_wrong(recv, per_rank, args.type, args.op, world, per_rank * static_cast<uint64_t>(rank));
-      case ir::Collective::AllGather: {
-        uint64_t wrong = 0;
-        for (int r = 0; r < world; ++r) {
-          wrong += count_wrong_copy(recv + per_rank * static_cast<uint64_t>(r) * element, per_rank, args.type,
-                                    args.op, r);
-        }
-        return wrong;
-      }
-      case ir::Collective::Broadcast: return count_wrong_copy(recv, count, args.type, args.op, args.root);
-      case ir::Collective::Reduce:
-        return rank == args.root ? count_wrong(recv, count, args.type, args.op, world) : 0;
-    }
-    return 0;
+    return count_wrong_result(args.collective, args.root, recv, {per_rank, count}, args.type, args.op, rank, world);
   }
 };
 
 int run(const BenchArgs& args, int rank, int world) {
+  if (ir::has_root(args.collective) && args.root >= world) {
+    if (rank == 0) fmt::print(stderr, "flexbench: -r {}: not a rank of the {} ranks\n", args.root, world);
+    return kExitBadInput;
+  }
   if (args.device) {
-    if (args.collective != ir::Collective::AllReduce) {
-      if (rank == 0) fmt::print(stderr, "flexbench: --device runs allreduce only (the GPU backend's other collectives are not built yet)\n");
-      return kExitBadInput;
-    }
 #ifdef FLEXPLAN_BENCH_DEVICE
     return run_device(args, rank, world);
 #else
     if (rank == 0) fmt::print(stderr, "flexbench: --device: built without the GPU backend (no CUDA/NCCL found)\n");
     return kExitBadInput;
 #endif
-  }
-  if ((args.collective == ir::Collective::Broadcast || args.collective == ir::Collective::Reduce) &&
-      args.root >= world) {
-    if (rank == 0) fmt::print(stderr, "flexbench: -r {}: not a rank of the {} ranks\n", args.root, world);
-    return kExitBadInput;
   }
   const ProgressMode mode = choose_progress_mode(args);
   // Creation errors, and -a naming no schedule of the plan, are the same on every rank: print
@@ -197,7 +175,6 @@ int run(const BenchArgs& args, int rank, int world) {
   // (a broadcast never writes the root's), the others' get it.
   if (args.collective == ir::Collective::Broadcast && comm->rank() == args.root) recv = send;
   const auto type = mpi_type(args.type);
-  const bool sharded = ir::has_shards(args.collective);
 
   // The mode the runtime runs in: --blocking, FLEXPLAN_BLOCKING=1, or ranks outnumbering cores.
   ProgressMode ran = mode;
@@ -209,8 +186,9 @@ int run(const BenchArgs& args, int rank, int world) {
     Row row;
     SizeRun one{args, *comm, send.data(), recv.data()};
     // As nccl-tests: the size is the whole buffer's, each rank's block its world-th part.
-    one.per_rank = sharded ? std::max<uint64_t>(1, size / element / static_cast<uint64_t>(world)) : 0;
-    one.count = sharded ? one.per_rank * static_cast<uint64_t>(world) : std::max<uint64_t>(1, size / element);
+    const CallShape shape = call_shape(args.collective, size, element, world);
+    one.per_rank = shape.per_rank;
+    one.count = shape.count;
     if (one.count > max_count) break;  // (an all-gather's one element per rank beyond -e)
     row.count = one.count;
     row.bytes = row.count * element;

@@ -23,6 +23,7 @@
 #include "runtime/gpu/device_communicator.hpp"
 #include "runtime/gpu/staged_communicator.hpp"
 #include "runtime/scratch_pool.hpp"
+#include "tests/gpu/device_collective_checks.hpp"
 #include "tests/gpu/fold_server_checks.hpp"
 #include "tests/mpi/test_support.hpp"
 
@@ -32,11 +33,6 @@ namespace {
 using gpu::DeviceCommunicator;
 using gpu::DeviceOptions;
 
-struct DeviceBuffer {
-  void* data = nullptr;
-  explicit DeviceBuffer(size_t bytes) { gpu::check_cuda(cudaMalloc(&data, std::max<size_t>(bytes, 1)), "cudaMalloc"); }
-  ~DeviceBuffer() { cudaFree(data); }
-};
 
 // One all-reduce of (count, type, op) on device buffers through `stream`, checked on the host.
 uint64_t device_allreduce_and_check(DeviceCommunicator& comm, size_t count, DataType type, ReduceOp op,
@@ -59,11 +55,6 @@ uint64_t device_allreduce_and_check(DeviceCommunicator& comm, size_t count, Data
   return verify_everywhere(result.data(), count, type, op, salt, detail);
 }
 
-struct Stream {
-  cudaStream_t handle = nullptr;
-  Stream() { cudaStreamCreate(&handle); }
-  ~Stream() { cudaStreamDestroy(handle); }
-};
 
 std::vector<std::pair<std::string, ir::Plan>> plans_for_world(int world) {
   std::vector<std::pair<std::string, ir::Plan>> plans;
@@ -107,48 +98,6 @@ TEST(DeviceAlgorithms, EveryAlgorithmRealData) {
   }
 }
 
-// One reduce-scatter, all-gather, broadcast or reduce of n int32 per rank on device buffers,
-// issued by `run(send, recv, n)` (which also waits), checked exactly against every rank's input.
-// Returns the mismatching ranks, summed over all ranks.
-template <typename Run>
-uint64_t device_collective_and_check(ir::Collective collective, int root, size_t n, uint64_t salt, Run run) {
-  const int world = world_size(), rank = world_rank();
-  const size_t total = n * static_cast<size_t>(world);
-  const size_t in_elements = collective == ir::Collective::ReduceScatter ? total : n;
-  const size_t out_elements = collective == ir::Collective::AllGather ? total : n;
-  std::vector<int32_t> input(in_elements), output(out_elements, -3);
-  fill_input(input.data(), in_elements, DataType::Int32, ReduceOp::Sum, rank, salt);
-  DeviceBuffer send(in_elements * 4), recv(out_elements * 4);
-  gpu::check_cuda(cudaMemcpy(send.data, input.data(), in_elements * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
-  gpu::check_cuda(cudaMemcpy(recv.data, output.data(), out_elements * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
-  run(send.data, recv.data, n);
-  gpu::check_cuda(cudaMemcpy(output.data(), recv.data, out_elements * 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
-  const auto input_of = [&](int r, size_t count) {
-    std::vector<int32_t> v(count);
-    fill_input(v.data(), count, DataType::Int32, ReduceOp::Sum, r, salt);
-    return v;
-  };
-  std::vector<int32_t> expected(out_elements, -3);  // a reduce's receive buffer off the root: untouched
-  if (collective == ir::Collective::AllGather) {
-    for (int r = 0; r < world; ++r) {
-      const auto v = input_of(r, n);
-      std::copy(v.begin(), v.end(), expected.begin() + static_cast<ptrdiff_t>(n) * r);
-    }
-  } else if (collective == ir::Collective::Broadcast) {
-    expected = input_of(root, n);
-  } else if (collective == ir::Collective::ReduceScatter || rank == root) {
-    std::fill(expected.begin(), expected.end(), 0);
-    const size_t first = collective == ir::Collective::ReduceScatter ? n * static_cast<size_t>(rank) : 0;
-    for (int r = 0; r < world; ++r) {
-      const auto v = input_of(r, in_elements);
-      for (size_t i = 0; i < out_elements; ++i) expected[i] += v[first + i];
-    }
-  }
-  return sum_over_ranks(output != expected ? 1 : 0);
-}
-
-constexpr std::array<ir::Collective, 4> kOtherCollectives{ir::Collective::ReduceScatter, ir::Collective::AllGather,
-                                                          ir::Collective::Broadcast, ir::Collective::Reduce};
 
 // Reduce-scatter, all-gather, broadcast and reduce on device buffers through NCCL: every
 // algorithm of each (planner/collective_planner.hpp) on a random tree, a middle root.
@@ -194,42 +143,8 @@ TEST(DeviceCollectives, EveryAlgorithmOfEachCollective) {
 }
 
 // The same through the staged UCX path (host collectives on pinned staging memory).
-TEST(StagedUcx, EveryCollective) {
-  if (world_size() < 2) GTEST_SKIP() << "the planner plans for two learners and more";
-  const int world = world_size(), root = world - 1;
-  const Topology topology = random_tree(world, 17);
-  PlanOptions options;
-  options.collectives = {ir::Collective::AllReduce, ir::Collective::ReduceScatter, ir::Collective::AllGather,
-                         ir::Collective::Broadcast, ir::Collective::Reduce};
-  options.roots = {root};
-  gpu::StagedCommunicator comm(build_plan(topology, options), MPI_COMM_WORLD, Options::from_env(),
-                               gpu::StagedArithmetic::Host);
-  Stream stream;
-  uint64_t salt = 800;
-  for (const ir::Collective collective : kOtherCollectives) {
-    for (const size_t n : {size_t{1}, size_t{4099}, size_t{70001}}) {
-      const auto run = [&](void* send, void* recv, size_t count) {
-        switch (collective) {
-          case ir::Collective::ReduceScatter:
-            comm.reduce_scatter(send, recv, count, DataType::Int32, ReduceOp::Sum, stream.handle);
-            break;
-          case ir::Collective::AllGather: comm.allgather(send, recv, count, DataType::Int32, stream.handle); break;
-          case ir::Collective::Broadcast: comm.broadcast(send, recv, count, DataType::Int32, root, stream.handle); break;
-          case ir::Collective::Reduce:
-            comm.reduce(send, recv, count, DataType::Int32, ReduceOp::Sum, root, stream.handle);
-            break;
-          case ir::Collective::AllReduce: break;
-        }
-        gpu::check_cuda(cudaStreamSynchronize(stream.handle), "cudaStreamSynchronize");
-        comm.synchronize();
-      };
-      EXPECT_EQ(device_collective_and_check(collective, root, n, salt++, run), 0u)
-          << "staged " << ir::to_string(collective) << ", count " << n;
-    }
-  }
-  DeviceBuffer buffer(64 * 4 * static_cast<size_t>(world));
-  EXPECT_THROW(comm.broadcast(buffer.data, buffer.data, 64, DataType::Int32, world, stream.handle), InputError);
-}
+TEST(StagedUcx, EveryCollective) { staged_every_collective(gpu::StagedArithmetic::Host); }
+TEST(StagedUcx, EveryCollectiveFoldedByKernels) { staged_every_collective(gpu::StagedArithmetic::Device); }
 
 TEST(DeviceTypes, EveryTypeAndOp) {
   if (world_size() < 2) GTEST_SKIP() << "covered by the plans with two ranks or more";
@@ -359,20 +274,10 @@ void staged_every_type_and_op(gpu::StagedArithmetic arithmetic) {
         EXPECT_EQ(verify_everywhere(result.data(), count, type, op, salt++, &detail), 0u)
             << to_string(type) << " " << to_string(op) << (in_place ? " in place: " : " out of place: ") << detail;
       }
-  const gpu::DeviceArithmetic* device = comm.device_arithmetic();
-  if (arithmetic == gpu::StagedArithmetic::Host) {
-    EXPECT_EQ(device, nullptr);
-    return;
-  }
-  ASSERT_NE(device, nullptr);
-  const auto counters = device->counters();
   // Every rank of this plan reduces something when there are two or more; avg divides everywhere.
-  // Every fold of an operation by its server, none by the plain kernels.
-  EXPECT_EQ(counters.served_folds, counters.device_folds);
-  if (world_size() >= 2) {
-    EXPECT_GT(counters.served_folds, 0u);
-  }
-  EXPECT_EQ(counters.host_folds, 0u) << "scratch fell outside pinned memory";
+  expect_folds_as_asked(comm, arithmetic);
+  if (comm.device_arithmetic() == nullptr) return;
+  const auto counters = comm.device_arithmetic()->counters();
   EXPECT_EQ(counters.device_divides, std::size(kAllDataTypes));
   EXPECT_EQ(counters.host_divides, 0u);
 }

@@ -7,9 +7,13 @@
 # Logs go to OUT_DIR (and, after every check, into ARCHIVE.tar.gz when given, so that a run cut
 # short still returns what it did); the last lines are a summary, one line per check.
 # CHECKS (default "backend sparse sanitizer flexbench"; also "staged", "foldserver",
-# "disturb" and "sparse_sanitizer", the sparse half of "sanitizer") picks groups of checks.
+# "disturb", "collectives" and "sparse_sanitizer", the sparse half of "sanitizer") picks groups
+# of checks.
 # Usage: [CHECKS="..."] on_device.sh BUNDLE.tar.xz OUT_DIR [ARCHIVE.tar.gz]
 set -u
+# Every rank runs on this one host, standing in for the plan's machines: allowed, not an error
+# (docs/runtime.md, "The plan's machines and the job's hosts").
+export FLEXPLAN_ALLOW_HOST_MISMATCH=${FLEXPLAN_ALLOW_HOST_MISMATCH:-1}
 bundle=$1 out=$2 archive=${3:-}
 mkdir -p "$out"
 b=$(mktemp -d)
@@ -89,6 +93,22 @@ if wants staged; then
       FLEXPLAN_BLOCKING=0 FLEXPLAN_STAGED_ARITHMETIC=$arithmetic check "staged_${arithmetic}_np$ranks" ${STAGED_LIMIT:-60} \
         $mpirun -x FLEXPLAN_STAGED_ARITHMETIC -np $ranks "$b/bin/flexbench" "$b/plan$ranks.bin" --device --staged \
         -b 8 -e 128M -f 4 -n 10 -w 3
+    done
+  done
+fi
+if wants collectives; then
+  # Reduce-scatter, all-gather, broadcast and reduce (root 1) on device buffers through the staged
+  # UCX path, 2 and 4 processes on the GPU, every element checked, in and out of place.
+  here=$(cd "$(dirname "$0")/../.." && pwd)
+  every="--roots 1 --collectives allreduce,reduce_scatter,allgather,broadcast,reduce"
+  "$b/bin/flexplan" "$here/topologies/paper-2m-4.json" $every -o "$b/every4.bin" > /dev/null &&
+    "$b/bin/flexplan" "$here/bench/flexbench/loopback-2.json" $every -o "$b/every2.bin" > /dev/null ||
+    summary+=("flexplan could not write the collectives' plans")
+  for ranks in 2 4; do
+    for collective in reduce_scatter allgather broadcast reduce; do
+      FLEXPLAN_BLOCKING=0 check "collective_${collective}_np$ranks" ${COLLECTIVE_LIMIT:-60} $mpirun -np $ranks \
+        "$b/bin/flexbench" "$b/every$ranks.bin" --device --staged --collective $collective -r 1 \
+        -b 8 -e 64M -f 8 -n 5 -w 2
     done
   done
 fi

@@ -1,5 +1,6 @@
 // The GPU backend on a real device, through libnccl and libcudart: world size 1 (NCCL refuses
-// two ranks on one GPU), every dtype and op, stream semantics; and the reduction kernels'
+// two ranks on one GPU), every dtype and op, stream semantics; the staged UCX path with processes
+// sharing the GPU, every collective; and the reduction kernels'
 // bandwidth against a device-to-device copy. Without a device every test skips, saying why,
 // and the program exits 77 so that CTest reports the test as skipped (docs/gpu.md).
 #include <gtest/gtest.h>
@@ -19,6 +20,7 @@
 #include "runtime/gpu/staged_communicator.hpp"
 #include "runtime/half.hpp"
 #include "runtime/reduce_kernels.hpp"
+#include "tests/gpu/device_collective_checks.hpp"
 #include "tests/gpu/fold_server_checks.hpp"
 #include "tests/mpi/test_support.hpp"
 
@@ -104,6 +106,15 @@ TEST(RealDevice, StagedUcxSharesOneGpu) {
     EXPECT_GT(counters.served_folds, 0u);
   }
   EXPECT_EQ(counters.host_folds, 0u);
+}
+
+// Reduce-scatter, all-gather, broadcast and reduce through the staged UCX path, processes
+// sharing the GPU: the folds in the CUDA fold server, then on the host.
+TEST(RealDevice, StagedEveryCollectiveSharesOneGpu) {
+  REQUIRE_DEVICE();
+  cudaSetDevice(0);
+  staged_every_collective(gpu::StagedArithmetic::Device);
+  staged_every_collective(gpu::StagedArithmetic::Host);
 }
 
 // Min and max where the operands do not order: -0 against +0, and NaN. The kernels pick as

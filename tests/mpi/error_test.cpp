@@ -182,6 +182,50 @@ TEST(Creation, UnknownLearnerNameFailsEveryRank) {
       << message;
 }
 
+// All ranks run on this host; a plan of several machines is then refused on every rank, listing
+// both groupings, unless every rank allows it (the test environment allows it for the others).
+TEST(Creation, PlanMachinesAgainstHosts) {
+  if (world_size() < 2) GTEST_SKIP() << "one rank is one machine";
+  ir::Plan plan = hand_ring_plan(world_size());
+  for (int r = 0; r < world_size(); ++r)
+    plan.rank_names[static_cast<size_t>(r)] = fmt::format("switch/m{}/gpu0", r % 2);
+  Options options = Options::from_env();
+  options.allow_host_mismatch = false;
+  std::string message = error_of([&] { Communicator comm(plan, MPI_COMM_WORLD, options); });
+  EXPECT_NE(message.find("the plan's machines are not the job's hosts: the plan expects 2 machines:"),
+            std::string::npos) << message;
+  EXPECT_NE(message.find("switch/m1: plan rank"), std::string::npos) << message;
+  EXPECT_NE(message.find("the job runs on 1 host:"), std::string::npos) << message;
+  EXPECT_NE(message.find(fmt::format("MPI ranks 0-{})", world_size() - 1)), std::string::npos) << message;
+  EXPECT_NE(message.find("FLEXPLAN_ALLOW_HOST_MISMATCH=1"), std::string::npos) << message;
+  // Allowed on some ranks only: still refused everywhere, naming the others.
+  options.allow_host_mismatch = world_rank() != 1;
+  message = error_of([&] { Communicator comm(plan, MPI_COMM_WORLD, options); });
+  EXPECT_NE(message.find("but not on MPI rank 1"), std::string::npos) << message;
+  // Allowed everywhere: it runs.
+  options.allow_host_mismatch = true;
+  {
+    Communicator comm(plan, MPI_COMM_WORLD, options);
+    std::vector<int32_t> data(7, world_rank() + 1);
+    comm.allreduce(data.data(), data.data(), data.size(), DataType::Int32, ReduceOp::Sum);
+    EXPECT_EQ(data[0], world_size() * (world_size() + 1) / 2);
+  }
+  // One machine on one host matches, whatever the option.
+  for (int r = 0; r < world_size(); ++r) plan.rank_names[static_cast<size_t>(r)] = fmt::format("switch/m0/gpu{}", r);
+  options.allow_host_mismatch = false;
+  Communicator matching(plan, MPI_COMM_WORLD, options);
+}
+
+// Mapping by name on a host the plan has no machine for names the machines it expects.
+TEST(Creation, NameMappingListsTheExpectedMachines) {
+  ir::Plan plan = hand_ring_plan(world_size());
+  for (int r = 0; r < world_size(); ++r) plan.rank_names[static_cast<size_t>(r)] = fmt::format("switch/node{}/gpu0", r);
+  Options options = Options::from_env();
+  options.rank_mapping = RankMapping::Name;
+  const std::string message = error_of([&] { Communicator comm(plan, MPI_COMM_WORLD, options); });
+  EXPECT_NE(message.find("the plan's machines are 'node0' (1 learner)"), std::string::npos) << message;
+}
+
 TEST(Creation, TwoProcessesClaimingOneLearnerFailEveryRank) {
   const ir::Plan plan = good_plan(world_size());
   Options options = Options::from_env();

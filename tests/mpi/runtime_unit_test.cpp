@@ -16,6 +16,7 @@
 
 #include "runtime/errors.hpp"
 #include "runtime/half.hpp"
+#include "runtime/host_check.hpp"
 #include "runtime/options.hpp"
 #include "runtime/reduce_kernels.hpp"
 #include "runtime/tag.hpp"
@@ -195,6 +196,44 @@ TEST(Options, EnvironmentOverridesDefaults) {
                            "FLEXPLAN_SPIN_US"}) {
     unsetenv(name);
   }
+}
+
+
+// The plan's machines against the job's hosts (runtime/host_check.hpp): equal groupings pass,
+// anything else lists both.
+TEST(HostCheck, MachinesAgainstHosts) {
+  using bootstrap::compare_hosts;
+  const std::vector<std::string> names{"sw/m0/g0", "sw/m0/g1", "sw/m1/g0", "sw/m1/g1", "sw/m1/g2"};
+  const std::vector<int> members{0, 1, 2, 3, 4};
+  EXPECT_EQ(compare_hosts(names, {"a", "a", "b", "b", "b"}, members, "MPI rank"), "");
+  // Host names need not be the machines' names; the grouping is what counts.
+  EXPECT_EQ(compare_hosts(names, {"x", "x", "y", "y", "y"}, members, "MPI rank"), "");
+  const std::string one_host = compare_hosts(names, {"a", "a", "a", "a", "a"}, members, "MPI rank");
+  EXPECT_EQ(one_host,
+            "the plan expects 2 machines:\n    sw/m0: plan ranks 0-1\n    sw/m1: plan ranks 2-4\n"
+            "  the job runs on 1 host:\n    a: plan ranks 0-4 (MPI ranks 0-4)");
+  // A machine split over two hosts, and two machines on one host with the right counts.
+  EXPECT_NE(compare_hosts(names, {"a", "b", "b", "b", "b"}, members, "MPI rank"), "");
+  EXPECT_NE(compare_hosts(names, {"a", "a", "b", "b", "c"}, members, "MPI rank"), "");
+  const std::string swapped = compare_hosts(names, {"a", "b", "a", "b", "b"}, {4, 3, 2, 1, 0}, "rank");
+  EXPECT_NE(swapped.find("a: plan ranks 0, 2 (ranks 2, 4)"), std::string::npos) << swapped;
+  // Learners directly under the root form one machine; a plan without names is not compared.
+  EXPECT_EQ(compare_hosts({"root/g0", "root/g1"}, {"h", "h"}, {0, 1}, "rank"), "");
+  EXPECT_EQ(compare_hosts({}, {"h", "i"}, {0, 1}, "rank"), "");
+  EXPECT_EQ(bootstrap::rank_ranges({7, 0, 1, 2, 5}), "0-2, 5, 7");
+  EXPECT_EQ(bootstrap::machine_path("switch/m1/gpu2"), "switch/m1");
+}
+
+TEST(HostCheck, OptionFromTheEnvironment) {
+  ::setenv("FLEXPLAN_ALLOW_HOST_MISMATCH", "1", 1);
+  EXPECT_TRUE(Options::from_env().allow_host_mismatch);
+  ::setenv("FLEXPLAN_ALLOW_HOST_MISMATCH", "maybe", 1);
+  const Options bad = Options::from_env();
+  EXPECT_FALSE(bad.allow_host_mismatch);
+  ASSERT_EQ(bad.errors.size(), 1u);
+  EXPECT_NE(bad.errors[0].find("FLEXPLAN_ALLOW_HOST_MISMATCH='maybe'"), std::string::npos);
+  ::unsetenv("FLEXPLAN_ALLOW_HOST_MISMATCH");
+  EXPECT_FALSE(Options().allow_host_mismatch) << "a mismatch is an error by default";
 }
 
 }  // namespace

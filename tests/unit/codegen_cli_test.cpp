@@ -117,7 +117,7 @@ TEST_F(CodegenCli, TraceFollowsTheCostModel) {
   }
 }
 
-TEST_F(CodegenCli, DotDrawsEveryHopAndRefusesLargePlans) {
+TEST_F(CodegenCli, DotDrawsEveryHopAndGroupsLargePlansByMachine) {
   // FlexReduce alone: one schedule whose hops are counted below.
   const std::string plan = plan_file(load_topology(kTopology), {"flexreduce"});
   ASSERT_EQ(run_flexplan("codegen '" + plan + "' --target dot -o '" + path("p.dot") + "'").exit_code, 0);
@@ -135,10 +135,43 @@ TEST_F(CodegenCli, DotDrawsEveryHopAndRefusesLargePlans) {
     EXPECT_EQ(std::system(("dot -Tsvg '" + path("p.dot") + "' -o '" + path("p.svg") + "'").c_str()), 0);
     EXPECT_NE(read_text(path("p.svg")).find("<svg"), std::string::npos);
   }
+  // A ring of 32 over two machines of 16: 62 steps of 32 hops, 1984 in all, drawn as two
+  // machines whose hops add up to every hop of the schedule.
   const std::string big = plan_file(machines({16, 16}), {"ring"});
-  const CliRun refused = run_flexplan("codegen '" + big + "' --target dot -o '" + path("big.dot") + "'");
-  EXPECT_EQ(refused.exit_code, 3);  // refused: the plan is sound, the target cannot hold it
-  EXPECT_NE(refused.output.find("unreadable"), std::string::npos) << refused.output;
+  const CliRun grouped = run_flexplan("codegen '" + big + "' --target dot -o '" + path("big.dot") + "'");
+  ASSERT_EQ(grouped.exit_code, 0) << grouped.output;
+  const std::string machine_view = read_text(path("big.dot"));
+  EXPECT_NE(machine_view.find("1984 hops in 62 steps, more than the 400 drawn one by one, so grouped by machine"),
+            std::string::npos)
+      << machine_view.substr(0, 400);
+  size_t nodes = 0, counted = 0, across = 0;
+  for (size_t at = 0; (at = machine_view.find(" [label=\"", at)) != std::string::npos; ++at) {
+    const size_t line = machine_view.rfind('\n', at) + 1;
+    const std::string entry = machine_view.substr(line, machine_view.find('\n', at) - line);
+    if (entry.find(" -> ") == std::string::npos) {
+      ++nodes;
+      // "N reduce hops within" and "N broadcast hops within" in the node's label.
+      for (size_t w = 0; (w = entry.find(" hops within", w)) != std::string::npos; ++w) {
+        const size_t number_end = entry.rfind(' ', w - 1);
+        const size_t number_begin = entry.rfind("\\n", number_end) + 2;
+        counted += std::stoul(entry.substr(number_begin, number_end - number_begin));
+      }
+    } else {
+      const size_t label = entry.find("label=\"") + 7;
+      const size_t hops = std::stoul(entry.substr(label));  // "N reduce hops, X vectors"
+      counted += hops;
+      across += hops;
+    }
+  }
+  EXPECT_EQ(nodes, 2u);
+  EXPECT_EQ(counted, 1984u);
+  // The ring crosses between the machines twice per step: 124 of its hops, both ways, both kinds.
+  EXPECT_EQ(across, 124u);
+  EXPECT_NE(machine_view.find("root/m0\\nranks 0-15\\n465 reduce hops within"), std::string::npos) << machine_view;
+  if (std::system("command -v dot >/dev/null 2>&1") == 0) {
+    EXPECT_EQ(std::system(("dot -Tsvg '" + path("big.dot") + "' -o '" + path("big.svg") + "'").c_str()), 0);
+    EXPECT_NE(read_text(path("big.svg")).find("<svg"), std::string::npos);
+  }
 }
 
 TEST_F(CodegenCli, MscclFilesPerScheduleAndRefusals) {
@@ -156,13 +189,52 @@ TEST_F(CodegenCli, MscclFilesPerScheduleAndRefusals) {
     EXPECT_EQ(codegen::msccl::simulate_allreduce(algorithm), "") << entry.path();
   }
   EXPECT_EQ(files, loaded.schedules.size());
-  // A ring of 24 on one channel with 16 steps per threadblock cannot fit: refused, exit 3.
+  // A ring of 24 on one channel with 16 steps per threadblock cannot fit, and it has no
+  // shallower variant: refused, exit 3.
   const std::string ring = plan_file(machines({12, 12}), {"ring"});
   const CliRun refused = run_flexplan("codegen '" + ring + "' --target msccl-xml --max-steps 16 --max-channels 1 -o '" +
                                       path("ring") + "'");
   EXPECT_EQ(refused.exit_code, 3);
   EXPECT_NE(refused.output.find("refused"), std::string::npos) << refused.output;
   EXPECT_NE(refused.output.find("at most 16 per threadblock"), std::string::npos) << refused.output;
+}
+
+// --format json: one document on stdout naming every file written and every refusal, the notes
+// staying on stderr; the text lines are not printed.
+TEST_F(CodegenCli, FormatJsonListsWhatWasWritten) {
+  const std::string plan = plan_file(load_topology(kTopology), {"flexreduce", "ring", "hierarchical"});
+  const ir::Plan loaded = ir::read_plan_file(plan);
+  const CliRun xml = run_flexplan("codegen '" + plan + "' --target msccl-xml --format json -o '" + path("xml") + "'",
+                                  "2>/dev/null");
+  ASSERT_EQ(xml.exit_code, 0) << xml.output;
+  const auto doc = nlohmann::json::parse(xml.output);
+  EXPECT_EQ(doc["format"], "flexplan-codegen");
+  EXPECT_EQ(doc["target"], "msccl-xml");
+  ASSERT_EQ(doc["files"].size(), loaded.schedules.size());
+  EXPECT_TRUE(doc["refused"].empty());
+  for (const auto& file : doc["files"]) {
+    EXPECT_TRUE(std::filesystem::exists(file["path"].get<std::string>())) << file;
+    EXPECT_EQ(file["collective"], "allreduce");
+    EXPECT_GT(file["chunks"].get<uint64_t>(), 0u);
+  }
+  // The refused ring of the test above: exit 3, and the refusal in the document.
+  const std::string ring = plan_file(machines({12, 12}), {"ring"});
+  const CliRun refused = run_flexplan("codegen '" + ring + "' --target msccl-xml --max-steps 16 --max-channels 1 "
+                                      "--format json -o '" + path("ring") + "'",
+                                      "2>/dev/null");
+  EXPECT_EQ(refused.exit_code, 3);
+  const auto refusal = nlohmann::json::parse(refused.output);
+  EXPECT_TRUE(refusal["files"].empty());
+  ASSERT_EQ(refusal["refused"].size(), 1u);
+  EXPECT_NE(refusal["refused"][0]["reason"].get<std::string>().find("at most 16 per threadblock"), std::string::npos);
+  const CliRun dot = run_flexplan("codegen '" + plan + "' --target dot --format json -o '" + path("p.dot") + "'",
+                                  "2>/dev/null");
+  ASSERT_EQ(dot.exit_code, 0) << dot.output;
+  const auto drawn = nlohmann::json::parse(dot.output);
+  ASSERT_EQ(drawn["files"].size(), 1u);
+  EXPECT_EQ(drawn["files"][0]["path"], path("p.dot"));
+  EXPECT_EQ(drawn["files"][0]["schedule"], 0);
+  EXPECT_EQ(run_flexplan("codegen '" + plan + "' --target dot --format yaml -o x").exit_code, 2);
 }
 
 // Generated C++, built with this build's compiler and loaded, emits exactly the lowering.

@@ -1,7 +1,8 @@
 // The reduce-scatter, all-gather, broadcast and reduce planners on random trees: every
 // (collective, algorithm, root) schedule verifies against its contract, dropping any op breaks
 // it, every raced price is at or above the collective's floor, and a plan of all five
-// collectives round-trips through every form.
+// collectives round-trips through every form; the sharded ones also with explicit, uneven
+// shards.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -159,6 +160,71 @@ TEST(PlannerCollectives, APlanOfEveryCollectiveRoundTrips) {
     saw_root = saw_root || (schedule.contains("root") && schedule["root"] == 4);
   }
   EXPECT_TRUE(saw_root);
+}
+
+// A sharded schedule with its units refined unevenly: unit u of the planned schedule becomes
+// weight[u] units, each op's range and each rank's shard follow. The result carries explicit,
+// uneven shards (MPI's recvcounts) and moves the same data, so it must verify; moving a shard
+// boundary by one unit, or swapping two ranks' shards, must not.
+ir::Schedule refined(const ir::Schedule& planned, int32_t ranks, const std::vector<uint64_t>& weight) {
+  std::vector<uint64_t> start(planned.units + 1, 0);
+  for (uint64_t u = 0; u < planned.units; ++u) start[u + 1] = start[u] + weight[u];
+  ir::Schedule out = planned;
+  out.units = start.back();
+  out.shards.clear();
+  const auto p = static_cast<uint64_t>(ranks);
+  for (uint64_t r = 0; r < p; ++r) {
+    // The planned schedule's equal shards, spelled out before refining.
+    const ir::UnitRange equal{r * planned.units / p, (r + 1) * planned.units / p};
+    const ir::UnitRange shard = planned.shards.empty() ? equal : planned.shards[r];
+    out.shards.push_back({start[shard.begin], start[shard.end]});
+  }
+  for (ir::Step& step : out.steps.edit())
+    for (ir::Op& op : step.ops) {
+      op.begin = start[op.begin];
+      op.end = start[op.end];
+    }
+  return out;
+}
+
+TEST(PlannerCollectives, UnevenShardsVerifyOnRandomTrees) {
+  testing::RandomTrees trees(0x5EA2D5);
+  std::mt19937_64 rng(11);
+  std::uniform_int_distribution<uint64_t> weight_of(1, 4);
+  int verified = 0, caught = 0;
+  for (int t = 0; t < 1000; ++t) {
+    const Topology topo = trees.next(t % 50 == 0 ? 60 : 12);
+    const int32_t p = topo.num_learners();
+    for (const ir::Collective collective : {ir::Collective::ReduceScatter, ir::Collective::AllGather})
+      for (const std::string& name : collective_algorithm_names(collective)) {
+        const ir::Schedule planned = plan_collective_algorithm(topo, collective, name);
+        if (planned.slices != 1) continue;  // (a compact pipeline's units are its base's)
+        std::vector<uint64_t> weight(planned.units);
+        for (uint64_t& w : weight) w = weight_of(rng);
+        const ir::Schedule uneven = refined(planned, p, weight);
+        EXPECT_NO_THROW(ir::verify_schedule(uneven, p))
+            << topo.name() << " " << ir::to_string(collective) << " " << name;
+        ++verified;
+        // Find a rank whose shard has two units or more and give its last unit to the next rank.
+        std::uniform_int_distribution<int32_t> pick(0, p - 2);
+        const int32_t r = pick(rng);
+        ir::Schedule moved = uneven;
+        if (moved.shards[r].end - moved.shards[r].begin >= 2 && moved.shards[r].end == moved.shards[r + 1].begin) {
+          --moved.shards[r].end;
+          --moved.shards[r + 1].begin;
+          EXPECT_THROW(ir::verify_schedule(moved, p), ir::VerifyError)
+              << topo.name() << " " << ir::to_string(collective) << " " << name << ": boundary of rank " << r;
+          ++caught;
+        }
+        ir::Schedule swapped = uneven;
+        std::swap(swapped.shards[r], swapped.shards[r + 1]);
+        EXPECT_THROW(ir::verify_schedule(swapped, p), ir::VerifyError)
+            << topo.name() << " " << ir::to_string(collective) << " " << name << ": ranks " << r << ", " << r + 1;
+        ++caught;
+      }
+  }
+  EXPECT_GT(verified, 3000);
+  EXPECT_GT(caught, 4000);
 }
 
 TEST(PlannerCollectives, ExplicitShardsRoundTripAndAreChecked) {

@@ -3,6 +3,7 @@
 // only links (against a Topology built per point).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <limits>
 #include <set>
 #include <stdexcept>
@@ -36,6 +37,12 @@ void add_below(const Topology& topo, NodeId n, std::vector<NodeId>& out) {
 // The links an upgrade target names (docs/whatif.md, "Upgrade advice").
 std::vector<NodeId> links_of(const Topology& topo, const std::string& target) {
   std::vector<NodeId> nodes;
+  // "link:A + link:B": the links tied as the busiest, together.
+  if (const size_t plus = target.find(" + "); plus != std::string::npos) {
+    nodes = links_of(topo, target.substr(0, plus));
+    for (NodeId n : links_of(topo, target.substr(plus + 3))) nodes.push_back(n);
+    return nodes;
+  }
   for (NodeId n = 1; n < topo.num_nodes(); ++n) {
     if ((target == "machines" && is_machine(topo, n)) ||
         (target == "learners" && topo.is_learner(n)) || target == "link:" + topo.full_name(n))
@@ -54,20 +61,12 @@ Topology built_with_doubled(const Topology& topo, const std::vector<NodeId>& nod
   return Topology(topo.name(), std::move(graph));
 }
 
-// The analysis' objective, from its documented rules: the cheapest algorithm's time (ties to
-// the earlier one), at the reference size or through the workload's step.
-double objective(const std::vector<AlgorithmPrice>& prices, const Workload* workload,
-                 int learners, double reference) {
-  const auto cheapest = [&](double bytes) {
-    double best = std::numeric_limits<double>::infinity();
-    for (const auto& p : prices) {
-      const double t = p.cost.at(bytes);
-      if (t < best * (1 - 1e-9)) best = t;
-    }
-    return best;
-  };
-  if (workload) return predict_step(*workload, learners, cheapest).step;
-  return cheapest(reference);
+// The analysis' objective, from its documented rules: the plan's time, at the reference size
+// or through the workload's step.
+double objective(const PlanPrice& price, const Workload* workload, int learners, double reference) {
+  const auto plan = [&](double bytes) { return price.time(static_cast<uint64_t>(std::llround(bytes))); };
+  if (workload) return predict_step(*workload, learners, plan).step;
+  return plan(reference);
 }
 
 TEST(WhatifInPlace, AdviceEqualsAdviceOnRebuiltTopologiesOnRandomTrees) {
@@ -121,6 +120,7 @@ TEST(WhatifInPlace, LinkOnlySweepEqualsTopologiesBuiltPerPoint) {
   };
   AnalysisOptions options;
   options.sizes = {1 << 14, 1 << 24};
+  options.upgrade_steps = 1;  // the points' figures are what is compared; steps cost a race each
   // One worker: every point after the first gives the same Topology new figures.
   const Sweep sweep = run_sweep(base, "asym", axes(), options, SweepOptions{{}, {}, 1});
   ASSERT_EQ(sweep.points.size(), 12u);

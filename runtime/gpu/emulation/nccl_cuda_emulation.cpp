@@ -1,6 +1,6 @@
 // Stands in for libcudart and libnccl: defines exactly the CUDA runtime and NCCL functions the
 // GPU backend calls (runtime/gpu/device_api.hpp lists them), over host memory and MPI
-// processes, so that the same backend code runs in CI without a GPU. docs/gpu-emulation.md.
+// processes, so that the same backend code runs in CI without a GPU. docs/gpu.md, "The emulation".
 //
 // Ordering rules kept from the real libraries:
 // - a stream is a worker thread running its work in enqueue order; events and
