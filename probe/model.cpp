@@ -223,12 +223,46 @@ std::vector<Group> infer_groups(const std::vector<double>& alone, const std::vec
                              100 * clear * 2 * tolerance);
     groups.push_back(std::move(g));
   }
+  std::sort(groups.begin(), groups.end(), [](const Group& x, const Group& y) { return x.machines < y.machines; });
+  for (size_t g = 0; g < groups.size(); ++g) groups[g].name = fmt::format("group{}", g);
+  // Two groups that split the machines between them explain each other: a pair of one group
+  // sends only to the other, so the other's uplink limits it just as well. The two trees carry
+  // every flow alike; keep the group with the larger shortfall (the first on a tie) and say so.
+  for (size_t i = 0; i < groups.size(); ++i)
+    for (size_t j = i + 1; j < groups.size(); ++j) {
+      if (groups[i].machines.size() + groups[j].machines.size() != static_cast<size_t>(m)) continue;
+      auto mean_short = [&](const Group& g) {
+        double sum = 0;
+        int n = 0;
+        for (size_t x = 0; x < g.machines.size(); ++x)
+          for (size_t y = x + 1; y < g.machines.size(); ++y) {
+            sum += shortfall[static_cast<size_t>(g.machines[x])][static_cast<size_t>(g.machines[y])];
+            ++n;
+          }
+        return n ? sum / n : 0;
+      };
+      const size_t drop = mean_short(groups[j]) > mean_short(groups[i]) + 0.01 ? i : j;
+      const size_t keep = drop == i ? j : i;
+      std::vector<std::string> names;
+      for (int x : groups[drop].machines) names.push_back(std::to_string(x));
+      groups[keep].evidence += fmt::format("; a switch over the other machines ({}) would carry every flow alike",
+                                           fmt::join(names, ","));
+      groups[keep].confidence = std::min(groups[keep].confidence, 0.5);
+      groups.erase(groups.begin() + static_cast<long>(drop));
+      for (size_t g = 0; g < groups.size(); ++g) groups[g].name = fmt::format("group{}", g);
+      i = groups.size();  // at most one such pair can exist
+      break;
+    }
+  for (int a = 0; a < m; ++a) comp[static_cast<size_t>(a)] = -1;
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (int a : groups[g].machines) comp[static_cast<size_t>(a)] = static_cast<int>(g);
+  auto same = [&](int a, int b) { return comp[static_cast<size_t>(a)] >= 0 && comp[static_cast<size_t>(a)] == comp[static_cast<size_t>(b)]; };
   for (int a = 0; a < m; ++a)
     for (int b = a + 1; b < m; ++b) {
       const int v = verdict[static_cast<size_t>(a)][static_cast<size_t>(b)];
       if (v < 0) continue;
       ++total_flat;
-      if ((find(a) == find(b)) == (v == 1)) ++agree_flat;
+      if (same(a, b) == (v == 1)) ++agree_flat;
     }
   if (note) {
     *note = groups.empty()
@@ -323,8 +357,13 @@ nlohmann::json to_topology_json(const Measurements& m, const std::string& name) 
     for (size_t g = 0; g < m.groups.size(); ++g) {
       if (m.groups[g].parent != group) continue;
       const Group& gr = m.groups[g];
+      // A switch over every machine sends nowhere: its uplink is never crossed, and carries
+      // what its machines can.
+      double rate = link_rate(gr.out, gr.in);
+      if (!gr.out.known() && !gr.in.known())
+        for (int mach : gr.machines) rate += link_rate(m.machine_out[static_cast<size_t>(mach)], m.machine_in[static_cast<size_t>(mach)]);
       json node = {{"name", gr.name},
-                   {"link", {{"bandwidth", bandwidth_text(link_rate(gr.out, gr.in))}, {"latency", latency_text(gr.latency)}}},
+                   {"link", {{"bandwidth", bandwidth_text(rate)}, {"latency", latency_text(gr.latency)}}},
                    {"children", children_of(static_cast<int>(g))}};
       kids.emplace_back(*std::min_element(gr.machines.begin(), gr.machines.end()), std::move(node));
     }

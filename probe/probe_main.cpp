@@ -45,7 +45,7 @@ struct Settings {
   bool blocking = false, no_infer = false;
   double budget_s = 60, tol = 0.03, cmp_tol = 0.10;
   size_t message_bytes = 64 * 1024;
-  unsigned window = 8;
+  unsigned window = 4;
 };
 
 // A transfer's completion, told from inside progress().
@@ -111,7 +111,7 @@ class Prober {
 
   // ---- the two kinds of test every rank runs: ping-pongs and flows ---------------------------
 
-  // One-way latency (median round trip / 2) of each pair; pairs must be disjoint. Rank 0 gets
+  // One-way latency (10th-percentile round trip / 2) of each pair; pairs must be disjoint. Rank 0 gets
   // the figures by pair (seconds, -1 where a pair failed).
   std::vector<double> pings(std::vector<std::pair<int, int>> pairs, int iterations) {
     bcast_pairs(pairs);
@@ -137,8 +137,10 @@ class Prober {
         if (i >= 3) rtt.push_back(seconds_since(start));
       }
       if (rank_ == a && error.empty()) {
+        // The 10th percentile, not the median: on shared cores most round trips include a
+        // wait for the peer's turn on a core, which is not the link's latency.
         std::sort(rtt.begin(), rtt.end());
-        mine[p] = rtt[rtt.size() / 2] / 2;
+        mine[p] = rtt[rtt.size() / 10] / 2;
       }
     }
     raise_if_any(error, "measuring latency");
@@ -197,8 +199,9 @@ class Prober {
     const auto start = Clock::now();
     const double warm = std::min(0.1, duration / 4);
     const double deadline = duration + kTestGrace;
+    auto idle_since = Clock::now();
     while (error.empty()) {
-      transport_->progress();
+      if (transport_->progress()) idle_since = Clock::now();
       const double now = seconds_since(start);
       bool pending = false;
       for (auto& out : outs) {
@@ -256,7 +259,12 @@ class Prober {
         error = fmt::format("a test of {} flows did not finish within {:.0f} s of its end", flows.size(), kTestGrace);
         break;
       }
-      if (blocking_) transport_->wait_for_event(std::chrono::milliseconds(1));
+      // As the runtime waits: yield a while (a peer on this core may be next), then sleep on
+      // UCX's events, at most 1 ms (a TCP send that drains wakes nobody).
+      if (blocking_) {
+        if (Clock::now() - idle_since < std::chrono::microseconds(200)) sched_yield();
+        else transport_->wait_for_event(std::chrono::milliseconds(1));
+      }
     }
     // Receives still posted (the window beyond the last message): cancel, then wait them out.
     const auto cancel_start = Clock::now();
@@ -334,7 +342,8 @@ class Prober {
     if (!slot.request) return "";
     const auto start = Clock::now();
     while (!slot.done) {
-      if (!transport_->progress() && blocking_) transport_->wait_for_event(std::chrono::milliseconds(1));
+      // Yield rather than sleep on the event fd: a wake-up costs more than the latency measured.
+      if (!transport_->progress() && blocking_) sched_yield();
       if (seconds_since(start) > kTestGrace) {
         transport_->cancel(slot.request);
         for (int i = 0; i < 1000 && !slot.done; ++i) transport_->progress();
@@ -461,12 +470,14 @@ class Run {
     machine_rounds_ = rounds_of(all_machines);
     const size_t pair_tests = infer && machines >= 3 ? static_cast<size_t>(machines * (machines - 1) / 2) : 0;
     const size_t group_guess = given.empty() ? (infer ? 1 : 0) : given.size();
-    const size_t tests = intra_rounds_.size() + (machines >= 2 ? 2 * static_cast<size_t>(machines) : 0) + pair_tests + 2 * group_guess;
-    // Two passes of every test must fit in most of the budget, with the setup and latencies.
-    duration_ = tests ? std::clamp((s_.budget_s * 0.8 - elapsed() - 2.0) / (2.0 * static_cast<double>(tests)) - 0.1, 0.15, 1.0) : 0.15;
-    progress(fmt::format("{} ranks on {} machines ({}); {} bandwidth tests of {:.2f} s a pass, two passes, then "
-                         "repeats of unstable figures until stable within {:.0f}% or the budget of {:.0f} s",
-                         p_.world(), machines, machine_list(), tests, duration_, 100 * s_.tol, s_.budget_s));
+    const size_t tests = intra_rounds_.size() + (machines >= 2 ? 2 * static_cast<size_t>(machines) : 0) + 2 * group_guess;
+    // Two passes of every test (pair tests once, again only where the verdict is close) must fit
+    // in most of the budget, with the setup and latencies; each test costs about 0.15 s more.
+    const double planned = 2.0 * static_cast<double>(tests) + static_cast<double>(pair_tests) * 1.2;
+    duration_ = std::clamp((s_.budget_s * 0.8 - elapsed() - 2.0) / std::max(1.0, planned) - 0.15, 0.15, 1.0);
+    progress(fmt::format("{} ranks on {} machines ({}); {} bandwidth tests of {:.2f} s a pass, two passes, {} pair "
+                         "tests, then repeats of unstable figures until stable within {:.0f}% or the budget of {:.0f} s",
+                         p_.world(), machines, machine_list(), tests, duration_, pair_tests, 100 * s_.tol, s_.budget_s));
     latencies();
     for (int pass = 1; pass <= 2; ++pass) {
       intra(pass);
@@ -717,11 +728,19 @@ class Run {
     return std::min(receivers, senders);
   }
 
+  // Pass 1 tests every pair; pass 2 only those whose shortfall is near the threshold.
   void pair_tests_pass(int pass) {
     const int machines = static_cast<int>(g_.names.size());
+    const double threshold = std::max(0.1, 2 * s_.tol);
     for (int a = 0; a < machines; ++a)
       for (int b = a + 1; b < machines; ++b) {
         const std::vector<int> set{a, b};
+        if (pass > 1) {
+          const double expected = std::min(m_.machine_out[static_cast<size_t>(a)].value() + m_.machine_out[static_cast<size_t>(b)].value(),
+                                           ceiling_out(set));
+          const double short_by = expected > 0 ? 1 - pair_results_[{a, b}].value() / expected : 0;
+          if (std::abs(short_by - threshold) > threshold / 2) continue;
+        }
         const double rate = flows(spread(set, others(set))).total();
         pair_results_[{a, b}].samples.push_back(rate);
         progress(fmt::format("pair {}+{} out at once (pass {}): {}", g_.names[static_cast<size_t>(a)], g_.names[static_cast<size_t>(b)], pass,
