@@ -89,6 +89,7 @@ class Prober {
     const bool one_host = std::all_of(real_hosts_.begin(), real_hosts_.end(), [&](const auto& h) { return h == real_hosts_[0]; });
     const char* tls = one_host && std::getenv("UCX_TLS") == nullptr ? "posix,sysv,self" : nullptr;
     blocking_ = s_.blocking || options.blocking;
+    chunk_bytes_ = std::max<size_t>(options.chunk_bytes, 16);
     std::string error;
     std::vector<uint8_t> address;
     try {
@@ -161,12 +162,17 @@ class Prober {
 
   // Every flow (src -> dst, one per pair) sends for `duration` seconds at once, W messages in
   // flight each; receivers time what arrives after a warm-up. Rank 0 gets the rates.
-  FlowResult flows(std::vector<std::pair<int, int>> flows, double duration) {
+  FlowResult flows(std::vector<std::pair<int, int>> flows, double duration, bool within_machines = false) {
     bcast_pairs(flows);
     MPI_Bcast(&duration, 1, MPI_DOUBLE, 0, comm_);
+    int within = within_machines;
+    MPI_Bcast(&within, 1, MPI_INT, 0, comm_);
     const uint64_t phase_tag = next_tag();
     auto tag_of = [&](int src) { return phase_tag | (static_cast<uint64_t>(src + 1) << tag::kChunkBits); };
-    const size_t msg = s_.message_bytes;
+    // Inside a machine the runtime moves whole chunks (FLEXPLAN_CHUNK_BYTES, 1 MiB); between
+    // machines the link, not the message, sets the rate, and smaller messages give more
+    // arrivals to time.
+    const size_t msg = within ? chunk_bytes_ : s_.message_bytes;
     const unsigned w = s_.window;
     struct Out { int flow, dst; std::vector<Slot> slots; uint64_t sent = 0; bool ended = false; Slot end; };
     struct In {
@@ -400,6 +406,7 @@ class Prober {
   MPI_Comm comm_;
   int rank_ = 0, world_ = 1;
   bool blocking_ = false;
+  size_t chunk_bytes_ = size_t{1} << 20;
   uint64_t phase_ = 0;
   std::vector<std::string> real_hosts_;
   MachineGrouping grouping_;
@@ -607,9 +614,9 @@ class Run {
     p_.bcast_int(1);
     return p_.pings(pairs, iterations);
   }
-  Prober::FlowResult flows(const std::vector<std::pair<int, int>>& f) {
+  Prober::FlowResult flows(const std::vector<std::pair<int, int>>& f, bool within_machines = false) {
     p_.bcast_int(2);
-    return p_.flows(f, duration_);
+    return p_.flows(f, duration_, within_machines);
   }
 
   void latencies() {
@@ -660,7 +667,7 @@ class Run {
     }
     std::vector<std::vector<double>> rates(static_cast<size_t>(p_.world()));
     for (const auto& round : intra_rounds_) {
-      const auto r = flows(round);
+      const auto r = flows(round, /*within_machines=*/true);
       for (size_t i = 0; i < round.size(); ++i) {
         rates[static_cast<size_t>(round[i].first)].push_back(r.flow_rate[i]);
         rates[static_cast<size_t>(round[i].second)].push_back(r.flow_rate[i]);

@@ -33,13 +33,14 @@ trap '"$CLUSTER" down >/dev/null 2>&1' EXIT
 
 # name | rates | learners | racks | rack rates | probe arguments
 CONFIGS=(
+  "m8-rack|100mbit 100mbit 100mbit 100mbit 100mbit 100mbit 100mbit 100mbit|1 1 1 1 1 1 1 1|0 0 0 0 - - - -|200mbit|"
+  "m4-200|200mbit 200mbit 200mbit 200mbit|1 2 3 4||"
+  "m3-rack|200mbit 100mbit 200mbit|2 2 2|0 0 -|200mbit|"
+  "m4-rack|200mbit 200mbit 100mbit 100mbit|2 2 1 1|0 0 - -|250mbit|"
+  "m4-rack-given|200mbit 200mbit 100mbit 100mbit|2 2 1 1|0 0 - -|250mbit|--topology TRUE"
+  "m2-100-200|100mbit 200mbit|2 3||"
   "m2-100-400|100mbit 400mbit|2 3||"
   "m3-mixed|400mbit 100mbit 200mbit|1 4 2||"
-  "m4-200|200mbit 200mbit 200mbit 200mbit|1 2 3 4||"
-  "m4-rack|400mbit 200mbit 200mbit 100mbit|2 2 1 1|0 0 - -|300mbit|"
-  "m4-rack-given|400mbit 200mbit 200mbit 100mbit|2 2 1 1|0 0 - -|300mbit|--topology TRUE"
-  "m3-rack|200mbit 200mbit 400mbit|2 2 2|0 0 -|200mbit|"
-  "m8-rack|100mbit 100mbit 100mbit 100mbit 100mbit 100mbit 100mbit 100mbit|1 1 1 1 1 1 1 1|0 0 0 0 - - - -|200mbit|"
 )
 
 median_us() {  # flexbench JSON files... -> median over them of the records' median time at SIZE

@@ -182,9 +182,12 @@ TEST(ProbeModel, CompareFlagsLinksOffByMoreThanTheTolerance) {
   EXPECT_EQ(off, 1);
   EXPECT_TRUE(c.any_off());
   EXPECT_NE(format_comparison(c, 0.1).find("1 of 8 links off by more than 10%"), std::string::npos);
-  // A measured floor below the declared figure is no disagreement.
-  const auto floors = compare(declared, measured, 0.10, 50e-6, {"switch/rack0/hostB"});
-  EXPECT_FALSE(floors.any_off());
+  // A measured floor below the declared figure is no disagreement; above it, it is.
+  EXPECT_TRUE(compare(declared, measured, 0.10, 50e-6, {"switch/rack0/hostB"}).any_off());
+  declared_m.machine_out[1] = declared_m.machine_in[1] = Figure{{40e6}};
+  const Topology faster = parse_topology(to_topology_json(declared_m, "declared").dump());
+  EXPECT_TRUE(compare(faster, measured, 0.10, 50e-6).any_off());
+  EXPECT_FALSE(compare(faster, measured, 0.10, 50e-6, {"switch/rack0/hostB"}).any_off());
   // The same topology: nothing off. A flat one: the rack is unmatched.
   EXPECT_FALSE(compare(measured, measured, 0.10, 50e-6).any_off());
   Measurements flat = three_machines();
