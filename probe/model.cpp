@@ -164,28 +164,33 @@ std::vector<Group> groups_from_topology(const Topology& topo, const MachineGroup
   return groups;
 }
 
-std::vector<Group> infer_groups(const std::vector<double>& alone, const std::vector<PairTest>& tests,
-                                double tolerance, std::string* note) {
-  const int m = static_cast<int>(alone.size());
-  // verdict: 1 shared, 0 independent, -1 unknown
-  std::vector<std::vector<int>> verdict(static_cast<size_t>(m), std::vector<int>(static_cast<size_t>(m), -1));
-  std::vector<std::vector<double>> shortfall(static_cast<size_t>(m), std::vector<double>(static_cast<size_t>(m), 0));
-  int conclusive = 0, inconclusive = 0;
-  for (const auto& t : tests) {
-    const double sum = alone[static_cast<size_t>(t.a)] + alone[static_cast<size_t>(t.b)];
-    int v = -1;
-    double short_by = 0;
-    if (sum > 0 && t.ceiling >= sum * (1 - tolerance)) {
-      short_by = 1 - t.together / std::min(sum, t.ceiling);
-      v = short_by > tolerance ? 1 : 0;
-      ++conclusive;
-    } else {
-      ++inconclusive;
+std::vector<Group> infer_groups(const std::vector<std::vector<double>>& rate, double threshold, std::string* note) {
+  const int m = static_cast<int>(rate.size());
+  auto at = [&](int a, int b) { return rate[static_cast<size_t>(a)][static_cast<size_t>(b)]; };
+  // Each machine's flows split at their widest gap: the fast side, if the gap is wide enough.
+  std::vector<std::set<int>> fast(static_cast<size_t>(m));
+  std::vector<double> gap(static_cast<size_t>(m), 1);
+  int flat_views = 0;
+  for (int a = 0; a < m; ++a) {
+    std::vector<double> v;
+    for (int b = 0; b < m; ++b)
+      if (b != a && at(a, b) > 0) v.push_back(at(a, b));
+    std::sort(v.begin(), v.end());
+    double widest = 1, cut = 0;
+    for (size_t i = 0; i + 1 < v.size(); ++i)
+      if (v[i + 1] / v[i] > widest) {
+        widest = v[i + 1] / v[i];
+        cut = v[i + 1];
+      }
+    if (widest < 1 + threshold) {
+      ++flat_views;
+      continue;
     }
-    verdict[static_cast<size_t>(t.a)][static_cast<size_t>(t.b)] = verdict[static_cast<size_t>(t.b)][static_cast<size_t>(t.a)] = v;
-    shortfall[static_cast<size_t>(t.a)][static_cast<size_t>(t.b)] = shortfall[static_cast<size_t>(t.b)][static_cast<size_t>(t.a)] = short_by;
+    gap[static_cast<size_t>(a)] = widest;
+    for (int b = 0; b < m; ++b)
+      if (b != a && at(a, b) >= cut) fast[static_cast<size_t>(a)].insert(b);
   }
-  // connected components of "shared"
+  auto edge = [&](int a, int b) { return fast[static_cast<size_t>(a)].count(b) && fast[static_cast<size_t>(b)].count(a); };
   std::vector<int> comp(static_cast<size_t>(m));
   std::iota(comp.begin(), comp.end(), 0);
   auto find = [&](int x) {
@@ -194,86 +199,72 @@ std::vector<Group> infer_groups(const std::vector<double>& alone, const std::vec
   };
   for (int a = 0; a < m; ++a)
     for (int b = a + 1; b < m; ++b)
-      if (verdict[static_cast<size_t>(a)][static_cast<size_t>(b)] == 1) comp[static_cast<size_t>(find(a))] = find(b);
+      if (edge(a, b)) comp[static_cast<size_t>(find(a))] = find(b);
   std::map<int, std::vector<int>> members;
   for (int a = 0; a < m; ++a) members[find(a)].push_back(a);
   std::vector<Group> groups;
-  int agree_flat = 0, total_flat = 0;
-  for (const auto& [root, machines] : members) {
-    if (machines.size() < 2) continue;
+  for (const auto& entry : members) {
+    if (entry.second.size() < 2) continue;
     Group g;
-    g.name = fmt::format("group{}", groups.size());
-    g.machines = machines;
-    int agree = 0, total = 0;
-    double clear = 1;
-    std::set<int> in(machines.begin(), machines.end());
-    for (int a : machines) {
-      for (int b = 0; b < m; ++b) {
-        if (b == a) continue;
-        const int v = verdict[static_cast<size_t>(a)][static_cast<size_t>(b)];
-        if (v < 0) continue;
-        const bool inside = in.count(b) > 0;
-        ++total;
-        if ((inside && v == 1) || (!inside && v == 0)) ++agree;
-        if (inside && v == 1) clear = std::min(clear, shortfall[static_cast<size_t>(a)][static_cast<size_t>(b)] / (2 * tolerance));
-      }
-    }
-    g.confidence = total ? static_cast<double>(agree) / total * std::min(1.0, clear) : 0;
-    g.evidence = fmt::format("{} of {} pair tests touching it agree; smallest shortfall inside {:.0f}%", agree, total,
-                             100 * clear * 2 * tolerance);
+    g.machines = entry.second;
     groups.push_back(std::move(g));
   }
   std::sort(groups.begin(), groups.end(), [](const Group& x, const Group& y) { return x.machines < y.machines; });
-  for (size_t g = 0; g < groups.size(); ++g) groups[g].name = fmt::format("group{}", g);
-  // Two groups that split the machines between them explain each other: a pair of one group
-  // sends only to the other, so the other's uplink limits it just as well. The two trees carry
-  // every flow alike; keep the group with the larger shortfall (the first on a tie) and say so.
-  for (size_t i = 0; i < groups.size(); ++i)
+  // Two groups that split the machines between them explain each other: every flow out of one
+  // goes into the other, and either's uplink limits it alike. Keep the smaller (the first on a
+  // tie) and say so.
+  std::string twin;
+  for (size_t i = 0; i < groups.size() && twin.empty(); ++i)
     for (size_t j = i + 1; j < groups.size(); ++j) {
       if (groups[i].machines.size() + groups[j].machines.size() != static_cast<size_t>(m)) continue;
-      auto mean_short = [&](const Group& g) {
-        double sum = 0;
-        int n = 0;
-        for (size_t x = 0; x < g.machines.size(); ++x)
-          for (size_t y = x + 1; y < g.machines.size(); ++y) {
-            sum += shortfall[static_cast<size_t>(g.machines[x])][static_cast<size_t>(g.machines[y])];
-            ++n;
-          }
-        return n ? sum / n : 0;
-      };
-      const size_t drop = mean_short(groups[j]) > mean_short(groups[i]) + 0.01 ? i : j;
-      const size_t keep = drop == i ? j : i;
-      std::vector<std::string> names;
-      for (int x : groups[drop].machines) names.push_back(std::to_string(x));
-      groups[keep].evidence += fmt::format("; a switch over the other machines ({}) would carry every flow alike",
-                                           fmt::join(names, ","));
-      groups[keep].confidence = std::min(groups[keep].confidence, 0.5);
+      const size_t drop = groups[j].machines.size() < groups[i].machines.size() ? i : j;
+      twin = fmt::format("{}", fmt::join(groups[drop].machines, ","));
       groups.erase(groups.begin() + static_cast<long>(drop));
-      for (size_t g = 0; g < groups.size(); ++g) groups[g].name = fmt::format("group{}", g);
-      i = groups.size();  // at most one such pair can exist
       break;
     }
-  for (int a = 0; a < m; ++a) comp[static_cast<size_t>(a)] = -1;
+  int agree_all = 0, pairs_all = 0;
+  std::vector<int> group_of(static_cast<size_t>(m), -1);
   for (size_t g = 0; g < groups.size(); ++g)
-    for (int a : groups[g].machines) comp[static_cast<size_t>(a)] = static_cast<int>(g);
-  auto same = [&](int a, int b) { return comp[static_cast<size_t>(a)] >= 0 && comp[static_cast<size_t>(a)] == comp[static_cast<size_t>(b)]; };
+    for (int a : groups[g].machines) group_of[static_cast<size_t>(a)] = static_cast<int>(g);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    Group& gr = groups[g];
+    gr.name = fmt::format("group{}", g);
+    int agree = 0, total = 0;
+    double clear = 1;
+    for (int a : gr.machines) {
+      clear = std::min(clear, (gap[static_cast<size_t>(a)] - 1) / (2 * threshold));
+      for (int b = 0; b < m; ++b) {
+        if (b == a) continue;
+        const bool inside = group_of[static_cast<size_t>(b)] == static_cast<int>(g);
+        ++total;
+        if (inside == edge(a, b)) ++agree;
+      }
+    }
+    gr.confidence = (total ? static_cast<double>(agree) / total : 0) * std::min(1.0, clear);
+    gr.evidence = fmt::format("{} of {} flow pairs touching it agree; its flows inside are {:.2f}x or more those leaving",
+                              agree, total, *std::min_element(gap.begin(), gap.end(), [&](double x, double y) {
+                                return (x > 1 ? x : 1e9) < (y > 1 ? y : 1e9);
+                              }));
+    if (!twin.empty()) {
+      gr.evidence += fmt::format("; a switch over the other machines ({}) would carry every flow alike", twin);
+      gr.confidence = std::min(gr.confidence, 0.5);
+    }
+  }
   for (int a = 0; a < m; ++a)
     for (int b = a + 1; b < m; ++b) {
-      const int v = verdict[static_cast<size_t>(a)][static_cast<size_t>(b)];
-      if (v < 0) continue;
-      ++total_flat;
-      if (same(a, b) == (v == 1)) ++agree_flat;
+      ++pairs_all;
+      const bool same = group_of[static_cast<size_t>(a)] >= 0 && group_of[static_cast<size_t>(a)] == group_of[static_cast<size_t>(b)];
+      if (same == edge(a, b)) ++agree_all;
     }
   if (note) {
     *note = groups.empty()
-                ? fmt::format("inferred: no shared bottleneck between machines (flat switch); {} of {} conclusive pair "
-                              "tests agree, {} inconclusive (the receivers were the limit)",
-                              agree_flat, total_flat, inconclusive)
-                : fmt::format("inferred: {} switch group(s) from shared bottlenecks; {} of {} conclusive pair tests "
-                              "agree with the tree, {} inconclusive (the receivers were the limit)",
-                              groups.size(), agree_flat, total_flat, inconclusive);
+                ? fmt::format("inferred: no shared bottleneck between machines (flat switch): every machine's flows "
+                              "in the all-to-all alike for {} of {} machines; {} of {} pairs agree",
+                              flat_views, m, agree_all, pairs_all)
+                : fmt::format("inferred: {} switch group(s) from shared bottlenecks in the all-to-all; {} of {} machine "
+                              "pairs agree with the tree",
+                              groups.size(), agree_all, pairs_all);
   }
-  (void)conclusive;
   return groups;
 }
 

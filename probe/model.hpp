@@ -76,20 +76,16 @@ std::vector<std::string> parse_machine_of_rank(const std::string& text, int worl
 std::vector<Group> groups_from_topology(const Topology& topo, const MachineGrouping& machines,
                                         const std::string& source);
 
-// Shared bottlenecks from pair tests: for machines a and b sending out at once,
-// `together[a][b]` is the rate both reached and `alone` each one's own (machine_out);
-// `ceiling[a][b]` the most the receivers could take (the other machines' in-rates summed).
-// Machines whose joint rate falls short of what they reach alone by more than `tolerance`
-// (and where the receivers were not the limit) share an uplink; the groups are the connected
-// components with two machines or more. Each group's confidence is the fraction of its pairs
-// that agree (both inside short, pairs across not) times how clear the shortfall is.
-struct PairTest {
-  int a = 0, b = 0;
-  double together = 0;  // bytes/s
-  double ceiling = 0;   // bytes/s
-};
-std::vector<Group> infer_groups(const std::vector<double>& alone, const std::vector<PairTest>& tests,
-                                double tolerance, std::string* note);
+// Shared bottlenecks from one all-to-all test: every machine sends to every other at once, and
+// rate[a][b] is what a's flows to b reached. A shared uplink slows the flows that cross it, and
+// the flows that stay inside take what their machines' links have left: each machine's flows
+// split at their widest gap, if it is wider than 1 + `threshold`, into a fast side and a slow
+// one. Machines on each other's fast side share a switch; the groups are the connected
+// components with two machines or more. Two groups that split the machines between them explain
+// each other (every flow of one goes into the other): the smaller is kept (the first on a tie),
+// with confidence 0.5 at most. A group's confidence is the fraction of flow pairs touching it
+// that agree with it, lowered where its gap is near the threshold.
+std::vector<Group> infer_groups(const std::vector<std::vector<double>>& rate, double threshold, std::string* note);
 
 // Least-squares fit of per-machine link latency from pair latencies, each pair's figure being
 // lat_a + lat_b (after the learner links are taken off by the caller). Machines in no pair, or

@@ -426,7 +426,7 @@ std::vector<std::vector<std::pair<int, int>>> rounds_of(const std::vector<int>& 
       const int a = v[i], b = v[n - 1 - i];
       if (a >= 0 && b >= 0) round.emplace_back(std::min(a, b), std::max(a, b));
     }
-    rounds.push_back(round);
+    if (!round.empty()) rounds.push_back(round);
     std::rotate(v.begin() + 1, v.end() - 1, v.end());
   }
   return rounds;
@@ -475,32 +475,28 @@ class Run {
     std::vector<int> all_machines(static_cast<size_t>(machines));
     for (int i = 0; i < machines; ++i) all_machines[static_cast<size_t>(i)] = i;
     machine_rounds_ = rounds_of(all_machines);
-    const size_t pair_tests = infer && machines >= 3 ? static_cast<size_t>(machines * (machines - 1) / 2) : 0;
-    const size_t group_guess = given.empty() ? (infer ? 1 : 0) : given.size();
-    const size_t tests = intra_rounds_.size() + (machines >= 2 ? 2 * static_cast<size_t>(machines) : 0) + 2 * group_guess;
-    // Two passes of every test (pair tests once, again only where the verdict is close) must fit
-    // in most of the budget, with the setup and latencies; each test costs about 0.15 s more.
-    const double planned = 2.0 * static_cast<double>(tests) + static_cast<double>(pair_tests) * 1.2;
-    duration_ = std::clamp((s_.budget_s * 0.8 - elapsed() - 2.0) / std::max(1.0, planned) - 0.15, 0.15, 1.0);
-    progress(fmt::format("{} ranks on {} machines ({}); {} bandwidth tests of {:.2f} s a pass, two passes, {} pair "
-                         "tests, then repeats of unstable figures until stable within {:.0f}% or the budget of {:.0f} s",
-                         p_.world(), machines, machine_list(), tests, duration_, pair_tests, 100 * s_.tol, s_.budget_s));
+    const bool all_to_all = infer && machines >= 3;
+    const size_t group_guess = given.empty() ? (infer ? 2 : 0) : given.size();
+    const size_t tests = intra_rounds_.size() + (machines >= 2 ? 2 * static_cast<size_t>(machines) : 0) +
+                         (all_to_all ? 1 : 0) + 2 * group_guess;
+    // Two passes of every test must fit in most of the budget, with the setup and latencies;
+    // each test costs about 0.15 s more than its length.
+    duration_ = std::clamp((s_.budget_s * 0.8 - elapsed() - 2.0) / std::max(1.0, 2.0 * static_cast<double>(tests)) - 0.15,
+                           0.15, 1.0);
+    progress(fmt::format("{} ranks on {} machines ({}); {} bandwidth tests of {:.2f} s a pass, two passes, then "
+                         "repeats of unstable figures until stable within {:.0f}% or the budget of {:.0f} s",
+                         p_.world(), machines, machine_list(), tests, duration_, 100 * s_.tol, s_.budget_s));
     latencies();
     for (int pass = 1; pass <= 2; ++pass) {
       intra(pass);
       machine_links(pass);
-      if (infer && machines >= 3) pair_tests_pass(pass);
+      if (all_to_all) all_to_all_pass(pass);
     }
     if (infer) {
       if (machines >= 3) {
-        std::vector<double> alone;
-        for (const auto& f : m_.machine_out) alone.push_back(f.value());
-        std::vector<PairTest> tests_now;
-        for (const auto& [key, together] : pair_results_) {
-          PairTest t{key.first, key.second, together.value(), ceiling_out({key.first, key.second})};
-          tests_now.push_back(t);
-        }
-        m_.groups = infer_groups(alone, tests_now, std::max(0.1, 2 * s_.tol), &m_.tree_note);
+        std::vector<std::vector<double>> rate(static_cast<size_t>(machines), std::vector<double>(static_cast<size_t>(machines), 0));
+        for (const auto& entry : pair_results_) rate[static_cast<size_t>(entry.first.first)][static_cast<size_t>(entry.first.second)] = entry.second.value();
+        m_.groups = infer_groups(rate, 0.2, &m_.tree_note);
       } else {
         m_.tree_note = "flat: two machines cannot show a shared bottleneck";
       }
@@ -509,6 +505,7 @@ class Run {
         progress(fmt::format("  {}: machines {} (confidence {:.2f}: {})", gr.name, names_of(gr.machines), gr.confidence, gr.evidence));
     }
     for (int pass = 1; pass <= 2; ++pass) group_links(pass);
+    if (infer) drop_groups_that_are_no_bottleneck();
     // Repeat what is not yet stable while the budget lasts.
     for (int pass = 3; remaining() > test_cost() * 2; ++pass) {
       bool any = false;
@@ -735,24 +732,74 @@ class Run {
     return std::min(receivers, senders);
   }
 
-  // Pass 1 tests every pair; pass 2 only those whose shortfall is near the threshold.
-  void pair_tests_pass(int pass) {
+  // Every machine sends to every other at once; what each machine's flows to each other one
+  // reached (the inference reads which flows a shared uplink slowed).
+  void all_to_all_pass(int pass) {
     const int machines = static_cast<int>(g_.names.size());
-    const double threshold = std::max(0.1, 2 * s_.tol);
-    for (int a = 0; a < machines; ++a)
-      for (int b = a + 1; b < machines; ++b) {
-        const std::vector<int> set{a, b};
-        if (pass > 1) {
-          const double expected = std::min(m_.machine_out[static_cast<size_t>(a)].value() + m_.machine_out[static_cast<size_t>(b)].value(),
-                                           ceiling_out(set));
-          const double short_by = expected > 0 ? 1 - pair_results_[{a, b}].value() / expected : 0;
-          if (std::abs(short_by - threshold) > threshold / 2) continue;
-        }
-        const double rate = flows(spread(set, others(set))).total();
-        pair_results_[{a, b}].samples.push_back(rate);
-        progress(fmt::format("pair {}+{} out at once (pass {}): {}", g_.names[static_cast<size_t>(a)], g_.names[static_cast<size_t>(b)], pass,
-                             format_bandwidth(rate)));
+    std::vector<std::pair<int, int>> f;
+    std::vector<std::pair<int, int>> machine_pair;
+    for (int a = 0; a < machines; ++a) {
+      const std::vector<int> self{a};
+      for (const auto& flow : spread(self, others(self))) {
+        f.push_back(flow);
+        machine_pair.emplace_back(a, g_.machine_of_rank[static_cast<size_t>(flow.second)]);
       }
+    }
+    const auto r = flows(f);
+    std::map<std::pair<int, int>, double> sum;
+    for (size_t i = 0; i < f.size(); ++i) sum[machine_pair[i]] += r.flow_rate[i];
+    for (const auto& entry : sum) pair_results_[entry.first].samples.push_back(entry.second);
+    progress(fmt::format("all-to-all between machines (pass {}): {} in all", pass, format_bandwidth(r.total())));
+  }
+
+  // An inferred switch whose uplink carried what its machines could send and the others take,
+  // both ways, limits nothing: it was the other switches' shadow (machines directly under the
+  // top switch look alike in the all-to-all when racks slow their flows). Dropped.
+  void drop_groups_that_are_no_bottleneck() {
+    const double margin = std::max(0.1, 2 * s_.tol);
+    std::vector<Group> kept;
+    for (size_t gi = 0; gi < m_.groups.size(); ++gi) {
+      const Group& g = m_.groups[gi];
+      double own_out = 0, own_in = 0;
+      for (int mach : g.machines) {
+        own_out += m_.machine_out[static_cast<size_t>(mach)].value();
+        own_in += m_.machine_in[static_cast<size_t>(mach)].value();
+      }
+      // What the rest can take and send, each other group at most its uplink.
+      double take = 0, send = 0;
+      std::set<int> counted(g.machines.begin(), g.machines.end());
+      for (size_t hi = 0; hi < m_.groups.size(); ++hi) {
+        if (hi == gi) continue;
+        const Group& h = m_.groups[hi];
+        double h_in = 0, h_out = 0;
+        for (int mach : h.machines) {
+          h_in += m_.machine_in[static_cast<size_t>(mach)].value();
+          h_out += m_.machine_out[static_cast<size_t>(mach)].value();
+          counted.insert(mach);
+        }
+        take += h.in.known() ? std::min(h_in, h.in.value()) : h_in;
+        send += h.out.known() ? std::min(h_out, h.out.value()) : h_out;
+      }
+      for (int mach = 0; mach < static_cast<int>(g_.names.size()); ++mach) {
+        if (counted.count(mach)) continue;
+        take += m_.machine_in[static_cast<size_t>(mach)].value();
+        send += m_.machine_out[static_cast<size_t>(mach)].value();
+      }
+      const bool out_free = g.out.value() >= (1 - margin) * std::min(own_out, take);
+      const bool in_free = g.in.value() >= (1 - margin) * std::min(own_in, send);
+      if (out_free && in_free) {
+        progress(fmt::format("  {} (machines {}) dropped: its uplink carried {} out and {} in, all that its machines and "
+                             "the rest allow: no bottleneck", g.name, names_of(g.machines), format_bandwidth(g.out.value()),
+                             format_bandwidth(g.in.value())));
+        continue;
+      }
+      kept.push_back(g);
+    }
+    if (kept.size() != m_.groups.size()) {
+      for (size_t gi = 0; gi < kept.size(); ++gi) kept[gi].name = fmt::format("group{}", gi);
+      m_.tree_note += fmt::format("; {} kept after measuring their uplinks", kept.size());
+      m_.groups = kept;
+    }
   }
 
   void group_test(size_t gi, bool out, int pass) {
