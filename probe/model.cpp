@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <set>
@@ -164,8 +165,52 @@ std::vector<Group> groups_from_topology(const Topology& topo, const MachineGroup
   return groups;
 }
 
-std::vector<Group> infer_groups(const std::vector<std::vector<double>>& rate, double threshold, std::string* note) {
-  const int m = static_cast<int>(rate.size());
+std::vector<std::vector<double>> fair_all_to_all(const std::vector<double>& out, const std::vector<double>& in) {
+  const size_t m = out.size();
+  std::vector<std::vector<double>> rate(m, std::vector<double>(m, 0));
+  std::vector<std::vector<bool>> frozen(m, std::vector<bool>(m, false));
+  std::vector<double> out_left = out, in_left = in;
+  for (size_t a = 0; a < m; ++a) frozen[a][a] = true;
+  // Progressive filling: raise every unfrozen flow alike until a link fills; freeze its flows.
+  for (size_t round = 0; round < 2 * m + 1; ++round) {
+    std::vector<int> out_n(m, 0), in_n(m, 0);
+    for (size_t a = 0; a < m; ++a)
+      for (size_t b = 0; b < m; ++b)
+        if (!frozen[a][b]) {
+          ++out_n[a];
+          ++in_n[b];
+        }
+    double step = std::numeric_limits<double>::infinity();
+    for (size_t x = 0; x < m; ++x) {
+      if (out_n[x]) step = std::min(step, out_left[x] / out_n[x]);
+      if (in_n[x]) step = std::min(step, in_left[x] / in_n[x]);
+    }
+    if (!std::isfinite(step)) break;
+    for (size_t a = 0; a < m; ++a)
+      for (size_t b = 0; b < m; ++b)
+        if (!frozen[a][b]) {
+          rate[a][b] += step;
+          out_left[a] -= step;
+          in_left[b] -= step;
+        }
+    for (size_t a = 0; a < m; ++a)
+      for (size_t b = 0; b < m; ++b)
+        if (!frozen[a][b] && (out_left[a] <= 1e-9 * out[a] || in_left[b] <= 1e-9 * in[b])) frozen[a][b] = true;
+  }
+  return rate;
+}
+
+std::vector<Group> infer_groups(const std::vector<std::vector<double>>& measured, double threshold, std::string* note,
+                                const std::vector<double>& out, const std::vector<double>& in) {
+  const int m = static_cast<int>(measured.size());
+  // Each flow against its share on one flat switch with the machines' measured links, so that
+  // a slow machine's flows do not pass for a switch's.
+  std::vector<std::vector<double>> rate = measured;
+  if (out.size() == measured.size() && in.size() == measured.size()) {
+    const auto fair = fair_all_to_all(out, in);
+    for (size_t a = 0; a < rate.size(); ++a)
+      for (size_t b = 0; b < rate.size(); ++b) rate[a][b] = fair[a][b] > 0 ? measured[a][b] / fair[a][b] : 0;
+  }
   auto at = [&](int a, int b) { return rate[static_cast<size_t>(a)][static_cast<size_t>(b)]; };
   // Each machine's flows split at their widest gap: the fast side, if the gap is wide enough.
   std::vector<std::set<int>> fast(static_cast<size_t>(m));

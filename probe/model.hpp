@@ -85,7 +85,13 @@ std::vector<Group> groups_from_topology(const Topology& topo, const MachineGroup
 // each other (every flow of one goes into the other): the smaller is kept (the first on a tie),
 // with confidence 0.5 at most. A group's confidence is the fraction of flow pairs touching it
 // that agree with it, lowered where its gap is near the threshold.
-std::vector<Group> infer_groups(const std::vector<std::vector<double>>& rate, double threshold, std::string* note);
+// Given the machines' measured rates out and in, each flow is first divided by its share in the
+// same all-to-all on one flat switch (fair_all_to_all), so that a slow machine's flows do not
+// pass for a switch's.
+std::vector<Group> infer_groups(const std::vector<std::vector<double>>& rate, double threshold, std::string* note,
+                                const std::vector<double>& out = {}, const std::vector<double>& in = {});
+// The max-min fair rates of an all-to-all (every machine to every other) on one flat switch.
+std::vector<std::vector<double>> fair_all_to_all(const std::vector<double>& out, const std::vector<double>& in);
 
 // Least-squares fit of per-machine link latency from pair latencies, each pair's figure being
 // lat_a + lat_b (after the learner links are taken off by the caller). Machines in no pair, or

@@ -496,7 +496,12 @@ class Run {
       if (machines >= 3) {
         std::vector<std::vector<double>> rate(static_cast<size_t>(machines), std::vector<double>(static_cast<size_t>(machines), 0));
         for (const auto& entry : pair_results_) rate[static_cast<size_t>(entry.first.first)][static_cast<size_t>(entry.first.second)] = entry.second.value();
-        m_.groups = infer_groups(rate, 0.2, &m_.tree_note);
+        std::vector<double> out, in;
+        for (int mach = 0; mach < machines; ++mach) {
+          out.push_back(m_.machine_out[static_cast<size_t>(mach)].value());
+          in.push_back(m_.machine_in[static_cast<size_t>(mach)].value());
+        }
+        m_.groups = infer_groups(rate, 0.2, &m_.tree_note, out, in);
       } else {
         m_.tree_note = "flat: two machines cannot show a shared bottleneck";
       }

@@ -110,6 +110,20 @@ TEST(ProbeModel, InfersNoSwitchWhereFlowsAreAlike) {
   EXPECT_TRUE(infer_groups(r, 0.2, &note).empty()) << note;
 }
 
+TEST(ProbeModel, FairAllToAllAndSlowMachines) {
+  // Machines of 24, 12 and 24 MB/s on one switch: flows into the slow one get 6 each; the fast
+  // ones fill the rest of their links with each other.
+  const auto fair = fair_all_to_all({24e6, 12e6, 24e6}, {24e6, 12e6, 24e6});
+  EXPECT_NEAR(fair[0][1], 6e6, 1);
+  EXPECT_NEAR(fair[1][0], 6e6, 1);
+  EXPECT_NEAR(fair[0][2], 18e6, 1);
+  // Measured just so: no switch, though machine 1's flows are three times slower.
+  std::string note;
+  EXPECT_TRUE(infer_groups(fair, 0.2, &note, {24e6, 12e6, 24e6}, {24e6, 12e6, 24e6}).empty()) << note;
+  // Without the machines' rates the slow machine would pass for a switch's shadow.
+  EXPECT_FALSE(infer_groups(fair, 0.2, &note).empty());
+}
+
 TEST(ProbeModel, LatencyFit) {
   // x = {10, 20, 30} us: pairs add up.
   std::vector<std::vector<double>> y(3, std::vector<double>(3, -1));
