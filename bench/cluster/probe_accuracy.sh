@@ -37,8 +37,8 @@ CONFIGS=(
   "m8-rack|100mbit 100mbit 100mbit 100mbit 100mbit 100mbit 100mbit 100mbit|1 1 1 1 1 1 1 1|0 0 0 0 - - - -|200mbit|"
   "m4-200|200mbit 200mbit 200mbit 200mbit|1 2 3 4||"
   "m3-rack|200mbit 100mbit 200mbit|2 2 2|0 0 -|200mbit|"
-  "m4-rack|200mbit 200mbit 100mbit 100mbit|2 2 1 1|0 0 - -|250mbit|"
-  "m4-rack-given|200mbit 200mbit 100mbit 100mbit|2 2 1 1|0 0 - -|250mbit|--topology TRUE"
+  "m4-rack|200mbit 200mbit 100mbit 100mbit|2 2 1 1|0 0 - -|200mbit|"
+  "m4-rack-given|200mbit 200mbit 100mbit 100mbit|2 2 1 1|0 0 - -|200mbit|--topology TRUE"
   "m2-100-200|100mbit 200mbit|2 3||"
   "m2-100-400|100mbit 400mbit|2 3||"
   "m3-mixed|400mbit 100mbit 200mbit|1 4 2||"
@@ -72,7 +72,7 @@ for entry in "${CONFIGS[@]}"; do
   code=$?
   seconds=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN{printf "%.1f", e - s}')
   # machine and switch links off (learner links have no set figure: set_topology.py guesses 1 GB/s)
-  off=$(grep -v '/learner' "$dir/compare.txt" | grep -c '!')
+  off=$(grep -v '/learner' "$dir/compare.txt" | grep -v 'marked !' | grep -c '!')
   # Each topology planned as is, and with the runtime's cost per hop (HOP, --hop-overhead: this
   # host's is 0-1.2 ms, docs/testbed.md), which decides how deep a pipeline pays.
   for t in true probed; do
@@ -87,8 +87,8 @@ for entry in "${CONFIGS[@]}"; do
         > "$dir/bench-$t-$round.txt" 2>&1 || log "$name: flexbench $t failed"
     done
   done
-  t_true=$(median_us "$dir"/bench-true-*.json 2>/dev/null || echo nan)
-  t_probed=$(median_us "$dir"/bench-probed-*.json 2>/dev/null || echo nan)
+  t_true=$(median_us "$dir"/bench-true-[0-9].json 2>/dev/null || echo nan)
+  t_probed=$(median_us "$dir"/bench-probed-[0-9].json 2>/dev/null || echo nan)
   ratio=$(awk -v a="$t_probed" -v b="$t_true" 'BEGIN{if (b > 0) printf "%.3f", a / b; else print "nan"}')
   h_true=$(median_us "$dir"/bench-true-hop-*.json 2>/dev/null || echo nan)
   h_probed=$(median_us "$dir"/bench-probed-hop-*.json 2>/dev/null || echo nan)
