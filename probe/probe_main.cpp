@@ -503,7 +503,7 @@ class Run {
         }
         m_.groups = infer_groups(rate, 0.2, &m_.tree_note, out, in);
       } else {
-        m_.tree_note = "flat: two machines cannot show a shared bottleneck";
+        m_.tree_note = "flat: fewer than three machines cannot show a shared bottleneck";
       }
       progress(m_.tree_note);
       for (const auto& gr : m_.groups)
@@ -514,7 +514,7 @@ class Run {
     // Repeat what is not yet stable while the budget lasts.
     for (int pass = 3; remaining() > test_cost() * 2; ++pass) {
       bool any = false;
-      for (int mach = 0; mach < machines && remaining() > test_cost() * 2; ++mach) {
+      for (int mach = 0; machines >= 2 && mach < machines && remaining() > test_cost() * 2; ++mach) {
         if (!m_.machine_out[static_cast<size_t>(mach)].stable(s_.tol)) { machine_test(mach, true, pass); any = true; }
         if (!m_.machine_in[static_cast<size_t>(mach)].stable(s_.tol)) { machine_test(mach, false, pass); any = true; }
       }
@@ -540,7 +540,7 @@ class Run {
 
   std::string report_text() const {
     std::string out;
-    for (size_t mach = 0; mach < g_.names.size(); ++mach) {
+    for (size_t mach = 0; g_.names.size() >= 2 && mach < g_.names.size(); ++mach) {
       const auto& o = m_.machine_out[mach];
       const auto& i = m_.machine_in[mach];
       out += fmt::format("  machine {}: out {}{} (spread {:.1f}%, {} samples), in {}{} (spread {:.1f}%, {} samples), latency {}\n",
