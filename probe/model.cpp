@@ -165,6 +165,56 @@ std::vector<Group> groups_from_topology(const Topology& topo, const MachineGroup
   return groups;
 }
 
+std::vector<Group> groups_from_slurm(const SlurmTopology& slurm, const MachineGrouping& machines) {
+  const auto short_name = [](const std::string& name) { return name.substr(0, name.find('.')); };
+  // The switch above each machine of the job.
+  std::vector<int> switch_of_machine;
+  std::vector<std::string> missing;
+  for (const std::string& name : machines.names) {
+    auto it = slurm.switch_of_node.find(name);
+    if (it == slurm.switch_of_node.end()) it = slurm.switch_of_node.find(short_name(name));
+    if (it == slurm.switch_of_node.end()) {
+      missing.push_back(name);
+      switch_of_machine.push_back(-1);
+    } else {
+      switch_of_machine.push_back(it->second);
+    }
+  }
+  if (!missing.empty())
+    throw ProbeInputError(fmt::format("{}: no switch lists the job's machine{} {} (Nodes= of some SwitchName)",
+                                      slurm.source, missing.size() == 1 ? "" : "s", fmt::join(missing, ", ")));
+  // Every switch with a machine of the job below it, except the top one (the root).
+  const size_t switches = slurm.switches.size();
+  std::vector<std::set<int>> under(switches);
+  for (size_t m = 0; m < switch_of_machine.size(); ++m)
+    for (int s = switch_of_machine[m]; s >= 0; s = slurm.parent[static_cast<size_t>(s)])
+      under[static_cast<size_t>(s)].insert(static_cast<int>(m));
+  std::vector<Group> groups;
+  std::vector<int> group_of_switch(switches, -1);
+  // Depth-first from the top, so that a parent's group comes before its children's.
+  std::vector<int> stack{slurm.top};
+  while (!stack.empty()) {
+    const int s = stack.back();
+    stack.pop_back();
+    const SlurmSwitch& sw = slurm.switches[static_cast<size_t>(s)];
+    for (auto it = sw.switches.rbegin(); it != sw.switches.rend(); ++it) stack.push_back(slurm.index_of_switch.at(*it));
+    if (s == slurm.top || under[static_cast<size_t>(s)].empty()) continue;
+    Group g;
+    g.name = sw.name;
+    for (int p = slurm.parent[static_cast<size_t>(s)]; p >= 0; p = slurm.parent[static_cast<size_t>(p)]) {
+      if (group_of_switch[static_cast<size_t>(p)] >= 0) {
+        g.parent = group_of_switch[static_cast<size_t>(p)];
+        break;
+      }
+    }
+    g.machines.assign(under[static_cast<size_t>(s)].begin(), under[static_cast<size_t>(s)].end());
+    g.evidence = fmt::format("given by {}:{}", slurm.source, sw.line);
+    group_of_switch[static_cast<size_t>(s)] = static_cast<int>(groups.size());
+    groups.push_back(std::move(g));
+  }
+  return groups;
+}
+
 std::vector<std::vector<double>> fair_all_to_all(const std::vector<double>& out, const std::vector<double>& in) {
   const size_t m = out.size();
   std::vector<std::vector<double>> rate(m, std::vector<double>(m, 0));

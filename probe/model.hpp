@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "topology/slurm_topology.hpp"
 #include "topology/topology.hpp"
 
 namespace flexplan::probe {
@@ -75,6 +76,12 @@ std::vector<std::string> parse_machine_of_rank(const std::string& text, int worl
 // matched by their learners' ranks; ProbeInputError lists both groupings when they differ.
 std::vector<Group> groups_from_topology(const Topology& topo, const MachineGrouping& machines,
                                         const std::string& source);
+
+// The switch tree of Slurm's topology.conf (topology/slurm_topology.hpp) for the machines of
+// this job, matched by host name (a name's part before its first '.' matches too): every switch
+// below the top with a machine of the job under it becomes a group. Machines of the file the job
+// does not use are left out; a machine of the job the file lacks is a ProbeInputError naming it.
+std::vector<Group> groups_from_slurm(const SlurmTopology& slurm, const MachineGrouping& machines);
 
 // Shared bottlenecks from one all-to-all test: every machine sends to every other at once, and
 // rate[a][b] is what a's flows to b reached. A shared uplink slows the flows that cross it, and

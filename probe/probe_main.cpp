@@ -462,7 +462,7 @@ class Run {
     if (!given.empty()) {
       m_.groups = given;
       m_.tree_given = true;
-      m_.tree_note = "given by --topology";
+      m_.tree_note = s_.slurm.empty() ? "given by --topology" : "given by --slurm";
     }
     // Intra-machine rounds: the k-th round of every machine together.
     for (const auto& ranks : g_.ranks) {
@@ -915,7 +915,7 @@ int main(int argc, char** argv) {
   app.add_option("--budget", s.budget, "time for the whole probe (60s, 2m)")->capture_default_str();
   app.add_option("--tolerance", s.tolerance, "a figure is stable when its samples agree within this")->capture_default_str();
   app.add_option("--topology", s.topology, "take the switch tree from this topology JSON (its machines must group the ranks as the hosts do)");
-  app.add_option("--slurm", s.slurm, "take the switch tree from Slurm's topology.conf (not yet wired: see docs/probe.md)");
+  app.add_option("--slurm", s.slurm, "take the switch tree from Slurm's topology.conf (tree plugin; machines matched by host name)");
   app.add_option("--compare", s.compare, "compare each measured link with this topology's; exit 1 when any is off");
   app.add_option("--compare-tolerance", s.compare_tolerance, "how far off a link may be in --compare")->capture_default_str();
   app.add_option("--machine-of-rank", s.machine_of_rank,
@@ -942,13 +942,8 @@ int main(int argc, char** argv) {
     s.message_bytes = static_cast<size_t>(bytes);
     if (s.machine_of_rank.empty() && std::getenv("FLEXPLAN_PROBE_MACHINES")) s.machine_of_rank = std::getenv("FLEXPLAN_PROBE_MACHINES");
     if (!s.machine_of_rank.empty()) override_names = parse_machine_of_rank(s.machine_of_rank, world);
-    if (!s.slurm.empty()) {
-      // The place for the Slurm reader (topology/, `flexplan topo import`): once it is merged,
-      // build the switch tree from s.slurm here as --topology's is built. Until then, refuse.
-      throw ProbeInputError(fmt::format("--slurm {}: not wired into the probe yet; write the tree with `flexplan topo "
-                                        "import` and pass it with --topology", s.slurm));
-    }
-    if (!s.topology.empty() && s.no_infer) throw ProbeInputError("--topology and --flat: give one of them");
+    if (static_cast<int>(!s.topology.empty()) + static_cast<int>(!s.slurm.empty()) + static_cast<int>(s.no_infer) > 1)
+      throw ProbeInputError("--topology, --slurm and --flat: give one of them");
   } catch (const std::exception& e) {
     return fail(kExitBadInput, e.what());
   }
@@ -964,6 +959,9 @@ int main(int argc, char** argv) {
   if (rank == 0) {
     try {
       if (!s.topology.empty()) given = groups_from_topology(load_topology(s.topology), prober.grouping(), s.topology);
+      if (!s.slurm.empty()) given = groups_from_slurm(load_slurm_topology(s.slurm), prober.grouping());
+      // A given tree without switches below the top is flat: nothing to infer.
+      if (given.empty() && (!s.topology.empty() || !s.slurm.empty())) s.no_infer = true;
       if (!s.compare.empty()) declared.emplace(load_topology(s.compare));
     } catch (const TopologyError& e) {
       input_error = e.what();

@@ -206,13 +206,16 @@ void apply_count(const Variation& v, size_t index, EditableTree& tree) {
     return;
   }
   std::vector<std::pair<std::string, const TreeNode*>> models;  // (full name, node), tree order
+  std::vector<std::string> matched;  // every topmost match, a model or one of its group
   for_each_link(tree.root, tree.root.name, [&](TreeNode& node, const std::string& name) {
     if (!glob_match(v.node, name)) return;
+    for (const std::string& above : matched)
+      if (name.size() > above.size() && name.starts_with(above) && name[above.size()] == '/') return;
+    matched.push_back(name);
     for (const auto& taken : models) {
       const std::string& other = taken.first;
-      const bool below_a_match = name.size() > other.size() && name.starts_with(other) && name[other.size()] == '/';
       const bool sibling = name.substr(0, name.rfind('/')) == other.substr(0, other.rfind('/'));
-      if (below_a_match || (sibling && same_shape(node, *taken.second))) return;
+      if (sibling && same_shape(node, *taken.second)) return;
     }
     models.emplace_back(name, &node);
   });

@@ -1,6 +1,7 @@
 #!/bin/bash
 # flexplan probe on one host (docs/probe.md): 4 ranks made 2 machines by --machine-of-rank
-# write a topology that reads back and plans; the tree from --topology; --compare's exit codes
+# write a topology that reads back and plans; the tree from --topology and from Slurm's
+# topology.conf (--slurm); --compare's exit codes
 # (0 agree, 1 a link off, 2 bad input), with two files and after measuring; bad input exits 2;
 # `flexplan probe` under mpirun runs flexplan-probe, and outside a launcher says how to run it.
 #   probe_loopback.sh MPIEXEC FLEXPLAN FLEXPLAN_PROBE
@@ -78,7 +79,16 @@ expect 2 "--topology grouping the ranks otherwise" mpi -np 4 "$probe" --machine-
 contains "the job's machines" "the error lists both groupings"
 expect 2 "a bad --budget" mpi -np 2 "$probe" --budget soon
 expect 2 "--machine-of-rank for another job size" mpi -np 2 "$probe" --machine-of-rank a,b,c
-expect 2 "--slurm (not wired yet)" mpi -np 2 "$probe" --slurm topology.conf
+printf 'SwitchName=top Switches=rack\nSwitchName=rack Nodes=a,b\n' > "$work/topology.conf"
+expect 0 "the tree from --slurm" mpi -np 4 "$probe" --machine-of-rank a,a,b,b --budget 3s --blocking \
+  --slurm "$work/topology.conf" -o "$work/slurm.json"
+expect 0 "with Slurm's switch" "$flexplan" topo show "$work/slurm.json"
+contains "rack" "the rack is in the tree"
+printf 'SwitchName=top Nodes=a,c\n' > "$work/other.conf"
+expect 2 "--slurm without one of the job's machines" mpi -np 4 "$probe" --machine-of-rank a,a,b,b --budget 3s \
+  --slurm "$work/other.conf"
+contains "no switch lists the job's machine b" "the error names the machine"
+expect 2 "--slurm and --topology together" mpi -np 2 "$probe" --slurm "$work/topology.conf" --topology "$work/rack.json"
 expect 2 "an unknown option" mpi -np 2 "$probe" --no-such-option
 [ $status -eq 0 ] && echo "PASS: flexplan probe on one host"
 exit $status

@@ -1,5 +1,6 @@
-// The probe's model without MPI: figures, machine grouping, the tree from a topology, the
-// shared-bottleneck inference, the latency fit, the topology it writes and the comparison.
+// The probe's model without MPI: figures, machine grouping, the tree from a topology or
+// Slurm's topology.conf, the shared-bottleneck inference, the latency fit, the topology it
+// writes and the comparison.
 #include <gtest/gtest.h>
 
 #include "probe/model.hpp"
@@ -62,6 +63,36 @@ TEST(ProbeModel, TreeFromTopologyMatchesMachinesByRanks) {
     EXPECT_NE(std::string(e.what()).find("y (ranks 1-2)"), std::string::npos) << e.what();
   }
   EXPECT_THROW(groups_from_topology(t, group_by_name({"x", "x", "y", "z"}), "t.json"), ProbeInputError);
+}
+
+// Slurm's tree: switches below the top with a machine of the job become groups, nested as in
+// the file; switches without one are dropped; host names match by their first label too.
+TEST(ProbeModel, TreeFromSlurmMatchesMachinesByHostName) {
+  const SlurmTopology slurm = parse_slurm_topology(
+      "SwitchName=top Switches=agg[0-1]\n"
+      "SwitchName=agg0 Switches=leaf[0-1]\n"
+      "SwitchName=agg1 Nodes=node[20-21]\n"
+      "SwitchName=leaf0 Nodes=node[01-02]\n"
+      "SwitchName=leaf1 Nodes=node03\n",
+      "topology.conf");
+  const auto g = group_by_name({"node01.cluster", "node01.cluster", "node02", "node03", "node03"});
+  const auto groups = groups_from_slurm(slurm, g);
+  ASSERT_EQ(groups.size(), 3u);  // agg0, leaf0, leaf1 (agg1 has no machine of the job)
+  EXPECT_EQ(groups[0].name, "agg0");
+  EXPECT_EQ(groups[0].parent, -1);
+  EXPECT_EQ(groups[0].machines, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(groups[1].name, "leaf0");
+  EXPECT_EQ(groups[1].parent, 0);
+  EXPECT_EQ(groups[1].machines, (std::vector<int>{0, 1}));
+  EXPECT_EQ(groups[2].name, "leaf1");
+  EXPECT_EQ(groups[2].machines, (std::vector<int>{2}));
+  EXPECT_NE(groups[1].evidence.find("topology.conf:4"), std::string::npos) << groups[1].evidence;
+  try {
+    groups_from_slurm(slurm, group_by_name({"node01", "node09"}));
+    FAIL() << "no error";
+  } catch (const ProbeInputError& e) {
+    EXPECT_NE(std::string(e.what()).find("node09"), std::string::npos) << e.what();
+  }
 }
 
 // An all-to-all's rates, a -> b: `inside` between machines of one group, `across` otherwise.
