@@ -15,7 +15,8 @@ struct Registration {
 
 // Exit codes shared by every command (README, "The commands").
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailed = 1;    // a plan that fails verification
+inline constexpr int kExitFailed = 1;    // a check that fails: a plan that fails verification,
+                                         // probe --compare finding a link off
 inline constexpr int kExitBadInput = 2;  // malformed or unsuitable input: topology, plan file,
                                          // arguments (a forced algorithm that does not suit the tree)
 inline constexpr int kExitRefused = 3;   // refused: the target cannot express a sound plan at all

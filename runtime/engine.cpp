@@ -224,13 +224,14 @@ void Engine::setup_single_copy(const std::vector<int32_t>& plan_rank_of) {
     for (const auto& [bytes, ranks] : by_min_bytes) message += fmt::format("\n  {} bytes: ranks {}", bytes, fmt::join(ranks, ", "));
     throw InputError(message);
   }
-  single_copy_pids_.assign(targets.size(), 0);
+  std::vector<pid_t> pids(targets.size(), 0);
   for (size_t peer = 0; peer < targets.size(); ++peer)
     if (same_host_[peer] && peer != static_cast<size_t>(rank_))
-      single_copy_pids_[peer] = single_copy::pid_of(std::string(targets[peer].begin(), targets[peer].end()));
+      pids[peer] = single_copy::pid_of(std::string(targets[peer].begin(), targets[peer].end()));
   // A job without two processes on a host has nothing to send so.
-  if (std::all_of(single_copy_pids_.begin(), single_copy_pids_.end(), [](pid_t pid) { return pid == 0; }))
-    single_copy_pids_.clear();
+  if (std::all_of(pids.begin(), pids.end(), [](pid_t pid) { return pid == 0; })) pids.clear();
+  // The seam carries it from here (transport.hpp): both executors ask it.
+  transport_->set_single_copy(std::move(pids), options_.single_copy_min_bytes);
 }
 
 Engine::~Engine() { shutdown(); }
@@ -495,8 +496,7 @@ std::shared_ptr<Operation> Engine::launch(const ir::Schedule& schedule, const Op
     } else {
       const ExecContext context{transport_.get(),    &pool_,          &plan_,
                                 rank_,                options_.chunk_bytes, options_.window,
-                                &same_host_,          &quarantine_,    &single_copy_pids_,
-                                options_.single_copy_min_bytes, &pool_.arithmetic(),
+                                &same_host_,          &quarantine_,    &pool_.arithmetic(),
                                 check_calls_,         sink_.get(),     sink_bytes_};
       operation = std::make_shared<Operation>(context, next_sequence_++, schedule, program, args);
       // Kept for reuse; beyond kMaxSpares the oldest is let go.
@@ -645,8 +645,7 @@ void Engine::sparse_allreduce(const SparseArgs& args) {
       [this](const std::function<size_t()>& remaining, const std::string& what) {
         drive_until(remaining, what);
       },
-      [this](int32_t rank) { return describe_rank(rank); }, &single_copy_pids_, options_.single_copy_min_bytes,
-      check_calls_,
+      [this](int32_t rank) { return describe_rank(rank); }, check_calls_,
       make_signature(call, args.count, args.type, ReduceOp::Sum, sequence),
       sink_.get(), sink_bytes_};
   sparse_scratch_.start_call();

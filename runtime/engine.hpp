@@ -66,7 +66,7 @@ class Engine {
   const Options& options() const { return options_; }
   const std::string& learner_name() const { return learner_name_; }
   // Whether chunks to some peer of this host go by single copy.
-  bool single_copy() const { return !single_copy_pids_.empty(); }
+  bool single_copy() const { return transport_ != nullptr && transport_->single_copy_on(); }
 
   // Starts a collective (posting its first transfers). Throws InputError on bad arguments or a
   // call the plan has no schedule for (the communicator stays usable), RuntimeError on a broken
@@ -161,7 +161,6 @@ class Engine {
   std::vector<bool> same_host_;  // by plan rank
   // Options::spin_before_yield, resolved once the processes on this host are known.
   std::chrono::microseconds spin_before_yield_{0};
-  std::vector<pid_t> single_copy_pids_;  // by plan rank (ExecContext::single_copy_pids)
   // This rank's programs: lowered on first use, or all taken from the generated library at creation.
   std::map<const ir::Schedule*, codegen::RankProgram> programs_;
   std::unique_ptr<GeneratedPrograms> generated_;

@@ -184,8 +184,8 @@ void Operation::start_step() {
         slot.pending = 0;
         slot.transfers.resize(transfers);
         // Only where a chunk (the first is the longest) is long enough to go by single copy.
-        if (!context_.single_copy_pids->empty() && runs_[r].chunks > 0 &&
-            chunk_bytes(runs_[r], 0) >= context_.single_copy_min_bytes)
+        if (context_.transport->single_copy_on() && runs_[r].chunks > 0 &&
+            chunk_bytes(runs_[r], 0) >= context_.transport->single_copy_min_bytes())
           slot.descriptors = context_.pool->acquire(transfers * sizeof(single_copy::Descriptor));
         if (context_.check_calls && slot.frames.capacity < transfers * sizeof(Frame)) {
           if (slot.frames) context_.pool->release(std::move(slot.frames));
@@ -453,20 +453,26 @@ void Operation::complete_receive(TaskRun& run, Slot& slot, uint32_t source, Tran
   }
   if (context_.check_calls && !check_signature(run, slot, source, &length)) return;
   const bool by_descriptor = single_copy(from, expected);
-  single_copy::Descriptor descriptor;
+  uint64_t single_copy_cookie = 0;
   if (by_descriptor) {
-    if (!single_copy::is_descriptor(descriptor_at(slot, source), length, &descriptor)) {
+    // The seam checks the descriptor and reads the chunk straight out of the sender.
+    const Transport::SingleCopyRead read = context_.transport->single_copy_read(
+        from, descriptor_at(slot, source), length, expected, receive_target(run, slot, source));
+    if (read.code == Transport::SingleCopyRead::NotDescriptor) {
       set_error(fmt::format("{}: {}: chunk {} from {} is not the single-copy descriptor expected ({} "
                             "bytes; do all ranks pass the same count and type?)",
                             describe(), where(run), slot.chunk, peer(from), length));
       return;
     }
-    length = descriptor.bytes;
-  } else if (expected == sizeof(single_copy::Descriptor) && on_host(from) &&
-             !context_.single_copy_pids->empty() &&
-             single_copy::is_descriptor(receive_target(run, slot, source), length, &descriptor) &&
-             descriptor.bytes >= context_.single_copy_min_bytes && descriptor.address != 0 &&
-             descriptor.cookie <= tag::kMaxCookie) {
+    if (read.code == Transport::SingleCopyRead::ReadFailed) {
+      set_error(fmt::format("{}: {}: reading chunk {} ({} bytes) by single copy from {} failed: {}",
+                            describe(), where(run), slot.chunk, read.got.bytes, peer(from), read.why));
+      return;
+    }
+    length = read.got.bytes;  // WrongLength: named below, as any other length
+    single_copy_cookie = read.got.cookie;
+  } else if (context_.transport->looks_like_descriptor(from, receive_target(run, slot, source), length, expected,
+                                                       tag::kMaxCookie)) {
     // (32 bytes of data that begin with the magic word and read as a plausible descriptor: a
     // peer that sent a long chunk where this rank expects a short one.)
     set_error(fmt::format("{}: {}: chunk {} from {} is a single-copy descriptor where {} bytes of "
@@ -480,7 +486,7 @@ void Operation::complete_receive(TaskRun& run, Slot& slot, uint32_t source, Tran
                           describe(), where(run), slot.chunk, peer(from), length, expected));
     return;
   }
-  if (by_descriptor && !read_by_descriptor(run, slot, source, descriptor)) return;
+  if (by_descriptor && !acknowledge(run, slot, from, single_copy_cookie)) return;
   if (--slot.pending == 0) on_received(run, slot);
 }
 
@@ -585,7 +591,7 @@ std::byte* Operation::descriptor_at(Slot& slot, size_t transfer) {
 }
 
 bool Operation::single_copy(int32_t peer, size_t bytes) const {
-  return single_copy::goes_by_single_copy(*context_.single_copy_pids, context_.single_copy_min_bytes, peer, bytes);
+  return context_.transport->single_copy_to(peer, bytes);
 }
 
 void Operation::send_descriptor(TaskRun& run, Slot& slot, size_t j, const std::byte* data, size_t bytes) {
@@ -602,7 +608,7 @@ void Operation::send_descriptor(TaskRun& run, Slot& slot, size_t j, const std::b
   awaiting_ack_[cookie] = &transfer;
   // The slot keeps the descriptor until the ack, which comes only after it was delivered (or,
   // if the operation fails first, in quarantine: UCX may still be sending it).
-  const single_copy::Descriptor descriptor{single_copy::kMagic, reinterpret_cast<uint64_t>(data), bytes, cookie};
+  const single_copy::Descriptor descriptor = Transport::single_copy_descriptor(data, bytes, cookie);
   std::byte* message = descriptor_at(slot, index);
   std::memcpy(message, &descriptor, sizeof descriptor);
   Transport::Request request = nullptr;
@@ -629,17 +635,7 @@ void Operation::send_descriptor(TaskRun& run, Slot& slot, size_t j, const std::b
   post_ack_receive();
 }
 
-bool Operation::read_by_descriptor(TaskRun& run, Slot& slot, uint32_t source,
-                                   const single_copy::Descriptor& descriptor) {
-  const int32_t from = run.task->sources[source].rank;
-  const size_t bytes = descriptor.bytes;
-  const std::string why = single_copy::read((*context_.single_copy_pids)[static_cast<size_t>(from)],
-                                            descriptor.address, receive_target(run, slot, source), bytes);
-  if (!why.empty()) {
-    set_error(fmt::format("{}: {}: reading chunk {} ({} bytes) by single copy from {} failed: {}",
-                          describe(), where(run), slot.chunk, bytes, peer(from), why));
-    return false;
-  }
+bool Operation::acknowledge(const TaskRun& run, const Slot& slot, int32_t from, uint64_t cookie) {
   // The sender may reuse the memory now. An empty message: nothing to keep alive for UCX, but
   // the operation is not done before it left: the sender waits for it, and this process may
   // leave the runtime once the operation is done.
@@ -657,7 +653,7 @@ bool Operation::read_by_descriptor(TaskRun& run, Slot& slot, uint32_t source,
   ack->index = static_cast<uint32_t>(from);
   Transport::Request request = nullptr;
   const TransportStatus status =
-      context_.transport->send(from, &nothing, 0, tag::ack(sequence_, descriptor.cookie), ack, &request);
+      context_.transport->send(from, &nothing, 0, tag::ack(sequence_, cookie), ack, &request);
   if (!status.ok()) {
     free_ack_sends_.push_back(ack);
     set_error(fmt::format("{}: {}: acknowledging chunk {} to {} failed: {}", describe(), where(run),

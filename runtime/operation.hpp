@@ -47,10 +47,6 @@ struct ExecContext {
   const std::vector<bool>* same_host;
   // Scratch that the transport may still read after an abort; freed only after the transport closes.
   std::vector<ScratchPool::Buffer>* quarantine;
-  // By plan rank: the pid of a peer on this host that chunks go to and come from by single copy
-  // (single_copy.hpp), 0 for the others; empty when single copy is off.
-  const std::vector<pid_t>* single_copy_pids;
-  size_t single_copy_min_bytes;  // the smallest chunk that goes so
   LocalArithmetic* arithmetic;    // combines chunks, divides for avg (the pool's memory)
   // Whether every message carries the call's signature (FLEXPLAN_CHECK_CALLS, alike on every rank).
   bool check_calls;
@@ -204,8 +200,8 @@ class Operation {
   bool single_copy(int32_t peer, size_t bytes) const;
   // Sends the descriptor of `data` to destination j; the transfer then awaits the ack.
   void send_descriptor(TaskRun& run, Slot& slot, size_t j, const std::byte* data, size_t bytes);
-  // A descriptor from source `source` arrived: reads the chunk, acknowledges it. False on error.
-  bool read_by_descriptor(TaskRun& run, Slot& slot, uint32_t source, const single_copy::Descriptor& descriptor);
+  // Tells the sender of a chunk read by single copy that its memory is free again.
+  bool acknowledge(const TaskRun& run, const Slot& slot, int32_t from, uint64_t cookie);
   // Where a receive from `source` lands: its scratch slot (reduce), else the destination.
   std::byte* receive_target(const TaskRun& run, Slot& slot, uint32_t source) const;
   static std::byte* descriptor_at(Slot& slot, size_t transfer);

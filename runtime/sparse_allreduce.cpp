@@ -346,10 +346,7 @@ class SparseRun {
   // shared-memory FIFO a whole slice is copied twice, 512 KiB at a time, and its sender waits
   // for the receiver's turn on a core to drain each piece: on 3+3+4 at 32 MiB, ten processes on
   // two cores, steps 1 and 4 took 95-119 ms so and 47-76 ms by single copy (docs/runtime.md).
-  bool by_single_copy(int32_t peer, size_t bytes) const {
-    return context_.single_copy_pids != nullptr &&
-           single_copy::goes_by_single_copy(*context_.single_copy_pids, context_.single_copy_min_bytes, peer, bytes);
-  }
+  bool by_single_copy(int32_t peer, size_t bytes) const { return context_.transport->single_copy_to(peer, bytes); }
   // Names a single-copy message of step s to `receiver` in its acknowledgement's tag.
   static uint64_t cookie(size_t s, int32_t receiver) {
     return (static_cast<uint64_t>(s) << kSenderBits) | static_cast<uint64_t>(receiver);
@@ -383,7 +380,7 @@ class SparseRun {
       if (by_single_copy(peer, bytes)) {
         const uint64_t c = cookie(s, peer);
         acks.recv(peer, &nothing_, 0, tag::ack(context_.sequence, c), nullptr);
-        descriptors.push_back({single_copy::kMagic, reinterpret_cast<uint64_t>(message), bytes, c});
+        descriptors.push_back(Transport::single_copy_descriptor(message, bytes, c));
         step.send(peer, &descriptors.back(), sizeof(single_copy::Descriptor), sparse_tag(context_.sequence, s, rank_));
       } else {
         step.send(peer, message, bytes, sparse_tag(context_.sequence, s, rank_));
@@ -429,21 +426,22 @@ class SparseRun {
     step.wait();
     for (auto& [peer, x] : incoming) {
       if (!x.by_single_copy) continue;
-      single_copy::Descriptor d;
-      const bool descriptor = single_copy::is_descriptor(&x.descriptor, x.received, &d);
-      if (!descriptor || d.bytes != x.expected || d.cookie != cookie(s, rank_)) {
+      // The seam checks the descriptor and reads the message straight out of the sender.
+      const Transport::SingleCopyRead read =
+          context_.transport->single_copy_read(peer, &x.descriptor, x.received, x.expected, x.into);
+      const single_copy::Descriptor& d = read.got;
+      if (read.code == Transport::SingleCopyRead::ReadFailed) {
+        throw RuntimeError(fmt::format("flexplan sparse_allreduce: {}: reading {} bytes out of {} failed: {}",
+                                       step_name(s, what), d.bytes, context_.describe_rank(peer), read.why));
+      }
+      const bool descriptor = read.code != Transport::SingleCopyRead::NotDescriptor;
+      if (!descriptor || read.code == Transport::SingleCopyRead::WrongLength || d.cookie != cookie(s, rank_)) {
         throw RuntimeError(fmt::format(
             "flexplan sparse_allreduce: {}: {} sent {}, expected the single-copy descriptor of {} bytes: do all "
             "ranks pass the same count?",
             step_name(s, what), context_.describe_rank(peer),
             descriptor ? fmt::format("a descriptor of {} bytes", d.bytes) : fmt::format("{} bytes", x.received),
             x.expected));
-      }
-      const std::string why =
-          single_copy::read((*context_.single_copy_pids)[static_cast<size_t>(peer)], d.address, x.into, d.bytes);
-      if (!why.empty()) {
-        throw RuntimeError(fmt::format("flexplan sparse_allreduce: {}: reading {} bytes out of {} failed: {}",
-                                       step_name(s, what), d.bytes, context_.describe_rank(peer), why));
       }
       x.received = d.bytes;
       acks.send(peer, &nothing_, 0, tag::ack(context_.sequence, d.cookie));

@@ -108,11 +108,6 @@ struct SparseContext {
   // or a broken communicator.
   std::function<void(const std::function<size_t()>& remaining, const std::string& what)> drive;
   std::function<std::string(int32_t)> describe_rank;
-  // By plan rank: the pid of a peer on this host that messages of the steps within machines go
-  // to and come from by single copy (runtime/single_copy.hpp), 0 for the others; empty when
-  // single copy is off. Messages of at least single_copy_min_bytes go so.
-  const std::vector<pid_t>* single_copy_pids = nullptr;
-  size_t single_copy_min_bytes = 0;
   // Call checks: every message but the acknowledgements starts with `signature`, and a
   // receive's excess goes to the sink (as ExecContext's).
   bool check_calls = false;

@@ -1,7 +1,7 @@
 // The transport seam: the small interface every executor (Operation, the sparse exchange) is
 // written against. Tagged, non-blocking sends and receives of a buffer range (or up to three
-// pieces of one), told complete through a callback from inside progress(); peer failures and
-// abort notices; an orderly close. UCX is the implementation the communicator uses
+// pieces of one), told complete through a callback from inside progress(); single copy where
+// both ends share a host; peer failures and abort notices; an orderly close. UCX is the implementation the communicator uses
 // (ucx_transport.hpp); tests run the executor over an in-process one. Nothing here knows plans.
 #pragma once
 
@@ -10,8 +10,11 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <sys/types.h>
 #include <string>
 #include <vector>
+
+#include "runtime/single_copy.hpp"
 
 namespace flexplan {
 
@@ -90,6 +93,41 @@ class Transport {
     const Piece piece{data, bytes};
     return recv(&piece, 1, tag, tag_mask, completion, request);
   }
+  // Single copy where both ends share a host (single_copy.hpp; docs/runtime.md, Single-copy
+  // transfers). A message that goes so is a descriptor of the sender's range under the message's
+  // own tag (single_copy_descriptor); the receiver hands it to single_copy_read, which checks it
+  // and reads the range straight out of the sender, then acknowledges with an empty message
+  // under tag::ack(sequence, cookie); until the ack the sender's range stays untouched. Both ends
+  // decide alike (single_copy_to) from the length and the peer. Set once after creation's probe:
+  // by rank, the pid of a peer on this host that this process can read, 0 for the others; empty
+  // (the default) is off. Every rank uses the same min_bytes.
+  void set_single_copy(std::vector<pid_t> readable_pids, size_t min_bytes);
+  bool single_copy_on() const { return !single_copy_pids_.empty(); }
+  size_t single_copy_min_bytes() const { return single_copy_min_bytes_; }
+  bool single_copy_to(int32_t peer, size_t bytes) const {
+    return single_copy::goes_by_single_copy(single_copy_pids_, single_copy_min_bytes_, peer, bytes);
+  }
+  // The descriptor message of `bytes` at `data` for single_copy_to(peer, bytes); the cookie comes
+  // back in the acknowledgement's tag.
+  static single_copy::Descriptor single_copy_descriptor(const void* data, size_t bytes, uint64_t cookie) {
+    return {single_copy::kMagic, reinterpret_cast<uint64_t>(data), bytes, cookie};
+  }
+  // What a received descriptor message (`length` bytes at `message`) from `peer` says and the
+  // read it names: `expected` bytes into `into`. Ok, or NotDescriptor (the peer sent something
+  // else, *got untouched: ranks passing different counts), WrongLength (*got says what it
+  // describes), ReadFailed (`why` has the system's reason: a peer that died).
+  struct SingleCopyRead {
+    enum Code : uint8_t { Ok, NotDescriptor, WrongLength, ReadFailed };
+    Code code = Ok;
+    single_copy::Descriptor got{};
+    std::string why;
+  };
+  SingleCopyRead single_copy_read(int32_t peer, const void* message, size_t length, size_t expected, void* into);
+  // Whether `length` bytes of data where `expected` were due from `peer` are in fact a plausible
+  // descriptor (a peer that sent a long message where this rank expects a short one).
+  bool looks_like_descriptor(int32_t peer, const void* data, size_t length, size_t expected,
+                             uint64_t max_cookie) const;
+
   // Cancels a receive (its completion is then told, Canceled, unless released first).
   virtual void cancel(Request request) = 0;
   // Gives the request back: once it completed, or to stop its notification. The transfer may
@@ -116,6 +154,16 @@ class Transport {
   virtual bool flush(std::chrono::milliseconds limit) = 0;
   // Closes every connection; `force` skips the goodbye with the peer.
   virtual void close_endpoints(bool force, std::chrono::milliseconds limit) = 0;
+
+ protected:
+  // The read behind single_copy_read: `bytes` at `remote` in `peer`'s memory into `local`; empty
+  // on success, else why. Cross-memory attach from the peer's pid (single_copy::read); an
+  // implementation whose peers share its address space may copy instead.
+  virtual std::string read_from_peer(int32_t peer, pid_t pid, uint64_t remote, void* local, size_t bytes);
+
+ private:
+  std::vector<pid_t> single_copy_pids_;
+  size_t single_copy_min_bytes_ = single_copy::kDefaultMinBytes;
 };
 
 // The UCX implementation (ucx_transport.cpp). `blocking` makes wait_for_event sleep on the

@@ -6,7 +6,10 @@
 #include <charconv>
 #include <cmath>
 #include <functional>
+#include <string>
 #include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include <fmt/core.h>
 
@@ -155,13 +158,14 @@ bool same_shape(const TreeNode& a, const TreeNode& b) {
   return true;
 }
 
-void apply_count(const Variation& v, size_t index, EditableTree& tree) {
+// The count of nodes shaped like the one named `node` under its parent becomes the value.
+void apply_count_at(const Variation& v, size_t index, EditableTree& tree, const std::string& node) {
   const std::string& value = v.labels[index];
-  const size_t slash = v.node.rfind('/');
+  const size_t slash = node.rfind('/');
   if (slash == std::string::npos)
     throw VariationError(v.text, "count: the root cannot be copied; name a node below it");
-  TreeNode& parent = need_node(v, value, tree, v.node.substr(0, slash));
-  const TreeNode model = need_node(v, value, tree, v.node);
+  TreeNode& parent = need_node(v, value, tree, node.substr(0, slash));
+  const TreeNode model = need_node(v, value, tree, node);
   const auto want = static_cast<size_t>(v.values[index]);
   std::vector<size_t> alike;
   for (size_t i = 0; i < parent.children.size(); ++i)
@@ -171,14 +175,14 @@ void apply_count(const Variation& v, size_t index, EditableTree& tree) {
       parent.children.erase(parent.children.begin() + static_cast<std::ptrdiff_t>(alike[k]));
     if (parent.children.empty())
       throw VariationError(v.text, fmt::format("value '{}' leaves '{}' without children", value,
-                                               v.node.substr(0, slash)));
+                                               node.substr(0, slash)));
   }
   if (want > alike.size()) {
     // Each copy's name is the model's and a suffix ("+12"): every full name below grows by it.
     const double copies = static_cast<double>(want - alike.size());
     const double suffix = 1 + std::floor(std::log10(static_cast<double>(want))) + 1;
     const double nodes = static_cast<double>(subtree_nodes(model));
-    const double path = static_cast<double>(v.node.size());
+    const double path = static_cast<double>(node.size());
     check_growth(v, value, tree,
                  {copies * nodes, copies * (name_bytes(model, path) + (nodes + 1) * suffix)});
   }
@@ -191,6 +195,35 @@ void apply_count(const Variation& v, size_t index, EditableTree& tree) {
     parent.children.push_back(std::move(added));
   }
   tree.shape_changed = true;
+}
+
+// `count:NODE` names one node; `count:GLOB` every node whose full name matches (as `gpus:`), the
+// topmost matches only, one per shape under each parent: each parent's same-shaped group then
+// holds the value's count.
+void apply_count(const Variation& v, size_t index, EditableTree& tree) {
+  if (v.node.find_first_of("*?[") == std::string::npos) {
+    apply_count_at(v, index, tree, v.node);
+    return;
+  }
+  std::vector<std::pair<std::string, const TreeNode*>> models;  // (full name, node), tree order
+  std::vector<std::string> matched;  // every topmost match, a model or one of its group
+  for_each_link(tree.root, tree.root.name, [&](TreeNode& node, const std::string& name) {
+    if (!glob_match(v.node, name)) return;
+    for (const std::string& above : matched)
+      if (name.size() > above.size() && name.starts_with(above) && name[above.size()] == '/') return;
+    matched.push_back(name);
+    for (const auto& taken : models) {
+      const std::string& other = taken.first;
+      const bool sibling = name.substr(0, name.rfind('/')) == other.substr(0, other.rfind('/'));
+      if (sibling && same_shape(node, *taken.second)) return;
+    }
+    models.emplace_back(name, &node);
+  });
+  if (models.empty())
+    throw VariationError(v.text, fmt::format("no node below the root has a full name matching '{}'", v.node));
+  std::vector<std::string> names;
+  for (const auto& model : models) names.push_back(model.first);
+  for (const std::string& name : names) apply_count_at(v, index, tree, name);
 }
 
 void apply_gpus(const Variation& v, size_t index, EditableTree& tree) {

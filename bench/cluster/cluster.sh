@@ -8,6 +8,9 @@
 #   latency   = nfqdelay (NFQUEUE) on machine i's eth0, both directions; this kernel has no netem
 #   head      = namespace ${P}-hd, ${SUBNET}.2, unshaped port on the bridge: mpirun runs there,
 #               and `check` measures each machine's link against it one link at a time
+#   rack k    = (EMU_RACKS) bridge rb$k in ${P}-sw; its machines' veths join it instead of br0,
+#               and veth up-r$k <-> dn-r$k joins it to br0: its uplink, tbf-shaped both ways
+#               (EMU_RACK_RATES), so that a rack can be oversubscribed
 #
 # Why a private IPC namespace per machine: UCX 1.13 treats two processes as shared-memory
 # reachable when they share boot id and IPC namespace, whatever their network namespace, so
@@ -15,11 +18,13 @@
 # its shared-memory segments after the hostname; equal names collide.
 #
 #   EMU_RATES="1gbit 200mbit" EMU_LEARNERS="2 3" [EMU_DELAYS="0 500"] cluster.sh up
+#   EMU_RACKS="0 0 - -" EMU_RACK_RATES="150mbit" ... cluster.sh up   # machines 0,1 in rack 0
 #   cluster.sh check                   # gate: lanes, rates; run before taking any figure
 #   cluster.sh exec 0 CMD...           # run CMD inside machine 0
 #   cluster.sh mpirun -np 5 PROG...    # Open MPI, ranks placed machine by machine
 #   cluster.sh shape 1 500mbit         # change machine 1's link rate ("none": unshaped)
 #   cluster.sh delay 1 500             # machine 1's link gets 500 us one-way latency (0: none)
+#   cluster.sh shape-rack 0 300mbit    # rack 0's uplink rate ("none": unshaped)
 #   cluster.sh perftest SRV CLI ARGS   # ucx_perftest, server/client in a machine or "hd"
 #   cluster.sh config                  # the figures the cluster is up with (shell syntax)
 #   cluster.sh status ; cluster.sh down
@@ -52,7 +57,8 @@ need_up() { is_up && [ -f $RUN/config ] || die "cluster $P is not up (run: $0 up
 load_config() { need_up; . $RUN/config; }
 save_config() {
   { echo "RATES=\"$RATES\""; echo "LEARNERS=\"$LEARNERS\""; echo "DELAYS=\"$DELAYS\"";
-    echo "SUBNET=\"$SUBNET\""; echo "SYSCTLS=\"${SYSCTLS:-}\""; echo "CC=\"${CC:-host}\""; } > $RUN/config
+    echo "SUBNET=\"$SUBNET\""; echo "SYSCTLS=\"${SYSCTLS:-}\""; echo "CC=\"${CC:-host}\"";
+    echo "RACKS=\"${RACKS:-}\""; echo "RACK_RATES=\"${RACK_RATES:-}\""; } > $RUN/config
 }
 nth() { local i=$1; shift; set -- $*; i=$((i + 1)); echo "${!i}"; }
 set_nth() { # list index value -> list with entry index replaced
@@ -89,6 +95,17 @@ cmd_shape() { # machine rate
   shape_dev $P-sw sw-n$1 "$2"     # downlink (switch -> machine)
   RATES=$(set_nth "$RATES" "$1" "$2"); save_config
   rm -f $RUN/goodput              # the links changed: `check` must measure them again
+}
+
+# rack uplinks: up-r$k carries rack -> top, dn-r$k top -> rack (each shaped on its egress)
+rack_count() { set -- ${RACK_RATES:-}; echo $#; }
+cmd_shape_rack() { # rack rate
+  load_config
+  [[ $1 =~ ^[0-9]+$ ]] && [ "$1" -lt "$(rack_count)" ] || die "no rack '$1'"
+  rate_mbit "$2" >/dev/null
+  shape_dev $P-sw up-r$1 "$2"
+  shape_dev $P-sw dn-r$1 "$2"
+  RACK_RATES=$(set_nth "$RACK_RATES" "$1" "$2"); save_config
 }
 
 # ---- link latency: every packet that leaves or enters machine i's eth0 waits DELAY_US in
@@ -152,6 +169,19 @@ cmd_up() {
   [ "$n" -ge 2 ] || die "EMU_RATES needs a rate per machine, two machines at least"
   [ "$(count $LEARNERS)" = "$n" ] || die "EMU_LEARNERS ('$LEARNERS') needs one count per machine ($n)"
   [ "$(count $DELAYS)" = "$n" ] || die "EMU_DELAYS ('$DELAYS') needs one delay per machine ($n)"
+  RACKS=${EMU_RACKS:-}
+  RACK_RATES=${EMU_RACK_RATES:-}
+  if [ -n "$RACKS" ]; then
+    [ "$(count $RACKS)" = "$n" ] || die "EMU_RACKS ('$RACKS') needs one rack number or '-' per machine ($n)"
+    local k; for k in $RACKS; do
+      [ "$k" = - ] && continue
+      [[ $k =~ ^[0-9]+$ ]] && [ "$k" -lt "$(count $RACK_RATES)" ] \
+        || die "EMU_RACKS entry '$k': a rack number below $(count $RACK_RATES) (one EMU_RACK_RATES entry per rack) or '-'"
+    done
+    for r in $RACK_RATES; do rate_mbit "$r" >/dev/null; done
+  else
+    [ -z "$RACK_RATES" ] || die "EMU_RACK_RATES without EMU_RACKS: say which machines each rack holds"
+  fi
   local r l; for r in $RATES; do rate_mbit "$r" >/dev/null; done
   for l in $LEARNERS; do [[ $l =~ ^[1-9][0-9]*$ ]] || die "learner count '$l' must be positive"; done
   is_up && die "cluster $P is already up (run: $0 down)"
@@ -163,7 +193,22 @@ cmd_up() {
   ip -n $P-sw link set lo up
   ip -n $P-sw link add br0 type bridge
   ip -n $P-sw link set br0 up
-  local i=0
+  local i=0 k
+  for r in $RACK_RATES; do
+    ip -n $P-sw link add rb$i type bridge
+    ip -n $P-sw link set rb$i up
+    ip -n $P-sw link add up-r$i type veth peer name dn-r$i
+    ip -n $P-sw link set up-r$i gso_max_size $GSO
+    ip -n $P-sw link set dn-r$i gso_max_size $GSO
+    ip -n $P-sw link set up-r$i master rb$i
+    ip -n $P-sw link set dn-r$i master br0
+    ip -n $P-sw link set up-r$i up
+    ip -n $P-sw link set dn-r$i up
+    shape_dev $P-sw up-r$i "$r"
+    shape_dev $P-sw dn-r$i "$r"
+    i=$((i + 1))
+  done
+  i=0
   for r in $RATES; do
     ip netns add $P-n$i
     # veths are created inside the namespaces: nothing ever appears in the host's namespace
@@ -175,7 +220,9 @@ cmd_up() {
     ip -n $P-n$i link set eth0 up
     pin_cc $P-n$i $SUBNET.$((10 + i))
     for kv in $SYSCTLS; do ip netns exec $P-n$i sysctl -qw "$kv" || die "sysctl $kv in machine $i failed"; done
-    ip -n $P-sw link set sw-n$i master br0
+    k=br0
+    if [ -n "$RACKS" ] && [ "$(nth $i $RACKS)" != - ]; then k=rb$(nth $i $RACKS); fi
+    ip -n $P-sw link set sw-n$i master $k
     ip -n $P-sw link set sw-n$i up
     touch $RUN/ipc-n$i $RUN/uts-n$i
     unshare --ipc=$RUN/ipc-n$i true
@@ -236,6 +283,14 @@ cmd_status() {
       "$(ip netns exec $P-n$n tc qdisc show dev eth0 | head -1 | awk '{print $2, $8}')" \
       "$(ip netns exec $P-sw tc qdisc show dev sw-n$n | head -1 | awk '{print $2, $8}')" \
       "$([ -f $RUN/nfq-n$n.pid ] && kill -0 "$(cat $RUN/nfq-n$n.pid)" 2>/dev/null && echo running || echo none)"
+  done
+  local k members
+  for ((k = 0; k < $(rack_count); k++)); do
+    members=""
+    for ((n = 0; n < $(count $RATES); n++)); do [ "$(nth $n $RACKS)" = "$k" ] && members="$members $n"; done
+    printf 'rack %s  machines%s  uplink %s  (up: %s  down: %s)\n' $k "$members" "$(nth $k $RACK_RATES)" \
+      "$(ip netns exec $P-sw tc qdisc show dev up-r$k | head -1 | awk '{print $2, $8}')" \
+      "$(ip netns exec $P-sw tc qdisc show dev dn-r$k | head -1 | awk '{print $2, $8}')"
   done
 }
 
@@ -332,5 +387,6 @@ cmd_mpirun() {
 
 case "${1:-}" in
   up|down|status|config|check|shape|delay|exec|perftest|mpirun) c=$1; shift; cmd_$c "$@" ;;
-  *) sed -n '2,27p' "$0"; exit 1 ;;
+  shape-rack) shift; cmd_shape_rack "$@" ;;
+  *) sed -n '2,31p' "$0"; exit 1 ;;
 esac

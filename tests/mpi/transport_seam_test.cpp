@@ -62,7 +62,8 @@ struct Fabric {
   std::vector<std::deque<Message>> inbox;
   std::vector<bool> dead;
   std::vector<std::condition_variable> wake;
-  size_t acks = 0;  // single-copy acknowledgements sent: single copy was used
+  size_t acks = 0;   // single-copy acknowledgements sent: single copy was used
+  size_t reads = 0;  // single-copy reads through the seam (read_from_peer)
 };
 
 constexpr TransportStatus kFailed{TransportStatus::Failed, "peer died (injected)"};
@@ -254,6 +255,17 @@ class InProcessTransport final : public Transport {
   bool flush(std::chrono::milliseconds) override { return true; }  // every send was copied out
   void close_endpoints(bool, std::chrono::milliseconds) override {}
 
+ protected:
+  // Single copy in-process: the ranks share this address space, so the seam's read is a copy;
+  // a dead peer's memory is gone, as a dead process's would be.
+  std::string read_from_peer(int32_t peer, pid_t, uint64_t remote, void* local, size_t bytes) override {
+    std::lock_guard<std::mutex> lock(fabric_.mutex);
+    if (fabric_.dead[static_cast<size_t>(peer)]) return "peer died (injected)";
+    ++fabric_.reads;
+    std::memcpy(local, reinterpret_cast<const void*>(remote), bytes);
+    return "";
+  }
+
  private:
   struct Req {
     Completion* completion = nullptr;
@@ -361,9 +373,10 @@ ir::Plan plan_of_every_collective(const Topology& topology, size_t pick) {
 }
 
 // Runs `body(engine, rank)` on every rank's thread over one fabric; returns each rank's error
-// ("" where none); `acks` gets the single-copy acknowledgements sent.
+// ("" where none); `acks` gets the single-copy acknowledgements sent, `reads` the seam's reads.
 std::vector<std::string> run_ranks(const ir::Plan& plan, const Faults& faults, const Options& options,
-                                   const std::function<void(Engine&, int)>& body, size_t* acks = nullptr) {
+                                   const std::function<void(Engine&, int)>& body, size_t* acks = nullptr,
+                                   size_t* reads = nullptr) {
   const int world = plan.world_size;
   Board board;
   board.size = world;
@@ -392,6 +405,7 @@ std::vector<std::string> run_ranks(const ir::Plan& plan, const Faults& faults, c
   }
   for (auto& t : threads) t.join();
   if (acks != nullptr) *acks = fabric.acks;
+  if (reads != nullptr) *reads = fabric.reads;
   return errors;
 }
 
@@ -504,14 +518,16 @@ TEST(TransportSeam, EveryCollectiveUnderDelaysAndReordering) {
       faults.reorder = true;
       faults.seed = static_cast<uint32_t>(round);
       std::vector<std::string> mismatches(static_cast<size_t>(world));
-      size_t acks = 0;
+      size_t acks = 0, reads = 0;
       const auto errors = run_ranks(
           plan, faults, seam_options(round % 2 == 0),
           [&](Engine& engine, int rank) {
             mismatches[static_cast<size_t>(rank)] = every_collective(engine, rank, static_cast<uint64_t>(round) * 100);
           },
-          &acks);
+          &acks, &reads);
       EXPECT_GT(acks, 0u) << world << " ranks, plan " << pick << ": no chunk went by single copy";
+      // Every acknowledged chunk was read through the seam's single copy, not beside it.
+      EXPECT_EQ(reads, acks) << world << " ranks, plan " << pick;
       for (int r = 0; r < world; ++r) {
         EXPECT_EQ(errors[static_cast<size_t>(r)], "") << world << " ranks, plan " << pick << ", rank " << r;
         EXPECT_EQ(mismatches[static_cast<size_t>(r)], "") << world << " ranks, plan " << pick;

@@ -57,7 +57,7 @@ TEST(WhatifVariation, BadVariationsAreNamed) {
   for (const std::string bad :
        {"machines.bandwidth=25 furlongs", "machine.bandwidth=1Gbit/s", "machines.speed=1Gbit/s",
         "machines.bandwidth", "machines.bandwidth=1Gbit/s,,2Gbit/s", "under:core/nowhere.latency=1us",
-        "count:core/rack9/m0=2", "gpus:*/nothing=4", "count:core/rack0/m0=x",
+        "count:core/rack9/m0=2", "count:core/*/zz*=2", "gpus:*/nothing=4", "count:core/rack0/m0=x",
         "machines.bandwidth*=-2", "gpus:*=0", "replace:core/rack1=/no/such.json"}) {
     const std::string message = error_of(bad);
     EXPECT_NE(message.find("variation '" + bad + "'"), std::string::npos) << bad << ": " << message;
@@ -84,6 +84,10 @@ TEST(WhatifVariation, ChangesTheShape) {
   EXPECT_EQ(varied({"count:core/rack0/m0=4"}).num_learners(), 21);   // two more 4-GPU machines
   EXPECT_EQ(varied({"count:core/rack0/m0=1"}).num_learners(), 9);
   EXPECT_EQ(varied({"count:core/rack1/m0=3"}).num_learners(), 17);  // 2-GPU machines: 1 -> 3
+  // A glob: each parent's same-shaped matches as one group (rack0's two 4-GPU machines, rack1's
+  // 2-GPU and 3-GPU ones apart), the topmost matches only (not the machines below the racks).
+  EXPECT_EQ(varied({"count:core/*/m*=3"}).num_learners(), 27);
+  EXPECT_EQ(varied({"count:core/rack*=2"}).num_learners(), 26);
   EXPECT_EQ(varied({"gpus:*=2"}).num_learners(), 8);
   EXPECT_EQ(varied({"gpus:core/rack1/*=8"}).num_learners(), 24);
   // Shape changes come first, so the added machines get the set bandwidth too.

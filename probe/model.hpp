@@ -1,0 +1,136 @@
+// What `flexplan probe` measured, turned into a topology: figures with their spread, the switch
+// tree (given or inferred from shared bottlenecks), the topology JSON, and the comparison of a
+// declared topology with a measured one. No MPI and no transport here (probe.cpp measures), so
+// the flexplan program and the unit tests use it alone.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "topology/slurm_topology.hpp"
+#include "topology/topology.hpp"
+
+namespace flexplan::probe {
+
+// Bad input (a topology that does not fit the job, a bad argument): exit 2.
+class ProbeInputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// One figure from repeated samples: the median, and the spread (max - min) / median.
+struct Figure {
+  std::vector<double> samples;
+  // The traffic could not fill this link (what received it was slower): the figure is a floor.
+  bool lower_bound = false;
+  bool known() const { return !samples.empty(); }
+  double value() const;   // the median; 0 when unknown
+  double spread() const;  // 0 with fewer than two samples
+  // Stable: at least two samples within `tolerance` of each other (relative spread).
+  bool stable(double tolerance) const { return samples.size() >= 2 && spread() <= tolerance; }
+};
+
+// A switch below the root: the machines under it (all of them, nested switches' too).
+struct Group {
+  std::string name;
+  int parent = -1;  // index of the enclosing group, -1 for the root switch
+  std::vector<int> machines;
+  Figure out, in;   // its uplink, bytes/s, each direction with every machine under it sending
+  double latency = 0;  // seconds (given by --topology, else 0: not separable from the machines')
+  // Inferred groups: how sure (0..1) and why.
+  double confidence = 1;
+  std::string evidence;
+};
+
+struct Measurements {
+  std::vector<std::string> machine_names;  // by machine index
+  std::vector<int> machine_of_rank;        // by rank
+  std::vector<Figure> learner_bandwidth;   // by rank, bytes/s (pair rates within its machine)
+  std::vector<Figure> learner_latency;     // by rank, seconds (half a pair's one-way latency)
+  bool learner_default = false;            // no machine had two learners: defaults used
+  std::vector<Figure> machine_out, machine_in;  // by machine, bytes/s
+  std::vector<double> machine_latency;          // by machine, seconds (fitted)
+  // one-way latency between machines' first learners, seconds (-1: not measured)
+  std::vector<std::vector<double>> pair_latency;
+  std::vector<Group> groups;  // switches below the root, parents before children
+  bool tree_given = false;
+  std::string tree_note;  // how the tree was found, and how sure
+};
+
+// Ranks grouped by machine: a machine's index is its order of first appearance by rank.
+struct MachineGrouping {
+  std::vector<std::string> names;
+  std::vector<int> machine_of_rank;
+  std::vector<std::vector<int>> ranks;  // by machine
+};
+MachineGrouping group_by_name(const std::vector<std::string>& name_of_rank);
+// "a,a,b,b" (one name per rank) or "2,2" (learners per machine, in rank order); ProbeInputError
+// naming what is wrong, or if it does not cover exactly `world` ranks.
+std::vector<std::string> parse_machine_of_rank(const std::string& text, int world);
+
+// The switch tree a topology declares, for the machines of this job: every inner node that is
+// neither the root nor a machine (a parent of learners) becomes a group. The machines are
+// matched by their learners' ranks; ProbeInputError lists both groupings when they differ.
+std::vector<Group> groups_from_topology(const Topology& topo, const MachineGrouping& machines,
+                                        const std::string& source);
+
+// The switch tree of Slurm's topology.conf (topology/slurm_topology.hpp) for the machines of
+// this job, matched by host name (a name's part before its first '.' matches too): every switch
+// below the top with a machine of the job under it becomes a group. Machines of the file the job
+// does not use are left out; a machine of the job the file lacks is a ProbeInputError naming it.
+std::vector<Group> groups_from_slurm(const SlurmTopology& slurm, const MachineGrouping& machines);
+
+// Shared bottlenecks from one all-to-all test: every machine sends to every other at once, and
+// rate[a][b] is what a's flows to b reached. A shared uplink slows the flows that cross it, and
+// the flows that stay inside take what their machines' links have left: each machine's flows
+// split at their widest gap, if it is wider than 1 + `threshold`, into a fast side and a slow
+// one. Machines on each other's fast side share a switch; the groups are the connected
+// components with two machines or more. Two groups that split the machines between them explain
+// each other (every flow of one goes into the other): the smaller is kept (the first on a tie),
+// with confidence 0.5 at most. A group's confidence is the fraction of flow pairs touching it
+// that agree with it, lowered where its gap is near the threshold.
+// Given the machines' measured rates out and in, each flow is first divided by its share in the
+// same all-to-all on one flat switch (fair_all_to_all), so that a slow machine's flows do not
+// pass for a switch's.
+std::vector<Group> infer_groups(const std::vector<std::vector<double>>& rate, double threshold, std::string* note,
+                                const std::vector<double>& out = {}, const std::vector<double>& in = {});
+// The max-min fair rates of an all-to-all (every machine to every other) on one flat switch.
+std::vector<std::vector<double>> fair_all_to_all(const std::vector<double>& out, const std::vector<double>& in);
+
+// Least-squares fit of per-machine link latency from pair latencies, each pair's figure being
+// lat_a + lat_b (after the learner links are taken off by the caller). Machines in no pair, or
+// a two-machine job, split evenly; never negative.
+std::vector<double> fit_machine_latency(const std::vector<std::vector<double>>& pair_latency);
+
+// The topology JSON (docs/topology.md): root "switch", groups as switches, machines by name,
+// learners "learner{rank}" with explicit ranks. Links are min(in, out) of what was measured.
+nlohmann::json to_topology_json(const Measurements& m, const std::string& name);
+
+// The comparison of a declared topology with the measured one: one row per link matched by the
+// learners under it (names may differ). Bandwidth off by more than `tolerance` is flagged; so is
+// latency off by more than `tolerance` and more than `latency_floor` seconds (the measurement's
+// resolution). A measured floor (lower_bound) passes when the declared figure is above it.
+struct CompareRow {
+  std::string declared_name, measured_name;
+  double declared_bandwidth = 0, measured_bandwidth = 0;
+  double declared_latency = 0, measured_latency = 0;
+  bool measured_floor = false;
+  bool bandwidth_off = false, latency_off = false;
+};
+struct Comparison {
+  std::vector<CompareRow> rows;
+  std::vector<std::string> unmatched;  // links of one side with no counterpart on the other
+  bool any_off() const;
+};
+Comparison compare(const Topology& declared, const Topology& measured, double tolerance, double latency_floor,
+                   const std::vector<std::string>& floor_nodes = {});
+std::string format_comparison(const Comparison& c, double tolerance);
+
+// "60s", "90", "1.5m", "500ms" -> seconds; "5%" or "0.05" -> 0.05. ProbeInputError otherwise.
+double parse_seconds(const std::string& text, const std::string& what);
+double parse_fraction(const std::string& text, const std::string& what);
+
+}  // namespace flexplan::probe
