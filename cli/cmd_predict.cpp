@@ -199,6 +199,10 @@ void print_text(const PredictCommand& command, const Sweep& sweep, const Topolog
     fmt::print("# floor: the larger of n / {} (bandwidth, set by {}) and {} (latency: {})\n",
                format_gbps(1 / floor.per_byte), floor.bound_by, format_seconds(floor.latency),
                ir::has_root(collective) ? "the farthest learner from the root" : "the diameter");
+  if (floor.per_byte > 0)
+    fmt::print("# latency floor D = {}; reference n / {} + D (the data across the bottleneck, "
+               "then across the diameter: what a pipelined tree approaches)\n",
+               format_seconds(floor.latency), format_gbps(1 / floor.per_byte));
   for (const auto& p : predictions)
     fmt::print("# {:<13} {}{}\n", p.algorithm,
                p.method == "none" ? "no prediction" : "priced by " + p.method,
@@ -295,7 +299,8 @@ void print_json(const PredictCommand& command, const Sweep& sweep, const Topolog
                                                 : json(nullptr)},
                 {"floor", {{"seconds_per_byte", floor.per_byte},
                            {"bound_by", floor.bound_by},
-                           {"latency_seconds", floor.latency}}},
+                           {"latency_seconds", floor.latency},
+                           {"reference", "seconds_per_byte * n + latency_seconds"}}},
                 {"algorithms", algorithms},
                 {"records", rows}};
   if (command.sparse) {

@@ -31,8 +31,18 @@
 
 namespace flexplan {
 
+// The runtime's software cost of one hop (posting, matching, completing a send and its receive),
+// measured by flexplan_overhead as one 2-rank exchange through the runtime on one host, where
+// the transfer itself costs almost nothing (docs/runtime.md, docs/flexbench.md "The runtime's
+// own overhead": 0.36-0.71 us medians; the later, larger figure). The plan, predict and whatif
+// commands price with it unless --hop-overhead says otherwise; CostParams{} keeps 0 so that the
+// model's own tests stay exact.
+inline constexpr double kMeasuredHopOverhead = 0.71e-6;
+
 struct CostParams {
-  double hop_overhead = 0;  // seconds added per hop: software cost of one send/receive
+  // Seconds added per hop: software cost of one send/receive. A star op's root handles its
+  // members' hops one after another, so the k-th of them (from 1) pays k overheads.
+  double hop_overhead = 0;
   // Bytes per second at which a learner sums a received range into its own (the runtime's
   // reduction); 0: free, not modelled. A learner's reductions in a step are a resource like a
   // link direction: the step takes at least (bytes it reduces) / reduce_bandwidth.
@@ -46,6 +56,12 @@ struct CostParams {
 // outside a star reduce's group stores its first arrival and sums the others; a root outside a
 // chain's group only stores.
 bool hop_sums(const ir::Op& op, const codegen::Hop& hop, size_t index);
+// The software cost of hop `index` of lower_op(op): one hop overhead, or index + 1 of them for
+// a star's hop (its root posts, matches and completes its members' hops one after another).
+inline double star_overhead(const ir::Op& op, size_t index, const CostParams& params) {
+  return params.hop_overhead *
+         (op.shape == ir::OpShape::Star ? static_cast<double>(index + 1) : 1.0);
+}
 // Throws std::invalid_argument naming the schedule, step and op where `op` (op `index` of step
 // `step`, or of its expansion for a compact pipeline) names a rank outside [0, learners) or a
 // range outside the schedule's units.

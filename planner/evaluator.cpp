@@ -245,7 +245,7 @@ std::vector<StepCost> evaluate_steps(const Topology& topo, const ir::Schedule& s
         const codegen::Hop& hop = lowered[h];
         const NodeId from = topo.learner_node(hop.src), to = topo.learner_node(hop.dst);
         hops.push_back({static_cast<uint32_t>(index), round, from, to, share,
-                        loads.path_latency(from, to) + params.hop_overhead,
+                        loads.path_latency(from, to) + star_overhead(op, h, params),
                         hop_sums(op, hop, h)});
         if (op.shape == ir::OpShape::Chain) ++round;  // a star's hops run side by side
       }

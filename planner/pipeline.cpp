@@ -100,7 +100,7 @@ PipelinePricer::PipelinePricer(const Topology& topo, const ir::Schedule& base,
       for (size_t h = 0; h < lowered.size(); ++h) {
         const NodeId from = topo.learner_node(lowered[h].src), to = topo.learner_node(lowered[h].dst);
         // The step's loads are gathered hop by hop on the same walk that sums the latency.
-        const double hop_latency = walk(from, to, share, links_walked_) + params.hop_overhead;
+        const double hop_latency = walk(from, to, share, links_walked_) + star_overhead(op, h, params);
         step.hop_latency = std::max(step.hop_latency, hop_latency);
         chain_latency += hop_latency;
         hops.push_back({{from, to, round, -1}, share});

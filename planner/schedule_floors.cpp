@@ -73,7 +73,7 @@ ScheduleFloors schedule_floors(const Topology& topo, const ir::Schedule& schedul
       for (size_t h = 0; h < hops; ++h) {
         NodeId a = topo.learner_node(lowered[h].src), b = topo.learner_node(lowered[h].dst);
         const NodeId receiver = b;
-        double path = params.hop_overhead;
+        double path = star_overhead(op, h, params);
         while (a != b) {
           if (level[a] >= level[b]) {
             add(2 * static_cast<uint32_t>(a), share);

@@ -1,0 +1,28 @@
+// The latency rows' builders (latency_trees.cpp): direct exchange, direct among machine leaders,
+// and binary trees of the leaders rooted at the tree's centre, one or two of them.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ir/plan.hpp"
+#include "planner/algorithms.hpp"
+#include "topology/topology.hpp"
+
+namespace flexplan {
+
+ir::Schedule plan_direct(const Topology&);
+ir::Schedule plan_leader_direct(const Topology&);
+ir::Schedule plan_centre_tree(const Topology&);
+ir::Schedule plan_double_tree(const Topology&);
+
+// `ranks` with the one of least eccentricity (largest path latency to another of them) first,
+// the rest by their path latency from it (ties in the given order).
+std::vector<int32_t> by_distance_from_centre(const Topology&, const std::vector<int32_t>& ranks);
+
+// Upper bounds of the schedules' sizes: the machines' star ops plus, among the leaders, the
+// direct exchange or `trees` binary heaps.
+ScheduleSize latency_tree_size(const Topology&, bool direct_among_leaders, uint64_t trees);
+ScheduleSize direct_size(const Topology&);
+
+}  // namespace flexplan
