@@ -15,6 +15,8 @@
 #include <numeric>
 #include <vector>
 
+#include <fmt/core.h>
+
 #include "planner/algorithms.hpp"
 #include "planner/latency_trees.hpp"
 #include "planner/machines.hpp"
@@ -30,25 +32,34 @@ ir::Schedule start(const char* name, uint64_t units) {
   return schedule;
 }
 
-ir::Op star(ir::OpKind kind, uint64_t begin, uint64_t end, int32_t root, std::vector<int32_t> group) {
+// A star op with its members farthest from the root first: the root handles its hops in group
+// order, the k-th paying k hop overheads (docs/cost-model.md), and the far ones arrive last, so
+// this order is the one in which a root that takes arrivals as they come handles them.
+ir::Op star(const Topology& topo, ir::OpKind kind, uint64_t begin, uint64_t end, int32_t root,
+            std::vector<int32_t> group) {
+  std::vector<std::pair<double, int32_t>> keyed;
+  for (int32_t r : group) keyed.emplace_back(r == root ? 1e300 : topo.path_latency(r, root), r);
+  std::stable_sort(keyed.begin(), keyed.end(),
+                   [](const auto& x, const auto& y) { return x.first > y.first; });
+  for (size_t i = 0; i < group.size(); ++i) group[i] = keyed[i].second;
   ir::Op op{kind, begin, end, root, ir::RankList(std::move(group))};
   op.shape = ir::OpShape::Star;
   return op;
 }
 
 // Every learner the root of a star reduce over all of them, on [0, units).
-void append_direct(const std::vector<int32_t>& ranks, uint64_t units, ir::Step& step) {
-  for (int32_t root : ranks) step.ops.push_back(star(ir::OpKind::Reduce, 0, units, root, ranks));
+void append_direct(const Topology& topo, const std::vector<int32_t>& ranks, uint64_t units, ir::Step& step) {
+  for (int32_t root : ranks) step.ops.push_back(star(topo, ir::OpKind::Reduce, 0, units, root, ranks));
 }
 
 // Machines' star reduces and broadcasts around `middle`, the steps among the leaders.
-ir::Schedule around_machines(ir::Schedule schedule, const std::vector<Machine>& machines,
+ir::Schedule around_machines(const Topology& topo, ir::Schedule schedule, const std::vector<Machine>& machines,
                              std::vector<ir::Step> middle) {
   ir::Step reduce{ir::Phase::Reduce, 0, {}}, broadcast{ir::Phase::Broadcast, 0, {}};
   for (const Machine& machine : machines) {
     if (machine.learners.size() < 2) continue;
-    reduce.ops.push_back(star(ir::OpKind::Reduce, 0, schedule.units, machine.leader, machine.learners));
-    broadcast.ops.push_back(star(ir::OpKind::Broadcast, 0, schedule.units, machine.leader, machine.learners));
+    reduce.ops.push_back(star(topo, ir::OpKind::Reduce, 0, schedule.units, machine.leader, machine.learners));
+    broadcast.ops.push_back(star(topo, ir::OpKind::Broadcast, 0, schedule.units, machine.leader, machine.learners));
   }
   if (!reduce.ops.empty()) schedule.steps.push_back(std::move(reduce));
   for (auto& step : middle)
@@ -66,7 +77,7 @@ std::vector<int32_t> leaders_of(const std::vector<Machine>& machines) {
 // A heap of fan-out 2 over `order` (order[0] the root, the parent of i at (i - 1) / 2): its
 // reduce steps, deepest level first, each parent a star root over its children and itself;
 // added to `reduce` (by depth, from the bottom) and `broadcast` (from the top) on [begin, end).
-void append_heap(const std::vector<int32_t>& order, uint64_t begin, uint64_t end,
+void append_heap(const Topology& topo, const std::vector<int32_t>& order, uint64_t begin, uint64_t end,
                  std::vector<ir::Step>& reduce, std::vector<ir::Step>& broadcast) {
   const size_t m = order.size();
   if (m < 2) return;
@@ -83,9 +94,8 @@ void append_heap(const std::vector<int32_t>& order, uint64_t begin, uint64_t end
         group.push_back(order[child]);
       if (group.empty()) continue;
       group.push_back(order[parent]);
-      reduce[depth - d].ops.push_back(star(ir::OpKind::Reduce, begin, end, order[parent], group));
-      std::rotate(group.rbegin(), group.rbegin() + 1, group.rend());  // the root first
-      broadcast[d - 1].ops.push_back(star(ir::OpKind::Broadcast, begin, end, order[parent], group));
+      reduce[depth - d].ops.push_back(star(topo, ir::OpKind::Reduce, begin, end, order[parent], group));
+      broadcast[d - 1].ops.push_back(star(topo, ir::OpKind::Broadcast, begin, end, order[parent], group));
     }
   }
 }
@@ -123,7 +133,7 @@ ir::Schedule plan_direct(const Topology& topo) {
   auto schedule = start("direct", 1);
   ir::Step step{ir::Phase::Reduce, 0, {}};
   const auto all = topo.learners_under(topo.root());
-  append_direct(std::vector<int32_t>(all.begin(), all.end()), 1, step);
+  append_direct(topo, std::vector<int32_t>(all.begin(), all.end()), 1, step);
   if (step.ops.size() > 1) schedule.steps.push_back(std::move(step));
   return schedule;
 }
@@ -132,16 +142,16 @@ ir::Schedule plan_leader_direct(const Topology& topo) {
   const auto machines = machines_of(topo);
   std::vector<ir::Step> middle(1, ir::Step{ir::Phase::Reduce, 1, {}});
   const auto leaders = leaders_of(machines);
-  if (leaders.size() > 1) append_direct(leaders, 1, middle[0]);
-  return around_machines(start("leader-direct", 1), machines, std::move(middle));
+  if (leaders.size() > 1) append_direct(topo, leaders, 1, middle[0]);
+  return around_machines(topo, start("leader-direct", 1), machines, std::move(middle));
 }
 
 ir::Schedule plan_centre_tree(const Topology& topo) {
   const auto machines = machines_of(topo);
   std::vector<ir::Step> reduce, broadcast;
-  append_heap(by_distance_from_centre(topo, leaders_of(machines)), 0, 1, reduce, broadcast);
+  append_heap(topo, by_distance_from_centre(topo, leaders_of(machines)), 0, 1, reduce, broadcast);
   reduce.insert(reduce.end(), broadcast.begin(), broadcast.end());
-  return around_machines(start("centre-tree", 1), machines, std::move(reduce));
+  return around_machines(topo, start("centre-tree", 1), machines, std::move(reduce));
 }
 
 ir::Schedule plan_double_tree(const Topology& topo) {
@@ -153,16 +163,16 @@ ir::Schedule plan_double_tree(const Topology& topo) {
   std::vector<int32_t> second(first.begin() + static_cast<std::ptrdiff_t>(inner), first.end());
   second.insert(second.end(), first.begin(), first.begin() + static_cast<std::ptrdiff_t>(inner));
   std::vector<ir::Step> reduce, broadcast;
-  append_heap(first, 0, 1, reduce, broadcast);
+  append_heap(topo, first, 0, 1, reduce, broadcast);
   std::vector<ir::Step> reduce2, broadcast2;
-  append_heap(second, 1, 2, reduce2, broadcast2);
+  append_heap(topo, second, 1, 2, reduce2, broadcast2);
   // Both heaps have the same depth (the same number of leaders): level by level together.
   for (size_t d = 0; d < reduce2.size(); ++d) {
     for (auto& op : reduce2[d].ops) reduce[d].ops.push_back(std::move(op));
     for (auto& op : broadcast2[d].ops) broadcast[d].ops.push_back(std::move(op));
   }
   reduce.insert(reduce.end(), broadcast.begin(), broadcast.end());
-  return around_machines(start("double-tree", 2), machines, std::move(reduce));
+  return around_machines(topo, start("double-tree", 2), machines, std::move(reduce));
 }
 
 ScheduleSize latency_tree_size(const Topology& topo, bool direct_among_leaders, uint64_t trees) {
@@ -182,6 +192,19 @@ ScheduleSize latency_tree_size(const Topology& topo, bool direct_among_leaders, 
     size.group_members += 6 * trees * m;
   }
   return size;
+}
+
+std::string direct_unsuitable(const Topology& topo) {
+  if (topo.num_learners() <= kMaxDirectRanks) return {};
+  return fmt::format("{} learners: each root's {} hops, one after another, cost more than a tree (at most {})",
+                     topo.num_learners(), topo.num_learners() - 1, kMaxDirectRanks);
+}
+
+std::string leader_direct_unsuitable(const Topology& topo) {
+  const size_t machines = machines_of(topo).size();
+  if (machines <= kMaxDirectRanks) return {};
+  return fmt::format("{} machines: each leader's {} hops, one after another, cost more than a tree (at most {})",
+                     machines, machines - 1, kMaxDirectRanks);
 }
 
 ScheduleSize direct_size(const Topology& topo) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "ir/plan.hpp"
@@ -24,5 +25,10 @@ std::vector<int32_t> by_distance_from_centre(const Topology&, const std::vector<
 // direct exchange or `trees` binary heaps.
 ScheduleSize latency_tree_size(const Topology&, bool direct_among_leaders, uint64_t trees);
 ScheduleSize direct_size(const Topology&);
+// The direct exchanges are left out past this many ranks: a root's P - 1 hops one after another
+// cost 0.7 ms there with the measured hop overhead, never less than a tree.
+inline constexpr int kMaxDirectRanks = 1024;
+std::string direct_unsuitable(const Topology&);
+std::string leader_direct_unsuitable(const Topology&);
 
 }  // namespace flexplan
