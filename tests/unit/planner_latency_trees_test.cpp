@@ -26,7 +26,7 @@ TEST(LatencyTrees, EveryRowComputesTheAllReduceOnRandomTrees) {
   for (int i = 0; i < 60; ++i) {
     const auto topo = trees.next(30);
     for (const char* name : kRows)
-      for (const std::string variant : {std::string(name), std::string(name) + "@3"}) {
+      for (const std::string& variant : {std::string(name), std::string(name) + "@3"}) {
         if (variant == "direct@3") continue;
         const auto schedule = plan_algorithm(topo, variant);
         EXPECT_NO_THROW(ir::verify_schedule(schedule, topo.num_learners())) << variant << " on " << topo.name();
@@ -86,7 +86,7 @@ TEST(LatencyTrees, ChosenForSmallMessagesOnlyWhereCheapest) {
   const std::string name = small.algorithm;
   EXPECT_TRUE(name.find("direct") != std::string::npos || name.find("tree") != std::string::npos) << name;
   // Its price is the least of every candidate's at that size.
-  for (const std::string other : {"ring", "recursive-doubling", "rd-leader", "binomial-tree"})
+  for (const char* other : {"ring", "recursive-doubling", "rd-leader", "binomial-tree"})
     EXPECT_LE(small.cost.at(8), evaluate_schedule(topo, plan_algorithm(topo, other), options.cost).at(8) + 1e-12)
         << other;
   const std::string large = report.chosen(uint64_t{256} << 20).algorithm;
