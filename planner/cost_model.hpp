@@ -20,6 +20,7 @@
 //
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -56,11 +57,20 @@ struct CostParams {
 // outside a star reduce's group stores its first arrival and sums the others; a root outside a
 // chain's group only stores.
 bool hop_sums(const ir::Op& op, const codegen::Hop& hop, size_t index);
-// The software cost of hop `index` of lower_op(op): one hop overhead, or index + 1 of them for
-// a star's hop (its root posts, matches and completes its members' hops one after another).
-inline double star_overhead(const ir::Op& op, size_t index, const CostParams& params) {
-  return params.hop_overhead *
-         (op.shape == ir::OpShape::Star ? static_cast<double>(index + 1) : 1.0);
+// A star's root posts, matches and completes its members' hops one after another: given the
+// star's hop latencies (each with one hop overhead), adds to each the overheads of the hops its
+// root handles before it, farthest first (a root that takes arrivals as they come, or sends to
+// the far members first): the k-th farthest pays k - 1 more. Independent of the group's order,
+// so a star reduce costs what the broadcast it transposes costs. `latency(i)` is a reference
+// to hop i's latency.
+template <class Latency>
+void queue_star_hops(size_t hops, double overhead, Latency&& latency) {
+  if (overhead <= 0 || hops < 2) return;
+  std::vector<size_t> order(hops);
+  for (size_t i = 0; i < hops; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return latency(a) > latency(b); });
+  for (size_t k = 1; k < hops; ++k) latency(order[k]) += static_cast<double>(k) * overhead;
 }
 // Throws std::invalid_argument naming the schedule, step and op where `op` (op `index` of step
 // `step`, or of its expansion for a compact pipeline) names a rank outside [0, learners) or a

@@ -32,9 +32,8 @@ ir::Schedule start(const char* name, uint64_t units) {
   return schedule;
 }
 
-// A star op with its members farthest from the root first: the root handles its hops in group
-// order, the k-th paying k hop overheads (docs/cost-model.md), and the far ones arrive last, so
-// this order is the one in which a root that takes arrivals as they come handles them.
+// A star op with its members farthest from the root first: the order in which a root that takes
+// arrivals as they come handles them, and the one the model queues them in (docs/cost-model.md).
 ir::Op star(const Topology& topo, ir::OpKind kind, uint64_t begin, uint64_t end, int32_t root,
             std::vector<int32_t> group) {
   std::vector<std::pair<double, int32_t>> keyed;
