@@ -5,7 +5,7 @@
 //   - leader-direct: a star reduce to one leader per machine, direct among the leaders, a star
 //     broadcast back;
 //   - centre-tree: the machines' leaders in a binary tree rooted at the leader nearest the
-//     tree's centre (least eccentricity), nearer leaders higher; reduce up, broadcast down. Its
+//     tree's centre (least eccentricity in links), nearer leaders higher; reduce up, broadcast down. Its
 //     pipelined variants (centre-tree@S) overlap the reduce of one slice with the broadcast of
 //     the slice before;
 //   - double-tree: two such trees, each on half the units, the second built so that the first
@@ -24,6 +24,14 @@
 namespace flexplan {
 namespace {
 
+// Links between two ranks. The shapes below depend on the tree's structure only, not on its
+// link values, so that whatif's in-place sweeps (which edit link values and keep schedules)
+// price the schedule a fresh plan would build.
+double links_between(const Topology& topo, int32_t a, int32_t b) {
+  const NodeId x = topo.learner_node(a), y = topo.learner_node(b), top = topo.lca(a, b);
+  return topo.depth(x) + topo.depth(y) - 2 * topo.depth(top);
+}
+
 ir::Schedule start(const char* name, uint64_t units) {
   ir::Schedule schedule;
   schedule.algorithm = name;
@@ -37,7 +45,7 @@ ir::Schedule start(const char* name, uint64_t units) {
 ir::Op star(const Topology& topo, ir::OpKind kind, uint64_t begin, uint64_t end, int32_t root,
             std::vector<int32_t> group) {
   std::vector<std::pair<double, int32_t>> keyed;
-  for (int32_t r : group) keyed.emplace_back(r == root ? 1e300 : topo.path_latency(r, root), r);
+  for (int32_t r : group) keyed.emplace_back(r == root ? 1e300 : links_between(topo, r, root), r);
   std::stable_sort(keyed.begin(), keyed.end(),
                    [](const auto& x, const auto& y) { return x.first > y.first; });
   for (size_t i = 0; i < group.size(); ++i) group[i] = keyed[i].second;
@@ -109,18 +117,18 @@ std::vector<int32_t> by_distance_from_centre(const Topology& topo, const std::ve
     int32_t best = ranks.front();
     double far = -1;
     for (int32_t r : ranks)
-      if (const double d = topo.path_latency(from, r); d > far) far = d, best = r;
+      if (const double d = links_between(topo, from, r); d > far) far = d, best = r;
     return best;
   };
   const int32_t a = farthest(ranks.front()), b = farthest(a);
   int32_t centre = ranks.front();
   double least = -1;
   for (int32_t r : ranks) {
-    const double e = std::max(topo.path_latency(r, a), topo.path_latency(r, b));
+    const double e = std::max(links_between(topo, r, a), links_between(topo, r, b));
     if (least < 0 || e < least) least = e, centre = r;
   }
   std::vector<std::pair<double, int32_t>> keyed;
-  for (int32_t r : ranks) keyed.emplace_back(r == centre ? -1.0 : topo.path_latency(centre, r), r);
+  for (int32_t r : ranks) keyed.emplace_back(r == centre ? -1.0 : links_between(topo, centre, r), r);
   std::stable_sort(keyed.begin(), keyed.end(),
                    [](const auto& x, const auto& y) { return x.first < y.first; });
   std::vector<int32_t> order;

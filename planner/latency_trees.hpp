@@ -17,8 +17,9 @@ ir::Schedule plan_leader_direct(const Topology&);
 ir::Schedule plan_centre_tree(const Topology&);
 ir::Schedule plan_double_tree(const Topology&);
 
-// `ranks` with the one of least eccentricity (largest path latency to another of them) first,
-// the rest by their path latency from it (ties in the given order).
+// `ranks` with the one of least eccentricity (most links to another of them) first, the rest by
+// their links from it (ties in the given order). Links, not latencies: the shape depends on the
+// tree's structure only (whatif's in-place sweeps keep schedules while link values change).
 std::vector<int32_t> by_distance_from_centre(const Topology&, const std::vector<int32_t>& ranks);
 
 // Upper bounds of the schedules' sizes: the machines' star ops plus, among the leaders, the
