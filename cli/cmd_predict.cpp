@@ -198,6 +198,10 @@ void print_text(const PredictCommand& command, const Sweep& sweep, const Topolog
     fmt::print("# floor: the larger of n / {} (bandwidth, set by {})\n#   and {} (latency: {})\n",
                format_gbps(1 / floor.per_byte), floor.bound_by, format_seconds(floor.latency),
                ir::has_root(collective) ? "the farthest learner from the root" : "the diameter");
+  if (floor.per_byte > 0)
+    fmt::print("# latency floor D = {}; reference n / {} + D (the data across the bottleneck,\n"
+               "#   then across the diameter: what a pipelined tree approaches)\n",
+               format_seconds(floor.latency), format_gbps(1 / floor.per_byte));
   fmt::print("# plan: what `flexplan TOPO -o plan.bin` writes for the size, and its time;\n"
              "# busbw = algbw * {} with n = {} learners\n#\n",
              collective == ir::Collective::AllReduce ? "2(n-1)/n"
@@ -294,7 +298,8 @@ void print_json(const PredictCommand& command, const Sweep& sweep, const Topolog
                                                 : json(nullptr)},
                 {"floor", {{"seconds_per_byte", floor.per_byte},
                            {"bound_by", floor.bound_by},
-                           {"latency_seconds", floor.latency}}},
+                           {"latency_seconds", floor.latency},
+                           {"reference", "seconds_per_byte * n + latency_seconds"}}},
                 {"algorithms", algorithms},
                 {"records", rows}};
   if (command.sparse) {

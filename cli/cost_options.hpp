@@ -14,12 +14,14 @@
 namespace flexplan::cli {
 
 struct CostOptions {
-  std::string hop_overhead = "0 s";
+  // Default: the runtime's measured per-hop cost (planner/cost_model.hpp, kMeasuredHopOverhead).
+  std::string hop_overhead = "0.71 us";
   std::string reduce_bandwidth;  // empty: the topology's rate; "none": not modelled
 
   void add_to(CLI::App& app) {
     app.add_option("--hop-overhead", hop_overhead,
-                   "software cost of one hop, added to every hop's latency (\"2 us\")")
+                   "software cost of one hop, added to every hop's latency (\"2 us\"; default: the "
+                   "runtime's measured figure, docs/cost-model.md)")
         ->capture_default_str();
     app.add_option("--reduce-bandwidth", reduce_bandwidth,
                    "rate at which a learner sums a received range into its own (\"4 GB/s\", or "

@@ -11,6 +11,7 @@
 #include <fmt/core.h>
 #include <fmt/format.h>
 
+#include "planner/latency_trees.hpp"
 #include "planner/machines.hpp"
 #include "planner/pipeline.hpp"
 
@@ -172,6 +173,10 @@ ScheduleSize torus_2d_size(const Topology& topo) {
   return {local.ops + across.ops, local.group_members + across.group_members};
 }
 
+ScheduleSize leader_direct_size(const Topology& topo) { return latency_tree_size(topo, true, 0); }
+ScheduleSize centre_tree_size(const Topology& topo) { return latency_tree_size(topo, false, 1); }
+ScheduleSize double_tree_size(const Topology& topo) { return latency_tree_size(topo, false, 2); }
+
 const AlgorithmRow kTable[] = {
     {.name = "flexreduce",
      .summary = "FlexReduce as the paper: uneven shares by learner counts, level by level",
@@ -234,6 +239,30 @@ const AlgorithmRow kTable[] = {
      .estimate = rd_leader_size,
      .pipelines = true,
      .max_slices = 16},
+    {.name = "direct",
+     .summary = "one step: every learner reduces all learners' data itself (tiny messages)",
+     .build = plan_direct,
+     .estimate = direct_size,
+     .unsuitable = direct_unsuitable},
+    {.name = "leader-direct",
+     .summary = "star reduce to a leader per machine, every leader reduces all leaders, broadcast",
+     .build = plan_leader_direct,
+     .estimate = leader_direct_size,
+     .unsuitable = leader_direct_unsuitable,
+     .pipelines = true,
+     .max_slices = 16},
+    {.name = "centre-tree",
+     .summary = "machines' leaders in a binary tree rooted at the centre: reduce up, broadcast down",
+     .build = plan_centre_tree,
+     .estimate = centre_tree_size,
+     .pipelines = true,
+     .max_slices = 64},
+    {.name = "double-tree",
+     .summary = "two complementary centre trees of the leaders, each on half the data",
+     .build = plan_double_tree,
+     .estimate = double_tree_size,
+     .pipelines = true,
+     .max_slices = 64},
     {.name = "torus-2d",
      .summary = "grid clusters: rings inside machines, rings across them per local index",
      .build = plan_torus_2d,

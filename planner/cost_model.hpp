@@ -20,6 +20,7 @@
 //
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -31,8 +32,18 @@
 
 namespace flexplan {
 
+// The runtime's software cost of one hop (posting, matching, completing a send and its receive),
+// measured by flexplan_overhead as one 2-rank exchange through the runtime on one host, where
+// the transfer itself costs almost nothing (docs/runtime.md, docs/flexbench.md "The runtime's
+// own overhead": 0.36-0.71 us medians; the later, larger figure). The plan, predict and whatif
+// commands price with it unless --hop-overhead says otherwise; CostParams{} keeps 0 so that the
+// model's own tests stay exact.
+inline constexpr double kMeasuredHopOverhead = 0.71e-6;
+
 struct CostParams {
-  double hop_overhead = 0;  // seconds added per hop: software cost of one send/receive
+  // Seconds added per hop: software cost of one send/receive. A star op's root handles its
+  // members' hops one after another, so the k-th of them (from 1) pays k overheads.
+  double hop_overhead = 0;
   // Bytes per second at which a learner sums a received range into its own (the runtime's
   // reduction); 0: free, not modelled. A learner's reductions in a step are a resource like a
   // link direction: the step takes at least (bytes it reduces) / reduce_bandwidth.
@@ -46,6 +57,21 @@ struct CostParams {
 // outside a star reduce's group stores its first arrival and sums the others; a root outside a
 // chain's group only stores.
 bool hop_sums(const ir::Op& op, const codegen::Hop& hop, size_t index);
+// A star's root posts, matches and completes its members' hops one after another: given the
+// star's hop latencies (each with one hop overhead), adds to each the overheads of the hops its
+// root handles before it, farthest first (a root that takes arrivals as they come, or sends to
+// the far members first): the k-th farthest pays k - 1 more. Independent of the group's order,
+// so a star reduce costs what the broadcast it transposes costs. `latency(i)` is a reference
+// to hop i's latency.
+template <class Latency>
+void queue_star_hops(size_t hops, double overhead, Latency&& latency) {
+  if (overhead <= 0 || hops < 2) return;
+  std::vector<size_t> order(hops);
+  for (size_t i = 0; i < hops; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return latency(a) > latency(b); });
+  for (size_t k = 1; k < hops; ++k) latency(order[k]) += static_cast<double>(k) * overhead;
+}
 // Throws std::invalid_argument naming the schedule, step and op where `op` (op `index` of step
 // `step`, or of its expansion for a compact pipeline) names a rank outside [0, learners) or a
 // range outside the schedule's units.

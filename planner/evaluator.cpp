@@ -249,6 +249,9 @@ std::vector<StepCost> evaluate_steps(const Topology& topo, const ir::Schedule& s
                         hop_sums(op, hop, h)});
         if (op.shape == ir::OpShape::Chain) ++round;  // a star's hops run side by side
       }
+      if (op.shape == ir::OpShape::Star)
+        queue_star_hops(hops.size() - first, params.hop_overhead,
+                        [&](size_t k) -> double& { return hops[first + k].latency; });
       // A one-hop op never outlasts the bandwidth term plus one hop's latency.
       if (op.shape == ir::OpShape::Chain && hops.size() - first >= 2) {
         chain_of[index] = static_cast<int>(chains.size());

@@ -81,6 +81,7 @@ PipelinePricer::PipelinePricer(const Topology& topo, const ir::Schedule& base,
   std::vector<std::pair<Hop, double>> by_round;  // the same, in order of round
   std::vector<std::pair<uint32_t, double>> sums;  // a summing receiver's reductions, and the share
   std::vector<codegen::Hop> lowered;
+  std::vector<double> star_latencies;  // one star op's hops, queued at its root
   uint64_t round_links = 0;  // walked again by round: not counted in links_walked_
   for (size_t s = 0; s < base.steps.size(); ++s) {
     BaseStep& step = steps_[s];
@@ -101,12 +102,19 @@ PipelinePricer::PipelinePricer(const Topology& topo, const ir::Schedule& base,
         const NodeId from = topo.learner_node(lowered[h].src), to = topo.learner_node(lowered[h].dst);
         // The step's loads are gathered hop by hop on the same walk that sums the latency.
         const double hop_latency = walk(from, to, share, links_walked_) + params.hop_overhead;
-        step.hop_latency = std::max(step.hop_latency, hop_latency);
+        if (op.shape == ir::OpShape::Star)
+          star_latencies.push_back(hop_latency);
+        else
+          step.hop_latency = std::max(step.hop_latency, hop_latency);
         chain_latency += hop_latency;
         hops.push_back({{from, to, round, -1}, share});
         if (reductions && hop_sums(op, lowered[h], h)) sums.emplace_back(reduction_of(to), share);
         if (op.shape == ir::OpShape::Chain) ++round;  // a star's hops run side by side
       }
+      queue_star_hops(star_latencies.size(), params.hop_overhead,
+                      [&](size_t k) -> double& { return star_latencies[k]; });
+      for (const double latency : star_latencies) step.hop_latency = std::max(step.hop_latency, latency);
+      star_latencies.clear();
       // A one-hop op never outlasts the bandwidth term plus one hop's latency.
       if (op.shape == ir::OpShape::Chain && hops.size() - first >= 2) {
         for (size_t h = first; h < hops.size(); ++h)

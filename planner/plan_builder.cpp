@@ -121,6 +121,9 @@ class PlanBuilder {
           continue;
         }
         if (row.on_request_only) continue;
+        if (std::find(options_.leave_out.begin(), options_.leave_out.end(), row.name) !=
+            options_.leave_out.end())
+          continue;
         choices.push_back({&row, 1});
         // Most slices first: they share their windows (pipeline.hpp), so the pricing budget
         // goes to the deep pipelines before the shallow ones.

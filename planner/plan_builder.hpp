@@ -27,6 +27,9 @@ struct PlanOptions {
   // kPipelineSlices slices. Otherwise exactly these ("flexreduce@4" names a pipelined one);
   // one name alone forces it for every size.
   std::vector<std::string> algorithms;
+  // Rows (base names) the default race leaves out, for benchmarks that compare with and
+  // without them; ignored when `algorithms` names the candidates.
+  std::vector<std::string> leave_out{};
   CostParams cost{};
   // Told about each phase as it ends ("flexreduce: 1.2M ops built in 0.4 s") and about
   // algorithms skipped for size.

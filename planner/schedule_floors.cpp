@@ -51,6 +51,7 @@ ScheduleFloors schedule_floors(const Topology& topo, const ir::Schedule& schedul
   };
   const auto units = static_cast<double>(schedule.units);
   std::vector<codegen::Hop> lowered;
+  std::vector<double> star_latencies;  // one star op's hops, queued at its root
   uint64_t walked = 0;
 
   ScheduleFloors floors;
@@ -88,9 +89,16 @@ ScheduleFloors schedule_floors(const Topology& topo, const ir::Schedule& schedul
         }
         if (reductions && hop_sums(op, lowered[h], h))
           add(static_cast<uint32_t>(2 * nodes) + static_cast<uint32_t>(receiver), share);
-        hop_latency = std::max(hop_latency, path);
+        if (op.shape == ir::OpShape::Star)
+          star_latencies.push_back(path);
+        else
+          hop_latency = std::max(hop_latency, path);
         chain += path;
       }
+      queue_star_hops(star_latencies.size(), params.hop_overhead,
+                      [&](size_t k) -> double& { return star_latencies[k]; });
+      for (const double latency : star_latencies) hop_latency = std::max(hop_latency, latency);
+      star_latencies.clear();
       if (op.shape == ir::OpShape::Chain && hops >= 2) {
         chain_latency = std::max(chain_latency, chain);
         ++chains;
