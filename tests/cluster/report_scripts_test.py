@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The experiment scripts' readers of flexplan's output (bench/cluster): predict tables with the
-floor column, and the default plan's schedule per measured size.
+"""The experiment scripts' readers of flexplan's output (bench/cluster): predict's JSON with the
+floor per size, and the default plan's schedule per measured size.
 
     report_scripts_test.py FLEXPLAN SOURCE_DIR
 """
@@ -25,7 +25,7 @@ def flexplan(*args):
 
 class PredictTable(unittest.TestCase):
     def test_times_and_floor_per_size(self):
-        text = flexplan("predict", TOPOLOGY, "-b", "64K", "-e", "1M", "-f", "4", "-a", "ring,flexreduce")
+        text = flexplan("predict", TOPOLOGY, "-b", "64K", "-e", "1M", "-f", "4", "-a", "ring,flexreduce", "--format", "json")
         times = parse_predictions(text)
         self.assertEqual(sorted(times), ["flexreduce", "floor", "ring"])
         for name in times:
@@ -36,7 +36,7 @@ class PredictTable(unittest.TestCase):
             self.assertGreaterEqual(times["flexreduce"][size], bound * 0.999)
 
     def test_names_with_slices_are_columns(self):
-        text = flexplan("predict", TOPOLOGY, "-b", "1M", "-e", "1M", "-a", "flexreduce@4")
+        text = flexplan("predict", TOPOLOGY, "-b", "1M", "-e", "1M", "-a", "flexreduce@4", "--format", "json")
         self.assertIn(1048576, parse_predictions(text)["flexreduce@4"])
 
 
