@@ -72,13 +72,6 @@ std::vector<std::string> parse_machine_of_rank(const std::string& text, int worl
 
 namespace {
 
-bool is_machine(const Topology& t, NodeId n) {
-  if (t.is_learner(n)) return false;
-  for (NodeId c : t.children(n))
-    if (!t.is_learner(c)) return false;
-  return true;
-}
-
 std::vector<int> sorted_ranks(const Topology& t, NodeId n) {
   auto span = t.learners_under(n);
   std::vector<int> r(span.begin(), span.end());
@@ -118,7 +111,7 @@ std::vector<Group> groups_from_topology(const Topology& topo, const MachineGroup
   std::vector<std::string> file_side, job_side;
   bool all_match = true;
   for (NodeId n = 0; n < topo.num_nodes(); ++n) {
-    if (!is_machine(topo, n)) continue;
+    if (!topo.is_machine(n)) continue;
     const auto r = sorted_ranks(topo, n);
     file_side.push_back(fmt::format("{} (ranks {})", topo.full_name(n), rank_list(r)));
     auto it = job_machine.find(r);
@@ -145,7 +138,7 @@ std::vector<Group> groups_from_topology(const Topology& topo, const MachineGroup
     stack.pop_back();
     const auto kids = topo.children(n);
     for (auto it = kids.rbegin(); it != kids.rend(); ++it) stack.push_back(*it);
-    if (n == topo.root() || topo.is_learner(n) || is_machine(topo, n)) continue;
+    if (n == topo.root() || topo.is_learner(n) || topo.is_machine(n)) continue;
     Group g;
     g.name = topo.node(n).name;
     for (NodeId p = topo.parent(n); p >= 0 && p != topo.root(); p = topo.parent(p)) {
@@ -495,7 +488,7 @@ std::map<std::pair<std::vector<int>, std::string>, NodeId> link_keys(const Topol
   for (NodeId n : order) {
     if (n == t.root()) continue;
     const auto ranks = sorted_ranks(t, n);
-    std::string kind = t.is_learner(n) ? "learner" : is_machine(t, n) ? "machine" : "switch";
+    std::string kind = t.is_learner(n) ? "learner" : t.is_machine(n) ? "machine" : "switch";
     if (kind == "switch") kind += std::to_string(chain[ranks]++);
     keys.emplace(std::make_pair(ranks, kind), n);
   }

@@ -69,6 +69,13 @@ class Topology {
   std::span<const NodeId> children(NodeId n) const { return children_[n]; }
   int degree(NodeId n) const { return static_cast<int>(children_[n].size()); }
   bool is_learner(NodeId n) const { return children_[n].empty(); }
+  // A machine: an inner node whose children are all learners.
+  bool is_machine(NodeId n) const {
+    if (is_learner(n)) return false;
+    for (NodeId c : children_[n])
+      if (!children_[c].empty()) return false;
+    return true;
+  }
   const Link& uplink(NodeId n) const { return graph_[n].link; }  // n != root
   int depth(NodeId n) const { return depth_[n]; }                // root is 0
 

@@ -59,13 +59,6 @@ class UndoStack {
   std::vector<Topology::UplinkUndo> undos_;
 };
 
-bool is_machine(const Topology& topo, NodeId n) {
-  if (topo.is_learner(n)) return false;
-  for (NodeId c : topo.children(n))
-    if (!topo.is_learner(c)) return false;
-  return true;
-}
-
 void collect_below(const Topology& topo, NodeId n, std::vector<NodeId>& out) {
   for (NodeId c : topo.children(n)) {
     out.push_back(c);
@@ -87,14 +80,14 @@ std::vector<Candidate> upgrade_candidates(const Topology& topo, const std::vecto
   for (NodeId n : busiest) candidates.push_back({"link:" + topo.full_name(n), {n}});
   Candidate machines{"machines", {}}, learners{"learners", {}};
   for (NodeId n = 1; n < topo.num_nodes(); ++n) {
-    if (is_machine(topo, n)) machines.nodes.push_back(n);
+    if (topo.is_machine(n)) machines.nodes.push_back(n);
     if (topo.is_learner(n)) learners.nodes.push_back(n);
   }
   candidates.push_back(std::move(machines));
   candidates.push_back(std::move(learners));
   size_t groups = 0;
   for (NodeId c : topo.children(topo.root())) {
-    if (topo.is_learner(c) || is_machine(topo, c) || ++groups > 16) continue;
+    if (topo.is_learner(c) || topo.is_machine(c) || ++groups > 16) continue;
     candidates.push_back({"link:" + topo.full_name(c), {c}});  // the group's own uplink
     Candidate under{"under:" + topo.full_name(c), {}};
     collect_below(topo, c, under.nodes);

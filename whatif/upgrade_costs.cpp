@@ -14,13 +14,6 @@
 namespace flexplan::whatif {
 namespace {
 
-bool is_machine(const Topology& topo, NodeId n) {
-  if (topo.is_learner(n)) return false;
-  for (NodeId c : topo.children(n))
-    if (!topo.is_learner(c)) return false;
-  return true;
-}
-
 // How deep `ancestor` is when it is a strict ancestor of `node`, else -1.
 int depth_if_below(const Topology& topo, NodeId node, const std::string& ancestor) {
   std::vector<NodeId> above;
@@ -52,7 +45,7 @@ std::optional<double> UpgradeCosts::link_price(const Topology& topo, NodeId node
       if (depth > deepest) deepest = depth, under = p.price;
     }
   if (under) return under;
-  const char* kind = topo.is_learner(node) ? "learners" : is_machine(topo, node) ? "machines" : "switches";
+  const char* kind = topo.is_learner(node) ? "learners" : topo.is_machine(node) ? "machines" : "switches";
   for (const Price& p : prices)
     if (p.key == kind) return p.price;
   for (const Price& p : prices)

@@ -20,13 +20,6 @@
 namespace flexplan::whatif {
 namespace {
 
-bool is_machine(const Topology& topo, NodeId n) {
-  if (topo.is_learner(n)) return false;
-  for (NodeId c : topo.children(n))
-    if (!topo.is_learner(c)) return false;
-  return true;
-}
-
 void add_below(const Topology& topo, NodeId n, std::vector<NodeId>& out) {
   for (NodeId c : topo.children(n)) {
     out.push_back(c);
@@ -44,7 +37,7 @@ std::vector<NodeId> links_of(const Topology& topo, const std::string& target) {
     return nodes;
   }
   for (NodeId n = 1; n < topo.num_nodes(); ++n) {
-    if ((target == "machines" && is_machine(topo, n)) ||
+    if ((target == "machines" && topo.is_machine(n)) ||
         (target == "learners" && topo.is_learner(n)) || target == "link:" + topo.full_name(n))
       nodes.push_back(n);
     if (target == "under:" + topo.full_name(n)) add_below(topo, n, nodes);
