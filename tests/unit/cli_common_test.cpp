@@ -174,7 +174,8 @@ TEST_F(CliCommon, OneSetOfFlagNames) {
   const std::string topo = topology("two-machines-2+3");
   auto run = run_flexplan(topo + " -o " + path("p.bin") + " -a flexreduce,ring --format json", "2>/dev/null");
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  for (const auto& range : nlohmann::json::parse(run.output)["allreduce"]["ranges"])
+  const auto printed = nlohmann::json::parse(run.output);
+  for (const auto& range : printed["allreduce"]["ranges"])
     EXPECT_TRUE(range["algorithm"] == "flexreduce" || range["algorithm"] == "ring") << range;
 
   run = run_flexplan("whatif " + topo + " -a flexreduce ring --no-advice -q");
