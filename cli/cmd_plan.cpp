@@ -33,8 +33,8 @@ struct PlanCommand {
   std::string topology_path;
   std::string output = "plan.bin";
   std::vector<std::string> algorithms;
-  // All-reduce alone until the runtime runs the others (docs/ir.md, "Collectives").
-  std::vector<std::string> collectives{"allreduce"};
+  // Every collective the runtime runs; --collectives narrows the set.
+  std::vector<std::string> collectives{"allreduce", "reduce_scatter", "allgather", "broadcast", "reduce"};
   std::vector<int32_t> roots{0};
   CostOptions cost;
   std::string format = "text";
@@ -356,8 +356,8 @@ void run(const PlanCommand& command, CostParams cost) {
              topo.hash_hex());
   print_schedules(report, command.output, all_reduce, command.verbose);
   if (all_reduce) print_predictions(topo, report, options.cost);
-  print_collectives(topo, report, command.verbose);
   if (report.flexreduce_calls) print_calls(*report.flexreduce_calls);
+  print_collectives(topo, report, command.verbose);
 }
 
 void setup(CLI::App& app) {
@@ -374,7 +374,7 @@ void setup(CLI::App& app) {
       ->check(algorithm_validator());
   app.add_option("--collectives", command->collectives,
                  "collectives to plan, of allreduce, reduce_scatter, allgather, broadcast, reduce "
-                 "(default: allreduce, the one the runtime runs so far)")
+                 "(default: all five)")
       ->delimiter(',')
       ->check(CLI::IsMember({"allreduce", "reduce_scatter", "allgather", "broadcast", "reduce"}));
   app.add_option("--roots", command->roots,

@@ -6,7 +6,7 @@
 #   bench/planning/collectives_seconds.sh FLEXPLAN[,OTHER] TREE...
 #
 # A TREE is a topology file, or a learner count for asymmetric_tree_json.py (seed SEED, default
-# 7). For each tree and binary it runs `FLEXPLAN TREE -o plan.bin` (all-reduce) and the same with
+# 7). For each tree and binary it runs `FLEXPLAN TREE --collectives allreduce -o plan.bin` and the same with
 # `--collectives allreduce,reduce_scatter,allgather,broadcast,reduce`, ROUNDS times (default 5),
 # the two in turn and the order swapped every round (and the binaries likewise), so that a noisy
 # host slows both alike. Each run is timed whole (loading, planning, verifying, writing) with
@@ -51,7 +51,7 @@ for tree in "$@"; do
     fi
     for run in "${runs[@]}"; do
       read -r which b <<< "$run"
-      extra=()
+      extra=(--collectives allreduce)
       [ "$which" = five ] && extra=(--collectives "$all_five")
       if ! /usr/bin/time -f '%e %M' -o "$work/time.txt" "${binaries[$b]}" "$file" "${extra[@]}" \
            -o "$work/plan.bin" > /dev/null 2> "$work/log.txt"; then

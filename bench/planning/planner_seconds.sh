@@ -12,8 +12,10 @@
 # parsing, verification and writing are not in it (the command prints those lines from 10,000
 # learners on). Prints one line per seed and binary: learners, the median, least and most
 # seconds, and the whole command's median wall time. Run it on an idle host: the planner uses
-# two threads.
+# two threads. COLLECTIVES (default allreduce, the figure the goal is about) is passed to
+# --collectives; the plan command's own default plans all five.
 set -euo pipefail
+collectives=${COLLECTIVES:-allreduce}
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../side_by_side.sh"
 if [ $# -lt 1 ]; then
@@ -43,7 +45,7 @@ for seed in "${seeds[@]}"; do
     if ((round % 2 == 1)); then order=($(printf '%s\n' "${order[@]}" | sort -rn)); fi
     for b in "${order[@]}"; do
       start=$(date +%s%N)
-      if ! "${binaries[$b]}" "$tree" -o "$work/plan.bin" > /dev/null 2> "$work/log.txt"; then
+      if ! "${binaries[$b]}" "$tree" --collectives "$collectives" -o "$work/plan.bin" > /dev/null 2> "$work/log.txt"; then
         echo "$0: ${binaries[$b]} failed on seed $seed:" >&2
         tail -5 "$work/log.txt" >&2
         exit 1
