@@ -10,6 +10,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -56,6 +57,7 @@ struct Written {
   bool json = false;
   nlohmann::json files = nlohmann::json::array();
   nlohmann::json refused = nlohmann::json::array();
+  nlohmann::json skipped = nlohmann::json::array();  // msccl-xml: broadcast and reduce (no root in the format)
   nlohmann::json extra = nlohmann::json::object();  // target-specific fields (cpp: plan_hash, ...)
 };
 
@@ -143,9 +145,29 @@ void export_msccl(const CodegenCommand& c, const ir::Plan& plan, Written& writte
   options.protocol = c.protocol;
   const std::filesystem::path dir(c.out);
   std::filesystem::create_directories(dir);
+  // Broadcast and reduce have a root, which the format cannot name: every plan the plan command
+  // writes holds them, so they are left out with one note rather than refused, unless the plan
+  // holds nothing else.
+  std::vector<size_t> rooted;
+  for (size_t i = 0; i < plan.schedules.size(); ++i)
+    if (ir::has_root(plan.schedules[i].collective)) rooted.push_back(i);
+  const bool only_rooted = rooted.size() == plan.schedules.size();
+  if (!rooted.empty() && !only_rooted) {
+    std::string which;
+    for (const size_t i : rooted) {
+      const ir::Schedule& s = plan.schedules[i];
+      which += fmt::format("{}{} ({} from root {})", which.empty() ? "" : ", ", i, ir::to_string(s.collective), s.root);
+      written.skipped.push_back({{"schedule", i}, {"algorithm", s.algorithm},
+                                 {"collective", ir::to_string(s.collective)}, {"root", s.root}});
+    }
+    if (!written.json)
+      fmt::print(stderr, "flexplan: note: schedules {} not exported: the MSCCL XML names no root, so the "
+                 "executors would run a rooted file for every root; --target cpp runs them\n", which);
+  }
   for (const codegen::msccl::ScheduleExport& e : codegen::msccl::export_plan(plan, options)) {
     const size_t i = e.index;
     std::fflush(stdout);  // the notes and refusals on stderr follow the lines before them
+    if (!only_rooted && ir::has_root(plan.schedules[i].collective)) continue;  // noted above
     if (!e.fitted) {
       fmt::print(stderr, "flexplan: refused: {}\n", e.refused);
       exit_status() = kExitRefused;
@@ -275,7 +297,10 @@ void print_json(const CodegenCommand& c, const Written& written) {
                           {"target", c.target},
                           {"output", c.out},
                           {"files", written.files}};
-  if (c.target == "msccl-xml") document["refused"] = written.refused;
+  if (c.target == "msccl-xml") {
+    document["refused"] = written.refused;
+    document["skipped"] = written.skipped;
+  }
   for (const auto& [key, value] : written.extra.items()) document[key] = value;
   fmt::print("{}\n", document.dump(2));
 }
