@@ -549,8 +549,14 @@ TEST(TransportSeam, DeadPeerIsReportedByNameNotAHang) {
     faults.victim_sends = 5;
     faults.seed = 3;
     const auto started = Clock::now();
+    // Each rank's buffer outlives every rank's call: a survivor whose call failed returns while
+    // another may still read its chunk by single copy, which between processes reads a live
+    // process's memory (stale, and that call fails too), and in one process must not read freed
+    // memory.
+    std::vector<std::vector<int32_t>> buffers(3);
+    for (int r = 0; r < 3; ++r) buffers[static_cast<size_t>(r)] = inputs(r, 100000, 1);
     const auto errors = run_ranks(plan, faults, seam_options(true), [&](Engine& engine, int rank) {
-      std::vector<int32_t> data = inputs(rank, 100000, 1);
+      std::vector<int32_t>& data = buffers[static_cast<size_t>(rank)];
       run(engine, int_sum(ir::Collective::AllReduce, nullptr, data.data(), data.size()));
     });
     EXPECT_LT(Clock::now() - started, std::chrono::seconds(10)) << "victim " << victim;
@@ -573,8 +579,9 @@ TEST(TransportSeam, SilentPeerTimesOutNamingIt) {
   Options options = seam_options(true);
   options.peer_failure = PeerFailureDetection::None;
   options.timeout = std::chrono::milliseconds(1500);
+  std::vector<std::vector<int32_t>> buffers{inputs(0, 50000, 2), inputs(1, 50000, 2)};  // outlive both calls, as above
   const auto errors = run_ranks(plan, faults, options, [&](Engine& engine, int rank) {
-    std::vector<int32_t> data = inputs(rank, 50000, 2);
+    std::vector<int32_t>& data = buffers[static_cast<size_t>(rank)];
     run(engine, int_sum(ir::Collective::AllReduce, nullptr, data.data(), data.size()));
   });
   EXPECT_NE(errors[0].find("rank 1 "), std::string::npos) << errors[0];
