@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "ir/pipeline_form.hpp"
+#include "planner/critical_path.hpp"
 #include "planner/pipeline.hpp"
 #include "planner/schedule_floors.hpp"
 #include "planner/size_format.hpp"
@@ -202,6 +203,8 @@ class PlanBuilder {
   // this test) stands in by its floors, a weaker bound.
   bool cannot_win(const AlgorithmRow& row, uint32_t slices) {
     if (!options_.prune_unwinnable || cheapest_.empty()) return false;
+    // Its bounds add up steps; a critical-path price can be below them.
+    if (row.critical_path) return false;
     const Candidate* base = base_candidate(row);
     const ScheduleCost* base_cost = base != nullptr && base->priced ? &base->cost : nullptr;
     if (base_cost == nullptr && floors_.contains(&row) && floors_[&row]) base_cost = &floors_[&row]->cost;
@@ -447,6 +450,12 @@ class PlanBuilder {
       candidate.cost = std::move(*closed);
     } else if (choice.slices > 1 && !(candidate.left_out_because = beyond_pipeline_limits(candidate)).empty()) {
       note(fmt::format("{}: left out: {}", candidate.algorithm, candidate.left_out_because));
+    } else if (choice.row->critical_path && critical_path_affordable(choice)) {
+      const auto start = Clock::now();
+      candidate.cost = critical_path_cost(topo_, base_schedule(*choice.row), choice.slices, options_.cost);
+      candidate.priced = true;
+      candidate.priced_by = "critical path";
+      note(fmt::format("{}: priced by its critical path in {:.3f} s", candidate.algorithm, seconds_since(start)));
     } else if (choice.slices > 1 && cannot_win(*choice.row, choice.slices)) {
       candidate.left_out_because =
           "cannot win: a lower bound of its price is above the cheapest price at every size";
@@ -496,6 +505,21 @@ class PlanBuilder {
     }
   }
 
+  // Whether a critical-path row's variant fits the pricing budget (its work added to what the
+  // row spent); otherwise it is priced as the sum of its steps, an upper bound of the same run.
+  bool critical_path_affordable(const AlgorithmChoice& choice) {
+    if (!schedule_fits_limits(base_size(*choice.row))) return false;
+    const uint64_t work = critical_path_work(base_schedule(*choice.row), choice.slices);
+    auto& spent = critical_path_spent_[choice.row];
+    if (spent + work > kPipelinePricingBudget) {
+      note(fmt::format("{}: priced step by step: its critical path would take {} units of work (budget {})",
+                       choice.name(), work, kPipelinePricingBudget));
+      return false;
+    }
+    spent += work;
+    return true;
+  }
+
   std::string too_big(const Candidate& candidate) const { return too_big(candidate.choice, candidate.size); }
   std::string too_big(const AlgorithmChoice& choice, const ScheduleSize& size) const {
     if (const auto found = stopped_.find(choice.row); found != stopped_.end())
@@ -529,8 +553,9 @@ class PlanBuilder {
     note(fmt::format("{}: {} steps, {} ops built in {:.3f} s", candidate.algorithm,
                      ir::expanded_step_count(schedule, schedule.slices), candidate.size.ops,
                      seconds_since(start)));
-    if (candidate.priced_by == "pipeline windows") {
-      // Its windows priced exactly these steps (tests/unit/planner_pipeline_test.cpp).
+    if (candidate.priced_by == "pipeline windows" || candidate.priced_by == "critical path") {
+      // Its windows or its critical path priced exactly this schedule
+      // (tests/unit/planner_pipeline_test.cpp, planner_critical_path_test.cpp).
       candidate.built = true;
       schedules_[index] = std::move(schedule);
       return;
@@ -705,6 +730,7 @@ class PlanBuilder {
   std::map<const AlgorithmRow*, std::unique_ptr<PipelinePricer>> early_pricers_;
   std::map<const AlgorithmRow*, std::optional<ir::PipelineFootprint>> footprints_;  // of bases_
   std::map<const AlgorithmRow*, uint64_t> pricing_spent_;
+  std::map<const AlgorithmRow*, uint64_t> critical_path_spent_;
   std::map<const AlgorithmRow*, ScheduleSize> base_sizes_;  // base_size by row
   std::map<const AlgorithmRow*, ScheduleSize> stopped_;     // bases whose builds stopped: what was built
   std::map<const AlgorithmRow*, std::optional<ScheduleCost>> closed_forms_;  // closed_form by row
