@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -58,11 +59,35 @@ void keep_envelope(Envelope& lines) {
   lines.resize(kept);
 }
 
-// into = max(into, from + add).
-void raise(Envelope& into, const Envelope& from, Line add) {
-  const size_t before = into.size();
+// Whether `line` is nowhere above the envelope on n >= 0: envelope minus line is convex, so it
+// suffices to look at n = 0, at the envelope's corners, and at the slope beyond the last.
+bool below(const Envelope& envelope, const Line& line) {
+  if (line.latency > envelope.front().latency || line.per_byte > envelope.back().per_byte) return false;
+  for (size_t i = 0; i + 1 < envelope.size(); ++i) {
+    const Line& a = envelope[i];
+    const Line& b = envelope[i + 1];
+    const double corner = (a.latency - b.latency) / (b.per_byte - a.per_byte);
+    if (line.latency + line.per_byte * corner > a.latency + a.per_byte * corner) return false;
+  }
+  return true;
+}
+
+// into = max(into, from + add). Most calls change nothing (another chain already decides), and
+// they are the pricer's inner loop: those return before anything is sorted or allocated.
+// `work` counts the lines compared or sorted (critical_path_cost's budget).
+void raise(Envelope& into, const Envelope& from, Line add, uint64_t& work) {
+  work += from.size() * into.size() + 1;
+  if (into.empty()) {
+    for (const Line& line : from) into.push_back({line.latency + add.latency, line.per_byte + add.per_byte});
+    return;
+  }
+  bool changes = false;
+  for (const Line& line : from)
+    if (!below(into, Line{line.latency + add.latency, line.per_byte + add.per_byte})) changes = true;
+  if (!changes) return;
   for (const Line& line : from) into.push_back({line.latency + add.latency, line.per_byte + add.per_byte});
-  if (before > 0) keep_envelope(into);
+  work += into.size();
+  keep_envelope(into);
 }
 
 // A hop of a base step, lowered once.
@@ -147,7 +172,8 @@ class CriticalPath {
     }
   }
 
-  ScheduleCost cost(uint32_t slices, SliceProgress progress) {
+  // Null once `budget` lines have been compared or sorted (`work` holds them).
+  std::optional<ScheduleCost> cost(uint32_t slices, SliceProgress progress, uint64_t budget, uint64_t& work) {
     if (slices == 0) throw std::invalid_argument("critical path: zero slices");
     const double scale = 1.0 / slices;
     // What waits for what: a rank (today's runtime), or a rank's slice (each slice's steps in
@@ -160,12 +186,13 @@ class CriticalPath {
     std::vector<char> touched_key(keys, 0);
     std::vector<size_t> touched;
     std::vector<Envelope> arrivals;  // of a step's hops, for the chain hops after them
+    Envelope waited;                 // a chain hop's start
     std::vector<uint32_t> ends(keys, 0);  // hop ends per key in the step
     const auto finishing = [&](size_t key) -> Envelope& {
       if (!touched_key[key]) {
         touched_key[key] = 1;
         touched.push_back(key);
-        finish[key] = ready[key];
+        finish[key].assign(ready[key].begin(), ready[key].end());
       }
       return finish[key];
     };
@@ -184,22 +211,22 @@ class CriticalPath {
             const double pace = paces[k++] * scale;
             const size_t src = key(hop.src), dst = key(hop.dst);
             const Envelope* start = &ready[src];
-            Envelope waited;
             if (hop.after >= 0) {
-              waited = ready[src];
-              raise(waited, arrivals[static_cast<size_t>(hop.after)], Line{});
+              waited.assign(ready[src].begin(), ready[src].end());
+              raise(waited, arrivals[static_cast<size_t>(hop.after)], Line{}, work);
               start = &waited;
             }
-            raise(finishing(dst), *start, Line{hop.latency, pace});
-            raise(finishing(src), *start, Line{hop.send_overhead, pace});
+            raise(finishing(dst), *start, Line{hop.latency, pace}, work);
+            raise(finishing(src), *start, Line{hop.send_overhead, pace}, work);
             ++ends[src];
             ++ends[dst];
             if (h + 1 < hops.size() && hops[h + 1].after == static_cast<int32_t>(h)) {
               arrivals[h].clear();
-              raise(arrivals[h], *start, Line{hop.latency, pace});
+              raise(arrivals[h], *start, Line{hop.latency, pace}, work);
             }
           }
         }
+        if (work > budget) return std::nullopt;
         for (const size_t key : touched) {
           // One progress thread handles all of a rank's hops in the step, one after another: half
           // a hop overhead per end (the overhead is measured as one send and one receive on each
@@ -207,10 +234,10 @@ class CriticalPath {
           // Per slice, the thread's whole work bounds the end (below) instead of ordering the
           // slices, which would couple them again through the order taken.
           const Line busy{0.5 * params_.hop_overhead * ends[key], 0};
-          if (params_.hop_overhead > 0) raise(finish[key], ready[key], busy);
+          if (params_.hop_overhead > 0) raise(finish[key], ready[key], busy, work);
           if (per_slice) thread_work[key / slices] += busy.latency;
           ends[key] = 0;
-          ready[key] = std::move(finish[key]);
+          std::swap(ready[key], finish[key]);  // (both keep their storage)
           touched_key[key] = 0;
         }
         touched.clear();
@@ -321,19 +348,22 @@ class CriticalPath {
 ScheduleCost critical_path_cost(const Topology& topo, const ir::Schedule& base, uint32_t slices,
                                 const CostParams& params, SliceProgress progress) {
   ir::require_materialized(base, "critical_path_cost");
-  return CriticalPath(topo, base, params).cost(slices, progress);
+  uint64_t work = 0;
+  return *CriticalPath(topo, base, params).cost(slices, progress, std::numeric_limits<uint64_t>::max(), work);
 }
 
 ScheduleCost critical_path_cost(const Topology& topo, const ir::Schedule& schedule, const CostParams& params) {
   // A compact pipeline's steps and units are its base's.
-  return CriticalPath(topo, schedule, params).cost(std::max<uint32_t>(schedule.slices, 1), SliceProgress::PerRank);
+  uint64_t work = 0;
+  return *CriticalPath(topo, schedule, params)
+              .cost(std::max<uint32_t>(schedule.slices, 1), SliceProgress::PerRank, std::numeric_limits<uint64_t>::max(), work);
 }
 
-uint64_t critical_path_work(const ir::Schedule& base, uint32_t slices) {
-  uint64_t members = 0;
-  for (const auto& step : base.steps)
-    for (const auto& op : step.ops) members += op.group.size() + 1;
-  return members * (uint64_t{slices} + 2 * base.steps.size() + 1);
+std::optional<ScheduleCost> critical_path_cost_within(const Topology& topo, const ir::Schedule& base, uint32_t slices,
+                                                      const CostParams& params, uint64_t budget, uint64_t& work) {
+  ir::require_materialized(base, "critical_path_cost");
+  return CriticalPath(topo, base, params).cost(slices, SliceProgress::PerRank, budget, work);
 }
+
 
 }  // namespace flexplan

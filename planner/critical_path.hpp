@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "ir/plan.hpp"
 #include "planner/cost_model.hpp"
@@ -47,8 +48,10 @@ ScheduleCost critical_path_cost(const Topology&, const ir::Schedule& base, uint3
 // A schedule as built: a compact pipeline (ir/pipeline_form.hpp) is priced over its slices.
 ScheduleCost critical_path_cost(const Topology&, const ir::Schedule& schedule, const CostParams& = {});
 
-// The work critical_path_cost(base, slices) does, in hops handled (each base hop once per
-// slice, plus each distinct window's hops once for their paces): the planner's budget measure.
-uint64_t critical_path_work(const ir::Schedule& base, uint32_t slices);
+// critical_path_cost(base, slices) unless it compares or sorts more than `budget` envelope lines
+// on the way (added to `work` either way): then null. A rank's envelope can hold a line per
+// step of the pipeline, so the work grows faster than the pipeline's hops; the planner bounds it.
+std::optional<ScheduleCost> critical_path_cost_within(const Topology&, const ir::Schedule& base, uint32_t slices,
+                                                      const CostParams&, uint64_t budget, uint64_t& work);
 
 }  // namespace flexplan
