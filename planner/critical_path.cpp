@@ -32,11 +32,17 @@ using Envelope = std::vector<Line>;
 
 bool nearly(double a, double b) { return std::abs(a - b) <= 1e-12 * std::max(std::abs(a), std::abs(b)); }
 
-// Reduces `lines` to their upper envelope over n >= 0.
-void keep_envelope(Envelope& lines) {
-  std::sort(lines.begin(), lines.end(), [](const Line& x, const Line& y) {
-    return x.per_byte != y.per_byte ? x.per_byte < y.per_byte : x.latency > y.latency;
-  });
+bool by_pace(const Line& x, const Line& y) {
+  return x.per_byte != y.per_byte ? x.per_byte < y.per_byte : x.latency > y.latency;
+}
+
+// Reduces `lines` to their upper envelope over n >= 0; the first `sorted` of them are in
+// by_pace order, and so are the rest when `sorted` is nonzero (two envelopes to merge).
+void keep_envelope(Envelope& lines, size_t sorted = 0) {
+  if (sorted == 0)
+    std::sort(lines.begin(), lines.end(), by_pace);
+  else
+    std::inplace_merge(lines.begin(), lines.begin() + static_cast<std::ptrdiff_t>(sorted), lines.end(), by_pace);
   size_t kept = 0;
   for (const Line& line : lines) {
     if (kept > 0 && nearly(lines[kept - 1].per_byte, line.per_byte)) {
@@ -85,9 +91,10 @@ void raise(Envelope& into, const Envelope& from, Line add, uint64_t& work) {
   for (const Line& line : from)
     if (!below(into, Line{line.latency + add.latency, line.per_byte + add.per_byte})) changes = true;
   if (!changes) return;
+  const size_t sorted = into.size();
   for (const Line& line : from) into.push_back({line.latency + add.latency, line.per_byte + add.per_byte});
   work += into.size();
-  keep_envelope(into);
+  keep_envelope(into, sorted);  // (a line shifted by `add` keeps its order among the others)
 }
 
 // A hop of a base step, lowered once.
