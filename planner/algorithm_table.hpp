@@ -48,6 +48,10 @@ struct AlgorithmRow {
   // among several: a risk the model does not price (docs/cost-model.md, Selection margin).
   // Predictions and reports show the unadjusted time.
   double selection_margin = 0;
+  // Priced by its critical path (critical_path.hpp: each rank starts a step when its own part
+  // of the one before is done, as the runtime runs it) instead of as the sum of its steps. The
+  // latency rows, whose pipelined trees overlap their slices' latencies (docs/cost-model.md).
+  bool critical_path = false;
 };
 
 // flexreduce-bw's selection margin: its star ops start many flows across machines at once,

@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "ir/pipeline_form.hpp"
+#include "planner/critical_path.hpp"
 #include "planner/pipeline.hpp"
 #include "planner/schedule_floors.hpp"
 #include "planner/size_format.hpp"
@@ -34,6 +35,10 @@ using Clock = std::chrono::steady_clock;
 constexpr int kGridPerDoubling = 4, kGridDoublings = 50;
 // A closed form's price is checked against the evaluator on the built winner below this size.
 constexpr uint64_t kClosedFormCheckOps = 1'000'000;
+// Envelope lines a critical-path row may compare or sort over all its variants
+// (critical_path_cost_within): about 0.2 s on this host (13 ns a line, 16k learners); beyond it
+// the rest of its variants are priced step by step.
+constexpr uint64_t kCriticalPathBudget = 16'000'000;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -202,6 +207,7 @@ class PlanBuilder {
   // this test) stands in by its floors, a weaker bound.
   bool cannot_win(const AlgorithmRow& row, uint32_t slices) {
     if (!options_.prune_unwinnable || cheapest_.empty()) return false;
+    if (row.critical_path) return critical_path_cannot_win(row);
     const Candidate* base = base_candidate(row);
     const ScheduleCost* base_cost = base != nullptr && base->priced ? &base->cost : nullptr;
     if (base_cost == nullptr && floors_.contains(&row) && floors_[&row]) base_cost = &floors_[&row]->cost;
@@ -213,6 +219,23 @@ class PlanBuilder {
       if (pipeline_lower_bound(*base_cost, pace, slices, sizes[g]) * factor <= 1.01 * cheapest_[g + 1])
         return false;
     }
+    return true;
+  }
+
+  // pipeline_lower_bound adds up steps, which a critical-path price can be below. Its own bound:
+  // every pipeline of the base takes at least the base's critical path at zero bytes (slice 0
+  // alone goes through every base step, each hop at least its latency), and at least the
+  // busiest link direction under all the steps' loads plus the slowest hop.
+  bool critical_path_cannot_win(const AlgorithmRow& row) {
+    const Candidate* base = base_candidate(row);
+    if (base == nullptr || !base->priced || base->priced_by != "critical path") return false;
+    const StepCost& bound = base->cost.steps.at(0);
+    const double latency = base->cost.at(0);
+    const double factor = 1 + row.selection_margin;
+    const auto& sizes = grid();
+    for (size_t g = 0; g + 1 < sizes.size(); ++g)
+      if (std::max(latency, bound.per_byte * sizes[g] + bound.hop_latency) * factor <= 1.01 * cheapest_[g + 1])
+        return false;
     return true;
   }
 
@@ -451,6 +474,10 @@ class PlanBuilder {
       candidate.left_out_because =
           "cannot win: a lower bound of its price is above the cheapest price at every size";
       note(fmt::format("{}: not priced: {}", candidate.algorithm, candidate.left_out_because));
+    } else if (auto by_path = critical_path_price(choice)) {
+      candidate.cost = std::move(*by_path);
+      candidate.priced = true;
+      candidate.priced_by = "critical path";
     } else if (choice.slices > 1 && schedule_fits_limits(base_size(*choice.row)) &&
                2 * base_size(*choice.row).group_members <= kPipelinePricingBudget) {
       // Priced from the base schedule's windows (pipeline.hpp); built only if it wins.
@@ -496,6 +523,36 @@ class PlanBuilder {
     }
   }
 
+  // A critical-path row's variant priced so, within what is left of the row's budget
+  // (kCriticalPathBudget); null otherwise, and it is priced as the sum of its steps, an upper
+  // bound of the same run.
+  std::optional<ScheduleCost> critical_path_price(const AlgorithmChoice& choice) {
+    if (!choice.row->critical_path || !schedule_fits_limits(base_size(*choice.row))) return std::nullopt;
+    auto& spent = critical_path_spent_[choice.row];
+    // Every hop raises two envelopes each slice: what it costs at least.
+    auto& members = base_members_[choice.row];
+    if (members == 0)
+      for (const auto& step : base_schedule(*choice.row).steps)
+        for (const auto& op : step.ops) members += op.group.size();
+    if (spent + 2 * members * choice.slices > kCriticalPathBudget) {
+      note(fmt::format("{}: priced step by step: its critical path would compare at least {} envelope lines "
+                       "({} left of {})", choice.name(), 2 * members * choice.slices,
+                       kCriticalPathBudget - std::min(spent, kCriticalPathBudget), kCriticalPathBudget));
+      return std::nullopt;
+    }
+    const auto start = Clock::now();
+    uint64_t work = 0;
+    auto cost = critical_path_cost_within(topo_, base_schedule(*choice.row), choice.slices, options_.cost,
+                                          kCriticalPathBudget - spent, work);
+    spent += work;
+    if (cost)
+      note(fmt::format("{}: priced by its critical path in {:.3f} s", choice.name(), seconds_since(start)));
+    else
+      note(fmt::format("{}: priced step by step: its critical path passed the budget ({} envelope lines) "
+                       "after {:.3f} s", choice.name(), kCriticalPathBudget, seconds_since(start)));
+    return cost;
+  }
+
   std::string too_big(const Candidate& candidate) const { return too_big(candidate.choice, candidate.size); }
   std::string too_big(const AlgorithmChoice& choice, const ScheduleSize& size) const {
     if (const auto found = stopped_.find(choice.row); found != stopped_.end())
@@ -529,8 +586,9 @@ class PlanBuilder {
     note(fmt::format("{}: {} steps, {} ops built in {:.3f} s", candidate.algorithm,
                      ir::expanded_step_count(schedule, schedule.slices), candidate.size.ops,
                      seconds_since(start)));
-    if (candidate.priced_by == "pipeline windows") {
-      // Its windows priced exactly these steps (tests/unit/planner_pipeline_test.cpp).
+    if (candidate.priced_by == "pipeline windows" || candidate.priced_by == "critical path") {
+      // Its windows or its critical path priced exactly this schedule
+      // (tests/unit/planner_pipeline_test.cpp, planner_critical_path_test.cpp).
       candidate.built = true;
       schedules_[index] = std::move(schedule);
       return;
@@ -705,6 +763,8 @@ class PlanBuilder {
   std::map<const AlgorithmRow*, std::unique_ptr<PipelinePricer>> early_pricers_;
   std::map<const AlgorithmRow*, std::optional<ir::PipelineFootprint>> footprints_;  // of bases_
   std::map<const AlgorithmRow*, uint64_t> pricing_spent_;
+  std::map<const AlgorithmRow*, uint64_t> critical_path_spent_;
+  std::map<const AlgorithmRow*, uint64_t> base_members_;  // group members of the base, by row
   std::map<const AlgorithmRow*, ScheduleSize> base_sizes_;  // base_size by row
   std::map<const AlgorithmRow*, ScheduleSize> stopped_;     // bases whose builds stopped: what was built
   std::map<const AlgorithmRow*, std::optional<ScheduleCost>> closed_forms_;  // closed_form by row

@@ -87,7 +87,7 @@ struct Candidate {
   std::string algorithm;  // choice.name()
   bool priced = false;    // has a price (false: too big to build and no closed form)
   bool built = false;     // its schedule was built
-  std::string priced_by;  // "evaluator" or "closed form"
+  std::string priced_by;  // "evaluator", "closed form", "pipeline windows" or "critical path"
   std::string left_out_because;  // non-empty: not in the race although it might have won
   std::string note;       // from the row (BlueConnect's fallback)
   ScheduleSize size;      // actual when built, estimated otherwise

@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include "planner/algorithm_table.hpp"
+#include "planner/critical_path.hpp"
 
 namespace flexplan {
 namespace {
@@ -34,8 +35,10 @@ AlgorithmPrediction predict_algorithm(const Topology& topo, std::string_view nam
     try {
       const auto schedule = choice.build_compact(topo);
       if (schedule_fits_limits(measured_size(schedule))) {
-        prediction.method = "evaluator";
-        prediction.time = curve(evaluate_schedule(topo, schedule, params));
+        // The rows the planner prices by their critical path are priced so here too.
+        prediction.method = choice.row->critical_path ? "critical path" : "evaluator";
+        prediction.time = curve(choice.row->critical_path ? critical_path_cost(topo, schedule, params)
+                                                          : evaluate_schedule(topo, schedule, params));
         return prediction;
       }
     } catch (const ScheduleBeyondLimits&) {

@@ -6,10 +6,13 @@
 // first results were measured against. A second table gives the latency side (issue 42's
 // goals): the written plan at 8 B over the diameter latency D, at 64 KiB and 1 MiB over the
 // reference n/w + D (w: the bandwidth floor's bottleneck), at 256 MiB over the floor, priced
-// with the runtime's measured hop overhead unless --hop-overhead-us says otherwise.
+// with the runtime's measured hop overhead unless --hop-overhead-us says otherwise. --per-slice
+// adds a third table: 64 KiB and 1 MiB if each slice of a pipeline progressed on its own
+// (critical_path.hpp, SliceProgress::PerSlice; the runtime does not do that yet), the written
+// plan or a centre or double tree of 1 to 64 slices priced so, whichever is cheaper.
 //
 //   flexplan_plan_quality [--trees N] [--seed S] [--family realistic|adversarial|both] [--verbose]
-//                         [--dump DIR] [--hop-overhead-us X] [--leave-out A,B]
+//                         [--dump DIR] [--hop-overhead-us X] [--leave-out A,B] [--per-slice]
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -20,7 +23,9 @@
 
 #include "cluster_families.hpp"
 #include "ratio_stats.hpp"
+#include "planner/algorithm_table.hpp"
 #include "planner/cost_model.hpp"
+#include "planner/critical_path.hpp"
 #include "planner/floor.hpp"
 #include "planner/plan_builder.hpp"
 #include "topology/topology_writer.hpp"
@@ -38,6 +43,7 @@ int main(int argc, char** argv) {
   uint64_t seed = 20261123;
   std::string family = "both";
   bool verbose = false;
+  bool per_slice = false;
   std::string dump;  // write every tree's JSON here
   PlanOptions options;
   options.cost.hop_overhead = kMeasuredHopOverhead;
@@ -47,6 +53,7 @@ int main(int argc, char** argv) {
     else if (arg == "--seed" && i + 1 < argc) seed = std::stoull(argv[++i]);
     else if (arg == "--family" && i + 1 < argc) family = argv[++i];
     else if (arg == "--verbose") verbose = true;
+    else if (arg == "--per-slice") per_slice = true;
     else if (arg == "--dump" && i + 1 < argc) dump = argv[++i];
     else if (arg == "--hop-overhead-us" && i + 1 < argc) options.cost.hop_overhead = std::stod(argv[++i]) * 1e-6;
     else if (arg == "--leave-out" && i + 1 < argc) {
@@ -63,7 +70,7 @@ int main(int argc, char** argv) {
     }
   }
   constexpr double kLarge = 256.0 * (1 << 20), kSmall = 8, kMid = 64.0 * 1024, kMeg = 1 << 20;
-  std::vector<std::string> latency_rows;
+  std::vector<std::string> latency_rows, per_slice_rows;
   fmt::print("| family | trees | learners | plan/floor at 256 MiB: geomean | worst "
              "| over the own-uplink floor: geomean | worst | ring/floor geomean "
              "| plan at 8 B / (ceil(log2 P) x diameter): geomean | worst |\n");
@@ -71,7 +78,7 @@ int main(int argc, char** argv) {
   for (const std::string which : {"realistic", "adversarial"}) {
     if (family != "both" && family != which) continue;
     bench::ClusterFamilies families(seed);
-    Stats large, large_own, ring_large, small, over_d, mid, meg;
+    Stats large, large_own, ring_large, small, over_d, mid, meg, mid_per_slice, meg_per_slice;
     int min_p = 1 << 30, max_p = 0;
     for (int t = 0; t < trees; ++t) {
       const Topology topo = which == "realistic" ? families.realistic() : families.adversarial();
@@ -98,6 +105,19 @@ int main(int argc, char** argv) {
       over_d.add(at_small / floor.latency, topo.name());
       mid.add(written(kMid), topo.name());
       meg.add(written(kMeg), topo.name());
+      if (per_slice) {
+        double mid_best = written(kMid), meg_best = written(kMeg);
+        for (const char* name : {"centre-tree", "double-tree"}) {
+          const ir::Schedule base = find_algorithm(name).row->build(topo);
+          for (uint32_t slices = 1; slices <= 64; slices *= 2) {
+            const auto cost = critical_path_cost(topo, base, slices, options.cost, SliceProgress::PerSlice);
+            mid_best = std::min(mid_best, cost.at(kMid) / (kMid * floor.per_byte + floor.latency));
+            meg_best = std::min(meg_best, cost.at(kMeg) / (kMeg * floor.per_byte + floor.latency));
+          }
+        }
+        mid_per_slice.add(mid_best, topo.name());
+        meg_per_slice.add(meg_best, topo.name());
+      }
       if (verbose)
         fmt::print(stderr, "{:<16} P {:>4}  256 MiB {:<16} {:.3f}  8 B {:<16} {:.3f} (/D {:.3f})  64 KiB {:<16} {:.3f}  1 MiB {:<16} {:.3f}\n",
                    topo.name(), p, report.chosen(static_cast<uint64_t>(kLarge)).algorithm,
@@ -115,11 +135,20 @@ int main(int argc, char** argv) {
         which, trees, over_d.geomean(), over_d.worst, over_d.worst_tree, mid.geomean(), mid.worst,
         mid.worst_tree, meg.geomean(), meg.worst, meg.worst_tree, large.geomean(), large.worst,
         large.worst_tree));
+    per_slice_rows.push_back(fmt::format("| {} | {} | {:.3f} | {:.3f} ({}) | {:.3f} | {:.3f} ({}) |", which, trees,
+                                         mid_per_slice.geomean(), mid_per_slice.worst, mid_per_slice.worst_tree,
+                                         meg_per_slice.geomean(), meg_per_slice.worst, meg_per_slice.worst_tree));
   }
   fmt::print("\nhop overhead {:.2f} us\n| family | trees | 8 B / D: geomean | worst | 64 KiB / (n/w + D): geomean "
              "| worst | 1 MiB / (n/w + D): geomean | worst | 256 MiB / floor: geomean | worst |\n",
              options.cost.hop_overhead * 1e6);
   fmt::print("|---|---|---|---|---|---|---|---|---|---|\n");
   for (const auto& row : latency_rows) fmt::print("{}\n", row);
+  if (per_slice) {
+    fmt::print("\nif each slice progressed on its own (the plan or a centre/double tree of 1-64 slices)\n"
+               "| family | trees | 64 KiB / (n/w + D): geomean | worst | 1 MiB / (n/w + D): geomean | worst |\n"
+               "|---|---|---|---|---|---|\n");
+    for (const auto& row : per_slice_rows) fmt::print("{}\n", row);
+  }
   return 0;
 }

@@ -1,0 +1,376 @@
+// The critical-path price of a schedule, as the runtime's ranks run it (critical_path.hpp).
+#include "planner/critical_path.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "codegen/lowering.hpp"
+#include "ir/pipeline_form.hpp"
+#include "planner/pipeline.hpp"
+
+namespace flexplan {
+namespace {
+
+// latency + per_byte x n seconds for an n-byte message.
+struct Line {
+  double latency = 0;
+  double per_byte = 0;
+};
+
+// A rank's finishing time as a function of n: the upper envelope over n >= 0 of the lines of
+// its dependency chains, by per_byte ascending (latency then descending). It holds few lines:
+// one per size range over which a different chain is the longest.
+using Envelope = std::vector<Line>;
+
+bool nearly(double a, double b) { return std::abs(a - b) <= 1e-12 * std::max(std::abs(a), std::abs(b)); }
+
+bool by_pace(const Line& x, const Line& y) {
+  return x.per_byte != y.per_byte ? x.per_byte < y.per_byte : x.latency > y.latency;
+}
+
+// Reduces `lines` to their upper envelope over n >= 0; the first `sorted` of them are in
+// by_pace order, and so are the rest when `sorted` is nonzero (two envelopes to merge).
+void keep_envelope(Envelope& lines, size_t sorted = 0) {
+  if (sorted == 0)
+    std::sort(lines.begin(), lines.end(), by_pace);
+  else
+    std::inplace_merge(lines.begin(), lines.begin() + static_cast<std::ptrdiff_t>(sorted), lines.end(), by_pace);
+  size_t kept = 0;
+  for (const Line& line : lines) {
+    if (kept > 0 && nearly(lines[kept - 1].per_byte, line.per_byte)) {
+      if (line.latency <= lines[kept - 1].latency) continue;
+      --kept;  // (the same pace up to rounding: the later start decides)
+    }
+    // A steeper line starting no lower is above the earlier ones at every n >= 0.
+    while (kept > 0 && lines[kept - 1].latency <= line.latency) --kept;
+    // The middle of three is above neither neighbour where they cross before it takes over.
+    while (kept >= 2) {
+      const Line& a = lines[kept - 2];
+      const Line& b = lines[kept - 1];
+      if ((a.latency - line.latency) * (b.per_byte - a.per_byte) >
+          (a.latency - b.latency) * (line.per_byte - a.per_byte))
+        break;
+      --kept;
+    }
+    lines[kept++] = line;
+  }
+  lines.resize(kept);
+}
+
+// Whether `line` is nowhere above the envelope on n >= 0: envelope minus line is convex, so it
+// suffices to look at n = 0, at the envelope's corners, and at the slope beyond the last.
+bool below(const Envelope& envelope, const Line& line) {
+  if (line.latency > envelope.front().latency || line.per_byte > envelope.back().per_byte) return false;
+  for (size_t i = 0; i + 1 < envelope.size(); ++i) {
+    const Line& a = envelope[i];
+    const Line& b = envelope[i + 1];
+    const double corner = (a.latency - b.latency) / (b.per_byte - a.per_byte);
+    if (line.latency + line.per_byte * corner > a.latency + a.per_byte * corner) return false;
+  }
+  return true;
+}
+
+// into = max(into, from + add). Most calls change nothing (another chain already decides), and
+// they are the pricer's inner loop: those return before anything is sorted or allocated.
+// `work` counts the lines compared or sorted (critical_path_cost's budget).
+void raise(Envelope& into, const Envelope& from, Line add, uint64_t& work) {
+  work += from.size() * into.size() + 1;
+  if (into.empty()) {
+    for (const Line& line : from) into.push_back({line.latency + add.latency, line.per_byte + add.per_byte});
+    return;
+  }
+  bool changes = false;
+  for (const Line& line : from)
+    if (!below(into, Line{line.latency + add.latency, line.per_byte + add.per_byte})) changes = true;
+  if (!changes) return;
+  const size_t sorted = into.size();
+  for (const Line& line : from) into.push_back({line.latency + add.latency, line.per_byte + add.per_byte});
+  work += into.size();
+  keep_envelope(into, sorted);  // (a line shifted by `add` keeps its order among the others)
+}
+
+// A hop of a base step, lowered once.
+struct Hop {
+  int32_t src = 0, dst = 0;
+  NodeId from = 0, to = 0;
+  double latency = 0;        // path latency, hop overhead and the star root's queue
+  double send_overhead = 0;  // what the sender spends on it besides its bytes
+  int32_t after = -1;        // the chain hop it waits for (index in its step), or -1
+  bool sums = false;         // the receiver sums it (loads its reductions)
+};
+
+using SparseLoads = std::vector<std::pair<uint32_t, double>>;
+
+class CriticalPath {
+ public:
+  CriticalPath(const Topology& topo, const ir::Schedule& base, const CostParams& params)
+      : params_(params),
+        learners_(topo.num_learners()),
+        parent_(topo.num_nodes()),
+        depth_(topo.num_nodes()),
+        inverse_bandwidth_(3 * static_cast<size_t>(topo.num_nodes()), 0),
+        load_(3 * static_cast<size_t>(topo.num_nodes()), 0),
+        nodes_(static_cast<uint32_t>(topo.num_nodes())) {
+    if (base.units == 0)
+      throw std::invalid_argument(fmt::format("schedule '{}' has zero units", base.algorithm));
+    std::vector<double> latency(topo.num_nodes(), 0);
+    for (NodeId n = 0; n < topo.num_nodes(); ++n) {
+      parent_[n] = topo.parent(n);
+      depth_[n] = topo.depth(n);
+      if (n == topo.root()) continue;
+      const double bandwidth = topo.uplink(n).bandwidth;
+      if (!(bandwidth > 0))
+        throw std::invalid_argument(fmt::format("link above '{}' has no bandwidth", topo.full_name(n)));
+      inverse_bandwidth_[2 * n] = inverse_bandwidth_[2 * n + 1] = 1 / bandwidth;
+      latency[n] = topo.uplink(n).latency;
+    }
+    if (params.reduce_bandwidth > 0)
+      for (NodeId n = 0; n < topo.num_nodes(); ++n) inverse_bandwidth_[2 * nodes_ + n] = 1 / params.reduce_bandwidth;
+    const double units = static_cast<double>(base.units);
+    std::vector<codegen::Hop> lowered;
+    steps_.resize(base.steps.size());
+    for (size_t s = 0; s < base.steps.size(); ++s) {
+      auto& hops = steps_[s];
+      const auto& ops = base.steps[s].ops;
+      for (size_t i = 0; i < ops.size(); ++i) {
+        const ir::Op& op = ops[i];
+        check_op_ranks(base, op, s, i, topo.num_learners());
+        if (op.end == op.begin) continue;
+        const double share = static_cast<double>(op.end - op.begin) / units;
+        lowered.clear();
+        codegen::append_hops(op, lowered);
+        const size_t first = hops.size();
+        for (size_t h = 0; h < lowered.size(); ++h) {
+          Hop hop;
+          hop.src = lowered[h].src;
+          hop.dst = lowered[h].dst;
+          hop.from = topo.learner_node(hop.src);
+          hop.to = topo.learner_node(hop.dst);
+          hop.sums = params.reduce_bandwidth > 0 && hop_sums(op, lowered[h], h);
+          hop.latency = walk(hop.from, hop.to, latency, share) + params.hop_overhead;
+          if (hop.sums) add_load(2 * nodes_ + static_cast<uint32_t>(hop.to), share);
+          if (op.shape == ir::OpShape::Chain && h > 0) hop.after = static_cast<int32_t>(hops.size() - 1);
+          hops.push_back(hop);
+        }
+        if (op.shape == ir::OpShape::Star) {
+          std::vector<double> path(hops.size() - first);
+          for (size_t k = 0; k < path.size(); ++k) path[k] = hops[first + k].latency;
+          queue_star_hops(path.size(), params.hop_overhead, [&](size_t k) -> double& { return hops[first + k].latency; });
+          // A broadcast's root posts its sends one after another; a reduce's members send once
+          // each, the queue is at the root that receives.
+          for (size_t k = 0; k < path.size(); ++k)
+            hops[first + k].send_overhead = op.kind == ir::OpKind::Broadcast
+                                                ? hops[first + k].latency - path[k] + params.hop_overhead
+                                                : params.hop_overhead;
+        } else {
+          for (size_t h = first; h < hops.size(); ++h) hops[h].send_overhead = params.hop_overhead;
+        }
+        for (size_t h = first; h < hops.size(); ++h) slowest_hop_ = std::max(slowest_hop_, hops[h].latency);
+      }
+      loads_.push_back(take_loads());
+    }
+  }
+
+  // Null once `budget` lines have been compared or sorted (`work` holds them).
+  std::optional<ScheduleCost> cost(uint32_t slices, SliceProgress progress, uint64_t budget, uint64_t& work) {
+    if (slices == 0) throw std::invalid_argument("critical path: zero slices");
+    const double scale = 1.0 / slices;
+    // What waits for what: a rank (today's runtime), or a rank's slice (each slice's steps in
+    // order).
+    const bool per_slice = progress == SliceProgress::PerSlice;
+    const size_t keys = static_cast<size_t>(learners_) * (per_slice ? slices : 1);
+    std::vector<Envelope> ready(keys, Envelope{Line{}});
+    std::vector<Envelope> finish(keys);
+    std::vector<double> thread_work(per_slice ? static_cast<size_t>(learners_) : 0, 0);
+    std::vector<char> touched_key(keys, 0);
+    std::vector<size_t> touched;
+    std::vector<Envelope> arrivals;  // of a step's hops, for the chain hops after them
+    Envelope waited;                 // a chain hop's start
+    std::vector<uint32_t> ends(keys, 0);  // hop ends per key in the step
+    const auto finishing = [&](size_t key) -> Envelope& {
+      if (!touched_key[key]) {
+        touched_key[key] = 1;
+        touched.push_back(key);
+        finish[key].assign(ready[key].begin(), ready[key].end());
+      }
+      return finish[key];
+    };
+    size_t t = 0;  // the pipeline's step
+    for (const auto& [bounds, repeat] : pipeline_windows(steps_.size(), slices)) {
+      const std::vector<double>& paces = window_paces(bounds.first, bounds.second);
+      for (uint64_t r = 0; r < repeat; ++r, ++t) {
+        size_t k = 0;
+        for (size_t b = bounds.first; b <= bounds.second; ++b) {
+          const auto& hops = steps_[b];
+          const size_t slice = per_slice ? t - b : 0;
+          const auto key = [&](int32_t rank) { return static_cast<size_t>(rank) * (per_slice ? slices : 1) + slice; };
+          arrivals.resize(hops.size());
+          for (size_t h = 0; h < hops.size(); ++h) {
+            const Hop& hop = hops[h];
+            const double pace = paces[k++] * scale;
+            const size_t src = key(hop.src), dst = key(hop.dst);
+            const Envelope* start = &ready[src];
+            if (hop.after >= 0) {
+              waited.assign(ready[src].begin(), ready[src].end());
+              raise(waited, arrivals[static_cast<size_t>(hop.after)], Line{}, work);
+              start = &waited;
+            }
+            raise(finishing(dst), *start, Line{hop.latency, pace}, work);
+            raise(finishing(src), *start, Line{hop.send_overhead, pace}, work);
+            ++ends[src];
+            ++ends[dst];
+            if (h + 1 < hops.size() && hops[h + 1].after == static_cast<int32_t>(h)) {
+              arrivals[h].clear();
+              raise(arrivals[h], *start, Line{hop.latency, pace}, work);
+            }
+          }
+        }
+        if (work > budget) return std::nullopt;
+        for (const size_t key : touched) {
+          // One progress thread handles all of a rank's hops in the step, one after another: half
+          // a hop overhead per end (the overhead is measured as one send and one receive on each
+          // of two ranks). Per slice, the thread takes the slices' steps in turn.
+          // Per slice, the thread's whole work bounds the end (below) instead of ordering the
+          // slices, which would couple them again through the order taken.
+          const Line busy{0.5 * params_.hop_overhead * ends[key], 0};
+          if (params_.hop_overhead > 0) raise(finish[key], ready[key], busy, work);
+          if (per_slice) thread_work[key / slices] += busy.latency;
+          ends[key] = 0;
+          std::swap(ready[key], finish[key]);  // (both keep their storage)
+          touched_key[key] = 0;
+        }
+        touched.clear();
+      }
+    }
+    Envelope last;
+    for (const Envelope& envelope : ready) last.insert(last.end(), envelope.begin(), envelope.end());
+    for (const double work : thread_work) last.push_back(Line{work, 0});
+    keep_envelope(last);
+    ScheduleCost cost;
+    cost.chunk_bytes = params_.chunk_bytes;
+    StepCost step;
+    step.per_byte = busiest_total();
+    step.hop_latency = slowest_hop_;
+    for (const Line& line : last) step.chains.push_back(ChainCost{line.latency, 1.0, line.per_byte, line.per_byte});
+    cost.steps.push_back(std::move(step));
+    return cost;
+  }
+
+ private:
+  // Adds `share` to every link direction from a to b; returns the path's latency.
+  double walk(NodeId a, NodeId b, const std::vector<double>& latency, double share) {
+    double sum = 0;
+    while (a != b) {
+      if (depth_[a] >= depth_[b]) {
+        add_load(2 * static_cast<uint32_t>(a), share);
+        sum += latency[a];
+        a = parent_[a];
+      } else {
+        add_load(2 * static_cast<uint32_t>(b) + 1, share);
+        sum += latency[b];
+        b = parent_[b];
+      }
+    }
+    return sum;
+  }
+  void add_load(uint32_t direction, double share) {
+    if (load_[direction] == 0) touched_.push_back(direction);
+    load_[direction] += share;
+  }
+  SparseLoads take_loads() {
+    SparseLoads out;
+    for (uint32_t direction : touched_) {
+      out.emplace_back(direction, load_[direction]);
+      load_[direction] = 0;
+    }
+    touched_.clear();
+    return out;
+  }
+  double busiest_total() {
+    for (const auto& loads : loads_)
+      for (const auto& [direction, load] : loads) add_load(direction, load);
+    double busiest = 0;
+    for (const auto& [direction, load] : take_loads()) busiest = std::max(busiest, load * inverse_bandwidth_[direction]);
+    return busiest;
+  }
+
+  // Seconds per message byte of each hop of base steps first..last (in that order) under the
+  // loads of all of them: the busiest link direction on its path, and its receiver's
+  // reductions where it sums.
+  const std::vector<double>& window_paces(size_t first, size_t last) {
+    const auto key = std::make_pair(first, last);
+    if (auto found = paces_.find(key); found != paces_.end()) return found->second;
+    for (size_t s = first; s <= last; ++s)
+      for (const auto& [direction, load] : loads_[s]) add_load(direction, load);
+    std::vector<double> paces;
+    for (size_t s = first; s <= last; ++s)
+      for (const Hop& hop : steps_[s]) {
+        double busiest = 0;
+        NodeId a = hop.from, b = hop.to;
+        while (a != b) {
+          uint32_t direction;
+          if (depth_[a] >= depth_[b]) {
+            direction = 2 * static_cast<uint32_t>(a);
+            a = parent_[a];
+          } else {
+            direction = 2 * static_cast<uint32_t>(b) + 1;
+            b = parent_[b];
+          }
+          busiest = std::max(busiest, load_[direction] * inverse_bandwidth_[direction]);
+        }
+        if (hop.sums) {
+          const uint32_t direction = 2 * nodes_ + static_cast<uint32_t>(hop.to);
+          busiest = std::max(busiest, load_[direction] * inverse_bandwidth_[direction]);
+        }
+        paces.push_back(busiest);
+      }
+    take_loads();
+    return paces_.emplace(key, std::move(paces)).first->second;
+  }
+
+  CostParams params_;
+  int learners_;
+  std::vector<NodeId> parent_;
+  std::vector<int> depth_;
+  std::vector<double> inverse_bandwidth_;  // by direction: 2n up, 2n + 1 down, 2N + n reductions
+  std::vector<double> load_;
+  std::vector<uint32_t> touched_;
+  uint32_t nodes_;
+  std::vector<std::vector<Hop>> steps_;  // by base step
+  std::vector<SparseLoads> loads_;       // by base step
+  double slowest_hop_ = 0;
+  std::map<std::pair<size_t, size_t>, std::vector<double>> paces_;
+};
+
+}  // namespace
+
+ScheduleCost critical_path_cost(const Topology& topo, const ir::Schedule& base, uint32_t slices,
+                                const CostParams& params, SliceProgress progress) {
+  ir::require_materialized(base, "critical_path_cost");
+  uint64_t work = 0;
+  return *CriticalPath(topo, base, params).cost(slices, progress, std::numeric_limits<uint64_t>::max(), work);
+}
+
+ScheduleCost critical_path_cost(const Topology& topo, const ir::Schedule& schedule, const CostParams& params) {
+  // A compact pipeline's steps and units are its base's.
+  uint64_t work = 0;
+  return *CriticalPath(topo, schedule, params)
+              .cost(std::max<uint32_t>(schedule.slices, 1), SliceProgress::PerRank, std::numeric_limits<uint64_t>::max(), work);
+}
+
+std::optional<ScheduleCost> critical_path_cost_within(const Topology& topo, const ir::Schedule& base, uint32_t slices,
+                                                      const CostParams& params, uint64_t budget, uint64_t& work) {
+  ir::require_materialized(base, "critical_path_cost");
+  return CriticalPath(topo, base, params).cost(slices, SliceProgress::PerRank, budget, work);
+}
+
+
+}  // namespace flexplan

@@ -1,0 +1,141 @@
+// The critical-path price (planner/critical_path.hpp): a small pipeline priced by hand, never
+// below the floor nor above the step-by-step price on random trees, and the planner, predict
+// and the plan's price using it for the latency rows.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "planner/algorithm_table.hpp"
+#include "planner/cost_model.hpp"
+#include "planner/critical_path.hpp"
+#include "planner/floor.hpp"
+#include "planner/latency_trees.hpp"
+#include "planner/pipeline.hpp"
+#include "planner/plan_builder.hpp"
+#include "planner/plan_price.hpp"
+#include "planner/prediction.hpp"
+#include "planner_test_trees.hpp"
+
+namespace flexplan {
+namespace {
+
+ir::Op star_reduce(int32_t root, std::initializer_list<int32_t> group) {
+  ir::Op op{ir::OpKind::Reduce, 0, 1, root, ir::RankList(group)};
+  op.shape = ir::OpShape::Star;
+  return op;
+}
+
+TEST(CriticalPath, TwoStepsInTwoSlicesByHand) {
+  // Learners a, b, c on one switch, 1 GB/s links of 1, 2 and 3 us. Step 0: a sends to b; step 1:
+  // b sends to c. Two slices, hop overhead 0.5 us.
+  testing::TreeBuilder b;
+  b.add_learner(0, "a", Link{1e9, 1e-6});
+  b.add_learner(0, "b", Link{1e9, 2e-6});
+  b.add_learner(0, "c", Link{1e9, 3e-6});
+  const auto topo = b.build();
+  ir::Schedule base;
+  base.algorithm = "by-hand";
+  base.units = 1;
+  base.steps.push_back(ir::Step{ir::Phase::Reduce, 0, {star_reduce(1, {0, 1})}});
+  base.steps.push_back(ir::Step{ir::Phase::Reduce, 0, {star_reduce(2, {1, 2})}});
+  CostParams params;
+  params.hop_overhead = 0.5e-6;
+  // Every link direction carries one slice at a time in every step, so a slice crosses at
+  // p = 0.5 ns a message byte (n / 2 bytes at 1 GB/s). Hop a->b: 3 us + 0.5 us, b->c: 5.5 us.
+  //   step 0: a sends slice 0: a done at 0.5 + pn, b at 3.5 + pn.
+  //   step 1: a sends slice 1 (b has it at 4 + 2pn), b sends slice 0 (c at 9 + 2pn);
+  //           b is done at max(4 + 2pn, 3.5 + pn + 0.5 + pn) = 4 + 2pn.
+  //   step 2: b sends slice 1: c has it at 4 + 2pn + 5.5 + pn = 9.5 us + 3pn.
+  // Step by step it would be 3.5 + 5.5 + 5.5 = 14.5 us + 3pn.
+  const double p = 0.5e-9;
+  const auto cost = critical_path_cost(topo, base, 2, params);
+  for (const double n : {0.0, 8.0, 65536.0, 1e6})
+    EXPECT_NEAR(cost.at(n), 9.5e-6 + 3 * p * n, 1e-15 + 1e-12 * cost.at(n)) << n;
+  const auto steps = evaluate_schedule(topo, pipeline_slices(base, 2), params);
+  EXPECT_NEAR(steps.at(1e6), 14.5e-6 + 3 * p * 1e6, 1e-15);
+  // Its bandwidth bound: every direction carries the whole message once, 1 ns a byte, plus the
+  // slowest hop (5.5 us), below the chain at every size here.
+  EXPECT_NEAR(cost.steps.at(0).per_byte, 1e-9, 1e-21);
+  EXPECT_NEAR(cost.steps.at(0).hop_latency, 5.5e-6, 1e-18);
+}
+
+TEST(CriticalPath, ARankHandlesItsHopsOneAfterAnother) {
+  // Links without latency: in one step rank 1 receives from 0 and sends to 2 and to 3. Each hop
+  // takes one overhead (1 us); rank 1 has three hop ends, 1.5 us of its progress thread.
+  testing::TreeBuilder b;
+  for (const char* name : {"a", "b", "c", "d"}) b.add_learner(0, name, Link{1e9, 0});
+  const auto topo = b.build();
+  ir::Schedule base;
+  base.algorithm = "by-hand";
+  base.units = 1;
+  base.steps.push_back(
+      ir::Step{ir::Phase::Reduce, 0, {star_reduce(1, {0, 1}), star_reduce(2, {1, 2}), star_reduce(3, {1, 3})}});
+  CostParams params;
+  params.hop_overhead = 1e-6;
+  EXPECT_NEAR(critical_path_cost(topo, base, 1, params).at(0), 1.5e-6, 1e-18);
+  params.hop_overhead = 0;
+  EXPECT_NEAR(critical_path_cost(topo, base, 1, params).at(1000), 2 * 1e-6, 1e-18)
+      << "rank 1's uplink carries two messages of 1000 bytes at 1 GB/s";
+}
+
+TEST(CriticalPath, NeverBelowTheFloorNorAboveTheStepByStepPrice) {
+  testing::RandomTrees trees(20261129);
+  CostParams measured;
+  measured.hop_overhead = kMeasuredHopOverhead;
+  int compared = 0;
+  for (int i = 0; i < 30; ++i) {
+    const auto topo = trees.next(24);
+    const CostParams params = i % 2 == 0 ? measured : CostParams{};
+    const auto floor = cost_floor(topo);
+    for (const auto& row : algorithm_table()) {
+      if (!row.critical_path || (row.unsuitable && !row.unsuitable(topo).empty())) continue;
+      const ir::Schedule base = row.build(topo);
+      for (const uint32_t slices : {1u, 2u, 4u, 16u}) {
+        if (slices > 1 && !row.pipelines) continue;
+        const auto cost = critical_path_cost(topo, base, slices, params);
+        const auto steps = evaluate_schedule(topo, pipeline_slices(base, slices), params);
+        for (const double n : {8.0, 65536.0, 1048576.0, 268435456.0}) {
+          EXPECT_GE(cost.at(n), floor.at(n) * (1 - 1e-12)) << row.name << "@" << slices << " " << topo.name() << " n " << n;
+          // (The progress thread's overheads are the critical path's alone: without them it
+          // never costs more than the steps added up.)
+          if (params.hop_overhead == 0) {
+            EXPECT_LE(cost.at(n), steps.at(n) * (1 + 1e-12)) << row.name << "@" << slices << " " << topo.name() << " n " << n;
+          }
+        }
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GT(compared, 100);
+}
+
+TEST(CriticalPath, ThePlannerPredictAndThePlansPriceUseIt) {
+  PlanOptions options;
+  options.cost.hop_overhead = kMeasuredHopOverhead;
+  const auto topo = testing::machines({2, 2, 2, 2, 2, 2}, testing::kPcie, testing::kEthernet);
+  const auto report = build_plan_report(topo, options);
+  const auto price = plan_price(report);
+  bool found = false;
+  for (const auto& candidate : report.candidates) {
+    if (candidate.algorithm != "centre-tree@4") continue;
+    found = true;
+    ASSERT_TRUE(candidate.priced);
+    EXPECT_EQ(candidate.priced_by, "critical path");
+    const auto expected = critical_path_cost(topo, plan_centre_tree(topo), 4, options.cost);
+    const auto predicted = predict_algorithm(topo, "centre-tree@4", options.cost);
+    EXPECT_EQ(predicted.method, "critical path");
+    for (const double n : {8.0, 65536.0, 1048576.0}) {
+      EXPECT_DOUBLE_EQ(candidate.cost.at(n), expected.at(n));
+      EXPECT_NEAR(predicted.time(n), expected.at(n), 1e-12 * expected.at(n));
+    }
+  }
+  EXPECT_TRUE(found);
+  for (const auto& [algorithm, cost] : price.racing) {
+    if (algorithm == "centre-tree@4") {
+      EXPECT_DOUBLE_EQ(cost.at(65536), critical_path_cost(topo, plan_centre_tree(topo), 4, options.cost).at(65536));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace flexplan
