@@ -62,6 +62,10 @@ ScheduleSize measured_size(const ir::Schedule&);
 inline constexpr uint64_t kMaxScheduleOps = 8'000'000;
 inline constexpr uint64_t kMaxScheduleGroupMembers = 64'000'000;
 bool schedule_fits_limits(const ScheduleSize&);
+// A lower bound of plan_flexreduce_bw's size on a tree whose every level is uniform (one fan-out
+// and one uplink bandwidth per depth, learners all at the bottom), from the tree alone; zero
+// elsewhere. The builder throws ScheduleBeyondLimits with it before solving its LP.
+ScheduleSize flexreduce_bw_uniform_bound(const Topology&);
 
 // Thrown by a builder without a size estimate (flexreduce-bw's: its size follows from its LP)
 // once what it has built passes the limits above: on a flat tree of a million learners its star

@@ -16,6 +16,7 @@
 
 #include "planner/algorithms.hpp"
 #include "planner/bandwidth_shares.hpp"
+#include "topology/topology.hpp"
 #include "planner/virtual_tree.hpp"
 
 namespace flexplan {
@@ -264,7 +265,53 @@ ScheduleSize at_least(const Topology& topo, const std::vector<VirtualTree>& tree
   return size;
 }
 
+// The sum of n's prime factors, with multiplicity: the least sum of integers >= 2 whose product
+// is n (for a, b >= 2, a + b <= a b, so splitting a factor never raises the sum).
+uint64_t prime_factor_sum(uint64_t n) {
+  uint64_t sum = 0;
+  for (uint64_t p = 2; p * p <= n; ++p)
+    for (; n % p == 0; n /= p) sum += p;
+  return n > 1 ? sum + n : sum;
+}
+
 }  // namespace
+
+// On a level-uniform tree (below) the LP's columns are one per orbit, and every level is one
+// orbit: all learners hold the same shares in every class, 1/P of its slice each after the
+// root's step, and at least that after every lower step (holdings only shrink going up). The
+// classes are distinct virtual trees of at least two columns each, within twice
+// kMaxShareLpColumns, so one of them carries at least 1 / kMaxShareLpColumns of the vector;
+// where that leaves every learner more units than at_least asks for, at_least counts, in that
+// class, 2 ops and 2k members for every learner and every virtual ancestor of k >= 2 children.
+// Transparency comes by whole orbits, here whole levels, so the k along each learner's path
+// multiply to P, and add up to at least P's prime factors' sum. So the builder would stop past
+// the limits anyway, after the LP (13 LPs over a million nodes on the deep tree of
+// bench/planning/million_shapes.py: 4 s of CPU) has run for nothing.
+ScheduleSize flexreduce_bw_uniform_bound(const Topology& topo) {
+  const int learners = topo.num_learners();
+  if (learners < 2) return {};
+  // Level-uniform: the nodes of each depth have the same uplink bandwidth and number of
+  // children, and the learners are exactly the nodes of the deepest level.
+  int deepest = 0;
+  for (NodeId n = 0; n < topo.num_nodes(); ++n) deepest = std::max(deepest, topo.depth(n));
+  std::vector<int> fan_out(static_cast<size_t>(deepest) + 1, -1);
+  std::vector<double> bandwidth(static_cast<size_t>(deepest) + 1, -1);
+  for (NodeId n = 0; n < topo.num_nodes(); ++n) {
+    const auto d = static_cast<size_t>(topo.depth(n));
+    if (topo.is_learner(n) != (topo.depth(n) == deepest)) return {};
+    if (fan_out[d] < 0) fan_out[d] = topo.degree(n);
+    if (fan_out[d] != topo.degree(n)) return {};
+    if (n == topo.root()) continue;
+    if (bandwidth[d] < 0) bandwidth[d] = topo.uplink(n).bandwidth;
+    if (bandwidth[d] != topo.uplink(n).bandwidth) return {};
+  }
+  // The learner's units in the class of largest weight, against at_least's "enough".
+  const double units = static_cast<double>(kUnits) / static_cast<double>(kMaxShareLpColumns) /
+                       static_cast<double>(learners);
+  if (units < 2.0 * static_cast<double>(deepest + 2)) return {};  // twice: the LP's tolerance
+  const auto p = static_cast<uint64_t>(learners);
+  return {2 * p, 2 * p * prime_factor_sum(p)};
+}
 
 ir::Schedule plan_flexreduce_bw(const Topology& topo) {
   ir::Schedule schedule;
@@ -272,6 +319,8 @@ ir::Schedule plan_flexreduce_bw(const Topology& topo) {
   schedule.collective = ir::Collective::AllReduce;
   schedule.units = kUnits;
   if (topo.num_learners() < 2) return schedule;
+  if (const ScheduleSize bound = flexreduce_bw_uniform_bound(topo); !schedule_fits_limits(bound))
+    throw ScheduleBeyondLimits("flexreduce-bw", bound);
   const auto shares = bandwidth_shares(topo);
 
   std::vector<VirtualTree> trees;

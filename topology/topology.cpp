@@ -97,8 +97,14 @@ void check_link(const std::string& where, const Link& link) {
 
 }  // namespace
 
-Topology::Topology(std::string name, TopoGraph graph)
-    : name_(std::move(name)), graph_(std::move(graph)) {
+Topology::Topology(std::string name, TopoGraph graph) : name_(std::move(name)) {
+  // boost's adjacency_list (1.74) declares a copy constructor and no move, and its swap copies
+  // three times: moving it copied every node and edge (a million-learner tree: half a second).
+  // Its containers are public; swapping them moves no element, so every edge iterator and
+  // edge property pointer stays valid.
+  graph_.m_vertices.swap(graph.m_vertices);
+  graph_.m_edges.swap(graph.m_edges);
+  graph_.m_property.swap(graph.m_property);
   index();
 }
 

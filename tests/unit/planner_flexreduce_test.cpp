@@ -1,5 +1,6 @@
 // FlexReduce planning: the paper's Fig. 2 example to the unit, the mirror all-gather, units,
-// degree-1 branches and the fallback beyond 64-bit units.
+// degree-1 branches, the fallback beyond 64-bit units, and flexreduce-bw's size bound on uniform
+// trees.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@ using testing::kEthernet;
 using testing::kPcie;
 using testing::machines;
 using testing::reference_allreduce_error;
+using testing::symmetric;
 using testing::TreeBuilder;
 
 // "F[0,2) {D,F}" with the paper's letters for ranks 0..4 of the 2+3 tree.
@@ -164,6 +166,52 @@ TEST(PlannerFlexReduce, UnitsBeyond64BitsFallBackToRounding) {
       portion /= topo.degree(a);
     EXPECT_NEAR(static_cast<double>(owned[rank]), static_cast<double>(portion), 1.0) << rank;
   }
+}
+
+// The bound that lets flexreduce-bw stop before its LP on a million-learner uniform tree must
+// never exceed what the builder builds: checked on uniform trees small enough to build, with
+// links faster and slower up the tree (the LP then mixes other virtual trees in).
+TEST(PlannerFlexReduceBw, UniformBoundIsBelowTheBuiltSize) {
+  const Link fast{100e9, 1e-6}, mid{25e9, 2e-6}, slow{5e9, 5e-6};
+  const std::vector<std::pair<std::vector<int>, std::vector<Link>>> trees{
+      {{8}, {fast}},
+      {{2, 3, 4}, {slow, mid, fast}},
+      {{2, 3, 4}, {fast, mid, slow}},
+      {{4, 4}, {mid, mid}},
+      {{3, 5}, {slow, fast}},
+      {{2, 2, 2, 2}, {fast, slow, fast, slow}},
+      {{6, 2, 3}, {mid, slow, fast}},
+  };
+  for (const auto& [fan_outs, links] : trees) {
+    const Topology topo = symmetric(fan_outs, links);
+    const ScheduleSize bound = flexreduce_bw_uniform_bound(topo);
+    const ScheduleSize built = measured_size(plan_flexreduce_bw(topo));
+    SCOPED_TRACE(topo.num_learners());
+    EXPECT_GT(bound.ops, 0u);
+    EXPECT_LE(bound.ops, built.ops);
+    EXPECT_LE(bound.group_members, built.group_members);
+  }
+  // 2 x 3 x 4 learners: 2 ops per learner, and 2 (2 + 3 + 2 + 2) members.
+  const ScheduleSize bound = flexreduce_bw_uniform_bound(symmetric({2, 3, 4}, {slow, mid, fast}));
+  EXPECT_EQ(bound.ops, 48u);
+  EXPECT_EQ(bound.group_members, 48u * 9);
+}
+
+TEST(PlannerFlexReduceBw, UniformBoundIsZeroOnUnevenTrees) {
+  EXPECT_EQ(flexreduce_bw_uniform_bound(machines({2, 3})).ops, 0u);  // uneven fan-out
+  const Link a{100e9, 1e-6}, b{50e9, 1e-6};
+  TreeBuilder builder("links differ");
+  for (int m = 0; m < 2; ++m) {
+    const NodeId machine = builder.add_switch(builder.root(), "m" + std::to_string(m), kEthernet);
+    for (int g = 0; g < 2; ++g) builder.add_learner(machine, "gpu" + std::to_string(g), m == 0 ? a : b);
+  }
+  EXPECT_EQ(flexreduce_bw_uniform_bound(builder.build()).group_members, 0u);
+  TreeBuilder shallow("a learner beside a machine");
+  const NodeId machine = shallow.add_switch(shallow.root(), "m", kEthernet);
+  shallow.add_learner(machine, "gpu0", kPcie);
+  shallow.add_learner(machine, "gpu1", kPcie);
+  shallow.add_learner(shallow.root(), "gpu2", kEthernet);
+  EXPECT_EQ(flexreduce_bw_uniform_bound(shallow.build()).ops, 0u);
 }
 
 }  // namespace
