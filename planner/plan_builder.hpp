@@ -61,6 +61,12 @@ struct PlanOptions {
   // winners' schedules, for questions about the plan's time (plan_price.hpp, `whatif`). The
   // ranges and prices are the same either way: building a winner only checks its price.
   bool build_winners = true;
+  // Count each row's selection_margin in the race (algorithm_table.hpp: a risk the model does
+  // not price). Off by default: a margin hands a size to a row predicted slower, and the
+  // plan's predicted time can then rise when a link is made faster (a faster row's price falls
+  // into another's margin), which no margin can avoid while predictions show the model's time
+  // (docs/cost-model.md, Selection margin).
+  bool selection_margins = false;
 };
 
 // A lower bound of the price of `base` cut into `slices` slices (pipeline.hpp), nondecreasing

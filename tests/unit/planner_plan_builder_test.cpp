@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -122,14 +123,13 @@ TEST(PlannerBuildPlan, ChoosesTheCheapestScheduleForEverySizeRange) {
     multi_range_plans += plan.schedules.size() > 1;
     for (const auto& schedule : plan.schedules) {
       const auto chosen = evaluate_schedule(topo, schedule, options.cost);
-      const double chosen_margin = report.find(schedule.algorithm)->choice.row->selection_margin;
       std::vector<double> probes{static_cast<double>(schedule.min_bytes)};
       if (schedule.max_bytes) probes.push_back(static_cast<double>(*schedule.max_bytes - 1));
       for (double n : probes)
         for (const auto& candidate : report.candidates) {
           if (!candidate.racing()) continue;
-          const double margin = candidate.choice.row->selection_margin;
-          EXPECT_LE(chosen.at(n) * (1 + chosen_margin), candidate.cost.at(n) * (1 + margin) * (1 + 1e-9))
+          // The fastest row (selection margins count only with PlanOptions::selection_margins).
+          EXPECT_LE(chosen.at(n), candidate.cost.at(n) * (1 + 1e-9))
               << schedule.algorithm << " vs " << candidate.algorithm << " at " << n;
         }
     }
@@ -137,12 +137,16 @@ TEST(PlannerBuildPlan, ChoosesTheCheapestScheduleForEverySizeRange) {
   EXPECT_GT(multi_range_plans, 0) << "no tree exercised more than one size range";
 }
 
-// flexreduce-bw wins only by more than its margin: on equal links (machines of 3, 3 and 4
-// learners) the model has it within a hair of FlexReduce, and the plan takes FlexReduce there.
-TEST(PlannerBuildPlan, FlexreduceBwWinsOnlyBeyondItsMargin) {
+// With PlanOptions::selection_margins, flexreduce-bw wins only by more than its margin: on
+// equal links (machines of 3, 3 and 4 learners) the model has it within a hair of FlexReduce,
+// and the plan takes FlexReduce there. Without (the default), the plan takes the row predicted
+// fastest, whatever its margin.
+TEST(PlannerBuildPlan, FlexreduceBwWinsOnlyBeyondItsMarginWhereMarginsCount) {
   ASSERT_GT(kCrossMachineStarMargin, 0);
   const auto equal = machines({3, 3, 4});
-  const auto report = build_plan_report(equal, {});
+  PlanOptions with_margins;
+  with_margins.selection_margins = true;
+  const auto report = build_plan_report(equal, with_margins);
   const auto* bw = report.find("flexreduce-bw@4");
   const auto* fr = report.find("flexreduce@4");
   ASSERT_TRUE(bw && fr && bw->priced && fr->priced);
@@ -151,6 +155,15 @@ TEST(PlannerBuildPlan, FlexreduceBwWinsOnlyBeyondItsMargin) {
   EXPECT_EQ(report.chosen(8 << 20).choice.row->name, "flexreduce");
   for (uint64_t bytes = 8 << 20; bytes <= (uint64_t{64} << 20); bytes *= 2)
     EXPECT_NE(report.chosen(bytes).choice.row->name, "flexreduce-bw") << bytes;
+
+  const auto fastest = build_plan_report(equal, {});
+  for (uint64_t bytes = 8 << 20; bytes <= (uint64_t{64} << 20); bytes *= 2) {
+    double best = std::numeric_limits<double>::infinity();
+    for (const auto& candidate : fastest.candidates)
+      if (candidate.racing()) best = std::min(best, candidate.cost.at(static_cast<double>(bytes)));
+    EXPECT_LE(fastest.chosen(bytes).cost.at(static_cast<double>(bytes)), best * (1 + 1e-9)) << bytes;
+  }
+  EXPECT_EQ(fastest.chosen(8 << 20).choice.row->name, "flexreduce-bw");  // the model's 0.1 ms
 }
 
 TEST(PlannerBuildPlan, ForcingOneAlgorithm) {

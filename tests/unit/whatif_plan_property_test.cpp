@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <iostream>
 #include <random>
 #include <string>
@@ -111,6 +112,26 @@ TEST(WhatifPlanProperty, WhatifTimesAreThePlanCommandsOnRandomVariations) {
             const std::string what = fmt::format("{} {} at {} B: {} -> {} s ({} -> {})", base.name(), variation.text,
                                                  bytes, was, is, before.sizes[k].algorithm, after.sizes[k].algorithm);
             slower.push_back(what);
+            {  // DIAG: per-row costs before/after
+              const PlanReport rb = plan_command_report(base);
+              double min_b = 1e300, min_a = 1e300; std::string ab, aa;
+              for (const auto& c : rb.candidates) if (c.racing() && c.cost.at(bytes) < min_b) { min_b = c.cost.at(bytes); ab = c.algorithm; }
+              for (const auto& c : report.candidates) if (c.racing() && c.cost.at(bytes) < min_a) { min_a = c.cost.at(bytes); aa = c.algorithm; }
+              std::string rows;
+              for (const auto& c : report.candidates) {
+                const Candidate* o = rb.find(c.algorithm);
+                if (c.racing() && o && o->racing() && c.cost.at(bytes) > o->cost.at(bytes) * (1 + 1e-9))
+                  rows += fmt::format(" {}:{:.3g}->{:.3g}", c.algorithm, o->cost.at(bytes), c.cost.at(bytes));
+              }
+              for (const PlanReport* r : {&rb, &report}) {
+                const Candidate* f = r->find("flexreduce-bw");
+                if (!f || !f->priced) continue;
+                std::string st;
+                for (const auto& step : f->cost.steps) st += fmt::format(" [{:.3g}s/B {:.3g}s {}ch]", step.per_byte, step.hop_latency, step.chains.size());
+                std::cout << "  FBW lat " << f->cost.latency() << st << "\n";
+              }
+              std::cout << "DIAG " << (min_a > min_b * (1 + 1e-9) ? "MINUP" : "MARGIN") << " min " << min_b << "(" << ab << ") -> " << min_a << "(" << aa << ") slower rows:" << rows << "\n";
+            }
             // Only where a row that plans from the bandwidths took part: its new schedule, or
             // its selection margin (docs/whatif.md, "Faster links, slower plans").
             EXPECT_TRUE(follows_bandwidths(before.sizes[k].algorithm) || follows_bandwidths(after.sizes[k].algorithm)) << what;
@@ -130,4 +151,34 @@ TEST(WhatifPlanProperty, WhatifTimesAreThePlanCommandsOnRandomVariations) {
 }
 
 }  // namespace
+}  // namespace flexplan::whatif
+#include "planner/algorithms.hpp"
+#include "topology/topology_writer.hpp"
+namespace flexplan::whatif {
+TEST(WhatifPlanPropertyDiag, Dump) {
+  const char* want = std::getenv("DIAG_TREE");
+  const char* var = std::getenv("DIAG_VAR");
+  if (!want || !var) GTEST_SKIP();
+  testing::RandomTrees trees(60'417);
+  for (int t = 0; t < 50; ++t) {
+    const Topology base = trees.next(10);
+    if (base.name() != want) continue;
+    auto vars = std::vector<Variation>{parse_variation(var)};
+    const Topology varied = to_topology(vary(editable_copy(base), vars, grid_point(vars, 1)));
+    for (const Topology* topo : {&base, &varied}) {
+      std::cout << topology_to_json(*topo) << "\n";
+      const auto sched = plan_flexreduce_bw(*topo);
+      const auto cost = evaluate_steps(*topo, sched);
+      for (size_t s = 0; s < sched.steps.size(); ++s) {
+        std::cout << "step " << s << " lat " << cost[s].hop_latency << " pb " << cost[s].per_byte << "\n";
+        for (const auto& op : sched.steps[s].ops) {
+          std::cout << "   root " << op.root << " [" << op.begin << "," << op.end << ") grp";
+          for (int g : op.group) std::cout << " " << g;
+          std::cout << "\n";
+        }
+        if (s * 2 + 1 >= sched.steps.size()) break;
+      }
+    }
+  }
+}
 }  // namespace flexplan::whatif
