@@ -497,7 +497,7 @@ std::vector<double> machine_splits(const Topology& topo, const Orbits& orbits, c
 // op of its own, a piece a few bytes long with a whole hop's latency: a link made faster once
 // gave a machine 1e-7 of the vector that way and the pipelined schedule 40% more time.
 double without_noise(double share) {
-  constexpr double kNoise = 1e-6;
+  constexpr double kNoise = 1e-5;
   return share < kNoise ? 0.0 : std::min(share, 1.0);
 }
 
