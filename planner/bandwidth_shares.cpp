@@ -651,21 +651,18 @@ BandwidthShares bandwidth_shares(const Topology& topo, ShareSolve how) {
     // depends on how the rows happen to be written, and the unpipelined base's steps and the
     // latency of the pieces with it (the 16k benchmark tree: 8 B 252 -> 202 us, 64 KiB 383 ->
     // 326 us predicted; docs/results/planning-speed-log.md).
-    // First the one whose holders reach the star ops' roots with the least latency
-    // (ShareLp::latency_load), then, among those, the least load in all.
+    // The latency the holders put on the star ops (ShareLp::latency_load) counts first, the
+    // load in all a thousandth as much: one solve (a second, lexicographic one cost the 16k
+    // benchmark tree about a third more planning time).
     master.lp.clear_objective();
     master.lp.set_upper(master.time, optimum * (1 + 1e-9));
+    for (const auto& [col, coefficient] : master.latency_load) master.lp.add_to_objective(col, coefficient);
+    const double load_weight = master.latency_load.empty() ? 1.0 : 1e-3;
+    for (const auto& [col, coefficient] : master.total_load) master.lp.add_to_objective(col, load_weight * coefficient);
     try {
-      if (!master.latency_load.empty()) {
-        for (const auto& [col, coefficient] : master.latency_load) master.lp.add_to_objective(col, coefficient);
-        solution = master.lp.minimise();
-        master.lp.row(master.latency_load, -COIN_DBL_MAX, solution.objective * (1 + 1e-7) + 1e-12);
-        master.lp.clear_objective();
-      }
-      for (const auto& [col, coefficient] : master.total_load) master.lp.add_to_objective(col, coefficient);
       solution = master.lp.minimise();
     } catch (const std::logic_error&) {
-      // Keep the optimum solved last: it is as good by the LP's own measure.
+      // Keep the first optimum: it is as good by the LP's own measure.
     }
     shares.per_byte = optimum / slowest;
     const std::vector<double> split = machine_splits(topo, orbits, master, solution, optimum, slowest);
