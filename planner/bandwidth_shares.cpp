@@ -246,7 +246,7 @@ struct ShareLp {
   // The master's link loads over their bandwidths, summed: the tie-breaking aim among optima.
   std::vector<std::pair<int, double>> total_load;
   // The latency the holders put on the star ops, summed (relative to the tree's longest path):
-  // the first tie-breaking aim. Items u's subtree holds after the step of ancestor a make a
+  // the main tie-breaking aim (total_load counts a thousandth as much). Items u's subtree holds after the step of ancestor a make a
   // learner under u the root of a star at a and a member of one at a's next ancestor; each
   // column weighs what it holds by the latency from u's farthest learner up to those two
   // branches, times the learners of its orbit. The busiest link's load is the same on every
@@ -493,9 +493,10 @@ std::vector<double> machine_splits(const Topology& topo, const Orbits& orbits, c
 }
 
 // A share as the schedule takes it: within [0, 1], and 0 where it is the solver's noise (CLP
-// leaves columns that should be 0 at up to about 1e-7). A holding that small would still be an
-// op of its own, a piece a few bytes long with a whole hop's latency: a link made faster once
-// gave a machine 1e-7 of the vector that way and the pipelined schedule 40% more time.
+// leaves columns that should be 0 at about 1e-7; holdings of 1.2e-6 were seen too). A holding
+// that small would still be an op of its own, a piece a few bytes long with a whole hop's
+// latency: a link made faster once gave a machine 9.6e-8 of the vector that way and the
+// pipelined schedule 40% more time. Dropping one moves a plan's time by parts in a million.
 double without_noise(double share) {
   constexpr double kNoise = 1e-5;
   return share < kNoise ? 0.0 : std::min(share, 1.0);
