@@ -69,6 +69,30 @@ Orbits orbits_of(const Topology& topo) {
   return orbits;
 }
 
+// How far, in latency, each node's subtree reaches: `deepest[u]` the largest sum of uplink
+// latencies from a learner under u up to u, `to_root[u]` the sum from u up to the root. A
+// learner under u that holds items after the step of u's ancestor a then reaches a's other
+// children through at least deepest[u] + to_root[u] - to_root[a] of latency.
+struct LatencyReach {
+  std::vector<double> deepest, to_root;
+  double longest = 0;  // deepest[root]: the scale of the LP's latency terms
+  double up_to(NodeId u, NodeId a) const { return deepest[u] + to_root[u] - to_root[a]; }
+};
+
+LatencyReach latency_reach(const Topology& topo, const Orbits& orbits) {
+  const auto nodes = static_cast<size_t>(topo.num_nodes());
+  LatencyReach reach{std::vector<double>(nodes, 0), std::vector<double>(nodes, 0), 0};
+  for (NodeId n : orbits.top_down)
+    if (n != topo.root()) reach.to_root[n] = reach.to_root[topo.parent(n)] + topo.uplink(n).latency;
+  for (auto it = orbits.top_down.rbegin(); it != orbits.top_down.rend(); ++it)  // children first
+    if (*it != topo.root()) {
+      const NodeId up = topo.parent(*it);
+      reach.deepest[up] = std::max(reach.deepest[up], reach.deepest[*it] + topo.uplink(*it).latency);
+    }
+  reach.longest = reach.deepest[topo.root()];
+  return reach;
+}
+
 // Machines: switches of two or more children, all of them learners. Where a machine is active in
 // a virtual tree its learners need no columns of their own (ShareLp): whatever the machine's
 // subtree holds after each step can be split among its learners in fixed proportions, and the
@@ -221,12 +245,22 @@ struct ShareLp {
   std::vector<std::vector<std::pair<int, double>>> learner_terms, machine_terms;
   // The master's link loads over their bandwidths, summed: the tie-breaking aim among optima.
   std::vector<std::pair<int, double>> total_load;
+  // The latency the holders put on the star ops, summed (relative to the tree's longest path):
+  // the main tie-breaking aim (total_load counts a thousandth as much). Items u's subtree holds after the step of ancestor a make a
+  // learner under u the root of a star at a and a member of one at a's next ancestor; each
+  // column weighs what it holds by the latency from u's farthest learner up to those two
+  // branches, times the learners of its orbit. The busiest link's load is the same on every
+  // optimum, while a star's latency is that of its farthest hop: without this term the tie-break
+  // could hand the owners to the slower-latency side as soon as a link got faster, making the
+  // faster tree's schedule slower (docs/whatif.md, "Faster links, slower plans").
+  std::vector<std::pair<int, double>> latency_load;
 
   // `prices` (pricing problems only): by node, the price of its link row; machine_prices the
   // price of each machine row.
   ShareLp(const Topology& topo, const Orbits& orbits, const std::vector<char>& machine, double slowest,
           const std::vector<const std::vector<char>*>& trees, const std::vector<double>* prices,
-          const std::vector<double>* machine_prices) {
+          const std::vector<double>* machine_prices, const LatencyReach* reach = nullptr,
+          const std::vector<int>* orbit_sizes = nullptr) {
     const auto is_representative = [&](NodeId n) { return orbits.representative[orbits.of[n]] == n; };
     const bool pricing = prices != nullptr;
     if (!pricing) time = lp.column(0, COIN_DBL_MAX, 1);  // in units of 1 / slowest
@@ -248,6 +282,17 @@ struct ShareLp {
         if (is_representative(u) && !split(u))
           for (size_t j = 0; j < vt.ancestors(u).size(); ++j)
             cols.held[orbits.of[u]].push_back(lp.column(0, 1));  // at most the weight, itself at most 1
+      if (!pricing && reach != nullptr && reach->longest > 0)
+        for (NodeId u : vt.bottom_up()) {
+          if (!is_representative(u) || split(u)) continue;
+          const auto& ancestors = vt.ancestors(u);
+          const double members = static_cast<double>((*orbit_sizes)[orbits.of[u]]);
+          for (size_t j = 0; j < ancestors.size(); ++j) {
+            double reached = reach->up_to(u, ancestors[j]);
+            if (j + 1 < ancestors.size()) reached += reach->up_to(u, ancestors[j + 1]);
+            if (reached > 0) latency_load.emplace_back(cols.held[orbits.of[u]][j], members * reached / reach->longest);
+          }
+        }
       for (NodeId u : vt.bottom_up()) {
         const auto& ancestors = vt.ancestors(u);
         if (split(u)) {
@@ -399,9 +444,9 @@ Prices prices_of(const Topology& topo, const ShareLp& master, const LinearProgra
 
 // What fraction of each active machine's holdings each of its learners takes (ShareLp), by
 // learner orbit, the same in every tree: learner l takes beta_l, with beta_l C at most the slack
-// of its link row. Learner orbits are filled in order of their slack per learner, largest first,
-// so that as few learners as the links allow hold anything (every holder is another piece of the
-// schedule).
+// of its link row. Learner orbits are filled in order of their uplinks' latency, lowest first,
+// and among equals of their slack per learner, largest first, so that as few learners as the
+// links allow hold anything (every holder is another piece of the schedule).
 std::vector<double> machine_splits(const Topology& topo, const Orbits& orbits, const ShareLp& master,
                                    const LinearProgram::Solution& solution, double optimum, double slowest) {
   std::vector<double> split(orbits.representative.size(), 0);
@@ -420,9 +465,17 @@ std::vector<double> machine_splits(const Topology& topo, const Orbits& orbits, c
       slack = std::max(0.0, optimum * topo.uplink(l).bandwidth / slowest - load);
       ++count;
     }
-    std::vector<std::pair<double, int>> order;  // (slack, orbit), largest slack first
+    // (slack, orbit): the lowest latency first, then the largest slack. A learner that holds
+    // anything is a root of the star ops above, whose latency is their farthest hop's, so
+    // holders are chosen by latency before slack; slack alone handed the holdings to a
+    // slower-latency learner once its link was made faster (docs/whatif.md).
+    std::vector<std::pair<double, int>> order;
     for (const auto& [orbit, entry] : by_orbit) order.emplace_back(entry.first, orbit);
-    std::sort(order.begin(), order.end(), std::greater<>());
+    const auto latency = [&](int orbit) { return topo.uplink(orbits.representative[orbit]).latency; };
+    std::sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
+      if (latency(a.second) != latency(b.second)) return latency(a.second) < latency(b.second);
+      return a > b;
+    });
     double left = 1;  // of the machine's holdings, not yet given out
     for (const auto& [slack, orbit] : order) {
       const int count = by_orbit[orbit].second;
@@ -437,6 +490,16 @@ std::vector<double> machine_splits(const Topology& topo, const Orbits& orbits, c
     }
   }
   return split;
+}
+
+// A share as the schedule takes it: within [0, 1], and 0 where it is the solver's noise (CLP
+// leaves columns that should be 0 at about 1e-7; holdings of 1.2e-6 were seen too). A holding
+// that small would still be an op of its own, a piece a few bytes long with a whole hop's
+// latency: a link made faster once gave a machine 9.6e-8 of the vector that way and the
+// pipelined schedule 40% more time. Dropping one moves a plan's time by parts in a million.
+double without_noise(double share) {
+  constexpr double kNoise = 1e-5;
+  return share < kNoise ? 0.0 : std::min(share, 1.0);
 }
 
 }  // namespace
@@ -463,6 +526,9 @@ BandwidthShares bandwidth_shares(const Topology& topo, ShareSolve how) {
   // master stops at once when it meets the floor (a lower bound on every schedule).
   const Orbits orbits = orbits_of(topo);
   const auto machine = machines_of(topo);
+  const LatencyReach reach = latency_reach(topo, orbits);
+  std::vector<int> orbit_sizes(orbits.representative.size(), 0);
+  for (NodeId n = 0; n < topo.num_nodes(); ++n) ++orbit_sizes[orbits.of[n]];
   auto candidates = candidate_trees(topo, orbits, how == ShareSolve::all_trees);
   const double floor_per_byte = cost_floor(topo).per_byte;
   std::vector<char> in_master(candidates.size(), 0);
@@ -481,7 +547,7 @@ BandwidthShares bandwidth_shares(const Topology& topo, ShareSolve how) {
         trees.push_back(&candidates[t]);
         tree_index.push_back(t);
       }
-    ShareLp master(topo, orbits, machine, slowest, trees, nullptr, nullptr);
+    ShareLp master(topo, orbits, machine, slowest, trees, nullptr, nullptr, &reach, &orbit_sizes);
     auto solution = master.lp.minimise();
     const double optimum = solution.columns[static_cast<size_t>(master.time)];
     bool entered = false;
@@ -586,9 +652,14 @@ BandwidthShares bandwidth_shares(const Topology& topo, ShareSolve how) {
     // depends on how the rows happen to be written, and the unpipelined base's steps and the
     // latency of the pieces with it (the 16k benchmark tree: 8 B 252 -> 202 us, 64 KiB 383 ->
     // 326 us predicted; docs/results/planning-speed-log.md).
+    // The latency the holders put on the star ops (ShareLp::latency_load) counts first, the
+    // load in all a thousandth as much: one solve (a second, lexicographic one cost the 16k
+    // benchmark tree about a third more planning time).
     master.lp.clear_objective();
     master.lp.set_upper(master.time, optimum * (1 + 1e-9));
-    for (const auto& [col, coefficient] : master.total_load) master.lp.add_to_objective(col, coefficient);
+    for (const auto& [col, coefficient] : master.latency_load) master.lp.add_to_objective(col, coefficient);
+    const double load_weight = master.latency_load.empty() ? 1.0 : 1e-3;
+    for (const auto& [col, coefficient] : master.total_load) master.lp.add_to_objective(col, load_weight * coefficient);
     try {
       solution = master.lp.minimise();
     } catch (const std::logic_error&) {
@@ -605,13 +676,13 @@ BandwidthShares bandwidth_shares(const Topology& topo, ShareSolve how) {
       share.held.resize(topo.num_nodes());
       for (NodeId u = 0; u < topo.num_nodes(); ++u)
         for (int col : master.columns[i].held[orbits.of[u]])
-          share.held[u].push_back(std::clamp(solution.columns[static_cast<size_t>(col)] / weight, 0.0, 1.0));
+          share.held[u].push_back(without_noise(solution.columns[static_cast<size_t>(col)] / weight));
       for (NodeId u = 0; u < topo.num_nodes(); ++u) {
         if (!in_active_machine(topo, machine, share.transparent, u)) continue;
         const double beta = split[orbits.of[u]];
         auto& held = share.held[u];
-        held = {beta};
-        for (double h : share.held[topo.parent(u)]) held.push_back(beta * h);
+        held = {without_noise(beta)};
+        for (double h : share.held[topo.parent(u)]) held.push_back(without_noise(beta * h));
       }
     }
     break;

@@ -170,6 +170,11 @@ class PlanBuilder {
     return std::numeric_limits<double>::infinity();
   }
 
+  // How much higher the race counts a row's price (PlanOptions::selection_margins).
+  double margin_factor(const AlgorithmRow& row) const {
+    return options_.selection_margins ? 1 + row.selection_margin : 1.0;
+  }
+
   const Candidate* base_candidate(const AlgorithmRow& row) const {
     for (const auto& candidate : report_.candidates)
       if (candidate.choice.row == &row && candidate.choice.slices == 1) return &candidate;
@@ -192,7 +197,7 @@ class PlanBuilder {
     // Only prices that stay in the race: a candidate too big to build leaves it if it wins.
     if (!candidate.racing() || too_big_to_build(candidate)) return;
     if (cheapest_.empty()) cheapest_.assign(grid().size(), std::numeric_limits<double>::infinity());
-    const double factor = 1 + candidate.choice.row->selection_margin;
+    const double factor = margin_factor(*candidate.choice.row);
     for (size_t g = 0; g < grid().size(); ++g)
       cheapest_[g] = std::min(cheapest_[g], price_upper_bound(candidate.cost, grid()[g]) * factor);
   }
@@ -212,7 +217,7 @@ class PlanBuilder {
     const ScheduleCost* base_cost = base != nullptr && base->priced ? &base->cost : nullptr;
     if (base_cost == nullptr && floors_.contains(&row) && floors_[&row]) base_cost = &floors_[&row]->cost;
     if (base_cost == nullptr) return false;
-    const double factor = 1 + row.selection_margin;
+    const double factor = margin_factor(row);
     const double pace = base_pace(row);
     const auto& sizes = grid();
     for (size_t g = 0; g + 1 < sizes.size(); ++g) {
@@ -633,7 +638,7 @@ class PlanBuilder {
         if (report_.candidates[i].racing()) {
           racing.push_back(i);
           const ScheduleCost* cost = &report_.candidates[i].cost;
-          const double factor = 1 + report_.candidates[i].choice.row->selection_margin;
+          const double factor = margin_factor(*report_.candidates[i].choice.row);
           curves.push_back([cost, factor](double n) { return cost->at(n) * factor; });
         }
       if (racing.empty())

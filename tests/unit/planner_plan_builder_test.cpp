@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -141,9 +142,11 @@ TEST(PlannerBuildPlan, ChoosesTheCheapestScheduleForEverySizeRange) {
   EXPECT_GT(multi_range_plans, 0) << "no tree exercised more than one size range";
 }
 
-// flexreduce-bw wins only by more than its margin: on equal links (machines of 3, 3 and 4
-// learners) the model has it within a hair of FlexReduce, and the plan takes FlexReduce there.
-TEST(PlannerBuildPlan, FlexreduceBwWinsOnlyBeyondItsMargin) {
+// With PlanOptions::selection_margins (the default), flexreduce-bw wins only by more than its
+// margin: on equal links (machines of 3, 3 and 4 learners) the model has it within a hair of
+// FlexReduce, and the plan takes FlexReduce there. Without, the plan takes the row predicted
+// fastest, whatever its margin.
+TEST(PlannerBuildPlan, FlexreduceBwWinsOnlyBeyondItsMarginWhereMarginsCount) {
   ASSERT_GT(kCrossMachineStarMargin, 0);
   const auto equal = machines({3, 3, 4});
   const auto report = build_plan_report(equal, {});
@@ -155,6 +158,17 @@ TEST(PlannerBuildPlan, FlexreduceBwWinsOnlyBeyondItsMargin) {
   EXPECT_EQ(report.chosen(8 << 20).choice.row->name, "flexreduce");
   for (uint64_t bytes = 8 << 20; bytes <= (uint64_t{64} << 20); bytes *= 2)
     EXPECT_NE(report.chosen(bytes).choice.row->name, "flexreduce-bw") << bytes;
+
+  PlanOptions without_margins;
+  without_margins.selection_margins = false;
+  const auto fastest = build_plan_report(equal, without_margins);
+  for (uint64_t bytes = 8 << 20; bytes <= (uint64_t{64} << 20); bytes *= 2) {
+    double best = std::numeric_limits<double>::infinity();
+    for (const auto& candidate : fastest.candidates)
+      if (candidate.racing()) best = std::min(best, candidate.cost.at(static_cast<double>(bytes)));
+    EXPECT_LE(fastest.chosen(bytes).cost.at(static_cast<double>(bytes)), best * (1 + 1e-9)) << bytes;
+  }
+  EXPECT_EQ(fastest.chosen(8 << 20).choice.row->name, "flexreduce-bw");  // the model's 0.1 ms
 }
 
 TEST(PlannerBuildPlan, ForcingOneAlgorithm) {

@@ -2,8 +2,10 @@
 // random (one link, a class, bandwidths and latencies), every time a what-if sweep reports
 // equals the plan command's prediction for the varied topology (build_plan_report, winners
 // built, as `flexplan TOPOLOGY -o plan.bin` runs it); and a link made faster makes the predicted
-// plan slower only where a row that plans from the bandwidths (flexreduce-bw, chain-bw) takes
-// part. Seeds held out from the other what-if tests.
+// plan slower rarely, only where a row that plans from the bandwidths (flexreduce-bw, chain-bw)
+// takes part, and by no more than measured (docs/whatif.md, "Faster links, slower plans").
+// Seeds held out from the other what-if tests; the second set was not looked at while the
+// planner was changed for it.
 #include <gtest/gtest.h>
 
 #include <fmt/core.h>
@@ -69,16 +71,25 @@ RandomVariation random_variation(const Topology& topo, std::mt19937_64& rng) {
   return v;
 }
 
-TEST(WhatifPlanProperty, WhatifTimesAreThePlanCommandsOnRandomVariations) {
-  testing::RandomTrees trees(60'417);
-  std::mt19937_64 rng(5'903);
-  AnalysisOptions options;
-  options.sizes.assign(std::begin(kSizes), std::end(kSizes));
-  options.advise = false;  // the advice is priced by the same function; checked below
+// Upgrades predicted slower than before, past the share LP's noise: it drops holdings under
+// 1e-5 of the vector (bandwidth_shares.cpp), which moves a time by a few parts in a million.
+constexpr double kNoise = 1e-5;
+
+struct PropertyRun {
   size_t compared = 0, upgrades = 0;
   std::vector<std::string> slower;
   double worst = 1;
-  for (int t = 0; t < 50; ++t) {
+};
+
+// `tree_count` random trees of `tree_seed`, ten random variations each (`variation_seed`).
+PropertyRun run_property(uint64_t tree_seed, uint64_t variation_seed, int tree_count) {
+  testing::RandomTrees trees(tree_seed);
+  std::mt19937_64 rng(variation_seed);
+  AnalysisOptions options;
+  options.sizes.assign(std::begin(kSizes), std::end(kSizes));
+  options.advise = false;  // the advice is priced by the same function; checked below
+  PropertyRun run;
+  for (int t = 0; t < tree_count; ++t) {
     const Topology base = trees.next(10);
     for (int v = 0; v < 10; ++v) {
       RandomVariation variation = random_variation(base, rng);
@@ -87,15 +98,16 @@ TEST(WhatifPlanProperty, WhatifTimesAreThePlanCommandsOnRandomVariations) {
         sweep = run_sweep(base, base.name(), {parse_variation(variation.text)}, options, SweepOptions{{}, {}, 1});
       } catch (const std::exception& e) {
         // "under:" of a learner's parent that is the root, and the like: not a variation.
-        ASSERT_NE(dynamic_cast<const VariationError*>(&e), nullptr) << variation.text << ": " << e.what();
+        EXPECT_NE(dynamic_cast<const VariationError*>(&e), nullptr) << variation.text << ": " << e.what();
         continue;
       }
-      ASSERT_EQ(sweep.points.size(), 2u);
+      EXPECT_EQ(sweep.points.size(), 2u);
+      if (sweep.points.size() != 2) continue;
       const Topology varied = to_topology(vary(editable_copy(base), sweep.variations, grid_point(sweep.variations, 1)));
       const PlanReport report = plan_command_report(varied);
       const PointResult& before = sweep.points[0].result;
       const PointResult& after = sweep.points[1].result;
-      ASSERT_EQ(after.topology_hash, varied.hash_hex());
+      EXPECT_EQ(after.topology_hash, varied.hash_hex());
       for (size_t k = 0; k < std::size(kSizes); ++k) {
         const uint64_t bytes = kSizes[k];
         const Candidate& chosen = report.chosen(bytes);
@@ -103,30 +115,46 @@ TEST(WhatifPlanProperty, WhatifTimesAreThePlanCommandsOnRandomVariations) {
         EXPECT_EQ(after.sizes[k].time, chosen.cost.at(static_cast<double>(bytes)))
             << base.name() << " " << variation.text << " at " << bytes;
         EXPECT_EQ(after.sizes[k].algorithm, chosen.algorithm) << base.name() << " " << variation.text;
-        ++compared;
-        if (variation.upgrade) {
-          ++upgrades;
-          const double was = before.sizes[k].time, is = after.sizes[k].time;
-          if (is > was * (1 + 1e-9)) {
-            const std::string what = fmt::format("{} {} at {} B: {} -> {} s ({} -> {})", base.name(), variation.text,
-                                                 bytes, was, is, before.sizes[k].algorithm, after.sizes[k].algorithm);
-            slower.push_back(what);
-            // Only where a row that plans from the bandwidths took part: its new schedule, or
-            // its selection margin (docs/whatif.md, "Faster links, slower plans").
-            EXPECT_TRUE(follows_bandwidths(before.sizes[k].algorithm) || follows_bandwidths(after.sizes[k].algorithm)) << what;
-            worst = std::max(worst, is / was);
-          }
-        }
+        ++run.compared;
+        if (!variation.upgrade) continue;
+        ++run.upgrades;
+        const double was = before.sizes[k].time, is = after.sizes[k].time;
+        if (is <= was * (1 + kNoise)) continue;
+        const std::string what = fmt::format("{} {} at {} B: {} -> {} s ({} -> {})", base.name(), variation.text,
+                                             bytes, was, is, before.sizes[k].algorithm, after.sizes[k].algorithm);
+        run.slower.push_back(what);
+        // Only where a row that plans from the bandwidths took part: its new schedule
+        // (docs/whatif.md, "Faster links, slower plans"). The race itself takes the fastest row,
+        // PlanOptions::selection_margins being off.
+        EXPECT_TRUE(follows_bandwidths(before.sizes[k].algorithm) || follows_bandwidths(after.sizes[k].algorithm)) << what;
+        run.worst = std::max(run.worst, is / was);
       }
     }
   }
-  EXPECT_GT(compared, 50u * 10 * std::size(kSizes) * 3 / 4);
-  EXPECT_GT(upgrades, 1000u);
-  // A faster link can give a slower plan where flexreduce-bw or chain-bw plans anew from the
-  // new figures (docs/whatif.md, "Faster links, slower plans"): told here, not hidden.
-  std::cout << slower.size() << " of " << upgrades << " (size, upgrade) pairs predicted slower, the worst by "
-            << fmt::format("{:.1f}%", 100 * (worst - 1)) << "\n";
-  for (const auto& line : slower) std::cout << "  " << line << "\n";
+  // Told here, not hidden.
+  std::cout << run.slower.size() << " of " << run.upgrades << " (size, upgrade) pairs predicted slower, the worst by "
+            << fmt::format("{:.2f}%", 100 * (run.worst - 1)) << "\n";
+  for (const auto& line : run.slower) std::cout << "  " << line << "\n";
+  return run;
+}
+
+// The trees the planner was changed against: 32 slower pairs (worst 19.7%) before the share
+// LP's latency tie-break, noise threshold, latency-ordered machine splits and the margins off;
+// 10 (worst 8.0%) after.
+TEST(WhatifPlanProperty, WhatifTimesAreThePlanCommandsOnRandomVariations) {
+  const PropertyRun run = run_property(60'417, 5'903, 50);
+  EXPECT_GT(run.compared, 50u * 10 * std::size(kSizes) * 3 / 4);
+  EXPECT_GT(run.upgrades, 1000u);
+  EXPECT_LE(run.slower.size(), 10u);
+  EXPECT_LE(run.worst, 1.081);
+}
+
+// Held out: seeds first run after the changes above.
+TEST(WhatifPlanProperty, FewUpgradesPredictedSlowerOnHeldOutTrees) {
+  const PropertyRun run = run_property(71'209, 8'861, 20);
+  EXPECT_GT(run.upgrades, 400u);
+  EXPECT_LE(run.slower.size(), 2u);
+  EXPECT_LE(run.worst, 1.0014);
 }
 
 }  // namespace
