@@ -192,7 +192,33 @@ double bus_factor(ir::Collective collective, int learners) {
   return ir::has_shards(collective) ? (learners - 1.0) / learners : 1.0;
 }
 
+// The other collectives, one line each by default (the algorithms by size and the largest
+// reported size's time against the floor); --verbose gives each its table.
+void print_collectives_briefly(const PlanReport& report) {
+  if (report.collectives.empty()) return;
+  fmt::print("other collectives (--verbose: their size ranges and predictions):\n");
+  constexpr uint64_t kLargest = uint64_t{256} << 20;
+  for (const CollectivePlan& planned : report.collectives) {
+    std::string ranges;
+    const size_t shown = shown_ranges(
+        planned.schedules, [](const ir::Schedule& s) { return s.min_bytes; }, false);
+    for (size_t i = 0; i < shown; ++i) {
+      const ir::Schedule& s = planned.schedules[i];
+      ranges += i == 0 ? s.algorithm
+                       : fmt::format(", {} from {}", s.algorithm, format_bytes(static_cast<double>(s.min_bytes)));
+    }
+    const auto& candidate = planned.chosen(kLargest);
+    const double n = static_cast<double>(kLargest);
+    const double time = candidate.cost.at(n), bound = planned.floor.at(n);
+    const std::string name = fmt::format("{}{}", ir::to_string(planned.collective),
+                                         ir::has_root(planned.collective) ? fmt::format(" (root {})", planned.root) : "");
+    fmt::print("  {:<20} {}; 256 MiB in {}{}\n", name, ranges, format_seconds(time),
+               bound > 0 ? fmt::format(" ({:.2f}x floor)", time / bound) : "");
+  }
+}
+
 void print_collectives(const Topology& topo, const PlanReport& report, bool verbose) {
+  if (!verbose) return print_collectives_briefly(report);
   for (const CollectivePlan& planned : report.collectives) {
     fmt::print("{}{}, by message size:\n", ir::to_string(planned.collective),
                ir::has_root(planned.collective) ? fmt::format(" (root {})", planned.root) : "");
