@@ -59,7 +59,8 @@ def main():
                        + (["--roots", roots] if roots else []),
                        check=True, stdout=subprocess.DEVNULL)
         if args.collectives:
-            subprocess.run([args.flexplan, args.topology, "-o", os.path.join(scratch, "plan-allreduce.bin")] + narrow,
+            subprocess.run([args.flexplan, args.topology, "--collectives", "allreduce",
+                            "-o", os.path.join(scratch, "plan-allreduce.bin")] + narrow,
                            check=True, stdout=subprocess.DEVNULL)
         env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
                    WORLD_SIZE=str(args.np), LOCAL_WORLD_SIZE=str(args.np))
