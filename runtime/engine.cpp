@@ -963,9 +963,10 @@ ReplanResult Engine::replan_for(const std::map<int32_t, double>& links, const st
       ranges += fmt::format(" {} {} [{}, {})", ir::to_string(s.collective), s.algorithm, s.min_bytes,
                             s.max_bytes ? std::to_string(*s.max_bytes) : "inf");
     }
-    result.message = fmt::format("flexplan: re-planned ({}) from call #{}: plan {} hash {:016x}, made in {:.1f} ms "
-                                 "for links{}; schedules:{}", cause, result.call, watch_->generation(), fingerprint,
-                                 1e3 * seconds, links_text.empty() ? " as measured" : links_text, ranges);
+    result.message = fmt::format("flexplan: re-planned ({}) from call #{}: plan {} hash {:016x} for links{}; "
+                                 "schedules:{} (planned in {:.1f} ms on this rank)", cause, result.call,
+                                 watch_->generation(), fingerprint, links_text.empty() ? " as measured" : links_text,
+                                 ranges, 1e3 * seconds);
     if (!options_.replan_out.empty() && rank_ == 0) {
       try {
         ir::write_plan_file(options_.replan_out, plan_);

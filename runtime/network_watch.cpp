@@ -243,6 +243,13 @@ std::optional<RankWindow> NetworkWatch::window_for_check(
       const double p = predicted(r, w, k);
       step_ratio[k] = p > 0 ? w.steps[k] / p : w.steps[k] / calls_here;
     }
+    if (!r.has_baseline && only && !r.warmed_up) {
+      // The first window warms up (lowering, first allocations, connections): not a baseline.
+      r.warmed_up = true;
+      r.window = Tally{};
+      setting_baseline = true;
+      continue;
+    }
     if (!r.has_baseline && only) {
       // The first window of a drift check is the baseline: the model's error on this cluster.
       r.has_baseline = true;

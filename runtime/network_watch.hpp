@@ -77,8 +77,8 @@ class NetworkWatch {
               double outside);
 
   // The drift check of `schedule` (nullopt: every schedule with calls, for an explicit
-  // re-plan). The first check of a schedule sets its baseline and returns nullopt: nothing to
-  // exchange. `program_of` gives this rank's program of a plan schedule.
+  // re-plan). The first check of a schedule drops its window (warm-up), the second sets its
+  // baseline; both return nullopt: nothing to exchange. `program_of` gives this rank's program of a plan schedule.
   std::optional<RankWindow> window_for_check(std::optional<size_t> schedule,
                                              const std::function<const codegen::RankProgram&(size_t)>& program_of);
   // A line for the verdict, naming the schedule, the level whose steps slowed most and the links
@@ -111,6 +111,7 @@ class NetworkWatch {
   struct Record {
     uint64_t started = 0;
     Tally total, window;
+    bool warmed_up = false;
     bool has_baseline = false;
     RankWindow baseline;               // ratio, mean call, mean outside
     std::vector<double> step_baseline;  // measured / predicted per step (1 where unpredicted)
