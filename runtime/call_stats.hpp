@@ -32,6 +32,9 @@ struct ScheduleStats {
 
 struct CommStats {
   int32_t rank = 0;
+  // Whether calls are timed at all: FLEXPLAN_STATS=1 or FLEXPLAN_REPLAN=detect|auto (off, the
+  // runtime reads no clock for them and `schedules` stays empty).
+  bool timed = false;
   uint32_t plan_generation = 0;  // re-plans so far
   // Every schedule that ran at least once, the current plan's and those of earlier plans.
   std::vector<ScheduleStats> schedules;

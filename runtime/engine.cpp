@@ -514,7 +514,8 @@ std::shared_ptr<Operation> Engine::launch(const ir::Schedule& schedule, const Op
       const ExecContext context{transport_.get(),    &pool_,          &plan_,
                                 rank_,                options_.chunk_bytes, options_.window,
                                 &same_host_,          &quarantine_,    &pool_.arithmetic(),
-                                check_calls_,         sink_.get(),     sink_bytes_};
+                                check_calls_,         sink_.get(),     sink_bytes_,
+                                timing_};
       operation = std::make_shared<Operation>(context, next_sequence_++, schedule, program, args);
       // Kept for reuse; beyond kMaxSpares the oldest is let go.
       if (spares_.size() == kMaxSpares) spares_.erase(spares_.begin());
@@ -530,7 +531,7 @@ std::shared_ptr<Operation> Engine::launch(const ir::Schedule& schedule, const Op
   if (!operation->done()) {
     outstanding_.push_back({operation, Clock::now()});
     progress();  // post the first transfers now, so peers can start
-  } else {
+  } else if (timing_) {
     note_finished(*operation, Clock::now());
   }
   return operation;
@@ -588,7 +589,7 @@ bool Engine::progress() {
   for (auto& entry : outstanding_) {
     if (entry.operation->failed() && broken_.empty()) break_on(*entry.operation);  // (timed out)
   }
-  if (watch_) {
+  if (timing_) {
     std::optional<Clock::time_point> now;  // one clock read for all that finished in this pass
     for (const auto& entry : outstanding_) {
       if (!entry.operation->done() || entry.operation->failed()) continue;
@@ -844,6 +845,7 @@ void Engine::setup_watch() {
                          "never re-planned\n");
   }
   watch_ = std::make_unique<NetworkWatch>(options_, plan_, rank_, std::move(topology));
+  timing_ = options_.stats_report || options_.replan != Replan::Off;
 }
 
 void Engine::drain() {

@@ -202,6 +202,8 @@ class Engine {
 
   // Following the network.
   std::unique_ptr<NetworkWatch> watch_;
+  // Whether calls and steps are timed (FLEXPLAN_STATS or FLEXPLAN_REPLAN): off, no clock is read.
+  bool timing_ = false;
   std::vector<int32_t> plan_rank_of_;  // by group rank
   uint64_t fingerprint_ = 0;           // of plan_
   // When the last call finished with nothing outstanding: the caller's time starts there.

@@ -175,6 +175,7 @@ NetworkWatch::NetworkWatch(const Options& options, const ir::Plan& plan, int32_t
       rank_(rank),
       chunk_bytes_(static_cast<double>(options.chunk_bytes)),
       checking_(options.replan != Replan::Off),
+      timed_(options.stats_report || options.replan != Replan::Off),
       window_(std::max<unsigned>(options.drift_window, 2)),
       topology_(std::move(topology)),
       records_(plan.schedules.size()) {
@@ -422,6 +423,7 @@ ScheduleStats NetworkWatch::stats_of(const ir::Schedule& schedule, const Record&
 CommStats NetworkWatch::stats() const {
   CommStats out;
   out.rank = rank_;
+  out.timed = timed_;
   out.plan_generation = generation_;
   out.schedules = retired_;
   for (size_t s = 0; s < records_.size(); ++s) {
@@ -437,6 +439,7 @@ CommStats NetworkWatch::stats() const {
 
 std::string format_stats(const CommStats& stats) {
   std::string text;
+  if (!stats.timed) text += "calls are not timed (FLEXPLAN_STATS=1 or FLEXPLAN_REPLAN=detect|auto times them)\n";
   for (const ScheduleStats& s : stats.schedules) {
     const double calls = static_cast<double>(std::max<uint64_t>(s.calls, 1));
     text += fmt::format("{} {}{} [{}, {}){}: {} calls, {:.1f} us/call measured", ir::to_string(s.collective),

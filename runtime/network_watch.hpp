@@ -129,6 +129,7 @@ class NetworkWatch {
   int32_t rank_;
   double chunk_bytes_;
   bool checking_;
+  bool timed_;
   uint64_t window_;
   std::unique_ptr<Topology> topology_;       // current figures (changed by re-plans)
   std::unique_ptr<Topology> file_topology_;  // as loaded: re-planning never exceeds its rates

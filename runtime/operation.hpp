@@ -56,6 +56,8 @@ struct ExecContext {
   // first, and the mismatch is named rather than cut off by UCX as truncated. Never read.
   std::byte* sink;
   size_t sink_bytes;
+  // Time the call and each step on this rank (network_watch.hpp); off, no clock is read.
+  bool time_steps = false;
 };
 
 // A call as the operation runs it: the engine's translation of the user's call (engine.cpp).

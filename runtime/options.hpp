@@ -92,8 +92,10 @@ struct Options {
   // environment.
   std::shared_ptr<LocalArithmetic> arithmetic;
 
-  // Following the network (docs/runtime.md). A line per schedule at destruction, from plan
-  // rank 0, of measured against predicted time and where it goes. FLEXPLAN_STATS=0|1.
+  // Following the network (docs/runtime.md). Time every call and step on this rank
+  // (Communicator::stats), and print a line per schedule at destruction, from plan rank 0, of
+  // measured against predicted time and where it goes. Off (and FLEXPLAN_REPLAN off), no clock
+  // is read for calls. FLEXPLAN_STATS=0|1.
   bool stats_report = false;
   // The topology the plan was made from (its hash must be the plan's): it prices each step,
   // and re-planning changes its link figures. Empty: measured times only, no re-planning.

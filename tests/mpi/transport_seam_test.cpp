@@ -631,6 +631,7 @@ TEST(FollowTheNetwork, ExplicitReplanSwitchesEveryRankAtOneCall) {
     const ir::Plan plan = mpitest::plan_for(topology, "ring");
     Options options = seam_options(true);
     options.topology_path = topology_file(topology, fmt::format("replan_explicit_{}", world));
+    options.stats_report = true;  // (times the calls, for stats())
     Faults faults;
     faults.max_delay = std::chrono::microseconds(100);
     faults.reorder = true;
