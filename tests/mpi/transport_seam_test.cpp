@@ -632,6 +632,8 @@ TEST(FollowTheNetwork, ExplicitReplanSwitchesEveryRankAtOneCall) {
     Options options = seam_options(true);
     options.topology_path = topology_file(topology, fmt::format("replan_explicit_{}", world));
     options.stats_report = true;  // (times the calls, for stats())
+    options.replan_out = ::testing::TempDir() + fmt::format("replan_out_{}.bin", world);
+    std::remove(options.replan_out.c_str());
     Faults faults;
     faults.max_delay = std::chrono::microseconds(100);
     faults.reorder = true;
@@ -657,8 +659,13 @@ TEST(FollowTheNetwork, ExplicitReplanSwitchesEveryRankAtOneCall) {
       EXPECT_EQ(hashes[i], hashes[0]) << world << " ranks, rank " << r;
       EXPECT_EQ(ring_calls[i], 4u) << "the calls before the switch ran the ring plan";
     }
-    // Beyond one rank the full race beats the ring somewhere on these trees: the plan changed.
+    // Beyond two ranks the full race beats the ring somewhere on these trees: the plan changed,
+    // and rank 0 wrote it out (FLEXPLAN_REPLAN_OUT) as every rank runs it.
     if (world > 2) EXPECT_TRUE(results[0].switched) << results[0].message;
+    if (results[0].switched) {
+      const ir::Plan written = ir::read_plan_file(options.replan_out);
+      EXPECT_EQ(fmt::format("{:016x}", ir::plan_fingerprint(written)), hashes[0]);
+    }
   }
 }
 
