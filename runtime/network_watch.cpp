@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "ir/job_plan.hpp"
+#include "ir/pipeline_form.hpp"
 #include "planner/cost_model.hpp"
 #include "planner/plan_builder.hpp"
 #include "planner/size_format.hpp"
@@ -32,6 +33,12 @@ double median(std::vector<double> values) {
 std::string range_text(const ir::Schedule& schedule) {
   return fmt::format("[{}, {})", format_bytes(static_cast<double>(schedule.min_bytes)),
                      schedule.max_bytes ? format_bytes(static_cast<double>(*schedule.max_bytes)) : "inf");
+}
+
+// The tree level of program step k (a compact pipeline's expansion step: its base step's).
+int32_t step_level(const ir::Schedule& schedule, size_t k) {
+  const size_t base = schedule.slices > 1 ? ir::expanded_step_label(schedule, k) : k;
+  return base < schedule.steps.size() ? schedule.steps[base].level : 0;
 }
 
 std::string schedule_name(const ir::Schedule& schedule) {
@@ -199,8 +206,12 @@ void NetworkWatch::price(size_t schedule) {
   params.reduce_bandwidth = topology_->reduce_bandwidth();
   params.chunk_bytes = chunk_bytes_;
   try {
-    auto costs = evaluate_steps(*topology_, plan_->schedules[schedule], params);
-    if (costs.size() == plan_->schedules[schedule].steps.size()) r.costs = std::move(costs);
+    // A compact pipeline is priced whole, step by step as the program runs it.
+    const ir::Schedule& held = plan_->schedules[schedule];
+    const ir::Schedule whole = held.slices > 1 ? ir::materialize(held) : ir::Schedule{};
+    const ir::Schedule& priced = held.slices > 1 ? whole : held;
+    auto costs = evaluate_steps(*topology_, priced, params);
+    if (costs.size() == priced.steps.size()) r.costs = std::move(costs);
   } catch (const std::exception&) {
     // (A schedule the evaluator cannot price: measured times only.)
   }
@@ -228,7 +239,8 @@ std::optional<RankWindow> NetworkWatch::window_for_check(
   double base_expected = 0;  // the window's expected time at the baseline's ratios
   double base_call = 0, base_outside = 0;
   bool any_baseline = false, setting_baseline = false;
-  std::map<int32_t, LinkObservation> links;
+  // Per uplink: the time of the steps that crossed it, and what they took at the baseline.
+  std::map<int32_t, std::pair<double, double>> link_time;
   for (size_t s = 0; s < records_.size(); ++s) {
     if (only && s != *only) continue;
     Record& r = records_[s];
@@ -291,17 +303,14 @@ std::optional<RankWindow> NetworkWatch::window_for_check(
       }
       r.links_known = true;
     }
-    if (r.links_known && !r.costs.empty()) {
+    if (r.links_known) {
       for (size_t k = 0; k < step_ratio.size() && k < r.step_links.size(); ++k) {
         if (step_ratio[k] <= 0) continue;
         const double base = k < r.step_baseline.size() && r.step_baseline[k] > 0 ? r.step_baseline[k] : 1.0;
         const double change = step_ratio[k] / base;
         for (const int32_t node : r.step_links[k]) {
-          auto [it, fresh] = links.try_emplace(node, LinkObservation{node, change, change});
-          if (!fresh) {
-            it->second.low = std::min(it->second.low, change);
-            it->second.high = std::max(it->second.high, change);
-          }
+          link_time[node].first += w.steps[k];
+          link_time[node].second += w.steps[k] / change;
         }
       }
     }
@@ -317,7 +326,13 @@ std::optional<RankWindow> NetworkWatch::window_for_check(
   mine.baseline = any_baseline ? base_expected / expected : (calls > 0 ? 1.0 : 0.0);
   mine.baseline_call = any_baseline ? base_call / calls : mine.mean_call;
   mine.baseline_outside = any_baseline ? base_outside / calls : mine.mean_outside;
-  for (const auto& [node, link] : links) mine.links.push_back(link);
+  // Weighted by time, so that a pipeline's many short steps (its fill and drain) do not clear
+  // a link that its long steps show slowed.
+  for (const auto& [node, times] : link_time) {
+    if (times.second <= 0) continue;
+    const double change = times.first / times.second;
+    mine.links.push_back({node, change, change});
+  }
   return mine;
 }
 
@@ -335,9 +350,9 @@ std::string NetworkWatch::describe_drift(std::optional<size_t> schedule, const D
   if (schedule && records_[*schedule].links_known) {
     const ir::Schedule& s = plan_->schedules[*schedule];
     std::set<int32_t> levels;
-    for (size_t k = 0; k < s.steps.size() && k < records_[*schedule].step_links.size(); ++k) {
+    for (size_t k = 0; k < records_[*schedule].step_links.size(); ++k) {
       for (const int32_t node : records_[*schedule].step_links[k])
-        if (links.count(node)) levels.insert(s.steps[k].level);
+        if (links.count(node)) levels.insert(step_level(s, k));
     }
     if (!levels.empty()) {
       text += "; steps at level";
@@ -413,7 +428,7 @@ ScheduleStats NetworkWatch::stats_of(const ir::Schedule& schedule, const Record&
   out.predicted = predicted_call(record, record.total);
   out.steps.resize(record.total.steps.size());
   for (size_t k = 0; k < out.steps.size(); ++k) {
-    out.steps[k].level = k < schedule.steps.size() ? schedule.steps[k].level : 0;
+    out.steps[k].level = step_level(schedule, k);
     out.steps[k].measured = record.total.steps[k];
     out.steps[k].predicted = predicted(record, record.total, k);
   }
@@ -459,8 +474,20 @@ std::string format_stats(const CommStats& stats) {
       if (s.steps[k].measured > s.steps[worst].measured) worst = k;
     }
     if (steps_total > 0) {
+      // The level whose steps take the most, then the single step (a pipeline spreads a level
+      // over many steps).
+      std::map<int32_t, std::pair<double, double>> by_level;  // level -> (measured, predicted)
+      for (const StepStats& step : s.steps) {
+        by_level[step.level].first += step.measured;
+        by_level[step.level].second += std::max(step.predicted, 0.0);
+      }
+      const auto top = std::max_element(by_level.begin(), by_level.end(), [](const auto& a, const auto& b) {
+        return a.second.first < b.second.first;
+      });
+      text += fmt::format("; most time: level {} {:.0f}%", top->first, 100 * top->second.first / steps_total);
+      if (top->second.second > 0) text += fmt::format(" ({:.2f}x its prediction)", top->second.first / top->second.second);
       const StepStats& w = s.steps[worst];
-      text += fmt::format("; most time: step {} (level {}) {:.0f}%", worst, w.level, 100 * w.measured / steps_total);
+      text += fmt::format(", step {} (level {}) {:.0f}%", worst, w.level, 100 * w.measured / steps_total);
       if (w.predicted > 0) text += fmt::format(", {:.2f}x its prediction", w.measured / w.predicted);
     }
     text += '\n';

@@ -23,8 +23,9 @@ namespace flexplan {
 
 class Topology;
 
-// What one uplink's steps took on one rank against their baseline: the smallest and the largest
-// factor among the steps whose messages crossed it.
+// What one uplink's steps took on one rank against their baseline: the summed time of the steps
+// whose messages crossed it over their summed baseline time (low == high from one rank; the
+// pair leaves room for a rank's range).
 struct LinkObservation {
   int32_t node = -1;  // the topology node whose uplink it is
   double low = 1, high = 1;
@@ -54,9 +55,10 @@ struct DriftVerdict {
 // network, when a rank's time outside calls grew by at least half what the others' calls grew.
 DriftVerdict judge_drift(const std::vector<RankWindow>& ranks, double threshold);
 
-// Per uplink node, the factor its time changed by: the smallest over every observation when all
-// were slower (a link any fast step crossed is not slow), the largest when all were faster, and
-// only where that factor leaves the noise band [1 / (1 + threshold / 2), 1 + threshold / 2].
+// Per uplink node, the factor its time changed by: the smallest over every rank's observation
+// when all were slower (a link that some rank's steps crossed at the old speed is not slow), the
+// largest when all were faster, and only where that factor leaves the noise band
+// [1 / (1 + threshold / 2), 1 + threshold / 2].
 std::map<int32_t, double> combine_link_estimates(const std::vector<RankWindow>& ranks, double threshold);
 
 class NetworkWatch {

@@ -5,11 +5,12 @@
 # (drift window 5 calls). Per-call times, wrong elements and plan generation go to
 # OUT/{off,auto}.txt; docs/results.md holds a run's table.
 #   bench/cluster/replan.sh [--build build] [--out DIR] [--calls 60] [--throttle-after 20] [--restore-after 45]
+#                           [--modes "off auto"]
 set -u
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 CLUSTER=$HERE/cluster.sh
-BUILD=$ROOT/build OUT="" CALLS=60 THROTTLE_AFTER=20 RESTORE_AFTER=45
+BUILD=$ROOT/build OUT="" CALLS=60 THROTTLE_AFTER=20 RESTORE_AFTER=45 MODES="off auto"
 while [ $# -gt 0 ]; do
   case $1 in
     --build) BUILD=$2; shift ;;
@@ -17,6 +18,7 @@ while [ $# -gt 0 ]; do
     --calls) CALLS=$2; shift ;;
     --throttle-after) THROTTLE_AFTER=$2; shift ;;
     --restore-after) RESTORE_AFTER=$2; shift ;;
+    --modes) MODES=$2; shift ;;
     *) echo "replan.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -56,5 +58,4 @@ run() {
   wait $job
   log "$mode: exit $?, $(grep -c . "$dir/$mode.txt") lines"
 }
-run off
-run auto
+for mode in $MODES; do run "$mode"; done
