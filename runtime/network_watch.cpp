@@ -55,6 +55,11 @@ std::string encode_window(const RankWindow& w) {
   std::string text = fmt::format("{:a} {:a} {:a} {:a} {:a} {:a} {}", w.ratio, w.baseline, w.mean_call,
                                  w.baseline_call, w.mean_outside, w.baseline_outside, w.links.size());
   for (const LinkObservation& link : w.links) text += fmt::format(" {} {:a} {:a}", link.node, link.low, link.high);
+  text += fmt::format(" {}", w.paths.size());
+  for (const PathObservation& path : w.paths) {
+    text += fmt::format(" {:a} {:a} {}", path.seconds, path.baseline, path.links.size());
+    for (const int32_t node : path.links) text += fmt::format(" {}", node);
+  }
   return text;
 }
 
@@ -79,6 +84,18 @@ RankWindow decode_window(const std::string& text) {
     if (!(in >> link.node)) throw std::invalid_argument("a truncated drift record");
     number(link.low);
     number(link.high);
+  }
+  size_t paths = 0;
+  if (!(in >> paths) || paths > 10'000'000) throw std::invalid_argument("a malformed drift record");
+  w.paths.resize(paths);
+  for (PathObservation& path : w.paths) {
+    size_t nodes = 0;
+    number(path.seconds);
+    number(path.baseline);
+    if (!(in >> nodes) || nodes > 10'000'000) throw std::invalid_argument("a malformed drift record");
+    path.links.resize(nodes);
+    for (int32_t& node : path.links)
+      if (!(in >> node)) throw std::invalid_argument("a truncated drift record");
   }
   return w;
 }
@@ -129,7 +146,70 @@ DriftVerdict judge_drift(const std::vector<RankWindow>& ranks, double threshold)
   return verdict;
 }
 
+namespace {
+// The fewest links that explain the paths changed beyond `band` one way (slower, or faster with
+// `faster`): combine_link_estimates with paths.
+std::map<int32_t, double> explain_paths(const std::vector<const PathObservation*>& paths, double band, bool faster) {
+  const auto changed = [&](const PathObservation& p) {
+    const double change = p.seconds / p.baseline;
+    return faster ? change < 1 / band : change > band;
+  };
+  std::set<int32_t> cleared;  // crossed by a path within the band (or changed the other way)
+  for (const PathObservation* p : paths)
+    if (!changed(*p)) cleared.insert(p->links.begin(), p->links.end());
+  std::vector<const PathObservation*> open;
+  for (const PathObservation* p : paths)
+    if (changed(*p)) open.push_back(p);
+  std::map<int32_t, double> factors;
+  double first_weight = 0;
+  while (true) {
+    std::map<int32_t, double> weight;  // node -> changed time it could explain
+    for (const PathObservation* p : open)
+      for (const int32_t node : p->links)
+        if (!cleared.count(node)) weight[node] += std::abs(p->seconds - p->baseline);
+    if (weight.empty()) break;
+    const auto best = std::max_element(weight.begin(), weight.end(),
+                                       [](const auto& a, const auto& b) { return a.second < b.second; });
+    // A link that explains under a quarter of what the first explained is left as noise (paths
+    // of other ranks slowed by a busy host, not by a link).
+    if (factors.empty()) first_weight = best->second;
+    else if (best->second < first_weight / 4) break;
+    const int32_t node = best->first;
+    double seconds = 0, baseline = 0;
+    std::vector<const PathObservation*> still_open;
+    for (const PathObservation* p : open) {
+      if (std::binary_search(p->links.begin(), p->links.end(), node)) {
+        seconds += p->seconds;
+        baseline += p->baseline;
+      } else {
+        still_open.push_back(p);
+      }
+    }
+    factors[node] = seconds / baseline;
+    cleared.insert(node);  // (explained: not picked again)
+    open = std::move(still_open);
+  }
+  return factors;
+}
+}  // namespace
+
 std::map<int32_t, double> combine_link_estimates(const std::vector<RankWindow>& ranks, double threshold) {
+  const double band = 1 + threshold / 2;
+  std::vector<const PathObservation*> paths;
+  for (const RankWindow& w : ranks)
+    for (const PathObservation& p : w.paths)
+      if (p.seconds > 0 && p.baseline > 0 && !p.links.empty()) paths.push_back(&p);
+  if (!paths.empty()) {
+    // Slower or faster: the side with more changed time.
+    double slower = 0, faster = 0;
+    for (const PathObservation* p : paths) {
+      const double change = p->seconds / p->baseline;
+      if (change > band) slower += p->seconds - p->baseline;
+      if (change < 1 / band) faster += p->baseline - p->seconds;
+    }
+    if (slower == 0 && faster == 0) return {};
+    return explain_paths(paths, band, faster > slower);
+  }
   std::map<int32_t, std::pair<double, double>> range;  // node -> (lowest, highest)
   for (const RankWindow& w : ranks) {
     for (const LinkObservation& link : w.links) {
@@ -141,7 +221,6 @@ std::map<int32_t, double> combine_link_estimates(const std::vector<RankWindow>& 
       }
     }
   }
-  const double band = 1 + threshold / 2;
   std::map<int32_t, double> factors;
   for (const auto& [node, lh] : range) {
     if (lh.first > band) factors[node] = lh.first;
@@ -239,8 +318,10 @@ std::optional<RankWindow> NetworkWatch::window_for_check(
   double base_expected = 0;  // the window's expected time at the baseline's ratios
   double base_call = 0, base_outside = 0;
   bool any_baseline = false, setting_baseline = false;
-  // Per uplink: the time of the steps that crossed it, and what they took at the baseline.
+  // Per uplink: the time of the steps that crossed it, and what they took at the baseline; and
+  // the same per set of uplinks crossed together (a path).
   std::map<int32_t, std::pair<double, double>> link_time;
+  std::map<std::vector<int32_t>, std::pair<double, double>> path_time;
   for (size_t s = 0; s < records_.size(); ++s) {
     if (only && s != *only) continue;
     Record& r = records_[s];
@@ -312,6 +393,11 @@ std::optional<RankWindow> NetworkWatch::window_for_check(
           link_time[node].first += w.steps[k];
           link_time[node].second += w.steps[k] / change;
         }
+        if (!r.step_links[k].empty()) {
+          auto& path = path_time[r.step_links[k]];
+          path.first += w.steps[k];
+          path.second += w.steps[k] / change;
+        }
       }
     }
     r.window = Tally{};
@@ -333,6 +419,7 @@ std::optional<RankWindow> NetworkWatch::window_for_check(
     const double change = times.first / times.second;
     mine.links.push_back({node, change, change});
   }
+  for (const auto& [nodes, times] : path_time) mine.paths.push_back({nodes, times.first, times.second});
   return mine;
 }
 

@@ -31,6 +31,13 @@ struct LinkObservation {
   double low = 1, high = 1;
 };
 
+// The steps of one rank whose messages crossed the same uplinks: their time in the window and
+// what it was at the baseline's pace.
+struct PathObservation {
+  std::vector<int32_t> links;  // topology nodes whose uplinks, sorted
+  double seconds = 0, baseline = 0;
+};
+
 // One rank's figures of a drift check, exchanged as text so that every rank decodes the same.
 struct RankWindow {
   double ratio = 0;            // measured / predicted over the window (per call without a topology)
@@ -38,6 +45,7 @@ struct RankWindow {
   double mean_call = 0, baseline_call = 0;        // seconds per call
   double mean_outside = 0, baseline_outside = 0;  // seconds per call spent outside the runtime
   std::vector<LinkObservation> links;
+  std::vector<PathObservation> paths;
 };
 std::string encode_window(const RankWindow& window);
 RankWindow decode_window(const std::string& text);  // throws std::invalid_argument
@@ -55,10 +63,13 @@ struct DriftVerdict {
 // network, when a rank's time outside calls grew by at least half what the others' calls grew.
 DriftVerdict judge_drift(const std::vector<RankWindow>& ranks, double threshold);
 
-// Per uplink node, the factor its time changed by: the smallest over every rank's observation
-// when all were slower (a link that some rank's steps crossed at the old speed is not slow), the
-// largest when all were faster, and only where that factor leaves the noise band
-// [1 / (1 + threshold / 2), 1 + threshold / 2].
+// Per uplink node, the factor its time changed by, where it leaves the noise band
+// [1 / (1 + threshold / 2), 1 + threshold / 2]. From the ranks' paths where they sent any: a link
+// that some path crossed within the band is unchanged; of the rest, the fewest links explain the
+// changed paths (greedily: the link under the most changed time first, at those paths' summed
+// time over their baseline time, down to links explaining a quarter of the first's), since steps
+// that wait on one slow link slow every link they cross. Without paths, per link: the smallest factor any rank saw when all were slower, the
+// largest when all were faster.
 std::map<int32_t, double> combine_link_estimates(const std::vector<RankWindow>& ranks, double threshold);
 
 class NetworkWatch {

@@ -332,6 +332,32 @@ TEST(Drift, LinkEstimatesTakeTheLeastSlowdownSeen) {
   EXPECT_EQ(links, (std::map<int32_t, double>{{1, 4.0}, {4, 0.3}}));
 }
 
+TEST(Drift, PathsBlameTheFewestLinksThatExplainThem) {
+  // Machine uplinks 1, 2, 3; every path between machines crosses two of them. Machine 1's link
+  // slowed: the paths 1-2 and 1-3 are 4x and 3x slower, 2-3 at the baseline, and an
+  // intra-machine path (learner links 7, 8) slightly slower, within the noise band.
+  RankWindow a = window(2, 1), b = window(2, 1);
+  a.paths = {{{1, 2}, 4.0, 1.0}, {{7, 8}, 1.1, 1.0}};
+  b.paths = {{{1, 3}, 3.0, 1.0}, {{2, 3}, 1.0, 1.0}};
+  EXPECT_EQ(combine_link_estimates({a, b}, 0.5), (std::map<int32_t, double>{{1, 3.5}}));
+  // A second link is blamed only where it explains a quarter of the first's changed time.
+  RankWindow c = window(2, 1);
+  c.paths = {{{1, 2}, 9.0, 1.0}, {{5, 6}, 2.0, 1.0}, {{3, 4}, 4.0, 1.0}};
+  const auto two = combine_link_estimates({c}, 0.5);
+  EXPECT_EQ(two.size(), 2u);
+  EXPECT_DOUBLE_EQ(two.at(1), 9.0);  // (ties between 1 and 2: the lower node)
+  EXPECT_DOUBLE_EQ(two.at(3), 4.0);
+  // Every path back within the band: nothing to change.
+  RankWindow steady = window(1, 1);
+  steady.paths = {{{1, 2}, 1.1, 1.0}};
+  EXPECT_TRUE(combine_link_estimates({steady}, 0.5).empty());
+  // Paths travel with the rest of the record.
+  const RankWindow back = decode_window(encode_window(c));
+  ASSERT_EQ(back.paths.size(), 3u);
+  EXPECT_EQ(back.paths[2].links, (std::vector<int32_t>{3, 4}));
+  EXPECT_EQ(back.paths[2].seconds, 4.0);
+}
+
 TEST(Drift, StatsReportNamesWhereTheTimeGoes) {
   CommStats stats;
   stats.timed = true;

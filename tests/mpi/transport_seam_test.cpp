@@ -712,19 +712,31 @@ TEST(FollowTheNetwork, SlowedLinkIsDetectedAndAgreed) {
     EXPECT_EQ(replans[i], replans[0]) << "rank " << r;
   }
   EXPECT_FALSE(replans[0].empty()) << format_stats(stats[0]);
-  // The first re-plan blames a link on the slowed rank's way to the root. (Not only those: links
-  // that every observed step crosses together with it cannot be told apart; docs/runtime.md.)
+  // The link the first re-plan blames most is near the slowed rank: on its way to the root, or
+  // the uplink of a learner of its machine (whose steps all exchange with it, so that the two
+  // cannot always be told apart; docs/runtime.md). (Another link may come second: the threads'
+  // host is busy, and a link that explains a quarter of the slowed time is blamed too.)
   std::set<std::string> on_its_way;
   for (NodeId n = topology.learner_node(2); n != topology.root(); n = topology.parent(n))
     on_its_way.insert(fmt::format("node {}", n));
+  for (const NodeId sibling : topology.children(topology.parent(topology.learner_node(2))))
+    on_its_way.insert(fmt::format("node {}", sibling));
   const std::string first = replans[0].substr(0, replans[0].find('\n'));
   const size_t from = first.find("for links ");
   ASSERT_NE(from, std::string::npos) << first;
   std::istringstream words(first.substr(from + 10, first.find(';', from) - from - 10));
   std::string node, id, factor;
-  int on_way = 0;
-  while (words >> node >> id >> factor) on_way += static_cast<int>(on_its_way.count(node + " " + id));
-  EXPECT_GT(on_way, 0) << "no blamed link is on rank 2's way: " << first;
+  std::string most;
+  double most_factor = 0;
+  while (words >> node >> id >> factor) {
+    const double x = std::stod(factor.substr(1));  // "x2.70"
+    if (x > most_factor) {
+      most_factor = x;
+      most = node + " " + id;
+    }
+  }
+  EXPECT_GT(most_factor, 1.0) << first;
+  EXPECT_TRUE(on_its_way.count(most)) << most << " is far from rank 2: " << first;
 }
 
 // One process late to every call: the others' calls take longer, but that rank's own time
