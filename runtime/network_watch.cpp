@@ -154,9 +154,21 @@ std::map<int32_t, double> explain_paths(const std::vector<const PathObservation*
     const double change = p.seconds / p.baseline;
     return faster ? change < 1 / band : change > band;
   };
-  std::set<int32_t> cleared;  // crossed by a path within the band (or changed the other way)
-  for (const PathObservation* p : paths)
-    if (!changed(*p)) cleared.insert(p->links.begin(), p->links.end());
+  // A link whose paths, all of them together, stayed within the band (or changed the other way)
+  // is not a cause: by time, so that one short path at the old pace does not clear a link whose
+  // long paths slowed.
+  std::map<int32_t, std::pair<double, double>> over_all;  // node -> (seconds, baseline)
+  for (const PathObservation* p : paths) {
+    for (const int32_t node : p->links) {
+      over_all[node].first += p->seconds;
+      over_all[node].second += p->baseline;
+    }
+  }
+  std::set<int32_t> cleared;
+  for (const auto& [node, times] : over_all) {
+    const double change = times.first / times.second;
+    if (faster ? !(change < 1 / band) : !(change > band)) cleared.insert(node);
+  }
   std::vector<const PathObservation*> open;
   for (const PathObservation* p : paths)
     if (changed(*p)) open.push_back(p);

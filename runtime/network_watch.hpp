@@ -65,7 +65,7 @@ DriftVerdict judge_drift(const std::vector<RankWindow>& ranks, double threshold)
 
 // Per uplink node, the factor its time changed by, where it leaves the noise band
 // [1 / (1 + threshold / 2), 1 + threshold / 2]. From the ranks' paths where they sent any: a link
-// that some path crossed within the band is unchanged; of the rest, the fewest links explain the
+// whose paths together (by time) stayed within the band is unchanged; of the rest, the fewest links explain the
 // changed paths (greedily: the link under the most changed time first, at those paths' summed
 // time over their baseline time, down to links explaining a quarter of the first's), since steps
 // that wait on one slow link slow every link they cross. Without paths, per link: the smallest factor any rank saw when all were slower, the

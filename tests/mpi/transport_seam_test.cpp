@@ -753,7 +753,7 @@ TEST(FollowTheNetwork, OneSlowProcessIsNotTheNetwork) {
   std::vector<std::string> mismatches(static_cast<size_t>(world));
   const auto errors = run_ranks(plan, Faults{}, options, [&](Engine& engine, int rank) {
     mismatches[static_cast<size_t>(rank)] = allreduces(engine, rank, 20, 500, [&](int i) {
-      if (rank == 1 && i >= 10) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+      if (rank == 1 && i >= 10) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     });
     stats[static_cast<size_t>(rank)] = engine.stats();
   });
