@@ -163,6 +163,9 @@ void Communicator::force_algorithm(const std::string& algorithm) {
   engine_->force_algorithm(algorithm);
 }
 
+CommStats Communicator::stats() const { return engine_->stats(); }
+ReplanResult Communicator::replan() { return engine_->replan(); }
+
 void Communicator::abort(const std::string& reason) { engine_->abort(reason); }
 
 }  // namespace flexplan

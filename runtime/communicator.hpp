@@ -23,6 +23,7 @@
 #include "ir/plan.hpp"
 #include "runtime/bootstrap.hpp"
 #include "runtime/call_signature.hpp"
+#include "runtime/call_stats.hpp"
 #include "runtime/datatype.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/options.hpp"
@@ -142,6 +143,16 @@ class Communicator {
   // once, which calibrates the learner links of the sparse cost model (docs/sparse.md).
   // Collective, as sparse_allreduce.
   void sparse_machine_steps(void* buffer, size_t count, DataType type);
+
+  // What the calls cost on this rank so far, per schedule: measured against the plan's
+  // prediction (with FLEXPLAN_TOPOLOGY), per step and tree level, and the drift reports and
+  // re-plans (docs/runtime.md, Following the network). format_stats() prints it. Local.
+  CommStats stats() const;
+  // Collective, between calls (completes outstanding operations first): every rank combines
+  // its measured per-link figures with the others', plans for them in process, verifies, and
+  // switches from the next call if all made the same plan; otherwise keeps the old plan and
+  // says why. Needs FLEXPLAN_TOPOLOGY.
+  ReplanResult replan();
 
   // For a process that cannot go on: fails this communicator now (outstanding operations fail,
   // later calls throw) and tells every peer, whose communicators then fail within about a

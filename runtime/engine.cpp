@@ -17,6 +17,8 @@
 #include <fmt/ranges.h>
 
 #include "ir/collective_contract.hpp"
+#include "ir/plan_binary.hpp"
+#include "topology/topology.hpp"
 #include "ir/verify.hpp"
 #include "runtime/bootstrap.hpp"
 #include "runtime/errors.hpp"
@@ -56,6 +58,8 @@ Engine::Engine(const std::function<ir::FingerprintedPlan()>& load, const std::st
     const auto host = group_->host_identity();  // collective: before anything can fail
     const auto plan_rank_of = load_and_agree(load, source, host);
     connect(host, plan_rank_of, make_transport ? make_transport : TransportFactory(&make_ucx_transport));
+    plan_rank_of_ = plan_rank_of;
+    setup_watch();
   } catch (...) {
     transport_.reset();
     throw;
@@ -85,6 +89,7 @@ std::vector<int32_t> Engine::load_and_agree(const std::function<ir::Fingerprinte
     error = fmt::format("plan '{}': {}", source, e.what());
   }
   bootstrap::raise_if_any_failed(*group_, error, "loading the plan", /*bad_input=*/true);
+  fingerprint_ = fingerprint;
   auto plan_rank_of = bootstrap::agree_on_plan(
       *group_,
       {plan_.world_size, plan_.topology_hash, fingerprint, options_.chunk_bytes, rank_});
@@ -234,7 +239,13 @@ void Engine::setup_single_copy(const std::vector<int32_t>& plan_rank_of) {
   transport_->set_single_copy(std::move(pids), options_.single_copy_min_bytes);
 }
 
-Engine::~Engine() { shutdown(); }
+Engine::~Engine() {
+  if (options_.stats_report && watch_ && rank_ == 0 && std::uncaught_exceptions() == 0) {
+    const std::string report = format_stats(watch_->stats());
+    std::fprintf(stderr, "flexplan stats (plan rank 0; FLEXPLAN_STATS):\n%s", report.c_str());
+  }
+  shutdown();
+}
 
 void Engine::shutdown() {
   // Destroyed by an exception on its way out: the peers would wait for this rank in vain.
@@ -407,7 +418,13 @@ std::shared_ptr<Operation> Engine::start(const CollectiveCall& in) {
   }
   const uint64_t bytes = total * element_size;
   const int32_t root = ir::has_root(in.collective) ? in.root : 0;
-  const ir::Schedule& schedule = select(in.collective, bytes, root, call);
+  const ir::Schedule* selected = &select(in.collective, bytes, root, call);
+  if (watch_) {
+    const size_t index = plan_index(*selected);
+    if (index != SIZE_MAX && watch_->note_start(index) && check_drift(index))
+      selected = &select(in.collective, bytes, root, call);  // the new plan's
+  }
+  const ir::Schedule& schedule = *selected;
 
   // The operation's buffers (operation.hpp, OperationArgs): the result forms in place in the
   // receive buffer where the collective allows, else in working memory.
@@ -497,7 +514,8 @@ std::shared_ptr<Operation> Engine::launch(const ir::Schedule& schedule, const Op
       const ExecContext context{transport_.get(),    &pool_,          &plan_,
                                 rank_,                options_.chunk_bytes, options_.window,
                                 &same_host_,          &quarantine_,    &pool_.arithmetic(),
-                                check_calls_,         sink_.get(),     sink_bytes_};
+                                check_calls_,         sink_.get(),     sink_bytes_,
+                                timing_};
       operation = std::make_shared<Operation>(context, next_sequence_++, schedule, program, args);
       // Kept for reuse; beyond kMaxSpares the oldest is let go.
       if (spares_.size() == kMaxSpares) spares_.erase(spares_.begin());
@@ -513,6 +531,8 @@ std::shared_ptr<Operation> Engine::launch(const ir::Schedule& schedule, const Op
   if (!operation->done()) {
     outstanding_.push_back({operation, Clock::now()});
     progress();  // post the first transfers now, so peers can start
+  } else if (timing_) {
+    note_finished(*operation, Clock::now());
   }
   return operation;
 }
@@ -568,6 +588,14 @@ bool Engine::progress() {
   }
   for (auto& entry : outstanding_) {
     if (entry.operation->failed() && broken_.empty()) break_on(*entry.operation);  // (timed out)
+  }
+  if (timing_) {
+    std::optional<Clock::time_point> now;  // one clock read for all that finished in this pass
+    for (const auto& entry : outstanding_) {
+      if (!entry.operation->done() || entry.operation->failed()) continue;
+      if (!now) now = Clock::now();
+      note_finished(*entry.operation, *now);
+    }
   }
   std::erase_if(outstanding_, [](const Outstanding& entry) {
     return entry.operation->done() || entry.operation->failed();
@@ -754,5 +782,207 @@ bool Engine::test(Operation& operation) {
   throw_if_failed(operation);
   return operation.done();
 }
+
+}  // namespace flexplan
+
+namespace flexplan {
+
+// --- following the network -------------------------------------------------------------------
+
+size_t Engine::plan_index(const ir::Schedule& schedule) const {
+  const ir::Schedule* first = plan_.schedules.data();
+  if (&schedule < first || &schedule >= first + plan_.schedules.size()) return SIZE_MAX;
+  return static_cast<size_t>(&schedule - first);
+}
+
+void Engine::note_finished(const Operation& operation, Clock::time_point now) {
+  const size_t index = plan_index(operation.schedule());
+  if (index == SIZE_MAX) return;
+  // The caller's time before this call: from the end of the last call that left nothing
+  // outstanding to this one's start (0 for calls that overlap others).
+  double outside = 0;
+  if (idle_since_ && operation.started() > *idle_since_)
+    outside = std::chrono::duration<double>(operation.started() - *idle_since_).count();
+  idle_since_.reset();
+  watch_->record(index, operation.bytes(), std::chrono::duration<double>(now - operation.started()).count(),
+                 operation.step_seconds(), outside);
+  if (outstanding_.size() <= 1) idle_since_ = now;
+}
+
+void Engine::setup_watch() {
+  std::string error;
+  std::unique_ptr<Topology> topology;
+  if (!options_.topology_path.empty()) {
+    try {
+      topology = std::make_unique<Topology>(load_topology(options_.topology_path));
+      if (topology->hash_hex() != plan_.topology_hash) {
+        error = fmt::format("FLEXPLAN_TOPOLOGY '{}' has hash {}, the plan was made for {}", options_.topology_path,
+                            topology->hash_hex(), plan_.topology_hash);
+      } else if (topology->num_learners() != plan_.world_size) {
+        error = fmt::format("FLEXPLAN_TOPOLOGY '{}' has {} learners, the plan {}", options_.topology_path,
+                            topology->num_learners(), plan_.world_size);
+      }
+    } catch (const std::exception& e) {
+      error = fmt::format("FLEXPLAN_TOPOLOGY '{}': {}", options_.topology_path, e.what());
+    }
+  }
+  bootstrap::raise_if_any_failed(*group_, error, "loading the topology", /*bad_input=*/true);
+  // Drift checks are exchanges every window of calls: every rank must make them alike.
+  const std::string mine = fmt::format("FLEXPLAN_REPLAN={} FLEXPLAN_DRIFT_WINDOW={} FLEXPLAN_DRIFT_PERCENT={} topology={}",
+                                       options_.replan == Replan::Off ? "off" : options_.replan == Replan::Detect ? "detect" : "auto",
+                                       options_.drift_window, options_.drift_percent, topology ? "yes" : "no");
+  const auto all = group_->allgather(mine);
+  std::map<std::string, std::vector<size_t>> by_setting;
+  for (size_t r = 0; r < all.size(); ++r) by_setting[all[r]].push_back(r);
+  if (by_setting.size() > 1) {
+    std::string message = "flexplan: the ranks follow the network differently, which must be the same on every rank:";
+    for (const auto& [setting, ranks] : by_setting)
+      message += fmt::format("\n  {}: {} {}", setting, group_->member_noun(), fmt::join(ranks, ", "));
+    throw InputError(message);
+  }
+  if (options_.replan == Replan::Auto && !topology && rank_ == 0) {
+    std::fprintf(stderr, "flexplan: warning: FLEXPLAN_REPLAN=auto without FLEXPLAN_TOPOLOGY: drift is reported, "
+                         "never re-planned\n");
+  }
+  watch_ = std::make_unique<NetworkWatch>(options_, plan_, rank_, std::move(topology));
+  timing_ = options_.stats_report || options_.replan != Replan::Off;
+}
+
+void Engine::drain() {
+  while (!outstanding_.empty()) {
+    const auto oldest = outstanding_.front().operation;
+    drive(*oldest);
+    throw_if_failed(*oldest);
+  }
+}
+
+bool Engine::check_drift(size_t schedule) {
+  drain();
+  const auto program_of = [this](size_t s) -> const codegen::RankProgram& { return program_for(plan_.schedules[s]); };
+  const auto mine = watch_->window_for_check(schedule, program_of);
+  if (!mine) return false;  // the baseline, alike on every rank
+  const auto records = group_->allgather(encode_window(*mine));
+  std::vector<RankWindow> windows(static_cast<size_t>(plan_.world_size));
+  for (size_t m = 0; m < records.size(); ++m) {
+    try {
+      windows[static_cast<size_t>(plan_rank_of_[m])] = decode_window(records[m]);
+    } catch (const std::exception&) {
+      // (A malformed record counts as no figures; every rank sees the same.)
+    }
+  }
+  const double threshold = options_.drift_percent / 100.0;
+  const DriftVerdict verdict = judge_drift(windows, threshold);
+  if (!verdict.drifted && verdict.slow_process < 0) return false;
+  const auto links = combine_link_estimates(windows, threshold);
+  if (!watch_->drift_reported(schedule)) {
+    watch_->set_drift_reported(schedule);
+    const std::string event = fmt::format("flexplan: drift before call #{}: {}", next_sequence_,
+                                          watch_->describe_drift(schedule, verdict, links));
+    watch_->add_event(event);
+    if (rank_ == 0) std::fprintf(stderr, "%s\n", event.c_str());
+  }
+  if (!verdict.drifted || options_.replan != Replan::Auto || !watch_->can_replan() || links.empty()) return false;
+  return replan_for(links, "drift").switched;
+}
+
+ReplanResult Engine::replan() {
+  if (!broken_.empty()) {
+    throw RuntimeError("flexplan: the communicator is unusable after an earlier error: " + broken_);
+  }
+  drain();
+  const auto program_of = [this](size_t s) -> const codegen::RankProgram& { return program_for(plan_.schedules[s]); };
+  const auto mine = watch_->window_for_check(std::nullopt, program_of);
+  const auto records = group_->allgather(mine ? encode_window(*mine) : std::string());
+  std::vector<RankWindow> windows(static_cast<size_t>(plan_.world_size));
+  for (size_t m = 0; m < records.size(); ++m) {
+    try {
+      if (!records[m].empty()) windows[static_cast<size_t>(plan_rank_of_[m])] = decode_window(records[m]);
+    } catch (const std::exception&) {
+    }
+  }
+  return replan_for(combine_link_estimates(windows, options_.drift_percent / 100.0), "requested");
+}
+
+ReplanResult Engine::replan_for(const std::map<int32_t, double>& links, const std::string& cause) {
+  ReplanResult result;
+  result.call = next_sequence_;
+  std::string error;
+  ir::Plan fresh;
+  uint64_t fingerprint = 0;
+  double seconds = 0;
+  if (!watch_->can_replan()) {
+    error = "no topology to re-plan from (FLEXPLAN_TOPOLOGY)";
+  } else if (generated_) {
+    error = "the ranks run generated programs of the loaded plan (FLEXPLAN_PROGRAM_LIBRARY)";
+  } else {
+    try {
+      fresh = watch_->plan_for_links(plan_, links, &seconds);
+      fingerprint = ir::plan_fingerprint(fresh);
+      if (!forced_algorithm_.empty()) {
+        const auto present = ir::algorithms_of(fresh, ir::Collective::AllReduce);
+        if (std::find(present.begin(), present.end(), forced_algorithm_) == present.end())
+          error = fmt::format("the new plan lacks the forced algorithm '{}'", forced_algorithm_);
+      }
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  // Every rank's outcome: the same plan hash everywhere, or the old plan stays on every rank.
+  const auto all = group_->allgather(error.empty() ? fmt::format("{:016x}", fingerprint) : "!" + error);
+  std::string refusal;
+  for (size_t m = 0; m < all.size() && refusal.empty(); ++m) {
+    if (!all[m].empty() && all[m][0] == '!') refusal = fmt::format("rank {}: {}", plan_rank_of_[m], all[m].substr(1));
+  }
+  if (refusal.empty()) {
+    for (size_t m = 1; m < all.size(); ++m) {
+      if (all[m] != all[0]) {
+        refusal = fmt::format("the ranks made different plans (hash {} at rank {}, {} at rank {})", all[0],
+                              plan_rank_of_[0], all[m], plan_rank_of_[m]);
+        break;
+      }
+    }
+  }
+  std::string links_text;
+  for (const auto& [node, factor] : links) links_text += fmt::format(" node {} x{:.2f}", node, factor);
+  if (!refusal.empty()) {
+    result.message = fmt::format("flexplan: re-plan ({}) before call #{} refused, the old plan stays: {}", cause,
+                                 result.call, refusal);
+  } else if (fingerprint == fingerprint_) {
+    result.message = fmt::format("flexplan: re-plan ({}) before call #{}: the plan for the measured links is the "
+                                 "current plan", cause, result.call);
+  } else {
+    // Every rank is between calls with nothing outstanding (drained): switch here.
+    watch_->adopt(fresh);
+    retired_plans_.push_back(std::move(plan_));
+    retired_programs_.push_back(std::move(programs_));
+    programs_.clear();
+    spares_.clear();
+    plan_ = std::move(fresh);
+    fingerprint_ = fingerprint;
+    result.switched = true;
+    std::string ranges;
+    for (const ir::Schedule& s : plan_.schedules) {
+      ranges += fmt::format(" {} {} [{}, {})", ir::to_string(s.collective), s.algorithm, s.min_bytes,
+                            s.max_bytes ? std::to_string(*s.max_bytes) : "inf");
+    }
+    result.message = fmt::format("flexplan: re-planned ({}) from call #{}: plan {} hash {:016x} for links{}; "
+                                 "schedules:{} (planned in {:.1f} ms on this rank)", cause, result.call,
+                                 watch_->generation(), fingerprint, links_text.empty() ? " as measured" : links_text,
+                                 ranges, 1e3 * seconds);
+    if (!options_.replan_out.empty() && rank_ == 0) {
+      try {
+        ir::write_plan_file(options_.replan_out, plan_);
+        result.message += fmt::format("; written to {}", options_.replan_out);
+      } catch (const std::exception& e) {
+        result.message += fmt::format("; writing {} failed: {}", options_.replan_out, e.what());
+      }
+    }
+  }
+  watch_->add_event(result.message);
+  if (rank_ == 0) std::fprintf(stderr, "%s\n", result.message.c_str());
+  return result;
+}
+
+CommStats Engine::stats() const { return watch_->stats(); }
 
 }  // namespace flexplan

@@ -17,7 +17,9 @@
 #include "ir/plan.hpp"
 #include "ir/plan_binary.hpp"
 #include "runtime/bootstrap.hpp"
+#include "runtime/call_stats.hpp"
 #include "runtime/generated_programs.hpp"
+#include "runtime/network_watch.hpp"
 #include "runtime/operation.hpp"
 #include "runtime/options.hpp"
 #include "runtime/scratch_pool.hpp"
@@ -80,6 +82,10 @@ class Engine {
   void sparse_allreduce(const SparseArgs& args);
   // Fails the communicator here and tells every peer (Communicator::abort).
   void abort(const std::string& reason);
+  // What the calls cost so far (Communicator::stats).
+  CommStats stats() const;
+  // Collective, between calls: plan for the links measured and switch if every rank agrees.
+  ReplanResult replan();
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -133,6 +139,21 @@ class Engine {
   std::string describe_rank(int32_t rank) const;  // "rank 3 (switch/m1/gpu0)"
   void throw_if_failed(const Operation& operation) const;
   void shutdown();
+  // Following the network (network_watch.hpp): loads FLEXPLAN_TOPOLOGY and checks that the
+  // ranks agree on the settings. Collective, at creation.
+  void setup_watch();
+  // Completes every outstanding operation (for an exchange between calls).
+  void drain();
+  // The drift check of plan schedule `schedule`, due before this call on every rank; true if
+  // the plan changed (the caller selects its schedule again).
+  bool check_drift(size_t schedule);
+  // Every rank plans for `links`, checks that all made the same plan and switches, or keeps the
+  // old plan saying why. Collective.
+  ReplanResult replan_for(const std::map<int32_t, double>& links, const std::string& cause);
+  // Records the calls that finished (their time) as they leave the queue.
+  void note_finished(const Operation& operation, Clock::time_point now);
+  // The index of `schedule` in plan_.schedules, or npos (a derived schedule).
+  size_t plan_index(const ir::Schedule& schedule) const;
   // Progress passes until `remaining()` is 0, for work outside the operation queue (the sparse
   // all-reduce); throws RuntimeError on a broken communicator or no progress within the timeout.
   void drive_until(const std::function<size_t()>& remaining, const std::string& what);
@@ -178,6 +199,19 @@ class Engine {
   std::string broken_;  // the first failure; the communicator refuses work after it
   bool peer_failure_seen_ = false;
   bool abort_seen_ = false;
+
+  // Following the network.
+  std::unique_ptr<NetworkWatch> watch_;
+  // Whether calls and steps are timed (FLEXPLAN_STATS or FLEXPLAN_REPLAN): off, no clock is read.
+  bool timing_ = false;
+  std::vector<int32_t> plan_rank_of_;  // by group rank
+  uint64_t fingerprint_ = 0;           // of plan_
+  // When the last call finished with nothing outstanding: the caller's time starts there.
+  std::optional<Clock::time_point> idle_since_;
+  // Plans replaced by re-plans, with their programs: a finished operation's Request may still
+  // name their schedules.
+  std::deque<ir::Plan> retired_plans_;
+  std::deque<std::map<const ir::Schedule*, codegen::RankProgram>> retired_programs_;
 };
 
 }  // namespace flexplan

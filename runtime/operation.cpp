@@ -33,6 +33,10 @@ void Operation::restart(uint64_t sequence, const ir::Schedule& schedule, const c
   sequence_ = sequence;
   schedule_ = &schedule;
   program_ = &program;
+  if (context_.time_steps) {
+    started_ = step_began_ = std::chrono::steady_clock::now();
+    step_seconds_.assign(program.steps.size(), 0.0);
+  }
   args_ = args;
   args_.shard_counts = {};  // (the caller's storage: read here only)
   args_.result_end = std::min<uint64_t>(args_.result_end, args_.count);
@@ -248,6 +252,12 @@ void Operation::finish_step() {
     }
   }
   retire_runs();
+  if (context_.time_steps) {
+    // One clock read a step: a step begins where the one before ended on this rank.
+    const auto now = std::chrono::steady_clock::now();
+    step_seconds_[step_] = std::chrono::duration<double>(now - step_began_).count();
+    step_began_ = now;
+  }
   ++step_;
   start_step();
 }

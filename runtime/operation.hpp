@@ -18,6 +18,7 @@
 // a receiver whose peer issued another call fails naming both calls.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -55,6 +56,8 @@ struct ExecContext {
   // first, and the mismatch is named rather than cut off by UCX as truncated. Never read.
   std::byte* sink;
   size_t sink_bytes;
+  // Time the call and each step on this rank (network_watch.hpp); off, no clock is read.
+  bool time_steps = false;
 };
 
 // A call as the operation runs it: the engine's translation of the user's call (engine.cpp).
@@ -109,6 +112,12 @@ class Operation {
   void fail(const std::string& why);
   // "allreduce #7 (ring, 1000 x float32 sum)", "allgather #8 (tree-chains, 5 x 1000 float32)"
   std::string describe() const;
+  // What the call cost on this rank (runtime/network_watch.hpp): when it started, its bytes,
+  // and each step's seconds from setting up its tasks to their end (0: no task here).
+  const ir::Schedule& schedule() const { return *schedule_; }
+  std::chrono::steady_clock::time_point started() const { return started_; }
+  uint64_t bytes() const { return static_cast<uint64_t>(args_.count) * element_size_; }
+  std::span<const double> step_seconds() const { return step_seconds_; }
 
  private:
   enum class ChunkState : uint8_t { Idle, Receiving, Sending, Done };
@@ -249,6 +258,8 @@ class Operation {
   std::vector<std::unique_ptr<Transfer>> ack_sends_;
   std::vector<Transfer*> free_ack_sends_;
   size_t ack_sends_in_flight_ = 0;
+  std::chrono::steady_clock::time_point started_, step_began_;
+  std::vector<double> step_seconds_;  // by schedule step (capacity kept across restarts)
   bool steps_done_ = false;  // every step finished; done_ waits for the acks to leave
   bool done_ = false;
   std::string error_;

@@ -109,6 +109,31 @@ Options Options::from_env() {
   take(options, "FLEXPLAN_SINGLE_COPY_MIN_BYTES", [&](std::string_view v) {
     options.single_copy_min_bytes = parse_positive("FLEXPLAN_SINGLE_COPY_MIN_BYTES", v);
   });
+  take(options, "FLEXPLAN_STATS", [&](std::string_view v) { options.stats_report = parse_flag("FLEXPLAN_STATS", v); });
+  if (const char* v = env("FLEXPLAN_TOPOLOGY")) options.topology_path = v;
+  if (const char* v = env("FLEXPLAN_REPLAN_OUT")) options.replan_out = v;
+  take(options, "FLEXPLAN_REPLAN", [&](std::string_view v) {
+    if (v == "off" || v == "0") {
+      options.replan = Replan::Off;
+    } else if (v == "detect") {
+      options.replan = Replan::Detect;
+    } else if (v == "auto") {
+      options.replan = Replan::Auto;
+    } else {
+      throw InputError(fmt::format("FLEXPLAN_REPLAN='{}': expected off, detect or auto", v));
+    }
+  });
+  take(options, "FLEXPLAN_DRIFT_WINDOW", [&](std::string_view v) {
+    const uint64_t window = parse_positive("FLEXPLAN_DRIFT_WINDOW", v);
+    if (window < 2 || window > 1'000'000)
+      throw InputError(fmt::format("FLEXPLAN_DRIFT_WINDOW='{}': expected 2 to 1000000 calls", v));
+    options.drift_window = static_cast<unsigned>(window);
+  });
+  take(options, "FLEXPLAN_DRIFT_PERCENT", [&](std::string_view v) {
+    const uint64_t percent = parse_positive("FLEXPLAN_DRIFT_PERCENT", v);
+    if (percent > 10'000) throw InputError(fmt::format("FLEXPLAN_DRIFT_PERCENT='{}': at most 10000", v));
+    options.drift_percent = static_cast<unsigned>(percent);
+  });
   return options;
 }
 

@@ -24,6 +24,11 @@ enum class PeerFailureDetection { Remote, All, None };
 
 enum class SingleCopy { Auto, On, Off };
 
+// What the runtime does with the measured time of its calls (runtime/call_stats.hpp,
+// docs/runtime.md "Following the network"): nothing beyond keeping it (Off), report a drift
+// that the ranks agree on (Detect), or also re-plan for the links measured (Auto).
+enum class Replan { Off, Detect, Auto };
+
 struct Options {
   // An operation that makes no progress for this long while the caller drives it fails with
   // RuntimeError. FLEXPLAN_TIMEOUT_MS.
@@ -86,6 +91,26 @@ struct Options {
   // (host_arithmetic()). The staged GPU path sets its CUDA arithmetic here. Not from the
   // environment.
   std::shared_ptr<LocalArithmetic> arithmetic;
+
+  // Following the network (docs/runtime.md). Time every call and step on this rank
+  // (Communicator::stats), and print a line per schedule at destruction, from plan rank 0, of
+  // measured against predicted time and where it goes. Off (and FLEXPLAN_REPLAN off), no clock
+  // is read for calls. FLEXPLAN_STATS=0|1.
+  bool stats_report = false;
+  // The topology the plan was made from (its hash must be the plan's): it prices each step,
+  // and re-planning changes its link figures. Empty: measured times only, no re-planning.
+  // FLEXPLAN_TOPOLOGY.
+  std::string topology_path;
+  // FLEXPLAN_REPLAN=off|detect|auto. Must agree on every rank (checked at creation).
+  Replan replan = Replan::Off;
+  // Calls of one schedule between two drift checks; the first window is the baseline.
+  // FLEXPLAN_DRIFT_WINDOW. Must agree on every rank.
+  unsigned drift_window = 20;
+  // A window whose measured/predicted ratio exceeds the baseline's by more than this percent
+  // (or falls below baseline / (1 + this)) has drifted. FLEXPLAN_DRIFT_PERCENT. Must agree.
+  unsigned drift_percent = 50;
+  // Where a re-plan writes its new plan (plan rank 0 writes). FLEXPLAN_REPLAN_OUT.
+  std::string replan_out;
 
   // Settings that could not be taken, each naming its variable and value
   // ("FLEXPLAN_TIMEOUT_MS='abc': expected a positive integer"); each such setting keeps its

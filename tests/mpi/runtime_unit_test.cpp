@@ -17,6 +17,7 @@
 #include "runtime/errors.hpp"
 #include "runtime/half.hpp"
 #include "runtime/host_check.hpp"
+#include "runtime/network_watch.hpp"
 #include "runtime/options.hpp"
 #include "runtime/reduce_kernels.hpp"
 #include "runtime/tag.hpp"
@@ -234,6 +235,146 @@ TEST(HostCheck, OptionFromTheEnvironment) {
   EXPECT_NE(bad.errors[0].find("FLEXPLAN_ALLOW_HOST_MISMATCH='maybe'"), std::string::npos);
   ::unsetenv("FLEXPLAN_ALLOW_HOST_MISMATCH");
   EXPECT_FALSE(Options().allow_host_mismatch) << "a mismatch is an error by default";
+}
+
+// --- following the network (runtime/network_watch.hpp) -------------------------------------------
+
+TEST(Options, FollowingTheNetworkSettings) {
+  setenv("FLEXPLAN_REPLAN", "auto", 1);
+  setenv("FLEXPLAN_DRIFT_WINDOW", "7", 1);
+  setenv("FLEXPLAN_DRIFT_PERCENT", "25", 1);
+  setenv("FLEXPLAN_STATS", "1", 1);
+  Options options = Options::from_env();
+  EXPECT_TRUE(options.errors.empty());
+  EXPECT_EQ(options.replan, Replan::Auto);
+  EXPECT_EQ(options.drift_window, 7u);
+  EXPECT_EQ(options.drift_percent, 25u);
+  EXPECT_TRUE(options.stats_report);
+  setenv("FLEXPLAN_REPLAN", "sometimes", 1);
+  setenv("FLEXPLAN_DRIFT_WINDOW", "1", 1);
+  options = Options::from_env();
+  EXPECT_EQ(options.errors.size(), 2u);
+  EXPECT_EQ(options.replan, Replan::Off) << "a bad value keeps the default";
+  EXPECT_EQ(options.drift_window, 20u);
+  for (const char* name : {"FLEXPLAN_REPLAN", "FLEXPLAN_DRIFT_WINDOW", "FLEXPLAN_DRIFT_PERCENT", "FLEXPLAN_STATS"})
+    unsetenv(name);
+}
+
+RankWindow window(double ratio, double baseline, double call = 0, double base_call = 0, double outside = 0,
+                  double base_outside = 0) {
+  RankWindow w;
+  w.ratio = ratio;
+  w.baseline = baseline;
+  w.mean_call = call;
+  w.baseline_call = base_call;
+  w.mean_outside = outside;
+  w.baseline_outside = base_outside;
+  return w;
+}
+
+TEST(Drift, WindowsTravelExactly) {
+  RankWindow w = window(1.0 / 3, 2.5e-7, 1e-3, 2e-3, 0.1, 0.2);
+  w.links = {{4, 1.0 / 7, 3.25}, {9, 2, 2}};
+  const RankWindow back = decode_window(encode_window(w));
+  EXPECT_EQ(back.ratio, w.ratio);
+  EXPECT_EQ(back.baseline, w.baseline);
+  EXPECT_EQ(back.mean_outside, w.mean_outside);
+  ASSERT_EQ(back.links.size(), 2u);
+  EXPECT_EQ(back.links[0].node, 4);
+  EXPECT_EQ(back.links[0].low, 1.0 / 7);
+  EXPECT_EQ(back.links[1].high, 2.0);
+  EXPECT_THROW(decode_window("0x1p+0 0x1p+0"), std::invalid_argument);
+}
+
+TEST(Drift, NeedsEnoughRanksBeyondTheThreshold) {
+  // Within 50% of the baseline: no drift.
+  EXPECT_FALSE(judge_drift({window(1.4, 1), window(1.45, 1), window(1.2, 1), window(1, 1)}, 0.5).drifted);
+  // One rank of four beyond it: not enough.
+  EXPECT_FALSE(judge_drift({window(3, 1), window(1, 1), window(1, 1), window(1, 1)}, 0.5).drifted);
+  // Half the ranks: a drift, its ratio the median of theirs.
+  const DriftVerdict two = judge_drift({window(3, 1), window(1, 1), window(5, 1), window(1, 1)}, 0.5);
+  EXPECT_TRUE(two.drifted);
+  EXPECT_TRUE(two.slower);
+  EXPECT_EQ(two.voting, (std::vector<int32_t>{0, 2}));
+  EXPECT_DOUBLE_EQ(two.ratio, 4);
+  // Faster (a link that came back) counts too.
+  const DriftVerdict faster = judge_drift({window(1, 4), window(1, 4), window(1, 4)}, 0.5);
+  EXPECT_TRUE(faster.drifted);
+  EXPECT_FALSE(faster.slower);
+  // A rank without a baseline does not vote.
+  EXPECT_FALSE(judge_drift({window(3, 0), window(3, 1), window(1, 1)}, 0.5).drifted);
+}
+
+TEST(Drift, OneLateProcessIsNotTheNetwork) {
+  // Ranks 0 and 2 wait 10 ms more per call; rank 1 spends 10 ms more outside the runtime.
+  const DriftVerdict late = judge_drift({window(20, 1, 10.5e-3, 0.5e-3, 1e-3, 1e-3),
+                                         window(1.1, 1, 0.5e-3, 0.5e-3, 11e-3, 1e-3),
+                                         window(20, 1, 10.5e-3, 0.5e-3, 1e-3, 1e-3)},
+                                        0.5);
+  EXPECT_FALSE(late.drifted);
+  EXPECT_EQ(late.slow_process, 1);
+  // The same wait with nobody's outside time grown: the network.
+  const DriftVerdict network = judge_drift({window(20, 1, 10.5e-3, 0.5e-3, 1e-3, 1e-3),
+                                            window(20, 1, 10.5e-3, 0.5e-3, 1e-3, 1e-3),
+                                            window(20, 1, 10.5e-3, 0.5e-3, 1e-3, 1e-3)},
+                                           0.5);
+  EXPECT_TRUE(network.drifted);
+  EXPECT_EQ(network.slow_process, -1);
+}
+
+TEST(Drift, LinkEstimatesTakeTheLeastSlowdownSeen) {
+  RankWindow a = window(2, 1), b = window(2, 1);
+  a.links = {{1, 4, 6}, {2, 1.0, 5}, {3, 1.1, 1.2}};
+  b.links = {{1, 5, 8}, {2, 3, 3}, {4, 0.2, 0.3}};
+  const auto links = combine_link_estimates({a, b}, 0.5);
+  // Node 1: every step over it was at least 4x slower. Node 2: a step over it ran at the
+  // baseline, so it is not slow. Node 3: within the noise band. Node 4: faster everywhere.
+  EXPECT_EQ(links, (std::map<int32_t, double>{{1, 4.0}, {4, 0.3}}));
+}
+
+TEST(Drift, PathsBlameTheFewestLinksThatExplainThem) {
+  // Machine uplinks 1, 2, 3; every path between machines crosses two of them. Machine 1's link
+  // slowed: the paths 1-2 and 1-3 are 4x and 3x slower, 2-3 at the baseline, and an
+  // intra-machine path (learner links 7, 8) slightly slower, within the noise band.
+  RankWindow a = window(2, 1), b = window(2, 1);
+  a.paths = {{{1, 2}, 4.0, 1.0}, {{7, 8}, 1.1, 1.0}};
+  b.paths = {{{1, 3}, 3.0, 1.0}, {{2, 3}, 1.0, 1.0}};
+  EXPECT_EQ(combine_link_estimates({a, b}, 0.5), (std::map<int32_t, double>{{1, 3.5}}));
+  // A second link is blamed only where it explains a quarter of the first's changed time.
+  RankWindow c = window(2, 1);
+  c.paths = {{{1, 2}, 9.0, 1.0}, {{5, 6}, 2.0, 1.0}, {{3, 4}, 4.0, 1.0}};
+  const auto two = combine_link_estimates({c}, 0.5);
+  EXPECT_EQ(two.size(), 2u);
+  EXPECT_DOUBLE_EQ(two.at(1), 9.0);  // (ties between 1 and 2: the lower node)
+  EXPECT_DOUBLE_EQ(two.at(3), 4.0);
+  // Every path back within the band: nothing to change.
+  RankWindow steady = window(1, 1);
+  steady.paths = {{{1, 2}, 1.1, 1.0}};
+  EXPECT_TRUE(combine_link_estimates({steady}, 0.5).empty());
+  // Paths travel with the rest of the record.
+  const RankWindow back = decode_window(encode_window(c));
+  ASSERT_EQ(back.paths.size(), 3u);
+  EXPECT_EQ(back.paths[2].links, (std::vector<int32_t>{3, 4}));
+  EXPECT_EQ(back.paths[2].seconds, 4.0);
+}
+
+TEST(Drift, StatsReportNamesWhereTheTimeGoes) {
+  CommStats stats;
+  stats.timed = true;
+  ScheduleStats s;
+  s.algorithm = "ring";
+  s.calls = 10;
+  s.measured = 10e-3;
+  s.predicted = 5e-3;
+  s.steps = {{0, 2e-3, 2e-3}, {1, 8e-3, 3e-3}};
+  stats.schedules.push_back(s);
+  stats.events.push_back("flexplan: drift before call #40: ...");
+  const std::string text = format_stats(stats);
+  EXPECT_NE(text.find("allreduce ring [0 B, inf): 10 calls, 1000.0 us/call measured, 500.0 us predicted (2.00x)"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("most time: level 1 80% (2.67x its prediction), step 1 (level 1) 80%, 2.67x its prediction"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("drift before call #40"), std::string::npos) << text;
 }
 
 }  // namespace

@@ -1,0 +1,598 @@
+// NetworkWatch and the verdict and estimates it exchanges (network_watch.hpp).
+#include "runtime/network_watch.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "ir/job_plan.hpp"
+#include "ir/pipeline_form.hpp"
+#include "planner/cost_model.hpp"
+#include "planner/plan_builder.hpp"
+#include "planner/size_format.hpp"
+#include "topology/topology.hpp"
+
+namespace flexplan {
+
+namespace {
+// Distinct call sizes a tally keeps apart; beyond, a size joins the nearest kept one.
+constexpr size_t kMaxSizes = 32;
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 1;
+  std::sort(values.begin(), values.end());
+  const size_t mid = values.size() / 2;
+  return values.size() % 2 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
+}
+
+std::string range_text(const ir::Schedule& schedule) {
+  return fmt::format("[{}, {})", format_bytes(static_cast<double>(schedule.min_bytes)),
+                     schedule.max_bytes ? format_bytes(static_cast<double>(*schedule.max_bytes)) : "inf");
+}
+
+// The tree level of program step k (a compact pipeline's expansion step: its base step's).
+int32_t step_level(const ir::Schedule& schedule, size_t k) {
+  const size_t base = schedule.slices > 1 ? ir::expanded_step_label(schedule, k) : k;
+  return base < schedule.steps.size() ? schedule.steps[base].level : 0;
+}
+
+std::string schedule_name(const ir::Schedule& schedule) {
+  std::string name = fmt::format("{} {}", ir::to_string(schedule.collective), schedule.algorithm);
+  if (ir::has_root(schedule.collective)) name += fmt::format(" root {}", schedule.root);
+  return name + " " + range_text(schedule);
+}
+}  // namespace
+
+// --- exchanged figures ------------------------------------------------------------------------
+
+std::string encode_window(const RankWindow& w) {
+  // %a: exact, so that every rank decodes the very doubles that were sent.
+  std::string text = fmt::format("{:a} {:a} {:a} {:a} {:a} {:a} {}", w.ratio, w.baseline, w.mean_call,
+                                 w.baseline_call, w.mean_outside, w.baseline_outside, w.links.size());
+  for (const LinkObservation& link : w.links) text += fmt::format(" {} {:a} {:a}", link.node, link.low, link.high);
+  text += fmt::format(" {}", w.paths.size());
+  for (const PathObservation& path : w.paths) {
+    text += fmt::format(" {:a} {:a} {}", path.seconds, path.baseline, path.links.size());
+    for (const int32_t node : path.links) text += fmt::format(" {}", node);
+  }
+  return text;
+}
+
+RankWindow decode_window(const std::string& text) {
+  std::istringstream in(text);
+  RankWindow w;
+  size_t links = 0;
+  const auto number = [&](double& value) {
+    std::string word;
+    if (!(in >> word)) throw std::invalid_argument("a truncated drift record");
+    value = std::strtod(word.c_str(), nullptr);
+  };
+  number(w.ratio);
+  number(w.baseline);
+  number(w.mean_call);
+  number(w.baseline_call);
+  number(w.mean_outside);
+  number(w.baseline_outside);
+  if (!(in >> links) || links > 10'000'000) throw std::invalid_argument("a malformed drift record");
+  w.links.resize(links);
+  for (LinkObservation& link : w.links) {
+    if (!(in >> link.node)) throw std::invalid_argument("a truncated drift record");
+    number(link.low);
+    number(link.high);
+  }
+  size_t paths = 0;
+  if (!(in >> paths) || paths > 10'000'000) throw std::invalid_argument("a malformed drift record");
+  w.paths.resize(paths);
+  for (PathObservation& path : w.paths) {
+    size_t nodes = 0;
+    number(path.seconds);
+    number(path.baseline);
+    if (!(in >> nodes) || nodes > 10'000'000) throw std::invalid_argument("a malformed drift record");
+    path.links.resize(nodes);
+    for (int32_t& node : path.links)
+      if (!(in >> node)) throw std::invalid_argument("a truncated drift record");
+  }
+  return w;
+}
+
+DriftVerdict judge_drift(const std::vector<RankWindow>& ranks, double threshold) {
+  DriftVerdict verdict;
+  std::vector<double> slower, faster;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const RankWindow& w = ranks[r];
+    if (w.baseline <= 0 || w.ratio <= 0) continue;
+    const double change = w.ratio / w.baseline;
+    if (change > 1 + threshold) slower.push_back(change);
+    if (change < 1 / (1 + threshold)) faster.push_back(change);
+  }
+  verdict.slower = slower.size() >= faster.size();
+  const auto& side = verdict.slower ? slower : faster;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const RankWindow& w = ranks[r];
+    if (w.baseline <= 0 || w.ratio <= 0) continue;
+    const double change = w.ratio / w.baseline;
+    if (verdict.slower ? change > 1 + threshold : change < 1 / (1 + threshold))
+      verdict.voting.push_back(static_cast<int32_t>(r));
+  }
+  const size_t world = ranks.size();
+  const size_t needed = std::max<size_t>((world + 1) / 2, std::min<size_t>(2, world));
+  if (side.size() < needed || side.empty()) return verdict;
+  verdict.ratio = median(side);
+  if (verdict.slower) {
+    // Calls that wait longer because one process comes late: that process's own time outside
+    // the runtime grew by about what the others' calls grew.
+    std::vector<double> call_growth;
+    for (const int32_t r : verdict.voting) {
+      const RankWindow& w = ranks[static_cast<size_t>(r)];
+      call_growth.push_back(w.mean_call - w.baseline_call);
+    }
+    const double growth = median(call_growth);
+    double largest = 0;
+    for (size_t r = 0; r < world; ++r) {
+      const double outside = ranks[r].mean_outside - ranks[r].baseline_outside;
+      if (growth > 0 && outside >= 0.5 * growth && outside > largest) {
+        largest = outside;
+        verdict.slow_process = static_cast<int32_t>(r);
+      }
+    }
+    if (verdict.slow_process >= 0) return verdict;
+  }
+  verdict.drifted = true;
+  return verdict;
+}
+
+namespace {
+// The fewest links that explain the paths changed beyond `band` one way (slower, or faster with
+// `faster`): combine_link_estimates with paths.
+std::map<int32_t, double> explain_paths(const std::vector<const PathObservation*>& paths, double band, bool faster) {
+  const auto changed = [&](const PathObservation& p) {
+    const double change = p.seconds / p.baseline;
+    return faster ? change < 1 / band : change > band;
+  };
+  // A link whose paths, all of them together, stayed within the band (or changed the other way)
+  // is not a cause: by time, so that one short path at the old pace does not clear a link whose
+  // long paths slowed.
+  std::map<int32_t, std::pair<double, double>> over_all;  // node -> (seconds, baseline)
+  for (const PathObservation* p : paths) {
+    for (const int32_t node : p->links) {
+      over_all[node].first += p->seconds;
+      over_all[node].second += p->baseline;
+    }
+  }
+  std::set<int32_t> cleared;
+  for (const auto& [node, times] : over_all) {
+    const double change = times.first / times.second;
+    if (faster ? !(change < 1 / band) : !(change > band)) cleared.insert(node);
+  }
+  std::vector<const PathObservation*> open;
+  for (const PathObservation* p : paths)
+    if (changed(*p)) open.push_back(p);
+  std::map<int32_t, double> factors;
+  double first_weight = 0;
+  while (true) {
+    std::map<int32_t, double> weight;  // node -> changed time it could explain
+    for (const PathObservation* p : open)
+      for (const int32_t node : p->links)
+        if (!cleared.count(node)) weight[node] += std::abs(p->seconds - p->baseline);
+    if (weight.empty()) break;
+    const auto best = std::max_element(weight.begin(), weight.end(),
+                                       [](const auto& a, const auto& b) { return a.second < b.second; });
+    // A link that explains under a quarter of what the first explained is left as noise (paths
+    // of other ranks slowed by a busy host, not by a link).
+    if (factors.empty()) first_weight = best->second;
+    else if (best->second < first_weight / 4) break;
+    const int32_t node = best->first;
+    double seconds = 0, baseline = 0;
+    std::vector<const PathObservation*> still_open;
+    for (const PathObservation* p : open) {
+      if (std::binary_search(p->links.begin(), p->links.end(), node)) {
+        seconds += p->seconds;
+        baseline += p->baseline;
+      } else {
+        still_open.push_back(p);
+      }
+    }
+    factors[node] = seconds / baseline;
+    cleared.insert(node);  // (explained: not picked again)
+    open = std::move(still_open);
+  }
+  return factors;
+}
+}  // namespace
+
+std::map<int32_t, double> combine_link_estimates(const std::vector<RankWindow>& ranks, double threshold) {
+  const double band = 1 + threshold / 2;
+  std::vector<const PathObservation*> paths;
+  for (const RankWindow& w : ranks)
+    for (const PathObservation& p : w.paths)
+      if (p.seconds > 0 && p.baseline > 0 && !p.links.empty()) paths.push_back(&p);
+  if (!paths.empty()) {
+    // Slower or faster: the side with more changed time.
+    double slower = 0, faster = 0;
+    for (const PathObservation* p : paths) {
+      const double change = p->seconds / p->baseline;
+      if (change > band) slower += p->seconds - p->baseline;
+      if (change < 1 / band) faster += p->baseline - p->seconds;
+    }
+    if (slower == 0 && faster == 0) return {};
+    return explain_paths(paths, band, faster > slower);
+  }
+  std::map<int32_t, std::pair<double, double>> range;  // node -> (lowest, highest)
+  for (const RankWindow& w : ranks) {
+    for (const LinkObservation& link : w.links) {
+      if (!(link.low > 0) || !(link.high > 0)) continue;
+      auto [it, fresh] = range.try_emplace(link.node, link.low, link.high);
+      if (!fresh) {
+        it->second.first = std::min(it->second.first, link.low);
+        it->second.second = std::max(it->second.second, link.high);
+      }
+    }
+  }
+  std::map<int32_t, double> factors;
+  for (const auto& [node, lh] : range) {
+    if (lh.first > band) factors[node] = lh.first;
+    else if (lh.second < 1 / band) factors[node] = lh.second;
+  }
+  return factors;
+}
+
+// --- tallies ----------------------------------------------------------------------------------
+
+void NetworkWatch::Tally::add(uint64_t bytes, double call_seconds, std::span<const double> step_seconds,
+                              double outside_seconds) {
+  ++calls;
+  seconds += call_seconds;
+  outside += outside_seconds;
+  if (steps.size() < step_seconds.size()) steps.resize(step_seconds.size(), 0.0);
+  for (size_t s = 0; s < step_seconds.size(); ++s) steps[s] += step_seconds[s];
+  for (auto& [b, n] : sizes) {
+    if (b == bytes) {
+      ++n;
+      return;
+    }
+  }
+  if (sizes.size() < kMaxSizes) {
+    sizes.emplace_back(bytes, 1);
+    return;
+  }
+  auto nearest = std::min_element(sizes.begin(), sizes.end(), [&](const auto& a, const auto& b) {
+    const auto distance = [&](uint64_t x) { return x > bytes ? x - bytes : bytes - x; };
+    return distance(a.first) < distance(b.first);
+  });
+  ++nearest->second;
+}
+
+NetworkWatch::NetworkWatch(const Options& options, const ir::Plan& plan, int32_t rank,
+                           std::unique_ptr<Topology> topology)
+    : plan_(&plan),
+      rank_(rank),
+      chunk_bytes_(static_cast<double>(options.chunk_bytes)),
+      checking_(options.replan != Replan::Off),
+      timed_(options.stats_report || options.replan != Replan::Off),
+      window_(std::max<unsigned>(options.drift_window, 2)),
+      topology_(std::move(topology)),
+      records_(plan.schedules.size()) {
+  if (topology_) file_topology_ = std::make_unique<Topology>(*topology_);
+}
+
+NetworkWatch::~NetworkWatch() = default;
+
+void NetworkWatch::record(size_t schedule, uint64_t bytes, double seconds, std::span<const double> step_seconds,
+                          double outside) {
+  Record& r = records_[schedule];
+  r.total.add(bytes, seconds, step_seconds, outside);
+  if (checking_) r.window.add(bytes, seconds, step_seconds, outside);
+}
+
+void NetworkWatch::price(size_t schedule) {
+  Record& r = records_[schedule];
+  if (!r.costs.empty() || !topology_) return;
+  CostParams params;
+  params.hop_overhead = kMeasuredHopOverhead;
+  params.reduce_bandwidth = topology_->reduce_bandwidth();
+  params.chunk_bytes = chunk_bytes_;
+  try {
+    // A compact pipeline is priced whole, step by step as the program runs it.
+    const ir::Schedule& held = plan_->schedules[schedule];
+    const ir::Schedule whole = held.slices > 1 ? ir::materialize(held) : ir::Schedule{};
+    const ir::Schedule& priced = held.slices > 1 ? whole : held;
+    auto costs = evaluate_steps(*topology_, priced, params);
+    if (costs.size() == priced.steps.size()) r.costs = std::move(costs);
+  } catch (const std::exception&) {
+    // (A schedule the evaluator cannot price: measured times only.)
+  }
+}
+
+double NetworkWatch::predicted(const Record& record, const Tally& tally, size_t step) const {
+  if (step >= record.costs.size()) return -1;
+  double total = 0;
+  for (const auto& [bytes, calls] : tally.sizes)
+    total += static_cast<double>(calls) * record.costs[step].at(static_cast<double>(bytes), chunk_bytes_);
+  return total;
+}
+
+double NetworkWatch::predicted_call(const Record& record, const Tally& tally) const {
+  if (record.costs.empty()) return -1;
+  double total = 0;
+  for (size_t s = 0; s < record.costs.size(); ++s) total += predicted(record, tally, s);
+  return total;
+}
+
+std::optional<RankWindow> NetworkWatch::window_for_check(
+    std::optional<size_t> only, const std::function<const codegen::RankProgram&(size_t)>& program_of) {
+  RankWindow mine;
+  double measured = 0, expected = 0, calls = 0, outside = 0;
+  double base_expected = 0;  // the window's expected time at the baseline's ratios
+  double base_call = 0, base_outside = 0;
+  bool any_baseline = false, setting_baseline = false;
+  // Per uplink: the time of the steps that crossed it, and what they took at the baseline; and
+  // the same per set of uplinks crossed together (a path).
+  std::map<int32_t, std::pair<double, double>> link_time;
+  std::map<std::vector<int32_t>, std::pair<double, double>> path_time;
+  for (size_t s = 0; s < records_.size(); ++s) {
+    if (only && s != *only) continue;
+    Record& r = records_[s];
+    if (r.window.calls == 0) continue;
+    price(s);
+    const Tally& w = r.window;
+    const double calls_here = static_cast<double>(w.calls);
+    const double predicted_here = predicted_call(r, w);
+    const double ratio = predicted_here > 0 ? w.seconds / predicted_here : w.seconds / calls_here;
+    // Per step: measured against predicted (or per call), which the baseline's step ratio divides.
+    std::vector<double> step_ratio(w.steps.size(), 0.0);
+    for (size_t k = 0; k < w.steps.size(); ++k) {
+      const double p = predicted(r, w, k);
+      step_ratio[k] = p > 0 ? w.steps[k] / p : w.steps[k] / calls_here;
+    }
+    if (!r.has_baseline && only && !r.warmed_up) {
+      // The first window warms up (lowering, first allocations, connections): not a baseline.
+      r.warmed_up = true;
+      r.window = Tally{};
+      setting_baseline = true;
+      continue;
+    }
+    if (!r.has_baseline && only) {
+      // The first window of a drift check is the baseline: the model's error on this cluster.
+      r.has_baseline = true;
+      r.baseline.ratio = ratio;
+      r.baseline.mean_call = w.seconds / calls_here;
+      r.baseline.mean_outside = w.outside / calls_here;
+      r.step_baseline = step_ratio;
+      r.window = Tally{};
+      setting_baseline = true;
+      continue;
+    }
+    measured += w.seconds;
+    calls += calls_here;
+    outside += w.outside;
+    expected += predicted_here > 0 ? predicted_here : calls_here;
+    if (r.has_baseline) {
+      any_baseline = true;
+      base_expected += (predicted_here > 0 ? predicted_here : calls_here) * r.baseline.ratio;
+      base_call += r.baseline.mean_call * calls_here;
+      base_outside += r.baseline.mean_outside * calls_here;
+    }
+    // Which uplinks each step's messages cross on this rank (once per schedule).
+    if (topology_ && !r.links_known) {
+      const codegen::RankProgram& program = program_of(s);
+      r.step_links.assign(program.steps.size(), {});
+      for (size_t k = 0; k < program.steps.size(); ++k) {
+        std::set<int32_t> nodes;
+        const auto add_route = [&](int32_t from, int32_t to) {
+          const Topology::Route route = topology_->route(from, to);
+          nodes.insert(route.up.begin(), route.up.end());
+          nodes.insert(route.down.begin(), route.down.end());
+        };
+        for (const codegen::Task& task : program.steps[k].tasks) {
+          for (const codegen::Link& source : task.sources) add_route(source.rank, rank_);
+          for (const codegen::Link& destination : task.destinations) add_route(rank_, destination.rank);
+        }
+        r.step_links[k].assign(nodes.begin(), nodes.end());
+      }
+      r.links_known = true;
+    }
+    if (r.links_known) {
+      for (size_t k = 0; k < step_ratio.size() && k < r.step_links.size(); ++k) {
+        if (step_ratio[k] <= 0) continue;
+        const double base = k < r.step_baseline.size() && r.step_baseline[k] > 0 ? r.step_baseline[k] : 1.0;
+        const double change = step_ratio[k] / base;
+        for (const int32_t node : r.step_links[k]) {
+          link_time[node].first += w.steps[k];
+          link_time[node].second += w.steps[k] / change;
+        }
+        if (!r.step_links[k].empty()) {
+          auto& path = path_time[r.step_links[k]];
+          path.first += w.steps[k];
+          path.second += w.steps[k] / change;
+        }
+      }
+    }
+    r.window = Tally{};
+  }
+  if (setting_baseline && calls == 0) return std::nullopt;
+  if (calls > 0) {
+    mine.ratio = measured / expected;
+    mine.mean_call = measured / calls;
+    mine.mean_outside = outside / calls;
+  }
+  // Without a baseline (an explicit re-plan before the first check) the prediction is the baseline.
+  mine.baseline = any_baseline ? base_expected / expected : (calls > 0 ? 1.0 : 0.0);
+  mine.baseline_call = any_baseline ? base_call / calls : mine.mean_call;
+  mine.baseline_outside = any_baseline ? base_outside / calls : mine.mean_outside;
+  // Weighted by time, so that a pipeline's many short steps (its fill and drain) do not clear
+  // a link that its long steps show slowed.
+  for (const auto& [node, times] : link_time) {
+    if (times.second <= 0) continue;
+    const double change = times.first / times.second;
+    mine.links.push_back({node, change, change});
+  }
+  for (const auto& [nodes, times] : path_time) mine.paths.push_back({nodes, times.first, times.second});
+  return mine;
+}
+
+std::string NetworkWatch::describe_drift(std::optional<size_t> schedule, const DriftVerdict& verdict,
+                                         const std::map<int32_t, double>& links) const {
+  std::string text = fmt::format("{} {:.2f}x their baseline on ranks",
+                                 schedule ? schedule_name(plan_->schedules[*schedule]) + ": calls" : "calls",
+                                 verdict.ratio);
+  for (const int32_t r : verdict.voting) text += fmt::format(" {}", r);
+  if (verdict.slow_process >= 0) {
+    return text + fmt::format("; rank {}'s own time outside the calls grew as much: one slow process, "
+                              "not the network", verdict.slow_process);
+  }
+  // The level of the steps on this rank whose time changed most.
+  if (schedule && records_[*schedule].links_known) {
+    const ir::Schedule& s = plan_->schedules[*schedule];
+    std::set<int32_t> levels;
+    for (size_t k = 0; k < records_[*schedule].step_links.size(); ++k) {
+      for (const int32_t node : records_[*schedule].step_links[k])
+        if (links.count(node)) levels.insert(step_level(s, k));
+    }
+    if (!levels.empty()) {
+      text += "; steps at level";
+      for (const int32_t level : levels) text += fmt::format(" {}", level);
+    }
+  }
+  if (links.empty()) return text + "; no single link stands out";
+  text += "; links";
+  for (const auto& [node, factor] : links) {
+    const std::string name = topology_ ? topology_->full_name(node) : std::to_string(node);
+    text += fmt::format(" {} {:.2f}x {}", name, factor >= 1 ? factor : 1 / factor, factor >= 1 ? "slower" : "faster");
+  }
+  return text;
+}
+
+ir::Plan NetworkWatch::plan_for_links(const ir::Plan& current, const std::map<int32_t, double>& links,
+                                      double* seconds) {
+  if (!topology_) throw std::runtime_error("no topology (FLEXPLAN_TOPOLOGY) to re-plan from");
+  const auto began = std::chrono::steady_clock::now();
+  Topology changed = *topology_;
+  std::vector<Topology::UplinkChange> changes;
+  for (const auto& [node, factor] : links) {
+    if (node <= 0 || node >= changed.num_nodes() || !(factor > 0)) continue;
+    Link link = changed.uplink(node);
+    // Never above what the topology file gives (a link that came back returns to it).
+    link.bandwidth = std::min(link.bandwidth / factor, file_topology_->uplink(node).bandwidth);
+    changes.push_back({node, link});
+  }
+  changed.set_uplinks(changes);
+  PlanOptions options;
+  options.collectives.clear();
+  for (const ir::Schedule& s : current.schedules) {
+    if (std::find(options.collectives.begin(), options.collectives.end(), s.collective) == options.collectives.end())
+      options.collectives.push_back(s.collective);
+  }
+  options.roots.clear();
+  for (const ir::Schedule& s : current.schedules) {
+    if (ir::has_root(s.collective) &&
+        std::find(options.roots.begin(), options.roots.end(), s.root) == options.roots.end())
+      options.roots.push_back(s.root);
+  }
+  if (options.roots.empty()) options.roots.push_back(0);
+  options.cost.hop_overhead = kMeasuredHopOverhead;
+  options.cost.reduce_bandwidth = changed.reduce_bandwidth();
+  options.cost.chunk_bytes = chunk_bytes_;
+  options.prepare_bases_in_parallel = false;  // (between calls: no threads of its own)
+  ir::Plan plan = build_plan(changed, options);
+  ir::check_job_plan(plan, current.world_size, rank_);
+  candidate_ = std::make_unique<Topology>(std::move(changed));
+  *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  return plan;
+}
+
+void NetworkWatch::adopt(const ir::Plan& plan) {
+  for (size_t s = 0; s < records_.size(); ++s) {
+    if (records_[s].total.calls > 0) retired_.push_back(stats_of(plan_->schedules[s], records_[s]));
+  }
+  records_.assign(plan.schedules.size(), Record{});
+  if (candidate_) topology_ = std::move(candidate_);
+  ++generation_;
+}
+
+ScheduleStats NetworkWatch::stats_of(const ir::Schedule& schedule, const Record& record) const {
+  ScheduleStats out;
+  out.algorithm = schedule.algorithm;
+  out.collective = schedule.collective;
+  out.root = schedule.root;
+  out.min_bytes = schedule.min_bytes;
+  out.max_bytes = schedule.max_bytes;
+  out.plan_generation = generation_;
+  out.calls = record.total.calls;
+  out.measured = record.total.seconds;
+  out.predicted = predicted_call(record, record.total);
+  out.steps.resize(record.total.steps.size());
+  for (size_t k = 0; k < out.steps.size(); ++k) {
+    out.steps[k].level = step_level(schedule, k);
+    out.steps[k].measured = record.total.steps[k];
+    out.steps[k].predicted = predicted(record, record.total, k);
+  }
+  return out;
+}
+
+CommStats NetworkWatch::stats() const {
+  CommStats out;
+  out.rank = rank_;
+  out.timed = timed_;
+  out.plan_generation = generation_;
+  out.schedules = retired_;
+  for (size_t s = 0; s < records_.size(); ++s) {
+    if (records_[s].total.calls == 0) continue;
+    const_cast<NetworkWatch*>(this)->price(s);
+    out.schedules.push_back(stats_of(plan_->schedules[s], records_[s]));
+  }
+  out.events = events_;
+  return out;
+}
+
+// --- the report -------------------------------------------------------------------------------
+
+std::string format_stats(const CommStats& stats) {
+  std::string text;
+  if (!stats.timed) text += "calls are not timed (FLEXPLAN_STATS=1 or FLEXPLAN_REPLAN=detect|auto times them)\n";
+  for (const ScheduleStats& s : stats.schedules) {
+    const double calls = static_cast<double>(std::max<uint64_t>(s.calls, 1));
+    text += fmt::format("{} {}{} [{}, {}){}: {} calls, {:.1f} us/call measured", ir::to_string(s.collective),
+                        s.algorithm, ir::has_root(s.collective) ? fmt::format(" root {}", s.root) : "",
+                        format_bytes(static_cast<double>(s.min_bytes)),
+                        s.max_bytes ? format_bytes(static_cast<double>(*s.max_bytes)) : "inf",
+                        s.plan_generation ? fmt::format(" (plan {})", s.plan_generation) : "", s.calls,
+                        1e6 * s.measured / calls);
+    if (s.predicted > 0) {
+      text += fmt::format(", {:.1f} us predicted ({:.2f}x)", 1e6 * s.predicted / calls, s.measured / s.predicted);
+    }
+    // Where the time goes: the step of the largest share.
+    size_t worst = 0;
+    double steps_total = 0;
+    for (size_t k = 0; k < s.steps.size(); ++k) {
+      steps_total += s.steps[k].measured;
+      if (s.steps[k].measured > s.steps[worst].measured) worst = k;
+    }
+    if (steps_total > 0) {
+      // The level whose steps take the most, then the single step (a pipeline spreads a level
+      // over many steps).
+      std::map<int32_t, std::pair<double, double>> by_level;  // level -> (measured, predicted)
+      for (const StepStats& step : s.steps) {
+        by_level[step.level].first += step.measured;
+        by_level[step.level].second += std::max(step.predicted, 0.0);
+      }
+      const auto top = std::max_element(by_level.begin(), by_level.end(), [](const auto& a, const auto& b) {
+        return a.second.first < b.second.first;
+      });
+      text += fmt::format("; most time: level {} {:.0f}%", top->first, 100 * top->second.first / steps_total);
+      if (top->second.second > 0) text += fmt::format(" ({:.2f}x its prediction)", top->second.first / top->second.second);
+      const StepStats& w = s.steps[worst];
+      text += fmt::format(", step {} (level {}) {:.0f}%", worst, w.level, 100 * w.measured / steps_total);
+      if (w.predicted > 0) text += fmt::format(", {:.2f}x its prediction", w.measured / w.predicted);
+    }
+    text += '\n';
+  }
+  for (const std::string& event : stats.events) text += event + '\n';
+  return text;
+}
+
+}  // namespace flexplan
