@@ -42,12 +42,13 @@ t = json.load(open(sys.argv[1]))
 machines = t["root"]["children"]
 assert [m["name"] for m in machines] == ["a", "b"], machines
 assert [[l["rank"] for l in m["children"]] for m in machines] == [[0, 1], [2, 3]]
-# declared: the same tree with machine a's link ten times the measured figure
+# declared: the same tree with machine a's link a tenth of the measured figure (below it, so
+# that a measurement that is only a floor, ">=", on a busy host still finds it off)
 for m in machines:
     m["link"]["bandwidth"] = m["link"]["bandwidth"]
 d = json.loads(json.dumps(t))
 bw, unit = d["root"]["children"][0]["link"]["bandwidth"].split()
-d["root"]["children"][0]["link"]["bandwidth"] = f"{float(bw) * 10} {unit}"
+d["root"]["children"][0]["link"]["bandwidth"] = f"{float(bw) / 10} {unit}"
 json.dump(d, open(sys.argv[2], "w"))
 # a tree whose machines group the ranks otherwise: 0 | 1,2,3
 w = {"name": "w", "root": {"name": "s", "children": [
