@@ -10,10 +10,13 @@ import json
 import sys
 
 
-def chosen(plan, sizes):
+def chosen(plan, sizes, collective="allreduce"):
+    """The algorithms serving `sizes` among the plan's schedules of `collective` (a plan holds
+    every collective by default; a schedule without the field is an all-reduce's)."""
     names = []
+    schedules = [s for s in plan["schedules"] if s.get("collective", "allreduce") == collective]
     for size in sizes:
-        for s in plan["schedules"]:
+        for s in schedules:
             top = s["max_bytes"]
             if s["min_bytes"] <= size and (top is None or size < top):
                 if s["algorithm"] not in names:
