@@ -35,6 +35,7 @@ struct PlanCommand {
   std::vector<std::string> algorithms;
   // Every collective the runtime runs; --collectives narrows the set.
   std::vector<std::string> collectives{"allreduce", "reduce_scatter", "allgather", "broadcast", "reduce"};
+  bool collectives_named = false;  // --collectives given: what it names must all be planned
   std::vector<int32_t> roots{0};
   CostOptions cost;
   std::string format = "text";
@@ -339,6 +340,7 @@ void print_json(const Topology& topo, const PlanCommand& command, const PlanRepo
     collectives.push_back(std::move(entry));
   }
   document["collectives"] = collectives;
+  document["collectives_left_out"] = report.collectives_left_out;
   if (report.flexreduce_calls) {
     const auto& calls = *report.flexreduce_calls;
     document["flexreduce_calls"] = {{"top_step_avg", calls.top_rooted_avg},
@@ -370,7 +372,11 @@ void run(const PlanCommand& command, CostParams cost) {
   options.cost = cost;
   options.progress = [&](std::string_view what) { progress(what); };
   options.compact_pipelines = true;  // the plan is only verified and written: no need to expand
+  // By default every collective: one that cannot be built at this size is left out, and said so.
+  options.leave_out_unbuildable = !command.collectives_named;
   const auto report = build_plan_report(topo, options);
+  for (const std::string& why : report.collectives_left_out)
+    fmt::print(stderr, "flexplan: warning: not planned, {}\n", why);
   progress("verifying and writing the plan");
   ir::write_plan_file(command.output, report.plan);
   progress("done");
@@ -413,6 +419,7 @@ void setup(CLI::App& app) {
                "also list the candidates not chosen, left out or not suited, and every size range");
   app.callback([&app, command] {
     if (!app.get_subcommands().empty()) return;  // a subcommand did the work
+    command->collectives_named = app.count("--collectives") > 0;
     if (command->topology_path.empty())
       throw CLI::RequiredError("TOPOLOGY (flexplan TOPOLOGY.json -o plan.bin, or a subcommand)");
     CostParams cost;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -82,8 +83,16 @@ CollectivePlan plan_collective(const Topology&, ir::Collective, int32_t root,
 // reduce for each of `options.roots`), as plan_collective plans them, but a copying collective
 // and its transpose from one race. In collective order, then root order; progress told as
 // each race ends.
+// With PlanOptions::leave_out_unbuildable, a collective none of whose rows fits the schedule
+// limits is left out, and why goes to `left_out` ("allgather: ..."), instead of failing.
 struct PlanOptions;
-std::vector<CollectivePlan> plan_other_collectives(const Topology&, const PlanOptions&);
+std::vector<CollectivePlan> plan_other_collectives(const Topology&, const PlanOptions&,
+                                                   std::vector<std::string>* left_out = nullptr);
+
+// No row of a collective fits the schedule limits on this tree.
+struct CollectiveBeyondLimits : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 // Whether the evaluator prices the transpose of a copying schedule (transpose_copies) as the
 // schedule itself, up to rounding: reductions are not priced, and the transpose's first-chunk

@@ -945,7 +945,7 @@ PlanReport build_plan_report(const Topology& topo, const PlanOptions& options) {
   // All-reduce is planned always (the plan's other fields come with it) and kept when asked.
   if (!asked(ir::Collective::AllReduce)) report.plan.schedules.clear();
   // A copying collective and its transpose share one race (collective_planner.hpp).
-  for (CollectivePlan& planned : plan_other_collectives(topo, options)) {
+  for (CollectivePlan& planned : plan_other_collectives(topo, options, &report.collectives_left_out)) {
     // Copies share their steps (ir/shared_vector.hpp): the report keeps its own.
     report.plan.schedules.insert(report.plan.schedules.end(), planned.schedules.begin(),
                                  planned.schedules.end());

@@ -67,6 +67,10 @@ struct PlanOptions {
   // up to 10% slower, so the plan's predicted time can rise when a link is made faster (a
   // faster row's price falls into another's margin) (docs/cost-model.md, Selection margin).
   bool selection_margins = true;
+  // A collective other than all-reduce none of whose rows fits the schedule limits is left out
+  // (PlanReport::collectives_left_out says why) instead of failing the plan: the plan command's
+  // default set of collectives, where the user named none.
+  bool leave_out_unbuildable = false;
 };
 
 // A lower bound of the price of `base` cut into `slices` slices (pipeline.hpp), nondecreasing
@@ -119,6 +123,8 @@ struct PlanReport {
   // The other collectives' races (collective_planner.hpp), one per collective and root, in the
   // order their schedules follow the all-reduce's in the plan.
   std::vector<CollectivePlan> collectives;
+  // Collectives asked for but left out (PlanOptions::leave_out_unbuildable): "allgather: why".
+  std::vector<std::string> collectives_left_out;
   // The planner's working memory where it was large (the bases it built, a million ops at 16k
   // learners: about 10 ms to free), freed on a thread of its own while the caller goes on
   // (verifies and writes the plan); that thread is joined when the last copy of the report goes.

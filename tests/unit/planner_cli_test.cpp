@@ -205,6 +205,35 @@ TEST_F(PlannerCli, PredictTakesACollective) {
   EXPECT_NE(root.output.find("--root 5 is not among the 5 learners"), std::string::npos) << root.output;
 }
 
+// By default (every collective) one that cannot be built at this size is left out with a
+// warning and the plan is written; named with --collectives, it fails the command (exit 4).
+// Here the all-gather rows are narrowed to the ring, whose P (P - 1) ops on 3,000 learners
+// pass the limits.
+TEST_F(PlannerCli, ACollectiveBeyondTheLimitsIsLeftOutByDefault) {
+  const std::string topo = path("flat-3000.json"), plan = path("flat.bin");
+  std::ofstream(topo) << R"({"name": "flat-3000", "root": {"name": "s", "children": [)"
+                      << R"({"name": "g", "count": 3000, "link": {"bandwidth": "100 Gbit/s"}}]}})";
+  const auto run = run_flexplan(topo + " -o " + plan + " -a rd-leader,ring --format json", "2>&1 >/dev/null");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("flexplan: warning: not planned, allgather: no allgather algorithm can be built"),
+            std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("not planned, reduce_scatter:"), std::string::npos) << run.output;
+  const auto loaded = ir::read_plan_file(plan);
+  bool broadcast = false;
+  for (const auto& schedule : loaded.schedules) {
+    EXPECT_NE(schedule.collective, ir::Collective::AllGather);
+    EXPECT_NE(schedule.collective, ir::Collective::ReduceScatter);
+    broadcast = broadcast || schedule.collective == ir::Collective::Broadcast;
+  }
+  EXPECT_TRUE(broadcast);
+  const auto json = run_flexplan(topo + " -o " + plan + " -a rd-leader,ring --format json", "2>/dev/null");
+  ASSERT_EQ(json.exit_code, 0);
+  EXPECT_EQ(nlohmann::json::parse(json.output)["collectives_left_out"].size(), 2u) << json.output;
+  const auto named = run_flexplan(topo + " -o " + plan + " -a rd-leader,ring --collectives allreduce,allgather", "2>&1");
+  EXPECT_EQ(named.exit_code, 4) << named.output;
+  EXPECT_NE(named.output.find("error: no allgather algorithm can be built"), std::string::npos) << named.output;
+}
+
 // The plan command writes the collectives asked for, each verified, and says so.
 TEST_F(PlannerCli, PlanWritesTheCollectivesAskedFor) {
   const auto run = run_flexplan("" + topology("two-machines-2+3") + " -o " + path("all.bin") +
