@@ -159,6 +159,8 @@ SlurmTopology parse_slurm_topology(std::string_view text, const std::string& sou
       if (node.find('/') != std::string::npos)
         throw ImportError(source, line, fmt::format("machine name '{}' holds a '/'", detail::escaped(node)));
       auto [it, fresh] = node_line.emplace(node, line);
+      if (!fresh && topo.switch_of_node[node] == index)  // this switch is not in topo.switches yet
+        throw ImportError(source, line, fmt::format("machine '{}' is listed twice", detail::escaped(node)));
       if (!fresh) {
         throw ImportError(source, line, fmt::format("machine '{}' is already under switch '{}' (line {})",
                                                     detail::escaped(node),
@@ -182,6 +184,8 @@ SlurmTopology parse_slurm_topology(std::string_view text, const std::string& sou
                                                        detail::escaped(child)));
       const int c = it->second;
       if (c == static_cast<int>(s)) throw ImportError(source, sw.line, fmt::format("switch '{}' lists itself", sw.name));
+      if (topo.parent[static_cast<size_t>(c)] == static_cast<int>(s))
+        throw ImportError(source, sw.line, fmt::format("switch '{}' lists switch '{}' twice", sw.name, child));
       if (topo.parent[static_cast<size_t>(c)] >= 0) {
         const auto& other = topo.switches[static_cast<size_t>(topo.parent[static_cast<size_t>(c)])];
         throw ImportError(source, sw.line, fmt::format("switch '{}' is already under switch '{}' (line {}); a tree "

@@ -123,6 +123,9 @@ TEST(SlurmTopology, Errors) {
   EXPECT_TRUE(contains(error("SwitchName=s0 Nodes=a1\nSwitchName=s0 Nodes=a2\n"), "t.conf:2: switch 's0' is already defined on line 1"));
   EXPECT_TRUE(contains(error("SwitchName=s0 Nodes=a[1-2]\nSwitchName=s1 Nodes=a2\n"),
                        "t.conf:2: machine 'a2' is already under switch 's0' (line 1)"));
+  // A machine or switch named twice on one line (found by the fuzzer: the first message read a switch not yet stored).
+  EXPECT_EQ(error("SwitchName=s0 Nodes=a[1-2],a2\n"), "t.conf:1: machine 'a2' is listed twice");
+  EXPECT_EQ(error("SwitchName=t Switches=s0,s0\nSwitchName=s0 Nodes=a1\n"), "t.conf:1: switch 't' lists switch 's0' twice");
   EXPECT_TRUE(contains(error("\n\nSwitchName=s0 Nodes=a[1-\n"), "t.conf:3: Nodes=a[1-:"));
   EXPECT_TRUE(contains(error("SwitchName=top Switches=s[0-1]\nSwitchName=s0 Nodes=a1\n"),
                        "t.conf:1: switch 'top' lists switch 's1', which no line defines"));
