@@ -19,6 +19,9 @@
 
 namespace flexplan::bootstrap {
 
+// This host's name (gethostname), as the runtime groups ranks into machines by it.
+std::string this_host();
+
 // This process's host name and its rank among the processes on that host.
 struct HostIdentity {
   std::string host;
