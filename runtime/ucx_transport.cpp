@@ -10,6 +10,7 @@
 #include <string>
 
 #include <fmt/format.h>
+#include <ucs/config/global_opts.h>
 
 #include "runtime/errors.hpp"
 #include "runtime/tag.hpp"
@@ -120,8 +121,18 @@ void UcxTransport::connect(const std::vector<std::vector<uint8_t>>& addresses, i
   abort_receive_ = request;
 }
 
+namespace {
+// Once a job has failed, the runtime's own error names the cause; UCX's complaints about peers
+// that already exited (a failed shmat of a dead peer's shared memory, for one) only bury it.
+// A UCX_LOG_LEVEL the user set stands.
+void quiet_ucx_after_failure() {
+  if (std::getenv("UCX_LOG_LEVEL") == nullptr) ucs_global_opts.log_component.log_level = UCS_LOG_LEVEL_FATAL;
+}
+}  // namespace
+
 void UcxTransport::send_abort(int32_t self, const std::string& reason, std::chrono::milliseconds limit) {
   if (!abort_outbox_.empty()) return;  // once
+  quiet_ucx_after_failure();
   const std::string text = reason.substr(0, kAbortNoticeBytes - sizeof(int32_t));
   abort_outbox_.resize(sizeof(int32_t) + text.size());
   std::memcpy(abort_outbox_.data(), &self, sizeof(int32_t));
@@ -158,6 +169,7 @@ std::optional<Transport::AbortNotice> UcxTransport::abort_notice() {
     notice.reason = fmt::format("(an abort notice that could not be read: {})", ucs_status_string(status));
   }
   abort_notice_ = notice;
+  quiet_ucx_after_failure();
   return abort_notice_;
 }
 

@@ -10,6 +10,8 @@ Scenarios (--scenario):
   wrong-size   the plan is for another world size: every rank must raise.
   bad-setting  rank 1 alone has a malformed FLEXPLAN_TIMEOUT_MS: every rank must raise, naming it.
   dead-peer    the last rank dies after two steps: every other rank must raise, not hang.
+  early-exit   the last rank exits (status 0) after two steps, as under torchrun, which then
+               waits for the others: they must raise, and UCX must not add its own complaints.
 Expected failures print "EXPECTED-ERROR: <message>" and exit 3; anything else exits non-zero
 with a traceback. launch.py checks the outcome of every rank.
 """
@@ -208,8 +210,16 @@ def expect_failure(args):
         os.environ["FLEXPLAN_TIMEOUT_MS"] = "abc"
     try:
         init(args, plan)
-        if args.scenario != "dead-peer":
+        if args.scenario not in ("dead-peer", "early-exit"):
             raise AssertionError("init_process_group accepted the bad setup")
+        if args.scenario == "early-exit":
+            # 256 KiB: large enough for UCX's rendezvous, whose attach of the gone peer's
+            # shared memory is what complained
+            for step in range(1, 6):
+                if step == 3 and rank == world - 1:
+                    os._exit(0)
+                dist.all_reduce(torch.ones(1 << 16))
+            raise AssertionError("all-reduces went on without a peer")
         torch.manual_seed(0)
         model = DDP(float_model())
         opt = torch.optim.SGD(model.parameters(), lr=0.05)
@@ -229,7 +239,8 @@ def expect_failure(args):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--scenario", required=True,
-                        choices=["train", "collectives", "wrong-plan", "wrong-size", "bad-setting", "dead-peer"])
+                        choices=["train", "collectives", "wrong-plan", "wrong-size", "bad-setting", "dead-peer",
+                                 "early-exit"])
     parser.add_argument("--plan", required=True)
     parser.add_argument("--data", choices=["integer", "float"], default="integer")
     parser.add_argument("--steps", type=int, default=3)
