@@ -44,21 +44,11 @@ struct AlgorithmRow {
   std::string_view model_name = {};
   // Rows the planner skips unless asked for by name (they exist to be compared against).
   bool on_request_only = false;
-  // With PlanOptions::selection_margins (on by default), the race counts this algorithm's
-  // predicted time this much higher (0.1: 10%) when choosing among several: a risk the model
-  // does not price (docs/cost-model.md, Selection margin). Predictions and reports show the
-  // unadjusted time.
-  double selection_margin = 0;
   // Priced by its critical path (critical_path.hpp: each rank starts a step when its own part
   // of the one before is done, as the runtime runs it) instead of as the sum of its steps. The
   // latency rows, whose pipelined trees overlap their slices' latencies (docs/cost-model.md).
   bool critical_path = false;
 };
-
-// flexreduce-bw's selection margin: its star ops start many flows across machines at once,
-// which lost 8-60% to TCP retransmissions on the emulated cluster where the model has them
-// equal to FlexReduce's chains (docs/results.md).
-inline constexpr double kCrossMachineStarMargin = 0.10;
 
 std::span<const AlgorithmRow> algorithm_table();
 

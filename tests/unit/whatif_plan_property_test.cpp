@@ -30,10 +30,20 @@ namespace {
 
 constexpr uint64_t kSizes[] = {8, 1 << 12, 1 << 16, 1 << 20, 1 << 24, 1 << 28};
 
+// The commands' cost model: the runtime's hop overhead and the star ops' incast loss, as
+// measured (cli/cost_options.hpp).
+CostParams command_cost() {
+  CostParams cost;
+  cost.hop_overhead = kMeasuredHopOverhead;
+  cost.incast_loss = kMeasuredIncastLoss;
+  return cost;
+}
+
 // The plan command's prediction: its report, winners built, compact pipelines.
 PlanReport plan_command_report(const Topology& topo) {
   PlanOptions options;
   options.compact_pipelines = true;
+  options.cost = command_cost();
   return build_plan_report(topo, options);
 }
 
@@ -95,7 +105,7 @@ PropertyRun run_property(uint64_t tree_seed, uint64_t variation_seed, int tree_c
       RandomVariation variation = random_variation(base, rng);
       Sweep sweep;
       try {
-        sweep = run_sweep(base, base.name(), {parse_variation(variation.text)}, options, SweepOptions{{}, {}, 1});
+        sweep = run_sweep(base, base.name(), {parse_variation(variation.text)}, options, SweepOptions{{}, command_cost(), 1});
       } catch (const std::exception& e) {
         // "under:" of a learner's parent that is the root, and the like: not a variation.
         EXPECT_NE(dynamic_cast<const VariationError*>(&e), nullptr) << variation.text << ": " << e.what();
