@@ -26,9 +26,10 @@ struct CostOptions {
                    "runtime's measured figure, docs/cost-model.md)")
         ->capture_default_str();
     app.add_option("--incast-loss", incast_loss,
-                   "how much more a star op's flows between machines load their links than their "
-                   "bytes, where two or more start at once (0.16: 16%; 0: the plain alpha-beta "
-                   "model; default: measured on the emulated cluster, docs/cost-model.md)")
+                   "how much more a star op's flows load a link between machines than their "
+                   "bytes where two or more of them share it (0.16: 16%; 0: the plain "
+                   "alpha-beta model; default: measured on the emulated cluster, "
+                   "docs/cost-model.md)")
         ->capture_default_str();
     app.add_option("--reduce-bandwidth", reduce_bandwidth,
                    "rate at which a learner sums a received range into its own (\"4 GB/s\", or "

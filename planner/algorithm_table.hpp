@@ -26,6 +26,9 @@ struct AlgorithmRow {
   std::string_view name;
   std::string_view summary;  // one line, for --help and the plan summary
   ir::Schedule (*build)(const Topology&);
+  // Where the schedule follows the cost model (flexreduce-bw's shares price the incast loss),
+  // the builder the planner calls with its CostParams; null: `build`.
+  ir::Schedule (*build_for_cost)(const Topology&, const CostParams&) = nullptr;
   // Without building it; exact or an upper bound. Null when only building tells (the
   // planner then builds the schedule once and slices that for the pipelined variants).
   ScheduleSize (*estimate)(const Topology&);
@@ -57,10 +60,11 @@ struct AlgorithmChoice {
   const AlgorithmRow* row = nullptr;
   uint32_t slices = 1;
   std::string name() const;  // "flexreduce", "flexreduce@4"
-  ir::Schedule build(const Topology&) const;
+  // With the cost model the plan is priced with (AlgorithmRow::build_for_cost).
+  ir::Schedule build(const Topology&, const CostParams& = {}) const;
   // The same schedule, a pipeline held compact (ir/pipeline_form.hpp): for code that takes
   // both forms (the evaluator, link traffic, the verifier, the encoder).
-  ir::Schedule build_compact(const Topology&) const;
+  ir::Schedule build_compact(const Topology&, const CostParams& = {}) const;
   // The pipelined variant of an already built unpipelined schedule.
   ir::Schedule from_base(const ir::Schedule& base) const;
   // Null when the row has no estimate.
@@ -69,6 +73,9 @@ struct AlgorithmChoice {
   ScheduleSize sliced(const ScheduleSize& base) const;
   std::optional<ScheduleCost> closed_form(const Topology&, const CostParams&) const;
 };
+
+// A row's unpipelined schedule, built for the cost model (AlgorithmRow::build_for_cost).
+ir::Schedule build_base(const AlgorithmRow&, const Topology&, const CostParams&);
 
 // "flexreduce@8" -> {"flexreduce", 8}; "ring" -> {"ring", 1}. Throws std::invalid_argument for a
 // slice count that is not a whole number from 1 to 1024.

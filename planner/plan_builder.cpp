@@ -361,7 +361,7 @@ class PlanBuilder {
         if (row.estimate != nullptr && !schedule_fits_limits(row.estimate(topo_))) return;
         auto start = Clock::now();
         try {
-          p.base = row.build(topo_);
+          p.base = build_base(row, topo_, options_.cost);
         } catch (const ScheduleBeyondLimits& beyond) {
           p.beyond = beyond.size;
           p.build_seconds = seconds_since(start);
@@ -578,7 +578,7 @@ class PlanBuilder {
     const AlgorithmRow& row = *candidate.choice.row;
     auto schedule = compact(candidate.choice) ? ir::compact_pipeline(base_schedule(row), candidate.choice.slices)
                     : row.estimate == nullptr || row.pipelines ? candidate.choice.from_base(base_schedule(row))
-                                                                : candidate.choice.build(topo_);
+                                                                : candidate.choice.build(topo_, options_.cost);
     candidate.size = measured_size(schedule);
     note(fmt::format("{}: {} steps, {} ops built in {:.3f} s", candidate.algorithm,
                      ir::expanded_step_count(schedule, schedule.slices), candidate.size.ops,
@@ -687,7 +687,7 @@ class PlanBuilder {
     auto& base = bases_[&row];
     if (!base) {
       const auto start = Clock::now();
-      base = row.build(topo_);
+      base = build_base(row, topo_, options_.cost);
       note_base_built(row, *base, seconds_since(start));
     }
     return *base;
