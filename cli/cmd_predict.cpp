@@ -186,11 +186,11 @@ void print_text(const PredictCommand& command, const Sweep& sweep, const Topolog
                 ir::Collective collective) {
   const int learners = topo.num_learners();
   const double factor = bus_factor(collective, learners);
-  fmt::print("# flexplan predict: {}{}, topology {} ({})\n# {} ({} B), hop overhead {}{}\n",
+  fmt::print("# flexplan predict: {}{}, topology {} ({})\n# {} ({} B), hop overhead {}, incast loss {:g}{}\n",
              ir::to_string(collective),
              ir::has_root(collective) ? fmt::format(" from root {}", command.root) : "",
              topo.name(), describe_topology(topo), command.dtype, sweep.element,
-             format_seconds(sweep.cost.hop_overhead),
+             format_seconds(sweep.cost.hop_overhead), sweep.cost.incast_loss,
              sweep.cost.reduce_bandwidth > 0
                  ? ", reductions at " + format_bandwidth(sweep.cost.reduce_bandwidth)
                  : std::string());
@@ -293,6 +293,7 @@ void print_json(const PredictCommand& command, const Sweep& sweep, const Topolog
                 {"dtype", command.dtype},
                 {"element_bytes", sweep.element},
                 {"hop_overhead_seconds", sweep.cost.hop_overhead},
+                {"incast_loss", sweep.cost.incast_loss},
                 {"reduce_bytes_per_second", sweep.cost.reduce_bandwidth > 0
                                                 ? json(sweep.cost.reduce_bandwidth)
                                                 : json(nullptr)},

@@ -1,5 +1,5 @@
 // The cost model's options shared by the commands that plan or predict (plan, predict, whatif):
-// --hop-overhead and --reduce-bandwidth, their help and their parsing into CostParams (the
+// --hop-overhead, --incast-loss and --reduce-bandwidth, their help and their parsing into CostParams (the
 // reduction rate defaulting to the topology's).
 #pragma once
 
@@ -17,11 +17,19 @@ struct CostOptions {
   // Default: the runtime's measured per-hop cost (planner/cost_model.hpp, kMeasuredHopOverhead).
   std::string hop_overhead = "0.71 us";
   std::string reduce_bandwidth;  // empty: the topology's rate; "none": not modelled
+  // Default: the star ops' measured loss to incast (planner/cost_model.hpp, kMeasuredIncastLoss).
+  double incast_loss = kMeasuredIncastLoss;
 
   void add_to(CLI::App& app) {
     app.add_option("--hop-overhead", hop_overhead,
                    "software cost of one hop, added to every hop's latency (\"2 us\"; default: the "
                    "runtime's measured figure, docs/cost-model.md)")
+        ->capture_default_str();
+    app.add_option("--incast-loss", incast_loss,
+                   "how much more a star op's flows load a link between machines than their "
+                   "bytes where two or more of them share it (0.16: 16%; 0: the plain "
+                   "alpha-beta model; default: measured on the emulated cluster, "
+                   "docs/cost-model.md)")
         ->capture_default_str();
     app.add_option("--reduce-bandwidth", reduce_bandwidth,
                    "rate at which a learner sums a received range into its own (\"4 GB/s\", or "
@@ -38,6 +46,10 @@ struct CostOptions {
   // Throws std::invalid_argument naming the option.
   CostParams parse() const {
     CostParams params;
+    if (!(incast_loss >= 0 && incast_loss <= 10))
+      throw std::invalid_argument(std::string("--incast-loss: ") + std::to_string(incast_loss) +
+                                  " is not a loss from 0 to 10");
+    params.incast_loss = incast_loss;
     try {
       params.hop_overhead = parse_latency(hop_overhead);
     } catch (const std::invalid_argument& e) {

@@ -188,10 +188,10 @@ const AlgorithmRow kTable[] = {
     {.name = "flexreduce-bw",
      .summary = "FlexReduce with shares by link bandwidth (an LP), star reduces level by level",
      .build = plan_flexreduce_bw,
+     .build_for_cost = plan_flexreduce_bw,
      .estimate = nullptr,  // its size follows from the LP: built once, sliced for the variants
      .unsuitable = flexreduce_bw_unsuitable,
-     .pipelines = true,
-     .selection_margin = kCrossMachineStarMargin},
+     .pipelines = true},
     {.name = "chain-bw",
      .summary = "shares by link bandwidth, one tree-walking chain per range, all levels at once",
      .build = plan_chain_bw,
@@ -317,13 +317,17 @@ std::string AlgorithmChoice::name() const {
   return slices == 1 ? std::string(row->name) : fmt::format("{}@{}", row->name, slices);
 }
 
-ir::Schedule AlgorithmChoice::build(const Topology& topo) const {
-  auto schedule = row->build(topo);
+ir::Schedule build_base(const AlgorithmRow& row, const Topology& topo, const CostParams& params) {
+  return row.build_for_cost != nullptr ? row.build_for_cost(topo, params) : row.build(topo);
+}
+
+ir::Schedule AlgorithmChoice::build(const Topology& topo, const CostParams& params) const {
+  auto schedule = build_base(*row, topo, params);
   return slices == 1 ? schedule : pipeline_slices(schedule, slices);
 }
 
-ir::Schedule AlgorithmChoice::build_compact(const Topology& topo) const {
-  auto schedule = row->build(topo);
+ir::Schedule AlgorithmChoice::build_compact(const Topology& topo, const CostParams& params) const {
+  auto schedule = build_base(*row, topo, params);
   return slices == 1 ? schedule : ir::compact_pipeline(std::move(schedule), slices);
 }
 

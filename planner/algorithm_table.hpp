@@ -26,6 +26,9 @@ struct AlgorithmRow {
   std::string_view name;
   std::string_view summary;  // one line, for --help and the plan summary
   ir::Schedule (*build)(const Topology&);
+  // Where the schedule follows the cost model (flexreduce-bw's shares price the incast loss),
+  // the builder the planner calls with its CostParams; null: `build`.
+  ir::Schedule (*build_for_cost)(const Topology&, const CostParams&) = nullptr;
   // Without building it; exact or an upper bound. Null when only building tells (the
   // planner then builds the schedule once and slices that for the pipelined variants).
   ScheduleSize (*estimate)(const Topology&);
@@ -44,21 +47,11 @@ struct AlgorithmRow {
   std::string_view model_name = {};
   // Rows the planner skips unless asked for by name (they exist to be compared against).
   bool on_request_only = false;
-  // With PlanOptions::selection_margins (on by default), the race counts this algorithm's
-  // predicted time this much higher (0.1: 10%) when choosing among several: a risk the model
-  // does not price (docs/cost-model.md, Selection margin). Predictions and reports show the
-  // unadjusted time.
-  double selection_margin = 0;
   // Priced by its critical path (critical_path.hpp: each rank starts a step when its own part
   // of the one before is done, as the runtime runs it) instead of as the sum of its steps. The
   // latency rows, whose pipelined trees overlap their slices' latencies (docs/cost-model.md).
   bool critical_path = false;
 };
-
-// flexreduce-bw's selection margin: its star ops start many flows across machines at once,
-// which lost 8-60% to TCP retransmissions on the emulated cluster where the model has them
-// equal to FlexReduce's chains (docs/results.md).
-inline constexpr double kCrossMachineStarMargin = 0.10;
 
 std::span<const AlgorithmRow> algorithm_table();
 
@@ -67,10 +60,11 @@ struct AlgorithmChoice {
   const AlgorithmRow* row = nullptr;
   uint32_t slices = 1;
   std::string name() const;  // "flexreduce", "flexreduce@4"
-  ir::Schedule build(const Topology&) const;
+  // With the cost model the plan is priced with (AlgorithmRow::build_for_cost).
+  ir::Schedule build(const Topology&, const CostParams& = {}) const;
   // The same schedule, a pipeline held compact (ir/pipeline_form.hpp): for code that takes
   // both forms (the evaluator, link traffic, the verifier, the encoder).
-  ir::Schedule build_compact(const Topology&) const;
+  ir::Schedule build_compact(const Topology&, const CostParams& = {}) const;
   // The pipelined variant of an already built unpipelined schedule.
   ir::Schedule from_base(const ir::Schedule& base) const;
   // Null when the row has no estimate.
@@ -79,6 +73,9 @@ struct AlgorithmChoice {
   ScheduleSize sliced(const ScheduleSize& base) const;
   std::optional<ScheduleCost> closed_form(const Topology&, const CostParams&) const;
 };
+
+// A row's unpipelined schedule, built for the cost model (AlgorithmRow::build_for_cost).
+ir::Schedule build_base(const AlgorithmRow&, const Topology&, const CostParams&);
 
 // "flexreduce@8" -> {"flexreduce", 8}; "ring" -> {"ring", 1}. Throws std::invalid_argument for a
 // slice count that is not a whole number from 1 to 1024.

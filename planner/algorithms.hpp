@@ -12,6 +12,8 @@
 
 namespace flexplan {
 
+struct CostParams;
+
 // Uneven reduce-scatter level by level up the tree, then the mirror all-gather (the paper's
 // Fig. 3), with shares by learner counts. Units: the exact common denominator of the portions
 // while it fits in 64 bits, else 2^60 with cumulative rounding (see docs/planner.md).
@@ -19,6 +21,9 @@ ir::Schedule plan_flexreduce(const Topology&);
 // Shares by link bandwidths from an LP over a mix of virtual trees, star reduces level by level
 // (bandwidth_shares.hpp, flexreduce_bw.cpp). Pipelined variants overlap the levels.
 ir::Schedule plan_flexreduce_bw(const Topology&);
+// The same with the shares planned for the cost model's incast loss (CostParams::incast_loss),
+// as the planner prices the schedule.
+ir::Schedule plan_flexreduce_bw(const Topology&, const CostParams&);
 // Shares by link bandwidths, one tree-walking chain per range, all levels in one step
 // (chain_bw.hpp).
 ir::Schedule plan_chain_bw(const Topology&);

@@ -257,7 +257,9 @@ struct ShareLp {
 
   // `prices` (pricing problems only): by node, the price of its link row; machine_prices the
   // price of each machine row.
-  ShareLp(const Topology& topo, const Orbits& orbits, const std::vector<char>& machine, double slowest,
+  // `incast`: 1 + the star ops' incast loss (cost_model.hpp, StarIncast), on the partial sums
+  // that two or more of a branch's other children send into a non-learner's link at once.
+  ShareLp(const Topology& topo, const Orbits& orbits, const std::vector<char>& machine, double slowest, double incast,
           const std::vector<const std::vector<char>*>& trees, const std::vector<double>* prices,
           const std::vector<double>* machine_prices, const LatencyReach* reach = nullptr,
           const std::vector<int>* orbit_sizes = nullptr) {
@@ -345,7 +347,9 @@ struct ShareLp {
         std::vector<std::pair<int, double>> load{{cols.weight, 1.0}, {held(u).back(), -1.0}};
         for (size_t j = 0; j < ancestors.size(); ++j) {
           const double fan_in = static_cast<double>(vt.children(ancestors[j]).size()) - 1;
-          if (fan_in > 0) load.emplace_back(held(u)[j], fan_in);
+          // Two or more partial sums arriving at once above a machine or switch: the pricers'
+          // incast loss (a learner's own link is inside its machine).
+          if (fan_in > 0) load.emplace_back(held(u)[j], fan_in >= 2 && !topo.is_learner(u) ? fan_in * incast : fan_in);
         }
         for (NodeId link = u; link != up; link = topo.parent(link))
           if (is_representative(link)) {
@@ -511,7 +515,8 @@ uint64_t tree_lp_columns(const Topology& topo) {
   return 1 + tree_columns(topo, orbits, std::vector<char>(static_cast<size_t>(topo.num_nodes()), 0), &machine);
 }
 
-BandwidthShares bandwidth_shares(const Topology& topo, ShareSolve how) {
+BandwidthShares bandwidth_shares(const Topology& topo, ShareSolve how, double incast_loss) {
+  const double incast = 1 + incast_loss;
   BandwidthShares shares;
   if (topo.num_learners() < 2) return shares;
   double slowest = 0;
@@ -547,7 +552,7 @@ BandwidthShares bandwidth_shares(const Topology& topo, ShareSolve how) {
         trees.push_back(&candidates[t]);
         tree_index.push_back(t);
       }
-    ShareLp master(topo, orbits, machine, slowest, trees, nullptr, nullptr, &reach, &orbit_sizes);
+    ShareLp master(topo, orbits, machine, slowest, incast, trees, nullptr, nullptr, &reach, &orbit_sizes);
     auto solution = master.lp.minimise();
     const double optimum = solution.columns[static_cast<size_t>(master.time)];
     bool entered = false;
@@ -577,7 +582,7 @@ BandwidthShares bandwidth_shares(const Topology& topo, ShareSolve how) {
         };
         const auto lowers = [&](const std::vector<char>& tree) {
           if (!could_lower(tree)) return false;
-          const ShareLp pricing(topo, orbits, machine, slowest, {&tree}, &prices.links, &prices.machines);
+          const ShareLp pricing(topo, orbits, machine, slowest, incast, {&tree}, &prices.links, &prices.machines);
           try {
             return pricing.lp.minimise().objective < optimum * (1 - 1e-7);
           } catch (const std::logic_error&) {

@@ -50,7 +50,9 @@ struct BandwidthShares {
 // way), or with every candidate in one LP. Both reach the same optimum (a unit test compares
 // them); column generation usually solves one LP the size of the tree alone.
 enum class ShareSolve { column_generation, all_trees };
-BandwidthShares bandwidth_shares(const Topology&, ShareSolve = ShareSolve::column_generation);
+// `incast_loss` (CostParams::incast_loss): the partial sums that two or more children send at
+// once into a machine's or switch's link count 1 + loss times, as the pricers count them.
+BandwidthShares bandwidth_shares(const Topology&, ShareSolve = ShareSolve::column_generation, double incast_loss = 0);
 
 // The share LP's size limits. Its solving time grows faster than linearly with its columns
 // (one per orbit, virtual tree and ancestor, plus one per tree). The first LP solved holds the

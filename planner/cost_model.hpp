@@ -40,6 +40,16 @@ namespace flexplan {
 // model's own tests stay exact.
 inline constexpr double kMeasuredHopOverhead = 0.71e-6;
 
+// What a star op loses to incast where its flows share a link: its hops all start at once, so
+// on the links between its root and the rest of the tree, k > 1 TCP flows of the op meet at one
+// queue (converging into the root for a reduce, leaving it for a broadcast) and lose packets
+// that the alpha-beta model's even share does not count. Measured on the emulated cluster
+// under cubic TCP (docs/cost-model.md, Incast): on equal links, flexreduce-bw's stars 16%
+// (unpipelined) to 26-33% (@4) slower than predicted, FlexReduce's chains within 1%; the
+// smallest figure is taken. The plan, predict and whatif commands price with it unless
+// --incast-loss says otherwise; CostParams{} keeps 0 so that the model's own tests stay exact.
+inline constexpr double kMeasuredIncastLoss = 0.16;
+
 struct CostParams {
   // Seconds added per hop: software cost of one send/receive. A star op's root handles its
   // members' hops one after another, so the k-th of them (from 1) pays k overheads.
@@ -50,7 +60,28 @@ struct CostParams {
   double reduce_bandwidth = 0;
   // The runtime's pipeline chunk (runtime Options::chunk_bytes).
   double chunk_bytes = static_cast<double>(codegen::kDefaultChunkBytes);
+  // A star op's flows load the links where two or more of them meet (star_incast) this much
+  // more than their bytes (0.16: 16% more; kMeasuredIncastLoss); 0: not modelled.
+  double incast_loss = 0;
 };
+
+// Where a star op's flows meet: on its root's side of the tree, the link above an ancestor x of
+// the root carries the hops to the members outside x's subtree, so two or more of them where x
+// is deeper than the second-shallowest lowest common ancestor of the root and a member. Those
+// links (not the root learner's own: inside its machine) carry the op's hops' bytes times
+// `factor`; the members' sides and a chain's hops (one flow per hop at a time) carry their
+// bytes. Every pricer (evaluator, pipeline windows, critical path, floors) walks a hop's path
+// with this, so they agree; the reductions and a chain's pace keep the plain share.
+// Depends on the tree's shape, not its rates: a faster link never raises a price.
+struct StarIncast {
+  double factor = 1;    // 1: no link carries two of the op's flows, or not modelled
+  NodeId root = -1;     // the star's root learner
+  int deeper_than = 0;  // the root's ancestors deeper than this carry two or more flows
+  // The factor on the load of the link above `node`, a node on a hop's path on the root's
+  // side (the side that starts or ends at `root`), at depth `depth`.
+  double at(NodeId node, int depth) const { return node != root && depth > deeper_than ? factor : 1; }
+};
+StarIncast star_incast(const Topology&, const ir::Op&, const CostParams&);
 
 // Whether the receiver of hop `index` of lower_op(op) sums what arrives (and so loads its
 // reductions, CostParams::reduce_bandwidth): a reduce's hop into a contributing rank; a root

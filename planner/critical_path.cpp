@@ -148,6 +148,7 @@ class CriticalPath {
         lowered.clear();
         codegen::append_hops(op, lowered);
         const size_t first = hops.size();
+        const StarIncast incast = star_incast(topo, op, params);
         for (size_t h = 0; h < lowered.size(); ++h) {
           Hop hop;
           hop.src = lowered[h].src;
@@ -155,7 +156,7 @@ class CriticalPath {
           hop.from = topo.learner_node(hop.src);
           hop.to = topo.learner_node(hop.dst);
           hop.sums = params.reduce_bandwidth > 0 && hop_sums(op, lowered[h], h);
-          hop.latency = walk(hop.from, hop.to, latency, share) + params.hop_overhead;
+          hop.latency = walk(hop.from, hop.to, latency, share, incast) + params.hop_overhead;
           if (hop.sums) add_load(2 * nodes_ + static_cast<uint32_t>(hop.to), share);
           if (op.shape == ir::OpShape::Chain && h > 0) hop.after = static_cast<int32_t>(hops.size() - 1);
           hops.push_back(hop);
@@ -265,16 +266,18 @@ class CriticalPath {
   }
 
  private:
-  // Adds `share` to every link direction from a to b; returns the path's latency.
-  double walk(NodeId a, NodeId b, const std::vector<double>& latency, double share) {
+  // Adds `share` to every link direction from a to b, times the star's incast factor on its
+  // root's side (cost_model.hpp, StarIncast); returns the path's latency.
+  double walk(NodeId a, NodeId b, const std::vector<double>& latency, double share, const StarIncast& incast) {
+    const bool from_root = incast.root == a, to_root = incast.root == b;
     double sum = 0;
     while (a != b) {
       if (depth_[a] >= depth_[b]) {
-        add_load(2 * static_cast<uint32_t>(a), share);
+        add_load(2 * static_cast<uint32_t>(a), from_root ? share * incast.at(a, depth_[a]) : share);
         sum += latency[a];
         a = parent_[a];
       } else {
-        add_load(2 * static_cast<uint32_t>(b) + 1, share);
+        add_load(2 * static_cast<uint32_t>(b) + 1, to_root ? share * incast.at(b, depth_[b]) : share);
         sum += latency[b];
         b = parent_[b];
       }

@@ -21,7 +21,8 @@ struct StepHop {
   NodeId from, to;
   double share;
   double latency;
-  bool reduces;  // the receiver sums what arrives (hop_sums)
+  bool reduces;    // the receiver sums what arrives (hop_sums)
+  uint32_t incast;  // its op's StarIncast, an index into the step's (0: none)
 };
 
 // Bytes (as a fraction of the message) per link direction for a set of hops, and the busiest
@@ -53,17 +54,19 @@ class LinkLoads {
     }
   }
 
-  void add(const StepHop& hop) {
+  // `incast`: the hop's op's (star_incast), whose factor its root's side of the path carries.
+  void add(const StepHop& hop, const StarIncast& incast) {
     NodeId a = hop.from, b = hop.to;
+    const bool from_root = incast.root == a, to_root = incast.root == b;
     while (a != b) {
       if (depth_[a] >= depth_[b]) {
         touch(a);
-        up_[a] += hop.share;
+        up_[a] += from_root ? hop.share * incast.at(a, depth_[a]) : hop.share;
         busiest_ = std::max(busiest_, up_[a] * inverse_bandwidth_[a]);
         a = parent_[a];
       } else {
         touch(b);
-        down_[b] += hop.share;
+        down_[b] += to_root ? hop.share * incast.at(b, depth_[b]) : hop.share;
         busiest_ = std::max(busiest_, down_[b] * inverse_bandwidth_[b]);
         b = parent_[b];
       }
@@ -156,13 +159,14 @@ void round_order(const std::vector<StepHop>& hops, std::vector<uint32_t>& order)
 
 // Prices one step from its hops, taken in round order (`order`). `chain_of[op]` is the op's
 // index among the step's chains of two hops or more, or -1.
-StepCost price_step(const std::vector<StepHop>& hops, const std::vector<uint32_t>& order,
+StepCost price_step(const std::vector<StepHop>& hops, const std::vector<StarIncast>& incasts,
+                    const std::vector<uint32_t>& order,
                     const std::vector<int>& chain_of, std::vector<ChainCost> chains,
                     LinkLoads& loads, double chunk_bytes) {
   double hop_latency = 0;
   for (const uint32_t h : order) {
     const StepHop& hop = hops[h];
-    loads.add(hop);
+    loads.add(hop, incasts[hop.incast]);
     if (hop.reduces) loads.add_reduction(hop);
     hop_latency = std::max(hop_latency, hop.latency);
   }
@@ -180,7 +184,10 @@ StepCost price_step(const std::vector<StepHop>& hops, const std::vector<uint32_t
     for (size_t begin = 0; begin < order.size();) {
       size_t end = begin;
       const uint32_t round = hops[order[begin]].round;
-      while (end < order.size() && hops[order[end]].round == round) loads.add(hops[order[end++]]);
+      while (end < order.size() && hops[order[end]].round == round) {
+        const StepHop& hop = hops[order[end++]];
+        loads.add(hop, incasts[hop.incast]);
+      }
       for (size_t k = begin; k < end; ++k) {
         const StepHop& hop = hops[order[k]];
         const int c = chain_of[hop.op];
@@ -207,6 +214,36 @@ void check_op_ranks(const ir::Schedule& schedule, const ir::Op& op, size_t step,
         schedule.algorithm, step, index, learners, op.begin, op.end, schedule.units));
 }
 
+StarIncast star_incast(const Topology& topo, const ir::Op& op, const CostParams& params) {
+  StarIncast incast;
+  if (op.shape != ir::OpShape::Star || params.incast_loss <= 0) return incast;
+  const NodeId root = topo.learner_node(op.root);
+  // The two shallowest common ancestors of the root and a member.
+  int first = std::numeric_limits<int>::max(), second = first;
+  for (const int32_t member : op.group) {
+    if (member == op.root) continue;
+    NodeId a = root, b = topo.learner_node(member);
+    while (a != b) {
+      if (topo.depth(a) >= topo.depth(b)) a = topo.parent(a);
+      else b = topo.parent(b);
+    }
+    const int depth = topo.depth(a);
+    if (depth < first) {
+      second = first;
+      first = depth;
+    } else if (depth < second) {
+      second = depth;
+    }
+    if (second == 0) break;  // the tree's root: no shallower
+  }
+  // Some ancestor of the root other than itself must lie below the second: depth(root) - 1.
+  if (second == std::numeric_limits<int>::max() || topo.depth(root) - 1 <= second) return incast;
+  incast.factor = 1 + params.incast_loss;
+  incast.root = root;
+  incast.deeper_than = second;
+  return incast;
+}
+
 bool hop_sums(const ir::Op& op, const codegen::Hop& hop, size_t index) {
   if (op.kind != ir::OpKind::Reduce) return false;
   if (hop.dst_contributes) return true;
@@ -227,9 +264,11 @@ std::vector<StepCost> evaluate_steps(const Topology& topo, const ir::Schedule& s
   std::vector<StepHop> hops;
   std::vector<uint32_t> order;
   std::vector<int> chain_of;
+  std::vector<StarIncast> incasts;  // the step's stars' whose flows meet; [0]: none
   for (size_t s = 0; s < step_count; ++s) {
     hops.clear();
     chain_of.clear();
+    incasts.assign(1, StarIncast{});
     std::vector<ChainCost> chains;
     size_t i = 0;
     ir::for_each_expanded_op(schedule, schedule.slices, s, [&](size_t, const ir::Op& op) {
@@ -241,12 +280,17 @@ std::vector<StepCost> evaluate_steps(const Topology& topo, const ir::Schedule& s
       const size_t first = hops.size();
       uint32_t round = 0;
       const auto lowered = codegen::lower_op(op);
+      uint32_t incast = 0;
+      if (const StarIncast star = star_incast(topo, op, params); star.factor != 1) {
+        incast = static_cast<uint32_t>(incasts.size());
+        incasts.push_back(star);
+      }
       for (size_t h = 0; h < lowered.size(); ++h) {
         const codegen::Hop& hop = lowered[h];
         const NodeId from = topo.learner_node(hop.src), to = topo.learner_node(hop.dst);
         hops.push_back({static_cast<uint32_t>(index), round, from, to, share,
                         loads.path_latency(from, to) + params.hop_overhead,
-                        hop_sums(op, hop, h)});
+                        hop_sums(op, hop, h), incast});
         if (op.shape == ir::OpShape::Chain) ++round;  // a star's hops run side by side
       }
       if (op.shape == ir::OpShape::Star)
@@ -262,7 +306,7 @@ std::vector<StepCost> evaluate_steps(const Topology& topo, const ir::Schedule& s
       }
     });
     round_order(hops, order);
-    costs.push_back(price_step(hops, order, chain_of, std::move(chains), loads, params.chunk_bytes));
+    costs.push_back(price_step(hops, incasts, order, chain_of, std::move(chains), loads, params.chunk_bytes));
   }
   return costs;
 }

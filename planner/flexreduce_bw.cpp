@@ -16,6 +16,7 @@
 
 #include "planner/algorithms.hpp"
 #include "planner/bandwidth_shares.hpp"
+#include "planner/cost_model.hpp"
 #include "topology/topology.hpp"
 #include "planner/virtual_tree.hpp"
 
@@ -313,7 +314,9 @@ ScheduleSize flexreduce_bw_uniform_bound(const Topology& topo) {
   return {2 * p, 2 * p * prime_factor_sum(p)};
 }
 
-ir::Schedule plan_flexreduce_bw(const Topology& topo) {
+ir::Schedule plan_flexreduce_bw(const Topology& topo) { return plan_flexreduce_bw(topo, CostParams{}); }
+
+ir::Schedule plan_flexreduce_bw(const Topology& topo, const CostParams& params) {
   ir::Schedule schedule;
   schedule.algorithm = "flexreduce-bw";
   schedule.collective = ir::Collective::AllReduce;
@@ -321,7 +324,7 @@ ir::Schedule plan_flexreduce_bw(const Topology& topo) {
   if (topo.num_learners() < 2) return schedule;
   if (const ScheduleSize bound = flexreduce_bw_uniform_bound(topo); !schedule_fits_limits(bound))
     throw ScheduleBeyondLimits("flexreduce-bw", bound);
-  const auto shares = bandwidth_shares(topo);
+  const auto shares = bandwidth_shares(topo, ShareSolve::column_generation, params.incast_loss);
 
   std::vector<VirtualTree> trees;
   int levels = 0;

@@ -49,22 +49,27 @@ PipelinePricer::PipelinePricer(const Topology& topo, const ir::Schedule& base,
     for (NodeId n = 0; n < topo.num_nodes(); ++n)
       inverse_bandwidth_[reduction_of(n)] = 1 / params.reduce_bandwidth;
   // A hop's one walk up and down its path: adds `share` to each link direction's load (load_,
-  // listed in touched_) and returns the path's latency.
-  const auto walk = [&](NodeId a, NodeId b, double share, uint64_t& walked) {
+  // listed in touched_), times its star's incast factor on the root's side (cost_model.hpp,
+  // StarIncast), and returns the path's latency.
+  const auto walk = [&](NodeId a, NodeId b, double share, const StarIncast& incast, uint64_t& walked) {
+    const bool from_root = incast.root == a, to_root = incast.root == b;
     double sum = 0;
     for (; a != b; ++walked) {
       uint32_t direction;
+      double load = share;
       if (depth_[a] >= depth_[b]) {
         direction = 2 * static_cast<uint32_t>(a);
+        if (from_root) load *= incast.at(a, depth_[a]);
         sum += latency[a];
         a = parent_[a];
       } else {
         direction = 2 * static_cast<uint32_t>(b) + 1;
+        if (to_root) load *= incast.at(b, depth_[b]);
         sum += latency[b];
         b = parent_[b];
       }
       if (load_[direction] == 0) touched_.push_back(direction);
-      load_[direction] += share;
+      load_[direction] += load;
     }
     return sum;
   };
@@ -77,8 +82,10 @@ PipelinePricer::PipelinePricer(const Topology& topo, const ir::Schedule& base,
     return out;
   };
   const auto units = static_cast<double>(base.units);
-  std::vector<std::pair<Hop, double>> hops;      // with their op's share
-  std::vector<std::pair<Hop, double>> by_round;  // the same, in order of round
+  // With their op's share and StarIncast (an index into incasts; 0: none).
+  std::vector<std::pair<Hop, std::pair<double, uint32_t>>> hops;
+  std::vector<std::pair<Hop, std::pair<double, uint32_t>>> by_round;  // the same, in order of round
+  std::vector<StarIncast> incasts;
   std::vector<std::pair<uint32_t, double>> sums;  // a summing receiver's reductions, and the share
   std::vector<codegen::Hop> lowered;
   std::vector<double> star_latencies;  // one star op's hops, queued at its root
@@ -87,6 +94,7 @@ PipelinePricer::PipelinePricer(const Topology& topo, const ir::Schedule& base,
     BaseStep& step = steps_[s];
     hops.clear();
     sums.clear();
+    incasts.assign(1, StarIncast{});
     const auto& ops = base.steps[s].ops;
     for (size_t i = 0; i < ops.size(); ++i) {
       const ir::Op& op = ops[i];
@@ -98,16 +106,21 @@ PipelinePricer::PipelinePricer(const Topology& topo, const ir::Schedule& base,
       double chain_latency = 0;
       lowered.clear();
       codegen::append_hops(op, lowered);
+      uint32_t incast = 0;
+      if (const StarIncast star = star_incast(topo, op, params); star.factor != 1) {
+        incast = static_cast<uint32_t>(incasts.size());
+        incasts.push_back(star);
+      }
       for (size_t h = 0; h < lowered.size(); ++h) {
         const NodeId from = topo.learner_node(lowered[h].src), to = topo.learner_node(lowered[h].dst);
         // The step's loads are gathered hop by hop on the same walk that sums the latency.
-        const double hop_latency = walk(from, to, share, links_walked_) + params.hop_overhead;
+        const double hop_latency = walk(from, to, share, incasts[incast], links_walked_) + params.hop_overhead;
         if (op.shape == ir::OpShape::Star)
           star_latencies.push_back(hop_latency);
         else
           step.hop_latency = std::max(step.hop_latency, hop_latency);
         chain_latency += hop_latency;
-        hops.push_back({{from, to, round, -1}, share});
+        hops.push_back({{from, to, round, -1}, {share, incast}});
         if (reductions && hop_sums(op, lowered[h], h)) sums.emplace_back(reduction_of(to), share);
         if (op.shape == ir::OpShape::Chain) ++round;  // a star's hops run side by side
       }
@@ -155,7 +168,8 @@ PipelinePricer::PipelinePricer(const Topology& topo, const ir::Schedule& base,
     step.round_loads.resize(rounds);
     for (uint32_t r = 0; r < rounds; ++r) {
       for (size_t h = round_begin[r]; h < round_begin[r + 1]; ++h)
-        walk(by_round[h].first.from, by_round[h].first.to, by_round[h].second, round_links);
+        walk(by_round[h].first.from, by_round[h].first.to, by_round[h].second.first,
+             incasts[by_round[h].second.second], round_links);
       step.round_loads[r] = take_loads();
     }
     step.chain_hops.reserve(static_cast<size_t>(

@@ -170,11 +170,6 @@ class PlanBuilder {
     return std::numeric_limits<double>::infinity();
   }
 
-  // How much higher the race counts a row's price (PlanOptions::selection_margins).
-  double margin_factor(const AlgorithmRow& row) const {
-    return options_.selection_margins ? 1 + row.selection_margin : 1.0;
-  }
-
   const Candidate* base_candidate(const AlgorithmRow& row) const {
     for (const auto& candidate : report_.candidates)
       if (candidate.choice.row == &row && candidate.choice.slices == 1) return &candidate;
@@ -197,9 +192,8 @@ class PlanBuilder {
     // Only prices that stay in the race: a candidate too big to build leaves it if it wins.
     if (!candidate.racing() || too_big_to_build(candidate)) return;
     if (cheapest_.empty()) cheapest_.assign(grid().size(), std::numeric_limits<double>::infinity());
-    const double factor = margin_factor(*candidate.choice.row);
     for (size_t g = 0; g < grid().size(); ++g)
-      cheapest_[g] = std::min(cheapest_[g], price_upper_bound(candidate.cost, grid()[g]) * factor);
+      cheapest_[g] = std::min(cheapest_[g], price_upper_bound(candidate.cost, grid()[g]));
   }
 
   // Whether a pipelined variant of `row` cannot win any size. Prices need not grow with the
@@ -217,11 +211,10 @@ class PlanBuilder {
     const ScheduleCost* base_cost = base != nullptr && base->priced ? &base->cost : nullptr;
     if (base_cost == nullptr && floors_.contains(&row) && floors_[&row]) base_cost = &floors_[&row]->cost;
     if (base_cost == nullptr) return false;
-    const double factor = margin_factor(row);
     const double pace = base_pace(row);
     const auto& sizes = grid();
     for (size_t g = 0; g + 1 < sizes.size(); ++g) {
-      if (pipeline_lower_bound(*base_cost, pace, slices, sizes[g]) * factor <= 1.01 * cheapest_[g + 1])
+      if (pipeline_lower_bound(*base_cost, pace, slices, sizes[g]) <= 1.01 * cheapest_[g + 1])
         return false;
     }
     return true;
@@ -236,10 +229,9 @@ class PlanBuilder {
     if (base == nullptr || !base->priced || base->priced_by != "critical path") return false;
     const StepCost& bound = base->cost.steps.at(0);
     const double latency = base->cost.at(0);
-    const double factor = 1 + row.selection_margin;
     const auto& sizes = grid();
     for (size_t g = 0; g + 1 < sizes.size(); ++g)
-      if (std::max(latency, bound.per_byte * sizes[g] + bound.hop_latency) * factor <= 1.01 * cheapest_[g + 1])
+      if (std::max(latency, bound.per_byte * sizes[g] + bound.hop_latency) <= 1.01 * cheapest_[g + 1])
         return false;
     return true;
   }
@@ -369,7 +361,7 @@ class PlanBuilder {
         if (row.estimate != nullptr && !schedule_fits_limits(row.estimate(topo_))) return;
         auto start = Clock::now();
         try {
-          p.base = row.build(topo_);
+          p.base = build_base(row, topo_, options_.cost);
         } catch (const ScheduleBeyondLimits& beyond) {
           p.beyond = beyond.size;
           p.build_seconds = seconds_since(start);
@@ -586,7 +578,7 @@ class PlanBuilder {
     const AlgorithmRow& row = *candidate.choice.row;
     auto schedule = compact(candidate.choice) ? ir::compact_pipeline(base_schedule(row), candidate.choice.slices)
                     : row.estimate == nullptr || row.pipelines ? candidate.choice.from_base(base_schedule(row))
-                                                                : candidate.choice.build(topo_);
+                                                                : candidate.choice.build(topo_, options_.cost);
     candidate.size = measured_size(schedule);
     note(fmt::format("{}: {} steps, {} ops built in {:.3f} s", candidate.algorithm,
                      ir::expanded_step_count(schedule, schedule.slices), candidate.size.ops,
@@ -638,8 +630,7 @@ class PlanBuilder {
         if (report_.candidates[i].racing()) {
           racing.push_back(i);
           const ScheduleCost* cost = &report_.candidates[i].cost;
-          const double factor = margin_factor(*report_.candidates[i].choice.row);
-          curves.push_back([cost, factor](double n) { return cost->at(n) * factor; });
+          curves.push_back([cost](double n) { return cost->at(n); });
         }
       if (racing.empty())
         throw std::runtime_error("no algorithm could be built for topology '" + topo_.name() +
@@ -696,7 +687,7 @@ class PlanBuilder {
     auto& base = bases_[&row];
     if (!base) {
       const auto start = Clock::now();
-      base = row.build(topo_);
+      base = build_base(row, topo_, options_.cost);
       note_base_built(row, *base, seconds_since(start));
     }
     return *base;
@@ -773,7 +764,7 @@ class PlanBuilder {
   std::map<const AlgorithmRow*, ScheduleSize> base_sizes_;  // base_size by row
   std::map<const AlgorithmRow*, ScheduleSize> stopped_;     // bases whose builds stopped: what was built
   std::map<const AlgorithmRow*, std::optional<ScheduleCost>> closed_forms_;  // closed_form by row
-  // By grid() size: the least price_upper_bound of the racing candidates so far, margins in.
+  // By grid() size: the least price_upper_bound of the racing candidates so far.
   std::vector<double> cheapest_;
   std::map<const AlgorithmRow*, double> paces_;  // base_pace by row, once exact
   std::map<const AlgorithmRow*, std::optional<ScheduleFloors>> floors_;  // floors() by row; empty: none

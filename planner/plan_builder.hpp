@@ -61,12 +61,6 @@ struct PlanOptions {
   // winners' schedules, for questions about the plan's time (plan_price.hpp, `whatif`). The
   // ranges and prices are the same either way: building a winner only checks its price.
   bool build_winners = true;
-  // Count each row's selection_margin in the race (algorithm_table.hpp: a risk the model does
-  // not price, the packet losses of flexreduce-bw's star ops measured on the testbed). On by
-  // default, for the measured time; the price of it: a margin hands a size to a row predicted
-  // up to 10% slower, so the plan's predicted time can rise when a link is made faster (a
-  // faster row's price falls into another's margin) (docs/cost-model.md, Selection margin).
-  bool selection_margins = true;
   // A collective other than all-reduce none of whose rows fits the schedule limits is left out
   // (PlanReport::collectives_left_out says why) instead of failing the plan: the plan command's
   // default set of collectives, where the user named none.

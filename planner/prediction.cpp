@@ -33,7 +33,7 @@ AlgorithmPrediction predict_algorithm(const Topology& topo, std::string_view nam
   const auto size = choice.estimate(topo);
   if (!size || schedule_fits_limits(*size)) {
     try {
-      const auto schedule = choice.build_compact(topo);
+      const auto schedule = choice.build_compact(topo, params);
       if (schedule_fits_limits(measured_size(schedule))) {
         // The rows the planner prices by their critical path are priced so here too.
         prediction.method = choice.row->critical_path ? "critical path" : "evaluator";

@@ -70,18 +70,21 @@ ScheduleFloors schedule_floors(const Topology& topo, const ir::Schedule& schedul
       lowered.clear();
       codegen::append_hops(op, lowered);
       const size_t hops = lowered.size();
+      // As the pricers load the links (cost_model.hpp, StarIncast): still their floor.
+      const StarIncast incast = star_incast(topo, op, params);
       double chain = 0;
       for (size_t h = 0; h < hops; ++h) {
         NodeId a = topo.learner_node(lowered[h].src), b = topo.learner_node(lowered[h].dst);
         const NodeId receiver = b;
+        const bool from_root = incast.root == a, to_root = incast.root == b;
         double path = params.hop_overhead;
         while (a != b) {
           if (level[a] >= level[b]) {
-            add(2 * static_cast<uint32_t>(a), share);
+            add(2 * static_cast<uint32_t>(a), from_root ? share * incast.at(a, level[a]) : share);
             path += link_latency[a];
             a = up[a];
           } else {
-            add(2 * static_cast<uint32_t>(b) + 1, share);
+            add(2 * static_cast<uint32_t>(b) + 1, to_root ? share * incast.at(b, level[b]) : share);
             path += link_latency[b];
             b = up[b];
           }

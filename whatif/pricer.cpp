@@ -68,7 +68,7 @@ const ir::Schedule* Pricer::schedule(const Topology& topo, const AlgorithmChoice
     const auto estimate = choice.estimate(topo);
     if (estimate && !schedule_fits_limits(*estimate)) return nullptr;
     try {
-      slot = std::make_shared<ir::Schedule>(choice.build_compact(topo));
+      slot = std::make_shared<ir::Schedule>(choice.build_compact(topo, cost_));
     } catch (const ScheduleBeyondLimits&) {
       return nullptr;
     }

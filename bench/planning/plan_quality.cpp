@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,10 @@ int main(int argc, char** argv) {
   std::string dump;  // write every tree's JSON here
   PlanOptions options;
   options.cost.hop_overhead = kMeasuredHopOverhead;
+  options.cost.incast_loss = kMeasuredIncastLoss;  // as the plan command
+  // The chosen plans priced by the plain link model (incast loss 0), as the floor is: what the
+  // choice costs by the links alone, comparable with the tables made before the loss was priced.
+  bool plain_prices = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--trees" && i + 1 < argc) trees = std::stoi(argv[++i]);
@@ -56,6 +61,8 @@ int main(int argc, char** argv) {
     else if (arg == "--per-slice") per_slice = true;
     else if (arg == "--dump" && i + 1 < argc) dump = argv[++i];
     else if (arg == "--hop-overhead-us" && i + 1 < argc) options.cost.hop_overhead = std::stod(argv[++i]) * 1e-6;
+    else if (arg == "--incast-loss" && i + 1 < argc) options.cost.incast_loss = std::stod(argv[++i]);
+    else if (arg == "--plain-prices") plain_prices = true;
     else if (arg == "--leave-out" && i + 1 < argc) {
       std::string list = argv[++i];
       for (size_t at = 0; at <= list.size();) {
@@ -65,7 +72,8 @@ int main(int argc, char** argv) {
       }
     }
     else {
-      fmt::print(stderr, "usage: {} [--trees N] [--seed S] [--family realistic|adversarial|both] [--verbose]\n", argv[0]);
+      fmt::print(stderr, "usage: {} [--trees N] [--seed S] [--family realistic|adversarial|both] [--verbose] "
+                         "[--incast-loss X] [--plain-prices]\n", argv[0]);
       return 2;
     }
   }
@@ -90,13 +98,30 @@ int main(int argc, char** argv) {
       min_p = std::min(min_p, p);
       max_p = std::max(max_p, p);
       const auto report = build_plan_report(topo, options);
-      const auto floor = cost_floor(topo);
-      const double at_large = report.chosen(static_cast<uint64_t>(kLarge)).cost.at(kLarge);
-      const double ring = ring_cost(topo, options.cost).at(kLarge);
-      const auto written = [&](double n) {
-        return report.chosen(static_cast<uint64_t>(n)).cost.at(n) / (n * floor.per_byte + floor.latency);
+      std::optional<PlanReport> plain;
+      if (plain_prices) {
+        PlanOptions plain_options = options;
+        plain_options.cost.incast_loss = 0;
+        plain_options.prune_unwinnable = false;  // every candidate priced, the chosen among them
+        plain_options.algorithms.clear();
+        for (const auto& candidate : report.candidates)
+          if (candidate.racing()) plain_options.algorithms.push_back(candidate.algorithm);
+        plain = build_plan_report(topo, plain_options);
+      }
+      // The price of the plan chosen for n bytes: as raced, or by the plain link model.
+      const auto price = [&](double n) {
+        const Candidate& chosen = report.chosen(static_cast<uint64_t>(n));
+        if (plain) {
+          const Candidate* again = plain->find(chosen.algorithm);
+          if (again != nullptr && again->priced) return again->cost.at(n);
+        }
+        return chosen.cost.at(n);
       };
-      const double at_small = report.chosen(static_cast<uint64_t>(kSmall)).cost.at(kSmall);
+      const auto floor = cost_floor(topo);
+      const double at_large = price(kLarge);
+      const double ring = ring_cost(topo, options.cost).at(kLarge);
+      const auto written = [&](double n) { return price(n) / (n * floor.per_byte + floor.latency); };
+      const double at_small = price(kSmall);
       const double rounds = std::ceil(std::log2(static_cast<double>(p)));
       large.add(at_large / floor.at(kLarge), topo.name());
       large_own.add(at_large / std::max(floor.per_byte_own_uplinks * kLarge, floor.latency), topo.name());
@@ -139,9 +164,10 @@ int main(int argc, char** argv) {
                                          mid_per_slice.geomean(), mid_per_slice.worst, mid_per_slice.worst_tree,
                                          meg_per_slice.geomean(), meg_per_slice.worst, meg_per_slice.worst_tree));
   }
-  fmt::print("\nhop overhead {:.2f} us\n| family | trees | 8 B / D: geomean | worst | 64 KiB / (n/w + D): geomean "
+  fmt::print("\nhop overhead {:.2f} us, incast loss {:g}{}\n| family | trees | 8 B / D: geomean | worst | 64 KiB / (n/w + D): geomean "
              "| worst | 1 MiB / (n/w + D): geomean | worst | 256 MiB / floor: geomean | worst |\n",
-             options.cost.hop_overhead * 1e6);
+             options.cost.hop_overhead * 1e6, options.cost.incast_loss,
+             plain_prices ? " (chosen with it, priced without it)" : "");
   fmt::print("|---|---|---|---|---|---|---|---|---|---|\n");
   for (const auto& row : latency_rows) fmt::print("{}\n", row);
   if (per_slice) {

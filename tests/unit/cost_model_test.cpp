@@ -12,6 +12,8 @@
 #include "planner/algorithm_table.hpp"
 #include "planner/algorithms.hpp"
 #include "planner/cost_model.hpp"
+#include "planner/critical_path.hpp"
+#include "planner/pipeline.hpp"
 #include "planner/flexreduce.hpp"
 #include "planner/floor.hpp"
 #include "planner_test_trees.hpp"
@@ -101,6 +103,48 @@ TEST(CostEvaluator, StarOpsAreOneHopDeep) {
   schedule.steps.push_back({ir::Phase::Reduce, 0, {op}});
   const auto cost = evaluate_schedule(topo, schedule);
   for (double n : {0.0, 1e6, 1e9}) expect_close(cost.at(n), 4e-6 + 3 * n / 10e9);
+}
+
+// CostParams::incast_loss: where two or more of a star op's flows share a link between machines
+// (on its root's side: into the root's machine for a reduce, out of it for a broadcast), they
+// load it 1 + loss times their bytes; the members' own machine links, a star with one flow
+// leaving the root's machine and a chain load their bytes. The evaluator, the pipeline windows
+// and the critical path agree.
+TEST(CostEvaluator, IncastLossLoadsAStarsHopsBetweenMachines) {
+  const auto topo = testing::machines({2, 1, 1});  // ranks 0, 1 | 2 | 3; 12 GB/s, 1.25 GB/s
+  const auto one_step = [](ir::OpKind kind, int32_t root, std::initializer_list<int32_t> group, ir::OpShape shape) {
+    ir::Schedule schedule;
+    schedule.algorithm = "by-hand";
+    schedule.units = 1;
+    ir::Op op{kind, 0, 1, root, ir::RankList(group)};
+    op.shape = shape;
+    schedule.steps.push_back({kind == ir::OpKind::Reduce ? ir::Phase::Reduce : ir::Phase::Broadcast, 0, {op}});
+    return schedule;
+  };
+  CostParams incast;
+  incast.incast_loss = 0.25;
+  const double e = 1.25e9;
+  struct Case {
+    ir::Schedule schedule;
+    double plain, priced;  // per_byte of the busiest link direction
+  };
+  const Case cases[] = {
+      // 2 -> 0 and 3 -> 0 meet at m0's downlink (1 -> 0 stays in m0): 2 x 1.25 there.
+      {one_step(ir::OpKind::Reduce, 0, {0, 1, 2, 3}, ir::OpShape::Star), 2 / e, 2.5 / e},
+      // One hop between machines: no incast.
+      {one_step(ir::OpKind::Reduce, 0, {0, 1, 2}, ir::OpShape::Star), 1 / e, 1 / e},
+      // A broadcast from 2: three flows leave m1 at once (m0's downlink takes two, plain).
+      {one_step(ir::OpKind::Broadcast, 2, {0, 1, 2, 3}, ir::OpShape::Star), 3 / e, 3.75 / e},
+      // A chain: one flow per hop.
+      {one_step(ir::OpKind::Reduce, 0, {0, 1, 2, 3}, ir::OpShape::Chain), 1 / e, 1 / e},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(ir::to_string(c.schedule.steps[0].ops[0].kind));
+    EXPECT_NEAR(evaluate_steps(topo, c.schedule).at(0).per_byte, c.plain, 1e-21);
+    EXPECT_NEAR(evaluate_steps(topo, c.schedule, incast).at(0).per_byte, c.priced, 1e-21);
+    EXPECT_NEAR(PipelinePricer(topo, c.schedule, incast).cost(1).at(1e9), evaluate_schedule(topo, c.schedule, incast).at(1e9), 1e-12);
+    EXPECT_NEAR(critical_path_cost(topo, c.schedule, 1, incast).steps.at(0).per_byte, c.priced, 1e-21);
+  }
 }
 
 TEST(CostEvaluator, PerStepCostsAddUp) {

@@ -82,10 +82,13 @@ TEST(CriticalPath, NeverBelowTheFloorNorAboveTheStepByStepPrice) {
   testing::RandomTrees trees(20261129);
   CostParams measured;
   measured.hop_overhead = kMeasuredHopOverhead;
+  measured.incast_loss = kMeasuredIncastLoss;
+  CostParams incast;  // the step-by-step bound holds with the incast loss too
+  incast.incast_loss = kMeasuredIncastLoss;
   int compared = 0;
   for (int i = 0; i < 30; ++i) {
     const auto topo = trees.next(24);
-    const CostParams params = i % 2 == 0 ? measured : CostParams{};
+    const CostParams params = i % 2 == 0 ? measured : i % 4 == 1 ? incast : CostParams{};
     const auto floor = cost_floor(topo);
     for (const auto& row : algorithm_table()) {
       if (!row.critical_path || (row.unsuitable && !row.unsuitable(topo).empty())) continue;

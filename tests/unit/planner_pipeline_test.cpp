@@ -28,10 +28,20 @@ TEST(PipelinePricer, WindowsPriceWhatTheSlicedScheduleCosts) {
   small_chunks.chunk_bytes = 4096;
   CostParams reducing;
   reducing.reduce_bandwidth = 1e9;
+  // and the star ops' incast loss priced (every fourth tree, and with the small chunks on
+  // every other odd one).
+  CostParams incast;
+  incast.incast_loss = kMeasuredIncastLoss;
+  CostParams small_chunks_incast = small_chunks;
+  small_chunks_incast.incast_loss = 0.5;
   int compared = 0;
   for (int i = 0; i < 40; ++i) {
     const auto topo = trees.next();
-    const CostParams params = i % 2 == 1 ? small_chunks : i % 4 == 2 ? reducing : CostParams{};
+    const CostParams params = i % 4 == 1   ? small_chunks
+                              : i % 4 == 3 ? small_chunks_incast
+                              : i % 4 == 2 ? reducing
+                              : i % 8 == 4 ? incast
+                                           : CostParams{};
     for (const auto& row : algorithm_table()) {
       if (!row.pipelines || (row.unsuitable && !row.unsuitable(topo).empty())) continue;
       const ir::Schedule base = row.build(topo);

@@ -30,10 +30,20 @@ namespace {
 
 constexpr uint64_t kSizes[] = {8, 1 << 12, 1 << 16, 1 << 20, 1 << 24, 1 << 28};
 
+// The commands' cost model: the runtime's hop overhead and the star ops' incast loss, as
+// measured (cli/cost_options.hpp).
+CostParams command_cost() {
+  CostParams cost;
+  cost.hop_overhead = kMeasuredHopOverhead;
+  cost.incast_loss = kMeasuredIncastLoss;
+  return cost;
+}
+
 // The plan command's prediction: its report, winners built, compact pipelines.
 PlanReport plan_command_report(const Topology& topo) {
   PlanOptions options;
   options.compact_pipelines = true;
+  options.cost = command_cost();
   return build_plan_report(topo, options);
 }
 
@@ -95,7 +105,7 @@ PropertyRun run_property(uint64_t tree_seed, uint64_t variation_seed, int tree_c
       RandomVariation variation = random_variation(base, rng);
       Sweep sweep;
       try {
-        sweep = run_sweep(base, base.name(), {parse_variation(variation.text)}, options, SweepOptions{{}, {}, 1});
+        sweep = run_sweep(base, base.name(), {parse_variation(variation.text)}, options, SweepOptions{{}, command_cost(), 1});
       } catch (const std::exception& e) {
         // "under:" of a learner's parent that is the root, and the like: not a variation.
         EXPECT_NE(dynamic_cast<const VariationError*>(&e), nullptr) << variation.text << ": " << e.what();
@@ -124,7 +134,7 @@ PropertyRun run_property(uint64_t tree_seed, uint64_t variation_seed, int tree_c
                                              bytes, was, is, before.sizes[k].algorithm, after.sizes[k].algorithm);
         run.slower.push_back(what);
         // Only where a row that plans from the bandwidths took part: its new schedule
-        // (docs/whatif.md, "Faster links, slower plans"), or flexreduce-bw's selection margin.
+        // (docs/whatif.md, "Faster links, slower plans").
         EXPECT_TRUE(follows_bandwidths(before.sizes[k].algorithm) || follows_bandwidths(after.sizes[k].algorithm)) << what;
         run.worst = std::max(run.worst, is / was);
       }
@@ -139,22 +149,25 @@ PropertyRun run_property(uint64_t tree_seed, uint64_t variation_seed, int tree_c
 
 // The trees the planner was changed against: 32 slower pairs (worst 19.7%) before the share
 // LP's latency tie-break, noise threshold and latency-ordered machine splits; 13 (worst 7.6%)
-// after, with the selection margin on (the default) and the latency rows priced by their
-// critical path.
+// with flexreduce-bw's selection margin; 11 (worst 12.0%, all flexreduce-bw's own schedule on
+// three trees) with the incast loss priced instead and counted by the share LP, the commands'
+// cost model (docs/whatif.md, "Faster links, slower plans": the count is what remains, not a
+// goal met).
 TEST(WhatifPlanProperty, WhatifTimesAreThePlanCommandsOnRandomVariations) {
   const PropertyRun run = run_property(60'417, 5'903, 50);
   EXPECT_GT(run.compared, 50u * 10 * std::size(kSizes) * 3 / 4);
   EXPECT_GT(run.upgrades, 1000u);
-  EXPECT_LE(run.slower.size(), 13u);
-  EXPECT_LE(run.worst, 1.077);
+  EXPECT_LE(run.slower.size(), 11u);
+  EXPECT_LE(run.worst, 1.1195);
 }
 
-// Held out: seeds first run after the changes above.
+// Held out: seeds first run after the changes above (4 slower pairs, worst 9.6%, with the
+// margin; 1, chain-bw by 0.02%, with the incast loss priced).
 TEST(WhatifPlanProperty, FewUpgradesPredictedSlowerOnHeldOutTrees) {
   const PropertyRun run = run_property(71'209, 8'861, 20);
   EXPECT_GT(run.upgrades, 400u);
-  EXPECT_LE(run.slower.size(), 4u);
-  EXPECT_LE(run.worst, 1.097);
+  EXPECT_LE(run.slower.size(), 1u);
+  EXPECT_LE(run.worst, 1.0003);
 }
 
 }  // namespace
