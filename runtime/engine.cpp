@@ -805,7 +805,7 @@ void Engine::note_finished(const Operation& operation, Clock::time_point now) {
     outside = std::chrono::duration<double>(operation.started() - *idle_since_).count();
   idle_since_.reset();
   watch_->record(index, operation.bytes(), std::chrono::duration<double>(now - operation.started()).count(),
-                 operation.step_seconds(), outside);
+                 operation.step_seconds(), outside, &operation.peer_waits());
   if (outstanding_.size() <= 1) idle_since_ = now;
 }
 
@@ -873,7 +873,7 @@ bool Engine::check_drift(size_t schedule) {
   const double threshold = options_.drift_percent / 100.0;
   const DriftVerdict verdict = judge_drift(windows, threshold);
   if (!verdict.drifted && verdict.slow_process < 0) return false;
-  const auto links = combine_link_estimates(windows, threshold);
+  const auto links = combine_link_estimates(windows, threshold, watch_->uplink_bandwidths());
   if (!watch_->drift_reported(schedule)) {
     watch_->set_drift_reported(schedule);
     const std::string event = fmt::format("flexplan: drift before call #{}: {}", next_sequence_,
@@ -900,7 +900,8 @@ ReplanResult Engine::replan() {
     } catch (const std::exception&) {
     }
   }
-  return replan_for(combine_link_estimates(windows, options_.drift_percent / 100.0), "requested");
+  return replan_for(combine_link_estimates(windows, options_.drift_percent / 100.0, watch_->uplink_bandwidths()),
+                    "requested");
 }
 
 ReplanResult Engine::replan_for(const std::map<int32_t, double>& links, const std::string& cause) {
