@@ -828,9 +828,12 @@ void Engine::setup_watch() {
   }
   bootstrap::raise_if_any_failed(*group_, error, "loading the topology", /*bad_input=*/true);
   // Drift checks are exchanges every window of calls: every rank must make them alike.
-  const std::string mine = fmt::format("FLEXPLAN_REPLAN={} FLEXPLAN_DRIFT_WINDOW={} FLEXPLAN_DRIFT_PERCENT={} topology={}",
-                                       options_.replan == Replan::Off ? "off" : options_.replan == Replan::Detect ? "detect" : "auto",
-                                       options_.drift_window, options_.drift_percent, topology ? "yes" : "no");
+  const std::string mine = fmt::format(
+      "FLEXPLAN_REPLAN={} FLEXPLAN_DRIFT_WINDOW={} FLEXPLAN_DRIFT_PERCENT={} FLEXPLAN_REPLAN_CONFIRM={} "
+      "FLEXPLAN_REPLAN_MIN_GAIN={} topology={}",
+      options_.replan == Replan::Off ? "off" : options_.replan == Replan::Detect ? "detect" : "auto",
+      options_.drift_window, options_.drift_percent, options_.replan_confirm, options_.replan_min_gain,
+      topology ? "yes" : "no");
   const auto all = group_->allgather(mine);
   std::map<std::string, std::vector<size_t>> by_setting;
   for (size_t r = 0; r < all.size(); ++r) by_setting[all[r]].push_back(r);
@@ -872,6 +875,8 @@ bool Engine::check_drift(size_t schedule) {
   }
   const double threshold = options_.drift_percent / 100.0;
   const DriftVerdict verdict = judge_drift(windows, threshold);
+  // Checks in a row that drifted the same way (every rank counts alike: the verdict is common).
+  const unsigned streak = watch_->note_verdict(schedule, verdict.drifted, verdict.slower);
   if (!verdict.drifted && verdict.slow_process < 0) return false;
   const auto links = combine_link_estimates(windows, threshold, watch_->uplink_bandwidths());
   if (!watch_->drift_reported(schedule)) {
@@ -882,6 +887,7 @@ bool Engine::check_drift(size_t schedule) {
     if (rank_ == 0) std::fprintf(stderr, "%s\n", event.c_str());
   }
   if (!verdict.drifted || options_.replan != Replan::Auto || !watch_->can_replan() || links.empty()) return false;
+  if (streak < options_.replan_confirm) return false;  // (hysteresis: one window is not enough)
   return replan_for(links, "drift").switched;
 }
 
@@ -911,6 +917,7 @@ ReplanResult Engine::replan_for(const std::map<int32_t, double>& links, const st
   ir::Plan fresh;
   uint64_t fingerprint = 0;
   double seconds = 0;
+  std::string small_gain;  // why a sound new plan is not switched to
   if (!watch_->can_replan()) {
     error = "no topology to re-plan from (FLEXPLAN_TOPOLOGY)";
   } else if (generated_) {
@@ -919,6 +926,14 @@ ReplanResult Engine::replan_for(const std::map<int32_t, double>& links, const st
     try {
       fresh = watch_->plan_for_links(plan_, links, &seconds);
       fingerprint = ir::plan_fingerprint(fresh);
+      if (cause == "drift" && fingerprint != fingerprint_) {
+        // Hysteresis: a plan that would save little is not worth a switch (and a switch back).
+        const double gain = watch_->predicted_gain(plan_, fresh);
+        if (gain < options_.replan_min_gain / 100.0) {
+          small_gain = fmt::format("the new plan would save {:.1f}% of the calls' predicted time at the measured "
+                                   "links, under FLEXPLAN_REPLAN_MIN_GAIN={}%", 100 * gain, options_.replan_min_gain);
+        }
+      }
       if (!forced_algorithm_.empty()) {
         const auto present = ir::algorithms_of(fresh, ir::Collective::AllReduce);
         if (std::find(present.begin(), present.end(), forced_algorithm_) == present.end())
@@ -951,6 +966,10 @@ ReplanResult Engine::replan_for(const std::map<int32_t, double>& links, const st
   } else if (fingerprint == fingerprint_) {
     result.message = fmt::format("flexplan: re-plan ({}) before call #{}: the plan for the measured links is the "
                                  "current plan", cause, result.call);
+  } else if (!small_gain.empty()) {
+    // (Every rank computed the same gain from the same plans and figures.)
+    result.message = fmt::format("flexplan: re-plan ({}) before call #{}: the old plan stays: {}", cause,
+                                 result.call, small_gain);
   } else {
     // Every rank is between calls with nothing outstanding (drained): switch here.
     watch_->adopt(fresh);

@@ -655,8 +655,11 @@ ir::Plan NetworkWatch::plan_for_links(const ir::Plan& current, const std::map<in
   for (const auto& [node, factor] : links) {
     if (node <= 0 || node >= changed.num_nodes() || !(factor > 0)) continue;
     Link link = changed.uplink(node);
-    // Never above what the topology file gives (a link that came back returns to it).
-    link.bandwidth = std::min(link.bandwidth / factor, file_topology_->uplink(node).bandwidth);
+    // A link found faster came back: to the topology file's rate, the one figure known right for
+    // it (a measured factor may fall short of the one it was slowed by, and a plan for a rate in
+    // between would neither be the old plan nor stay put). Never above the file's.
+    link.bandwidth = factor < 1 ? file_topology_->uplink(node).bandwidth
+                                : std::min(link.bandwidth / factor, file_topology_->uplink(node).bandwidth);
     changes.push_back({node, link});
   }
   changed.set_uplinks(changes);
@@ -682,6 +685,64 @@ ir::Plan NetworkWatch::plan_for_links(const ir::Plan& current, const std::map<in
   candidate_ = std::make_unique<Topology>(std::move(changed));
   *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   return plan;
+}
+
+unsigned NetworkWatch::note_verdict(size_t schedule, bool drifted, bool slower) {
+  Record& r = records_[schedule];
+  if (!drifted) {
+    r.streak = 0;
+  } else if (r.streak > 0 && r.streak_slower == slower) {
+    ++r.streak;
+  } else {
+    r.streak = 1;
+    r.streak_slower = slower;
+  }
+  return r.streak;
+}
+
+namespace {
+// A schedule's predicted seconds for one call of `bytes` on `topology`.
+double predicted_call_seconds(const Topology& topology, const ir::Schedule& held, double bytes, double chunk_bytes) {
+  CostParams params;
+  params.hop_overhead = kMeasuredHopOverhead;
+  params.reduce_bandwidth = topology.reduce_bandwidth();
+  params.chunk_bytes = chunk_bytes;
+  const ir::Schedule whole = held.slices > 1 ? ir::materialize(held) : ir::Schedule{};
+  const ir::Schedule& priced = held.slices > 1 ? whole : held;
+  double total = 0;
+  for (const StepCost& step : evaluate_steps(topology, priced, params))
+    total += static_cast<double>(step.repeat) * step.at(bytes, chunk_bytes);
+  return total;
+}
+
+const ir::Schedule* serving(const ir::Plan& plan, ir::Collective collective, int32_t root, uint64_t bytes) {
+  for (const ir::Schedule& s : plan.schedules) {
+    if (s.collective != collective || (ir::has_root(collective) && s.root != root)) continue;
+    if (bytes >= s.min_bytes && (!s.max_bytes || bytes < *s.max_bytes)) return &s;
+  }
+  return nullptr;
+}
+}  // namespace
+
+double NetworkWatch::predicted_gain(const ir::Plan& current, const ir::Plan& fresh) const {
+  const Topology* figures = candidate_ ? candidate_.get() : topology_.get();
+  if (!figures) return 0;
+  double before = 0, after = 0;
+  try {
+    for (size_t s = 0; s < records_.size() && s < current.schedules.size(); ++s) {
+      const ir::Schedule& old_schedule = current.schedules[s];
+      for (const auto& [bytes, calls] : records_[s].total.sizes) {
+        const ir::Schedule* now = serving(fresh, old_schedule.collective, old_schedule.root, bytes);
+        if (!now) continue;
+        const double n = static_cast<double>(calls), b = static_cast<double>(bytes);
+        before += n * predicted_call_seconds(*figures, old_schedule, b, chunk_bytes_);
+        after += n * predicted_call_seconds(*figures, *now, b, chunk_bytes_);
+      }
+    }
+  } catch (const std::exception&) {
+    return 1;  // (a schedule the evaluator cannot price: no reason to hold back)
+  }
+  return before > 0 ? 1 - after / before : 1;
 }
 
 std::vector<double> NetworkWatch::uplink_bandwidths() const {

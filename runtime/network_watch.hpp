@@ -122,6 +122,12 @@ class NetworkWatch {
   std::string describe_drift(std::optional<size_t> schedule, const DriftVerdict& verdict,
                              const std::map<int32_t, double>& links) const;
   bool drift_reported(size_t schedule) const { return records_[schedule].drift_reported; }
+  // A drift check's verdict for `schedule`: the checks in a row, this one included, that drifted
+  // the same way (0 where this one did not).
+  unsigned note_verdict(size_t schedule, bool drifted, bool slower);
+  // How much less time `fresh` is predicted to take than `current` for the calls made so far
+  // (their sizes, per schedule), both priced at the figures `fresh` was made for: 0.2 = 20% less.
+  double predicted_gain(const ir::Plan& current, const ir::Plan& fresh) const;
   void set_drift_reported(size_t schedule) { records_[schedule].drift_reported = true; }
 
   bool can_replan() const { return topology_ != nullptr; }
@@ -157,6 +163,8 @@ class NetworkWatch {
     std::vector<double> step_baseline;  // measured / predicted per step (1 where unpredicted)
     PeerWaits peer_baseline;            // the baseline window's transfers per peer
     bool drift_reported = false;
+    unsigned streak = 0;        // drift checks in a row that drifted the same way
+    bool streak_slower = true;
     std::vector<StepCost> costs;  // per step; empty: no prediction
     std::vector<std::vector<int32_t>> step_links;  // uplinks this rank's messages cross, per step
     bool links_known = false;

@@ -854,6 +854,60 @@ TEST(FollowTheNetwork, SlowedMachineLinkIsTheOneBlamed) {
   }
 }
 
+// The link slowed, then restored: every rank switches away from the loaded plan once (after two
+// drifted checks in a row, FLEXPLAN_REPLAN_CONFIRM's default) and back to it exactly once after
+// the restore, at the same calls, with no further switch on the steady link; every result exact.
+TEST(FollowTheNetwork, RestoredLinkBringsThePlanBackOnce) {
+  const Topology topology = machines_tree({2, 3, 2});
+  const int world = topology.num_learners();
+  Options options = seam_options(true);
+  // The plan a re-plan makes for the file's figures: the runtime's chunk and the cost settings.
+  PlanOptions plan_options;
+  plan_options.collectives = {ir::Collective::AllReduce};
+  plan_options.cost.hop_overhead = kMeasuredHopOverhead;
+  plan_options.cost.reduce_bandwidth = topology.reduce_bandwidth();
+  plan_options.cost.chunk_bytes = static_cast<double>(options.chunk_bytes);
+  plan_options.prepare_bases_in_parallel = false;
+  const ir::Plan plan = build_plan(topology, plan_options);
+  const uint64_t loaded = ir::plan_fingerprint(plan);
+  options.single_copy = SingleCopy::Off;
+  options.topology_path = topology_file(topology, "replan_restore");
+  options.replan = Replan::Auto;
+  options.drift_window = 5;
+  Faults faults;
+  faults.slow_delay = std::chrono::microseconds(15000);
+  faults.backs_up = true;
+  faults.throttle = std::make_shared<std::atomic<bool>>(false);
+  const NodeId machine = topology.children(topology.root())[0];
+  for (int r = 0; r < world; ++r) faults.slow_group.push_back(r < 2);
+  std::vector<CommStats> stats(static_cast<size_t>(world));
+  std::vector<std::string> mismatches(static_cast<size_t>(world));
+  std::vector<uint64_t> final_plan(static_cast<size_t>(world));
+  const auto errors = run_ranks(plan, faults, options, [&](Engine& engine, int rank) {
+    mismatches[static_cast<size_t>(rank)] = allreduces(engine, rank, 75, 2000, [&](int i) {
+      if (rank == 0 && i == 12) faults.throttle->store(true);
+      if (rank == 0 && i == 40) faults.throttle->store(false);
+    });
+    stats[static_cast<size_t>(rank)] = engine.stats();
+    final_plan[static_cast<size_t>(rank)] = ir::plan_fingerprint(engine.plan());
+  });
+  std::vector<std::vector<std::string>> switches(static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r) {
+    const auto i = static_cast<size_t>(r);
+    EXPECT_EQ(errors[i], "") << "rank " << r;
+    EXPECT_EQ(mismatches[i], "") << "rank " << r;
+    for (const std::string& event : stats[i].events)
+      if (event.find("re-planned") != std::string::npos) switches[i].push_back(event.substr(0, event.find(" (planned in")));
+    EXPECT_EQ(switches[i], switches[0]) << "rank " << r;
+    EXPECT_EQ(final_plan[i], loaded) << "rank " << r << ": " << format_stats(stats[i]);
+  }
+  ASSERT_EQ(switches[0].size(), 2u) << format_stats(stats[0]);
+  // Away at the second drifted check after the slowdown (#14, #19), blaming machine 0's link.
+  EXPECT_NE(switches[0][0].find("from call #19"), std::string::npos) << switches[0][0];
+  EXPECT_NE(switches[0][0].find(fmt::format("node {} x", machine)), std::string::npos) << switches[0][0];
+  EXPECT_EQ(stats[0].plan_generation, 2u);
+}
+
 // One process late to every call: the others' calls take longer, but that rank's own time
 // outside the calls explains it: reported as one slow process, never re-planned.
 TEST(FollowTheNetwork, OneSlowProcessIsNotTheNetwork) {
