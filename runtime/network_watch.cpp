@@ -23,7 +23,7 @@ namespace {
 // Distinct call sizes a tally keeps apart; beyond, a size joins the nearest kept one.
 constexpr size_t kMaxSizes = 32;
 // A transfer's wait that is the host's scheduling, not a link (pair_paths).
-constexpr double kWaitNoiseSeconds = 20e-6;
+constexpr double kWaitNoiseSeconds = 50e-6;
 
 double median(std::vector<double> values) {
   if (values.empty()) return 1;
@@ -173,9 +173,20 @@ namespace {
 // The fewest links that explain the paths changed beyond `band` one way (slower, or faster with
 // `faster`): combine_link_estimates with paths.
 std::map<int32_t, double> explain_paths(const std::vector<const PathObservation*>& paths, double band, bool faster,
-                                        std::span<const double> bandwidth = {}) {
+                                        std::span<const double> bandwidth = {}, bool pairs = false) {
+  // With pairs, a path counts as changed only where its change in time is at least a quarter of
+  // the most changed path's: a busy host's scheduling moves an idle pair's waits past the band
+  // too, by far less than a slowed link moves the pairs across it.
+  double most = 0;
+  if (pairs) {
+    for (const PathObservation* p : paths) {
+      const double change = p->seconds / p->baseline;
+      if (faster ? change < 1 / band : change > band) most = std::max(most, std::abs(p->seconds - p->baseline));
+    }
+  }
   const auto changed = [&](const PathObservation& p) {
     const double change = p.seconds / p.baseline;
+    if (pairs && std::abs(p.seconds - p.baseline) < most / 4) return false;
     return faster ? change < 1 / band : change > band;
   };
   // A link whose paths, all of them together, stayed within the band (or changed the other way)
@@ -318,7 +329,7 @@ std::map<int32_t, double> combine_link_estimates(const std::vector<RankWindow>& 
     }
     const bool slowed = slower >= faster;
     std::map<int32_t, double> factors;
-    if (slower > 0 || faster > 0) factors = explain_paths(paths, band, !slowed, bandwidth);
+    if (slower > 0 || faster > 0) factors = explain_paths(paths, band, !slowed, bandwidth, /*pairs=*/true);
     // Never beyond what the steps across the link show on the rank that saw most.
     std::map<int32_t, double> steps_most;
     for (const RankWindow& w : ranks) {
@@ -743,6 +754,15 @@ double NetworkWatch::predicted_gain(const ir::Plan& current, const ir::Plan& fre
     return 1;  // (a schedule the evaluator cannot price: no reason to hold back)
   }
   return before > 0 ? 1 - after / before : 1;
+}
+
+bool NetworkWatch::candidate_is_file() const {
+  if (!candidate_ || !file_topology_) return false;
+  for (int32_t n = 0; n < file_topology_->num_nodes(); ++n) {
+    if (n == file_topology_->root()) continue;
+    if (candidate_->uplink(n).bandwidth != file_topology_->uplink(n).bandwidth) return false;
+  }
+  return true;
 }
 
 std::vector<double> NetworkWatch::uplink_bandwidths() const {

@@ -128,6 +128,8 @@ class NetworkWatch {
   // How much less time `fresh` is predicted to take than `current` for the calls made so far
   // (their sizes, per schedule), both priced at the figures `fresh` was made for: 0.2 = 20% less.
   double predicted_gain(const ir::Plan& current, const ir::Plan& fresh) const;
+  // Whether the figures of the plan last made are the topology file's (every link as loaded).
+  bool candidate_is_file() const;
   void set_drift_reported(size_t schedule) { records_[schedule].drift_reported = true; }
 
   bool can_replan() const { return topology_ != nullptr; }

@@ -723,7 +723,9 @@ TEST(FollowTheNetwork, SlowedLinkIsDetectedAndAgreed) {
   // 15 ms a message: far above what a busy 2-core host's scheduling adds to any one rank's time
   // outside its calls (at 3 ms, 1 run in a loaded full ctest read as "one slow process").
   faults.slow_delay = std::chrono::microseconds(15000);
+  faults.backs_up = true;
   faults.throttle = std::make_shared<std::atomic<bool>>(false);
+  options.replan_min_gain = 0;  // (any new plan is switched to: the agreement is what is tested)
   std::vector<CommStats> stats(static_cast<size_t>(world));
   std::vector<std::string> mismatches(static_cast<size_t>(world));
   const auto errors = run_ranks(plan, faults, options, [&](Engine& engine, int rank) {
@@ -834,9 +836,11 @@ TEST(FollowTheNetwork, SlowedMachineLinkIsTheOneBlamed) {
     std::vector<CommStats> stats(static_cast<size_t>(world));
     std::vector<std::string> mismatches(static_cast<size_t>(world));
     const auto errors = run_ranks(plan, faults, options, [&](Engine& engine, int rank) {
-      // Checks before calls #4 (warm-up), #9 (baseline) and #14, the link slowed from call 12.
+      // Checks before calls #4 (warm-up), #9 (baseline) and #14, the link slowed from call 10
+      // (four of the five calls the check at #14 sees: a busy host's noise in the baseline
+      // stays well below).
       mismatches[static_cast<size_t>(rank)] = allreduces(engine, rank, 15, 2000, [&](int i) {
-        if (rank == 0 && i == 12) faults.throttle->store(true);
+        if (rank == 0 && i == 10) faults.throttle->store(true);
       });
       stats[static_cast<size_t>(rank)] = engine.stats();
     });
