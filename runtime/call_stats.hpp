@@ -30,12 +30,11 @@ struct ScheduleStats {
   std::vector<StepStats> steps;
 };
 
-// Per peer (by plan rank), what one rank's transfers with it took in one call: each receive's
-// wait from its post to its arrival, and for each send the lateness of its chunk, how long the
-// chunk's own inputs kept this rank waiting (the longest wait of the receives it was made from;
-// 0 for this rank's own data), summed, with their bytes and counts. A receiver's wait that its
-// sender's lateness explains lies upstream; what is left lies on the way between the two: the
-// per-link estimates compare both ends of each pair (docs/runtime.md, Per-link estimates).
+// Per peer (by plan rank), what one rank's transfers with it took in one call: the seconds from
+// each send's post to its completion and from each receive's post to its arrival, summed, with
+// their bytes and counts (single-copy sends are not counted). A slow link backs up the sends that
+// cross it and the receives behind them, while a late peer lengthens only the receives from it:
+// the per-link estimates compare both ends of each pair (docs/runtime.md, Per-link estimates).
 struct PeerWaits {
   std::vector<double> send_seconds, recv_seconds;
   std::vector<uint64_t> send_bytes, recv_bytes, sends, recvs;

@@ -67,8 +67,6 @@ std::string encode_window(const RankWindow& w) {
     text += fmt::format(" {} {} {:a} {:a} {} {}", peer.peer, peer.send ? 1 : 0, peer.seconds, peer.baseline,
                         peer.transfers, peer.links.size());
     for (const int32_t node : peer.links) text += fmt::format(" {}", node);
-    text += fmt::format(" {}", peer.up.size());
-    for (const int32_t node : peer.up) text += fmt::format(" {}", node);
   }
   return text;
 }
@@ -120,10 +118,6 @@ RankWindow decode_window(const std::string& text) {
     if (!(in >> peer.transfers >> nodes) || nodes > 10'000'000) throw std::invalid_argument("a malformed drift record");
     peer.links.resize(nodes);
     for (int32_t& node : peer.links)
-      if (!(in >> node)) throw std::invalid_argument("a truncated drift record");
-    if (!(in >> nodes) || nodes > 10'000'000) throw std::invalid_argument("a malformed drift record");
-    peer.up.resize(nodes);
-    for (int32_t& node : peer.up)
       if (!(in >> node)) throw std::invalid_argument("a truncated drift record");
   }
   return w;
@@ -178,9 +172,21 @@ DriftVerdict judge_drift(const std::vector<RankWindow>& ranks, double threshold)
 namespace {
 // The fewest links that explain the paths changed beyond `band` one way (slower, or faster with
 // `faster`): combine_link_estimates with paths.
-std::map<int32_t, double> explain_paths(const std::vector<const PathObservation*>& paths, double band, bool faster) {
+std::map<int32_t, double> explain_paths(const std::vector<const PathObservation*>& paths, double band, bool faster,
+                                        std::span<const double> bandwidth = {}, bool pairs = false) {
+  // With pairs, a path counts as changed only where its change in time is at least a quarter of
+  // the most changed path's: a busy host's scheduling moves an idle pair's waits past the band
+  // too, by far less than a slowed link moves the pairs across it.
+  double most = 0;
+  if (pairs) {
+    for (const PathObservation* p : paths) {
+      const double change = p->seconds / p->baseline;
+      if (faster ? change < 1 / band : change > band) most = std::max(most, std::abs(p->seconds - p->baseline));
+    }
+  }
   const auto changed = [&](const PathObservation& p) {
     const double change = p.seconds / p.baseline;
+    if (pairs && std::abs(p.seconds - p.baseline) < most / 4) return false;
     return faster ? change < 1 / band : change > band;
   };
   // A link whose paths, all of them together, stayed within the band (or changed the other way)
@@ -211,6 +217,9 @@ std::map<int32_t, double> explain_paths(const std::vector<const PathObservation*
     const auto it = steady.find(node);
     return it == steady.end() ? 0.0 : it->second;
   };
+  const auto bandwidth_of = [&](int32_t node) {
+    return node >= 0 && static_cast<size_t>(node) < bandwidth.size() ? bandwidth[static_cast<size_t>(node)] : 0.0;
+  };
   std::map<int32_t, double> factors;
   double first_weight = 0;
   while (true) {
@@ -223,12 +232,14 @@ std::map<int32_t, double> explain_paths(const std::vector<const PathObservation*
                                  [](const auto& a, const auto& b) { return a.second < b.second; });
     // Links that explain (nearly) the same changed time, as links in series do (every changed
     // path crosses them all), cannot be told apart by that time: the one that carries the least
-    // unchanged time is taken (a slowed link slows every path across it).
+    // unchanged time is taken (a slowed link slows every path across it), then the one of least
+    // bandwidth (the smallest change to the figures that explains the paths).
     const double top = best->second;
     for (auto it = weight.begin(); it != weight.end(); ++it) {
       if (it->second < 0.9 * top || it == best) continue;
       const double a = steady_time(it->first), b = steady_time(best->first);
-      if (a < b) best = it;
+      if (a < b || (a == b && bandwidth_of(it->first) > 0 && bandwidth_of(it->first) < bandwidth_of(best->first)))
+        best = it;
     }
     // A link that explains under a quarter of what the first explained is left as noise (paths
     // of other ranks slowed by a busy host, not by a link).
@@ -252,14 +263,9 @@ std::map<int32_t, double> explain_paths(const std::vector<const PathObservation*
   return factors;
 }
 
-// Per pair of ranks, the receiver's wait less the sender's lateness (combine_link_estimates),
-// as a path of the links its messages cross.
-struct PairPath {
-  PathObservation path;
-  const std::vector<int32_t>* up = nullptr;  // the links it crosses going up
-};
-
-std::vector<PairPath> pair_paths(const std::vector<RankWindow>& ranks) {
+// Per pair of ranks, the end nearer its baseline (combine_link_estimates), as a path of the
+// links its messages cross.
+std::vector<PathObservation> pair_paths(const std::vector<RankWindow>& ranks) {
   struct Side {
     double seconds = 0, baseline = 0;
     uint64_t transfers = 0;
@@ -268,7 +274,6 @@ std::vector<PairPath> pair_paths(const std::vector<RankWindow>& ranks) {
   struct Pair {
     Side send, recv;
     const std::vector<int32_t>* links = nullptr;
-    const std::vector<int32_t>* up = nullptr;
   };
   std::map<std::pair<int32_t, int32_t>, Pair> pairs;  // (sender, receiver)
   for (size_t r = 0; r < ranks.size(); ++r) {
@@ -282,120 +287,27 @@ std::vector<PairPath> pair_paths(const std::vector<RankWindow>& ranks) {
       side.transfers += o.transfers;
       side.present = true;
       pair.links = &o.links;
-      pair.up = &o.up;
     }
   }
-  std::vector<PairPath> paths;
+  std::vector<PathObservation> paths;
   for (const auto& entry : pairs) {
     const Pair& pair = entry.second;
     if (!pair.send.present || !pair.recv.present) continue;
-    // The receiver's wait against its baseline, divided by how much the sender's own waiting
-    // for the same data changed (that part lies upstream of the sender): what the way between
-    // them changed. Each padded by 50 us a transfer, the host's scheduling, so that a near-zero
-    // baseline does not read as a huge change. Only toward 1, never past it: a sender that waited
-    // less (it posted its receives late, its sends held up) does not amplify its receiver's
-    // change, and one that waited more explains at most all of it.
-    const auto change = [](const Side& side) {
-      const double pad = kWaitNoiseSeconds * static_cast<double>(side.transfers);
-      return (side.seconds + pad) / (side.baseline + pad);
+    // A wait of a few microseconds a transfer is the host's noise, not a link: added to both
+    // sides of each ratio, so that a near-zero baseline wait does not read as a huge change.
+    const auto padded = [](const Side& side) {
+      const double noise = kWaitNoiseSeconds * static_cast<double>(side.transfers);
+      return std::make_pair(side.seconds + noise, side.baseline + noise);
     };
-    const double received = change(pair.recv), late = change(pair.send);
-    const double own = received >= 1 ? std::max(received / std::max(late, 1.0), 1.0)
-                                     : std::min(received / std::min(late, 1.0), 1.0);
-    const double baseline = pair.recv.baseline + kWaitNoiseSeconds * static_cast<double>(pair.recv.transfers);
-    paths.push_back({{*pair.links, baseline * own, baseline}, pair.up});
+    const auto send = padded(pair.send);
+    const auto recv = padded(pair.recv);
+    const auto distance = [](const std::pair<double, double>& side) {
+      return std::abs(std::log(side.first / side.second));
+    };
+    const auto& nearer = distance(send) <= distance(recv) ? send : recv;
+    paths.push_back({*pair.links, nearer.first, nearer.second});
   }
   return paths;
-}
-
-// The links that explain the pairs changed beyond `band` one way (combine_link_estimates): a
-// slowed link slows every pair that crosses it in the direction it slowed, so only a link all of
-// whose pairs going up, or all going down, changed is a candidate; of those, the one under the
-// most changed time first.
-std::map<int32_t, double> explain_pairs(const std::vector<PairPath>& pairs, double band, bool faster,
-                                        std::span<const double> bandwidth) {
-  const auto change_of = [&](const PathObservation& p) {
-    const double change = p.seconds / p.baseline;
-    return faster ? 1 / change : change;  // > 1: changed the way judged
-  };
-  double most = 0;
-  for (const PairPath& p : pairs)
-    if (change_of(p.path) > band) most = std::max(most, std::abs(p.path.seconds - p.path.baseline));
-  const auto changed = [&](const PathObservation& p) {
-    return change_of(p) > band && std::abs(p.seconds - p.baseline) >= most / 4;
-  };
-  std::vector<const PairPath*> open;
-  std::map<int32_t, double> steady;  // node -> baseline time of the unchanged pairs across it
-  for (const PairPath& p : pairs) {
-    if (changed(p.path)) {
-      open.push_back(&p);
-    } else {
-      for (const int32_t node : p.path.links) steady[node] += p.path.baseline;
-    }
-  }
-  const auto crosses = [](const std::vector<int32_t>& links, int32_t node) {
-    return std::binary_search(links.begin(), links.end(), node);
-  };
-  const auto bandwidth_of = [&](int32_t node) {
-    return node >= 0 && static_cast<size_t>(node) < bandwidth.size() ? bandwidth[static_cast<size_t>(node)] : 0.0;
-  };
-  const auto steady_time = [&](int32_t node) {
-    const auto it = steady.find(node);
-    return it == steady.end() ? 0.0 : it->second;
-  };
-  std::map<int32_t, double> factors;
-  double first_weight = 0;
-  while (!open.empty()) {
-    // Candidates: the links the open pairs cross; for each, the least change of all pairs across
-    // it going up, and going down.
-    std::set<int32_t> candidates;
-    for (const PairPath* p : open)
-      for (const int32_t node : p->path.links)
-        if (!factors.count(node)) candidates.insert(node);
-    int32_t best = -1;
-    double best_weight = 0;
-    for (const int32_t node : candidates) {
-      double least_up = -1, least_down = -1, weight = 0;
-      for (const PairPath& p : pairs) {
-        if (!crosses(p.path.links, node)) continue;
-        double& least = p.up && crosses(*p.up, node) ? least_up : least_down;
-        const double c = change_of(p.path);
-        least = least < 0 ? c : std::min(least, c);
-      }
-      for (const PairPath* p : open)
-        if (crosses(p->path.links, node)) weight += std::abs(p->path.seconds - p->path.baseline);
-      // Only a link every pair across which changed (one way or the other) can be the cause.
-      if (std::max(least_up, least_down) <= band) continue;
-      // The most changed time first (the fewest links); within 10%, links in series: the least
-      // unchanged traffic, then the least bandwidth.
-      bool better = best < 0 || weight > best_weight * 1.1;
-      if (!better && weight >= best_weight / 1.1) {
-        const double a = steady_time(node), b = steady_time(best);
-        better = a < b || (a == b && bandwidth_of(node) > 0 && bandwidth_of(node) < bandwidth_of(best));
-      }
-      if (better) {
-        best = node;
-        best_weight = weight;
-      }
-    }
-    if (best < 0) break;
-    // A link that explains under a quarter of what the first explained is left as noise.
-    if (factors.empty()) first_weight = best_weight;
-    else if (best_weight < first_weight / 4) break;
-    double seconds = 0, baseline = 0;
-    std::vector<const PairPath*> still_open;
-    for (const PairPath* p : open) {
-      if (crosses(p->path.links, best)) {
-        seconds += p->path.seconds;
-        baseline += p->path.baseline;
-      } else {
-        still_open.push_back(p);
-      }
-    }
-    factors[best] = seconds / baseline;
-    open = std::move(still_open);
-  }
-  return factors;
 }
 }  // namespace
 
@@ -405,19 +317,19 @@ std::map<int32_t, double> combine_link_estimates(const std::vector<RankWindow>& 
   bool any_peers = false;
   for (const RankWindow& w : ranks) any_peers = any_peers || !w.peers.empty();
   if (any_peers) {
-    const std::vector<PairPath> all = pair_paths(ranks);
-    std::vector<PairPath> pairs;
+    const std::vector<PathObservation> pairs = pair_paths(ranks);
+    std::vector<const PathObservation*> paths;
     double slower = 0, faster = 0;
-    for (const PairPath& p : all) {
-      if (!(p.path.seconds > 0) || !(p.path.baseline > 0)) continue;
-      pairs.push_back(p);
-      const double change = p.path.seconds / p.path.baseline;
-      if (change > band) slower += p.path.seconds - p.path.baseline;
-      if (change < 1 / band) faster += p.path.baseline - p.path.seconds;
+    for (const PathObservation& p : pairs) {
+      if (!(p.seconds > 0) || !(p.baseline > 0)) continue;
+      paths.push_back(&p);
+      const double change = p.seconds / p.baseline;
+      if (change > band) slower += p.seconds - p.baseline;
+      if (change < 1 / band) faster += p.baseline - p.seconds;
     }
     const bool slowed = slower >= faster;
     std::map<int32_t, double> factors;
-    if (slower > 0 || faster > 0) factors = explain_pairs(pairs, band, !slowed, bandwidth);
+    if (slower > 0 || faster > 0) factors = explain_paths(paths, band, !slowed, bandwidth, /*pairs=*/true);
     // Never beyond what the steps across the link show on the rank that saw most.
     std::map<int32_t, double> steps_most;
     for (const RankWindow& w : ranks) {
@@ -675,7 +587,6 @@ std::optional<RankWindow> NetworkWatch::window_for_check(
             o.send = send;
             const Topology::Route route = send ? topology_->route(rank_, peer) : topology_->route(peer, rank_);
             std::set<int32_t> nodes(route.up.begin(), route.up.end());
-            o.up.assign(nodes.begin(), nodes.end());
             nodes.insert(route.down.begin(), route.down.end());
             o.links.assign(nodes.begin(), nodes.end());
           }

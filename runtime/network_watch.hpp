@@ -46,7 +46,6 @@ struct PeerObservation {
   double seconds = 0, baseline = 0;
   uint64_t transfers = 0;
   std::vector<int32_t> links;  // topology nodes whose uplinks the messages cross, sorted
-  std::vector<int32_t> up;     // of those, the ones they cross going up (from the sender), sorted
 };
 
 // One rank's figures of a drift check, exchanged as text so that every rank decodes the same.

@@ -37,7 +37,6 @@ void Operation::restart(uint64_t sequence, const ir::Schedule& schedule, const c
     started_ = step_began_ = std::chrono::steady_clock::now();
     step_seconds_.assign(program.steps.size(), 0.0);
     peer_waits_.reset(static_cast<size_t>(context_.plan->world_size));
-    step_wait_ = carried_wait_ = 0;
   }
   args_ = args;
   args_.shard_counts = {};  // (the caller's storage: read here only)
@@ -282,8 +281,6 @@ void Operation::finish_step() {
     const auto now = std::chrono::steady_clock::now();
     step_seconds_[step_] = std::chrono::duration<double>(now - step_began_).count();
     step_began_ = now;
-    carried_wait_ = step_wait_;
-    step_wait_ = 0;
   }
   ++step_;
   start_step();
@@ -349,12 +346,12 @@ void Operation::handle_completion(Transfer& transfer) {
   context_.transport->release(transfer.request);
   transfer.request = nullptr;
   const size_t sources = run.task->sources.size();
-  if (context_.time_steps && transfer.status.ok() && transfer.index < sources) {
-    // A receive: its wait, which the chunk's sends (if it forwards) carry as their lateness.
-    const double wait = std::chrono::duration<double>(std::chrono::steady_clock::now() - transfer.posted).count();
-    slot.input_wait = std::max(slot.input_wait, wait);
-    step_wait_ = std::max(step_wait_, wait);
-    note_wait(false, run.task->sources[transfer.index].rank, chunk_bytes(run, slot.chunk), wait);
+  if (context_.time_steps && transfer.status.ok()) {
+    const bool send = transfer.index >= sources;
+    const int32_t peer_rank =
+        send ? run.task->destinations[transfer.index - sources].rank : run.task->sources[transfer.index].rank;
+    note_wait(send, peer_rank, chunk_bytes(run, slot.chunk),
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - transfer.posted).count());
   }
   if (transfer.index >= sources) {
     const int32_t to = run.task->destinations[transfer.index - sources].rank;
@@ -395,7 +392,6 @@ void Operation::start_chunk(TaskRun& run, size_t chunk) {
   const codegen::Task& task = *run.task;
   Slot& slot = run.slots[chunk % run.slots.size()];
   slot.chunk = chunk;
-  slot.input_wait = 0;
   const size_t offset = chunk * run.chunk_elements * element_size_;
   if (!task.receives()) {
     post_sends(run, slot, run.own + offset);
@@ -446,18 +442,15 @@ void Operation::post_sends(TaskRun& run, Slot& slot, const std::byte* data) {
   const size_t bytes = chunk_bytes(run, slot.chunk);
   slot.state = ChunkState::Sending;
   slot.pending = task.destinations.size();
+  const auto posted = context_.time_steps ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   for (size_t j = 0; j < task.destinations.size() && !failed(); ++j) {
     const codegen::Link& to = task.destinations[j];
-    // How long this chunk's inputs kept this rank waiting: the part of the receiver's wait
-    // that this rank's own waiting explains. Data that landed in an earlier step carries the
-    // longest receive wait of the step before this one (the one that ended it); a chunk received
-    // in this step its own receives' longest wait.
-    if (context_.time_steps) note_wait(true, to.rank, bytes, std::max(slot.input_wait, carried_wait_));
     if (single_copy(to.rank, bytes)) {
       send_descriptor(run, slot, j, data, bytes);
       continue;
     }
     Transfer& transfer = slot.transfers[task.sources.size() + j];
+    transfer.posted = posted;
     Transport::Request request = nullptr;
     const TransportStatus status =
         context_.check_calls
@@ -470,6 +463,7 @@ void Operation::post_sends(TaskRun& run, Slot& slot, const std::byte* data) {
       return;
     }
     if (request == nullptr) {  // completed at once
+      if (context_.time_steps) note_wait(true, to.rank, bytes, 0.0);
       --slot.pending;
       continue;
     }

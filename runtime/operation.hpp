@@ -138,7 +138,7 @@ class Operation {
     size_t length = 0;
     uint64_t tag = 0;
     bool awaiting_ack = false;  // a single-copy send: in flight until the receiver acknowledges
-    std::chrono::steady_clock::time_point posted{};  // time_steps, receives: when it was posted
+    std::chrono::steady_clock::time_point posted{};  // time_steps: when it was posted
     bool in_flight() const { return request != nullptr || awaiting_ack; }
   };
   // One chunk in flight: its receives from every source, then its sends to every destination.
@@ -154,7 +154,6 @@ class Operation {
     // destination (by transfer index, descriptor_at); none when single copy is off.
     ScratchPool::Buffer descriptors;
     std::vector<const std::byte*> parts;  // combine_chunk's contributions, in order
-    double input_wait = 0;  // time_steps: the longest wait of the chunk's receives (seconds)
     // With call checks, a Frame per transfer (frame_at). Kept across steps and restarts; it
     // goes to quarantine with the scratch when a failure leaves a transfer in flight, since
     // the transport reads a frame's pieces while the message moves.
@@ -266,8 +265,6 @@ class Operation {
   std::chrono::steady_clock::time_point started_, step_began_;
   std::vector<double> step_seconds_;  // by schedule step (capacity kept across restarts)
   PeerWaits peer_waits_;
-  // time_steps: the longest receive wait of the current step, and of the step before it.
-  double step_wait_ = 0, carried_wait_ = 0;
   // A transfer with `peer` of `bytes` ended after `seconds` (time_steps only).
   void note_wait(bool send, int32_t peer, size_t bytes, double seconds);
   bool steps_done_ = false;  // every step finished; done_ waits for the acks to leave

@@ -321,21 +321,21 @@ PeerObservation transfers(int32_t peer, bool send, double seconds, double baseli
   return {peer, send, seconds, baseline, 10, std::move(links)};
 }
 
-TEST(Drift, PairsBlameTheLinkBetweenThem) {
-  // Machine 1's uplink slowed: rank 2's receives from rank 0 wait 0.5 s more, while rank 0's
-  // chunks for it were no later (their lateness, the sender's own waiting, unchanged). Rank 3's
-  // receives from rank 2 (machine 2 inside) wait 0.5 s more too, but rank 2's chunks for it were
-  // 0.5 s later: rank 2 waited on rank 0. Rank 1 -> rank 0 (machine 1 inside): unchanged.
+TEST(Drift, PairsBlameTheLinkBothEndsSaw) {
+  // Machine 1's uplink slowed: rank 0 -> rank 2 waits 0.5 s more at both ends (its sends backed
+  // up, its receives late). Rank 2 -> rank 3 (machine 2 inside) waits too at the receiving end
+  // only: rank 2 sent late, waiting on rank 0. Rank 1 -> rank 0 (machine 1 inside): unchanged.
   std::vector<RankWindow> ranks(4, window(2, 1));
-  ranks[0].peers = {transfers(2, true, 0.1, 0.1, {1, 2, 3, 5}), transfers(1, false, 0.1, 0.1, {3, 4})};
+  ranks[0].peers = {transfers(2, true, 0.6, 0.1, {1, 2, 3, 5}), transfers(1, false, 0.1, 0.1, {3, 4})};
   ranks[1].peers = {transfers(0, true, 0.01, 0.01, {3, 4})};
-  ranks[2].peers = {transfers(0, false, 0.7, 0.2, {1, 2, 3, 5}), transfers(3, true, 0.51, 0.01, {5, 6})};
+  ranks[2].peers = {transfers(0, false, 0.7, 0.2, {1, 2, 3, 5}), transfers(3, true, 0.01, 0.01, {5, 6})};
   ranks[3].peers = {transfers(2, false, 0.6, 0.1, {5, 6})};
   const std::vector<double> bandwidth{0, 50e6, 12.5e6, 1e10, 1e10, 1e10, 1e10};
   auto links = combine_link_estimates(ranks, 0.5, bandwidth);
   // Links 1, 2, 3 and 5 are in series for the one changed pair; 3 and 5 also carry unchanged
   // pairs, and of 1 and 2 the one of less bandwidth (2) explains it with the smaller change. Its
-  // factor: the receiver's wait with the noise pad, (0.7 + 50 us x 10) / (0.2 + 50 us x 10).
+  // factor is the pair's end nearer its baseline: the receiver's, (0.7 + 50 us x 10) / (0.2 +
+  // 50 us x 10), against the sender's 6x.
   ASSERT_EQ(links.size(), 1u) << links.size();
   EXPECT_EQ(links.begin()->first, 2);
   EXPECT_NEAR(links.begin()->second, (0.7 + 5e-4) / (0.2 + 5e-4), 1e-9);
@@ -344,8 +344,8 @@ TEST(Drift, PairsBlameTheLinkBetweenThem) {
   ranks[2].links = {{2, 1.5, 1.5}};
   links = combine_link_estimates(ranks, 0.5, bandwidth);
   EXPECT_EQ(links, (std::map<int32_t, double>{{2, 2.0}}));
-  // A late sender alone (its own inputs 0.5 s later) blames nothing.
-  ranks[0].peers[0] = transfers(2, true, 0.6, 0.1, {1, 2, 3, 5});
+  // A late sender alone (only the receiving end waits) blames nothing.
+  ranks[0].peers[0] = transfers(2, true, 0.1, 0.1, {1, 2, 3, 5});
   ranks[0].links.clear();
   ranks[2].links.clear();
   EXPECT_TRUE(combine_link_estimates(ranks, 0.5, bandwidth).empty());
