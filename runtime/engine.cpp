@@ -515,7 +515,7 @@ std::shared_ptr<Operation> Engine::launch(const ir::Schedule& schedule, const Op
                                 rank_,                options_.chunk_bytes, options_.window,
                                 &same_host_,          &quarantine_,    &pool_.arithmetic(),
                                 check_calls_,         sink_.get(),     sink_bytes_,
-                                timing_};
+                                timing_,              timing_ && options_.replan != Replan::Off};
       operation = std::make_shared<Operation>(context, next_sequence_++, schedule, program, args);
       // Kept for reuse; beyond kMaxSpares the oldest is let go.
       if (spares_.size() == kMaxSpares) spares_.erase(spares_.begin());

@@ -36,7 +36,7 @@ void Operation::restart(uint64_t sequence, const ir::Schedule& schedule, const c
   if (context_.time_steps) {
     started_ = step_began_ = std::chrono::steady_clock::now();
     step_seconds_.assign(program.steps.size(), 0.0);
-    peer_waits_.reset(static_cast<size_t>(context_.plan->world_size));
+    if (context_.time_transfers) peer_waits_.reset(static_cast<size_t>(context_.plan->world_size));
   }
   args_ = args;
   args_.shard_counts = {};  // (the caller's storage: read here only)
@@ -346,7 +346,7 @@ void Operation::handle_completion(Transfer& transfer) {
   context_.transport->release(transfer.request);
   transfer.request = nullptr;
   const size_t sources = run.task->sources.size();
-  if (context_.time_steps && transfer.status.ok()) {
+  if (context_.time_transfers && transfer.status.ok()) {
     const bool send = transfer.index >= sources;
     const int32_t peer_rank =
         send ? run.task->destinations[transfer.index - sources].rank : run.task->sources[transfer.index].rank;
@@ -400,7 +400,7 @@ void Operation::start_chunk(TaskRun& run, size_t chunk) {
   slot.state = ChunkState::Receiving;
   slot.pending = task.sources.size();
   const size_t bytes = chunk_bytes(run, chunk);
-  const auto posted = context_.time_steps ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  const auto posted = context_.time_transfers ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   for (uint32_t i = 0; i < task.sources.size() && !failed(); ++i) {
     // This chunk's bytes, not a full chunk's: a step of many one-element ops would otherwise
     // hold a full chunk per op and source in flight, more than the pool keeps idle, and
@@ -442,7 +442,7 @@ void Operation::post_sends(TaskRun& run, Slot& slot, const std::byte* data) {
   const size_t bytes = chunk_bytes(run, slot.chunk);
   slot.state = ChunkState::Sending;
   slot.pending = task.destinations.size();
-  const auto posted = context_.time_steps ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  const auto posted = context_.time_transfers ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   for (size_t j = 0; j < task.destinations.size() && !failed(); ++j) {
     const codegen::Link& to = task.destinations[j];
     if (single_copy(to.rank, bytes)) {
@@ -463,7 +463,7 @@ void Operation::post_sends(TaskRun& run, Slot& slot, const std::byte* data) {
       return;
     }
     if (request == nullptr) {  // completed at once
-      if (context_.time_steps) note_wait(true, to.rank, bytes, 0.0);
+      if (context_.time_transfers) note_wait(true, to.rank, bytes, 0.0);
       --slot.pending;
       continue;
     }

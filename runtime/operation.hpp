@@ -59,6 +59,9 @@ struct ExecContext {
   size_t sink_bytes;
   // Time the call and each step on this rank (network_watch.hpp); off, no clock is read.
   bool time_steps = false;
+  // Also time each transfer, per peer (PeerWaits): only where drift checks use it
+  // (FLEXPLAN_REPLAN=detect|auto), not for FLEXPLAN_STATS alone.
+  bool time_transfers = false;
 };
 
 // A call as the operation runs it: the engine's translation of the user's call (engine.cpp).
