@@ -1005,6 +1005,17 @@ ReplanResult Engine::replan_for(const std::map<int32_t, double>& links, const st
       }
     }
   }
+  // A re-plan that keeps the old plan for the same kind of reason as the one before (its words,
+  // whatever the numbers) is said once: a lasting slowdown with no better plan would repeat it
+  // every window.
+  std::string reason;  // the message without its numbers (the call, the gain, the factors)
+  if (!result.switched) {
+    for (const char c : result.message)
+      if ((c < '0' || c > '9') && c != '.') reason += c;
+  }
+  const bool repeated = !result.switched && reason == last_kept_reason_;
+  last_kept_reason_ = reason;
+  if (repeated) return result;
   watch_->add_event(result.message);
   if (rank_ == 0) std::fprintf(stderr, "%s\n", result.message.c_str());
   return result;

@@ -912,6 +912,45 @@ TEST(FollowTheNetwork, RestoredLinkBringsThePlanBackOnce) {
   EXPECT_EQ(stats[0].plan_generation, 2u);
 }
 
+// A lasting slowdown for which no plan saves FLEXPLAN_REPLAN_MIN_GAIN: every check from the
+// second drifted one keeps the old plan, and says so once, not every window.
+TEST(FollowTheNetwork, KeptPlanIsSaidOnce) {
+  const Topology topology = machines_tree({2, 3, 2});
+  const int world = topology.num_learners();
+  PlanOptions plan_options;
+  plan_options.cost.hop_overhead = kMeasuredHopOverhead;
+  const ir::Plan plan = build_plan(topology, plan_options);
+  Options options = seam_options(true);
+  options.single_copy = SingleCopy::Off;
+  options.topology_path = topology_file(topology, "replan_kept");
+  options.replan = Replan::Auto;
+  options.drift_window = 5;
+  options.replan_min_gain = 99;  // no plan saves that much
+  Faults faults;
+  faults.slow_delay = std::chrono::microseconds(15000);
+  faults.backs_up = true;
+  faults.throttle = std::make_shared<std::atomic<bool>>(false);
+  for (int r = 0; r < world; ++r) faults.slow_group.push_back(r < 2);
+  std::vector<CommStats> stats(static_cast<size_t>(world));
+  std::vector<std::string> mismatches(static_cast<size_t>(world));
+  const auto errors = run_ranks(plan, faults, options, [&](Engine& engine, int rank) {
+    // Drifted checks at #14, #19, #24, #29: re-plans come due at #19, #24 and #29.
+    mismatches[static_cast<size_t>(rank)] = allreduces(engine, rank, 30, 2000, [&](int i) {
+      if (rank == 0 && i == 10) faults.throttle->store(true);
+    });
+    stats[static_cast<size_t>(rank)] = engine.stats();
+  });
+  for (int r = 0; r < world; ++r) {
+    const auto i = static_cast<size_t>(r);
+    EXPECT_EQ(errors[i], "") << "rank " << r;
+    EXPECT_EQ(mismatches[i], "") << "rank " << r;
+    EXPECT_EQ(stats[i].plan_generation, 0u);
+    size_t kept = 0;
+    for (const std::string& event : stats[i].events) kept += event.find("the old plan stays") != std::string::npos;
+    EXPECT_EQ(kept, 1u) << "rank " << r << ": " << format_stats(stats[i]);
+  }
+}
+
 // One process late to every call: the others' calls take longer, but that rank's own time
 // outside the calls explains it: reported as one slow process, never re-planned.
 TEST(FollowTheNetwork, OneSlowProcessIsNotTheNetwork) {
