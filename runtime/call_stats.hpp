@@ -30,6 +30,17 @@ struct ScheduleStats {
   std::vector<StepStats> steps;
 };
 
+// Per peer (by plan rank), what one rank's transfers with it took in one call: the seconds from
+// each send's post to its completion and from each receive's post to its arrival, summed, with
+// their bytes and counts (single-copy sends are not counted). A slow link backs up the sends that
+// cross it and the receives behind them, while a late peer lengthens only the receives from it:
+// the per-link estimates compare both ends of each pair (docs/runtime.md, Per-link estimates).
+struct PeerWaits {
+  std::vector<double> send_seconds, recv_seconds;
+  std::vector<uint64_t> send_bytes, recv_bytes, sends, recvs;
+  void reset(size_t world);
+};
+
 struct CommStats {
   int32_t rank = 0;
   // Whether calls are timed at all: FLEXPLAN_STATS=1 or FLEXPLAN_REPLAN=detect|auto (off, the

@@ -515,7 +515,7 @@ std::shared_ptr<Operation> Engine::launch(const ir::Schedule& schedule, const Op
                                 rank_,                options_.chunk_bytes, options_.window,
                                 &same_host_,          &quarantine_,    &pool_.arithmetic(),
                                 check_calls_,         sink_.get(),     sink_bytes_,
-                                timing_};
+                                timing_,              timing_ && options_.replan != Replan::Off};
       operation = std::make_shared<Operation>(context, next_sequence_++, schedule, program, args);
       // Kept for reuse; beyond kMaxSpares the oldest is let go.
       if (spares_.size() == kMaxSpares) spares_.erase(spares_.begin());
@@ -805,7 +805,7 @@ void Engine::note_finished(const Operation& operation, Clock::time_point now) {
     outside = std::chrono::duration<double>(operation.started() - *idle_since_).count();
   idle_since_.reset();
   watch_->record(index, operation.bytes(), std::chrono::duration<double>(now - operation.started()).count(),
-                 operation.step_seconds(), outside);
+                 operation.step_seconds(), outside, &operation.peer_waits());
   if (outstanding_.size() <= 1) idle_since_ = now;
 }
 
@@ -828,9 +828,12 @@ void Engine::setup_watch() {
   }
   bootstrap::raise_if_any_failed(*group_, error, "loading the topology", /*bad_input=*/true);
   // Drift checks are exchanges every window of calls: every rank must make them alike.
-  const std::string mine = fmt::format("FLEXPLAN_REPLAN={} FLEXPLAN_DRIFT_WINDOW={} FLEXPLAN_DRIFT_PERCENT={} topology={}",
-                                       options_.replan == Replan::Off ? "off" : options_.replan == Replan::Detect ? "detect" : "auto",
-                                       options_.drift_window, options_.drift_percent, topology ? "yes" : "no");
+  const std::string mine = fmt::format(
+      "FLEXPLAN_REPLAN={} FLEXPLAN_DRIFT_WINDOW={} FLEXPLAN_DRIFT_PERCENT={} FLEXPLAN_REPLAN_CONFIRM={} "
+      "FLEXPLAN_REPLAN_MIN_GAIN={} topology={}",
+      options_.replan == Replan::Off ? "off" : options_.replan == Replan::Detect ? "detect" : "auto",
+      options_.drift_window, options_.drift_percent, options_.replan_confirm, options_.replan_min_gain,
+      topology ? "yes" : "no");
   const auto all = group_->allgather(mine);
   std::map<std::string, std::vector<size_t>> by_setting;
   for (size_t r = 0; r < all.size(); ++r) by_setting[all[r]].push_back(r);
@@ -872,8 +875,10 @@ bool Engine::check_drift(size_t schedule) {
   }
   const double threshold = options_.drift_percent / 100.0;
   const DriftVerdict verdict = judge_drift(windows, threshold);
+  // Checks in a row that drifted the same way (every rank counts alike: the verdict is common).
+  const unsigned streak = watch_->note_verdict(schedule, verdict.drifted, verdict.slower);
   if (!verdict.drifted && verdict.slow_process < 0) return false;
-  const auto links = combine_link_estimates(windows, threshold);
+  const auto links = combine_link_estimates(windows, threshold, watch_->uplink_bandwidths());
   if (!watch_->drift_reported(schedule)) {
     watch_->set_drift_reported(schedule);
     const std::string event = fmt::format("flexplan: drift before call #{}: {}", next_sequence_,
@@ -882,6 +887,7 @@ bool Engine::check_drift(size_t schedule) {
     if (rank_ == 0) std::fprintf(stderr, "%s\n", event.c_str());
   }
   if (!verdict.drifted || options_.replan != Replan::Auto || !watch_->can_replan() || links.empty()) return false;
+  if (streak < options_.replan_confirm) return false;  // (hysteresis: one window is not enough)
   return replan_for(links, "drift").switched;
 }
 
@@ -900,7 +906,13 @@ ReplanResult Engine::replan() {
     } catch (const std::exception&) {
     }
   }
-  return replan_for(combine_link_estimates(windows, options_.drift_percent / 100.0), "requested");
+  // Figures that do not drift by the runtime's own test are noise: the plan is then made for the
+  // current figures (a busy host's loopback blamed a link 10x in the PyTorch test without this).
+  const double threshold = options_.drift_percent / 100.0;
+  const bool drifted = judge_drift(windows, threshold).drifted;
+  return replan_for(drifted ? combine_link_estimates(windows, threshold, watch_->uplink_bandwidths())
+                            : std::map<int32_t, double>{},
+                    "requested");
 }
 
 ReplanResult Engine::replan_for(const std::map<int32_t, double>& links, const std::string& cause) {
@@ -910,6 +922,7 @@ ReplanResult Engine::replan_for(const std::map<int32_t, double>& links, const st
   ir::Plan fresh;
   uint64_t fingerprint = 0;
   double seconds = 0;
+  std::string small_gain;  // why a sound new plan is not switched to
   if (!watch_->can_replan()) {
     error = "no topology to re-plan from (FLEXPLAN_TOPOLOGY)";
   } else if (generated_) {
@@ -918,6 +931,16 @@ ReplanResult Engine::replan_for(const std::map<int32_t, double>& links, const st
     try {
       fresh = watch_->plan_for_links(plan_, links, &seconds);
       fingerprint = ir::plan_fingerprint(fresh);
+      // (A plan for the topology file's own figures, every link back, is switched to whatever
+      // it saves: it is the plan the job was made with, and restoring a link brings it back.)
+      if (cause == "drift" && fingerprint != fingerprint_ && !watch_->candidate_is_file()) {
+        // Hysteresis: a plan that would save little is not worth a switch (and a switch back).
+        const double gain = watch_->predicted_gain(plan_, fresh);
+        if (gain < options_.replan_min_gain / 100.0) {
+          small_gain = fmt::format("the new plan would save {:.1f}% of the calls' predicted time at the measured "
+                                   "links, under FLEXPLAN_REPLAN_MIN_GAIN={}%", 100 * gain, options_.replan_min_gain);
+        }
+      }
       if (!forced_algorithm_.empty()) {
         const auto present = ir::algorithms_of(fresh, ir::Collective::AllReduce);
         if (std::find(present.begin(), present.end(), forced_algorithm_) == present.end())
@@ -950,6 +973,10 @@ ReplanResult Engine::replan_for(const std::map<int32_t, double>& links, const st
   } else if (fingerprint == fingerprint_) {
     result.message = fmt::format("flexplan: re-plan ({}) before call #{}: the plan for the measured links is the "
                                  "current plan", cause, result.call);
+  } else if (!small_gain.empty()) {
+    // (Every rank computed the same gain from the same plans and figures.)
+    result.message = fmt::format("flexplan: re-plan ({}) before call #{}: the old plan stays: {}", cause,
+                                 result.call, small_gain);
   } else {
     // Every rank is between calls with nothing outstanding (drained): switch here.
     watch_->adopt(fresh);
@@ -978,6 +1005,17 @@ ReplanResult Engine::replan_for(const std::map<int32_t, double>& links, const st
       }
     }
   }
+  // A re-plan that keeps the old plan for the same kind of reason as the one before (its words,
+  // whatever the numbers) is said once: a lasting slowdown with no better plan would repeat it
+  // every window.
+  std::string reason;  // the message without its numbers (the call, the gain, the factors)
+  if (!result.switched) {
+    for (const char c : result.message)
+      if ((c < '0' || c > '9') && c != '.') reason += c;
+  }
+  const bool repeated = !result.switched && reason == last_kept_reason_;
+  last_kept_reason_ = reason;
+  if (repeated) return result;
   watch_->add_event(result.message);
   if (rank_ == 0) std::fprintf(stderr, "%s\n", result.message.c_str());
   return result;

@@ -211,6 +211,7 @@ class Engine {
   // Plans replaced by re-plans, with their programs: a finished operation's Request may still
   // name their schedules.
   std::deque<ir::Plan> retired_plans_;
+  std::string last_kept_reason_;  // why the last re-plan kept the old plan ("" after a switch)
   std::deque<std::map<const ir::Schedule*, codegen::RankProgram>> retired_programs_;
 };
 

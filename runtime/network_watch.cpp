@@ -22,6 +22,8 @@ namespace flexplan {
 namespace {
 // Distinct call sizes a tally keeps apart; beyond, a size joins the nearest kept one.
 constexpr size_t kMaxSizes = 32;
+// A transfer's wait that is the host's scheduling, not a link (pair_paths).
+constexpr double kWaitNoiseSeconds = 50e-6;
 
 double median(std::vector<double> values) {
   if (values.empty()) return 1;
@@ -60,6 +62,12 @@ std::string encode_window(const RankWindow& w) {
     text += fmt::format(" {:a} {:a} {}", path.seconds, path.baseline, path.links.size());
     for (const int32_t node : path.links) text += fmt::format(" {}", node);
   }
+  text += fmt::format(" {}", w.peers.size());
+  for (const PeerObservation& peer : w.peers) {
+    text += fmt::format(" {} {} {:a} {:a} {} {}", peer.peer, peer.send ? 1 : 0, peer.seconds, peer.baseline,
+                        peer.transfers, peer.links.size());
+    for (const int32_t node : peer.links) text += fmt::format(" {}", node);
+  }
   return text;
 }
 
@@ -95,6 +103,21 @@ RankWindow decode_window(const std::string& text) {
     if (!(in >> nodes) || nodes > 10'000'000) throw std::invalid_argument("a malformed drift record");
     path.links.resize(nodes);
     for (int32_t& node : path.links)
+      if (!(in >> node)) throw std::invalid_argument("a truncated drift record");
+  }
+  size_t peers = 0;
+  if (!(in >> peers) || peers > 10'000'000) throw std::invalid_argument("a malformed drift record");
+  w.peers.resize(peers);
+  for (PeerObservation& peer : w.peers) {
+    int send = 0;
+    size_t nodes = 0;
+    if (!(in >> peer.peer >> send)) throw std::invalid_argument("a truncated drift record");
+    peer.send = send != 0;
+    number(peer.seconds);
+    number(peer.baseline);
+    if (!(in >> peer.transfers >> nodes) || nodes > 10'000'000) throw std::invalid_argument("a malformed drift record");
+    peer.links.resize(nodes);
+    for (int32_t& node : peer.links)
       if (!(in >> node)) throw std::invalid_argument("a truncated drift record");
   }
   return w;
@@ -149,9 +172,21 @@ DriftVerdict judge_drift(const std::vector<RankWindow>& ranks, double threshold)
 namespace {
 // The fewest links that explain the paths changed beyond `band` one way (slower, or faster with
 // `faster`): combine_link_estimates with paths.
-std::map<int32_t, double> explain_paths(const std::vector<const PathObservation*>& paths, double band, bool faster) {
+std::map<int32_t, double> explain_paths(const std::vector<const PathObservation*>& paths, double band, bool faster,
+                                        std::span<const double> bandwidth = {}, bool pairs = false) {
+  // With pairs, a path counts as changed only where its change in time is at least a quarter of
+  // the most changed path's: a busy host's scheduling moves an idle pair's waits past the band
+  // too, by far less than a slowed link moves the pairs across it.
+  double most = 0;
+  if (pairs) {
+    for (const PathObservation* p : paths) {
+      const double change = p->seconds / p->baseline;
+      if (faster ? change < 1 / band : change > band) most = std::max(most, std::abs(p->seconds - p->baseline));
+    }
+  }
   const auto changed = [&](const PathObservation& p) {
     const double change = p.seconds / p.baseline;
+    if (pairs && std::abs(p.seconds - p.baseline) < most / 4) return false;
     return faster ? change < 1 / band : change > band;
   };
   // A link whose paths, all of them together, stayed within the band (or changed the other way)
@@ -170,8 +205,21 @@ std::map<int32_t, double> explain_paths(const std::vector<const PathObservation*
     if (faster ? !(change < 1 / band) : !(change > band)) cleared.insert(node);
   }
   std::vector<const PathObservation*> open;
-  for (const PathObservation* p : paths)
-    if (changed(*p)) open.push_back(p);
+  std::map<int32_t, double> steady;  // node -> baseline time of the unchanged paths crossing it
+  for (const PathObservation* p : paths) {
+    if (changed(*p)) {
+      open.push_back(p);
+    } else {
+      for (const int32_t node : p->links) steady[node] += p->baseline;
+    }
+  }
+  const auto steady_time = [&](int32_t node) {
+    const auto it = steady.find(node);
+    return it == steady.end() ? 0.0 : it->second;
+  };
+  const auto bandwidth_of = [&](int32_t node) {
+    return node >= 0 && static_cast<size_t>(node) < bandwidth.size() ? bandwidth[static_cast<size_t>(node)] : 0.0;
+  };
   std::map<int32_t, double> factors;
   double first_weight = 0;
   while (true) {
@@ -180,12 +228,23 @@ std::map<int32_t, double> explain_paths(const std::vector<const PathObservation*
       for (const int32_t node : p->links)
         if (!cleared.count(node)) weight[node] += std::abs(p->seconds - p->baseline);
     if (weight.empty()) break;
-    const auto best = std::max_element(weight.begin(), weight.end(),
-                                       [](const auto& a, const auto& b) { return a.second < b.second; });
+    auto best = std::max_element(weight.begin(), weight.end(),
+                                 [](const auto& a, const auto& b) { return a.second < b.second; });
+    // Links that explain (nearly) the same changed time, as links in series do (every changed
+    // path crosses them all), cannot be told apart by that time: the one that carries the least
+    // unchanged time is taken (a slowed link slows every path across it), then the one of least
+    // bandwidth (the smallest change to the figures that explains the paths).
+    const double top = best->second;
+    for (auto it = weight.begin(); it != weight.end(); ++it) {
+      if (it->second < 0.9 * top || it == best) continue;
+      const double a = steady_time(it->first), b = steady_time(best->first);
+      if (a < b || (a == b && bandwidth_of(it->first) > 0 && bandwidth_of(it->first) < bandwidth_of(best->first)))
+        best = it;
+    }
     // A link that explains under a quarter of what the first explained is left as noise (paths
     // of other ranks slowed by a busy host, not by a link).
-    if (factors.empty()) first_weight = best->second;
-    else if (best->second < first_weight / 4) break;
+    if (factors.empty()) first_weight = top;
+    else if (top < first_weight / 4) break;
     const int32_t node = best->first;
     double seconds = 0, baseline = 0;
     std::vector<const PathObservation*> still_open;
@@ -203,10 +262,91 @@ std::map<int32_t, double> explain_paths(const std::vector<const PathObservation*
   }
   return factors;
 }
+
+// Per pair of ranks, the end nearer its baseline (combine_link_estimates), as a path of the
+// links its messages cross.
+std::vector<PathObservation> pair_paths(const std::vector<RankWindow>& ranks) {
+  struct Side {
+    double seconds = 0, baseline = 0;
+    uint64_t transfers = 0;
+    bool present = false;
+  };
+  struct Pair {
+    Side send, recv;
+    const std::vector<int32_t>* links = nullptr;
+  };
+  std::map<std::pair<int32_t, int32_t>, Pair> pairs;  // (sender, receiver)
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const auto self = static_cast<int32_t>(r);
+    for (const PeerObservation& o : ranks[r].peers) {
+      if (o.peer < 0 || o.peer == self || !(o.seconds >= 0) || !(o.baseline >= 0) || o.links.empty()) continue;
+      Pair& pair = pairs[o.send ? std::make_pair(self, o.peer) : std::make_pair(o.peer, self)];
+      Side& side = o.send ? pair.send : pair.recv;
+      side.seconds += o.seconds;
+      side.baseline += o.baseline;
+      side.transfers += o.transfers;
+      side.present = true;
+      pair.links = &o.links;
+    }
+  }
+  std::vector<PathObservation> paths;
+  for (const auto& entry : pairs) {
+    const Pair& pair = entry.second;
+    if (!pair.send.present || !pair.recv.present) continue;
+    // A wait of a few microseconds a transfer is the host's noise, not a link: added to both
+    // sides of each ratio, so that a near-zero baseline wait does not read as a huge change.
+    const auto padded = [](const Side& side) {
+      const double noise = kWaitNoiseSeconds * static_cast<double>(side.transfers);
+      return std::make_pair(side.seconds + noise, side.baseline + noise);
+    };
+    const auto send = padded(pair.send);
+    const auto recv = padded(pair.recv);
+    const auto distance = [](const std::pair<double, double>& side) {
+      return std::abs(std::log(side.first / side.second));
+    };
+    const auto& nearer = distance(send) <= distance(recv) ? send : recv;
+    paths.push_back({*pair.links, nearer.first, nearer.second});
+  }
+  return paths;
+}
 }  // namespace
 
-std::map<int32_t, double> combine_link_estimates(const std::vector<RankWindow>& ranks, double threshold) {
+std::map<int32_t, double> combine_link_estimates(const std::vector<RankWindow>& ranks, double threshold,
+                                                 std::span<const double> bandwidth) {
   const double band = 1 + threshold / 2;
+  bool any_peers = false;
+  for (const RankWindow& w : ranks) any_peers = any_peers || !w.peers.empty();
+  if (any_peers) {
+    const std::vector<PathObservation> pairs = pair_paths(ranks);
+    std::vector<const PathObservation*> paths;
+    double slower = 0, faster = 0;
+    for (const PathObservation& p : pairs) {
+      if (!(p.seconds > 0) || !(p.baseline > 0)) continue;
+      paths.push_back(&p);
+      const double change = p.seconds / p.baseline;
+      if (change > band) slower += p.seconds - p.baseline;
+      if (change < 1 / band) faster += p.baseline - p.seconds;
+    }
+    const bool slowed = slower >= faster;
+    std::map<int32_t, double> factors;
+    if (slower > 0 || faster > 0) factors = explain_paths(paths, band, !slowed, bandwidth, /*pairs=*/true);
+    // Never beyond what the steps across the link show on the rank that saw most.
+    std::map<int32_t, double> steps_most;
+    for (const RankWindow& w : ranks) {
+      for (const LinkObservation& link : w.links) {
+        if (!(link.low > 0) || !(link.high > 0)) continue;
+        auto [it, fresh] = steps_most.try_emplace(link.node, slowed ? link.high : link.low);
+        if (!fresh) it->second = slowed ? std::max(it->second, link.high) : std::min(it->second, link.low);
+      }
+    }
+    for (auto& [node, factor] : factors) {
+      const auto it = steps_most.find(node);
+      if (it == steps_most.end()) continue;
+      factor = slowed ? std::min(factor, std::max(it->second, band)) : std::max(factor, std::min(it->second, 1 / band));
+    }
+    // No pair changed at both ends (a delay that does not back up the senders): the steps' paths.
+    if (!factors.empty()) return factors;
+  }
   std::vector<const PathObservation*> paths;
   for (const RankWindow& w : ranks)
     for (const PathObservation& p : w.paths)
@@ -244,7 +384,19 @@ std::map<int32_t, double> combine_link_estimates(const std::vector<RankWindow>& 
 // --- tallies ----------------------------------------------------------------------------------
 
 void NetworkWatch::Tally::add(uint64_t bytes, double call_seconds, std::span<const double> step_seconds,
-                              double outside_seconds) {
+                              double outside_seconds, const PeerWaits* peer_waits) {
+  if (peer_waits != nullptr && !peer_waits->sends.empty()) {
+    const size_t world = peer_waits->sends.size();
+    if (waits.sends.size() != world) waits.reset(world);
+    for (size_t p = 0; p < world; ++p) {
+      waits.send_seconds[p] += peer_waits->send_seconds[p];
+      waits.recv_seconds[p] += peer_waits->recv_seconds[p];
+      waits.send_bytes[p] += peer_waits->send_bytes[p];
+      waits.recv_bytes[p] += peer_waits->recv_bytes[p];
+      waits.sends[p] += peer_waits->sends[p];
+      waits.recvs[p] += peer_waits->recvs[p];
+    }
+  }
   ++calls;
   seconds += call_seconds;
   outside += outside_seconds;
@@ -283,10 +435,10 @@ NetworkWatch::NetworkWatch(const Options& options, const ir::Plan& plan, int32_t
 NetworkWatch::~NetworkWatch() = default;
 
 void NetworkWatch::record(size_t schedule, uint64_t bytes, double seconds, std::span<const double> step_seconds,
-                          double outside) {
+                          double outside, const PeerWaits* peer_waits) {
   Record& r = records_[schedule];
-  r.total.add(bytes, seconds, step_seconds, outside);
-  if (checking_) r.window.add(bytes, seconds, step_seconds, outside);
+  r.total.add(bytes, seconds, step_seconds, outside, nullptr);
+  if (checking_) r.window.add(bytes, seconds, step_seconds, outside, peer_waits);
 }
 
 void NetworkWatch::price(size_t schedule) {
@@ -334,6 +486,8 @@ std::optional<RankWindow> NetworkWatch::window_for_check(
   // the same per set of uplinks crossed together (a path).
   std::map<int32_t, std::pair<double, double>> link_time;
   std::map<std::vector<int32_t>, std::pair<double, double>> path_time;
+  // Per (peer, send): the transfers' seconds, at the baseline's pace per byte, and their count.
+  std::map<std::pair<int32_t, bool>, PeerObservation> peer_time;
   for (size_t s = 0; s < records_.size(); ++s) {
     if (only && s != *only) continue;
     Record& r = records_[s];
@@ -363,6 +517,7 @@ std::optional<RankWindow> NetworkWatch::window_for_check(
       r.baseline.mean_call = w.seconds / calls_here;
       r.baseline.mean_outside = w.outside / calls_here;
       r.step_baseline = step_ratio;
+      r.peer_baseline = w.waits;
       r.window = Tally{};
       setting_baseline = true;
       continue;
@@ -412,6 +567,39 @@ std::optional<RankWindow> NetworkWatch::window_for_check(
         }
       }
     }
+    // Per peer, against the baseline window's seconds per byte (with a baseline: an explicit
+    // re-plan before the first check has none, and the steps serve alone).
+    if (topology_ && r.has_baseline && !w.waits.sends.empty() && r.peer_baseline.sends.size() == w.waits.sends.size()) {
+      const PeerWaits& now = w.waits;
+      const PeerWaits& base = r.peer_baseline;
+      for (size_t p = 0; p < now.sends.size(); ++p) {
+        const auto peer = static_cast<int32_t>(p);
+        const auto add = [&](bool send, double seconds, uint64_t bytes, uint64_t transfers, double base_seconds,
+                             uint64_t base_bytes, uint64_t base_transfers) {
+          if (transfers == 0 || base_transfers == 0) return;
+          // Per byte where there are bytes (a zero-count call's messages are empty), else per transfer.
+          const double scale = bytes > 0 && base_bytes > 0
+                                   ? static_cast<double>(bytes) / static_cast<double>(base_bytes)
+                                   : static_cast<double>(transfers) / static_cast<double>(base_transfers);
+          PeerObservation& o = peer_time[{peer, send}];
+          if (o.links.empty()) {
+            o.peer = peer;
+            o.send = send;
+            const Topology::Route route = send ? topology_->route(rank_, peer) : topology_->route(peer, rank_);
+            std::set<int32_t> nodes(route.up.begin(), route.up.end());
+            nodes.insert(route.down.begin(), route.down.end());
+            o.links.assign(nodes.begin(), nodes.end());
+          }
+          o.seconds += seconds;
+          o.baseline += base_seconds * scale;
+          o.transfers += transfers;
+        };
+        add(true, now.send_seconds[p], now.send_bytes[p], now.sends[p], base.send_seconds[p], base.send_bytes[p],
+            base.sends[p]);
+        add(false, now.recv_seconds[p], now.recv_bytes[p], now.recvs[p], base.recv_seconds[p], base.recv_bytes[p],
+            base.recvs[p]);
+      }
+    }
     r.window = Tally{};
   }
   if (setting_baseline && calls == 0) return std::nullopt;
@@ -432,6 +620,8 @@ std::optional<RankWindow> NetworkWatch::window_for_check(
     mine.links.push_back({node, change, change});
   }
   for (const auto& [nodes, times] : path_time) mine.paths.push_back({nodes, times.first, times.second});
+  for (auto& entry : peer_time)
+    if (!entry.second.links.empty()) mine.peers.push_back(std::move(entry.second));
   return mine;
 }
 
@@ -476,8 +666,11 @@ ir::Plan NetworkWatch::plan_for_links(const ir::Plan& current, const std::map<in
   for (const auto& [node, factor] : links) {
     if (node <= 0 || node >= changed.num_nodes() || !(factor > 0)) continue;
     Link link = changed.uplink(node);
-    // Never above what the topology file gives (a link that came back returns to it).
-    link.bandwidth = std::min(link.bandwidth / factor, file_topology_->uplink(node).bandwidth);
+    // A link found faster came back: to the topology file's rate, the one figure known right for
+    // it (a measured factor may fall short of the one it was slowed by, and a plan for a rate in
+    // between would neither be the old plan nor stay put). Never above the file's.
+    link.bandwidth = factor < 1 ? file_topology_->uplink(node).bandwidth
+                                : std::min(link.bandwidth / factor, file_topology_->uplink(node).bandwidth);
     changes.push_back({node, link});
   }
   changed.set_uplinks(changes);
@@ -503,6 +696,82 @@ ir::Plan NetworkWatch::plan_for_links(const ir::Plan& current, const std::map<in
   candidate_ = std::make_unique<Topology>(std::move(changed));
   *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   return plan;
+}
+
+unsigned NetworkWatch::note_verdict(size_t schedule, bool drifted, bool slower) {
+  Record& r = records_[schedule];
+  if (!drifted) {
+    r.streak = 0;
+  } else if (r.streak > 0 && r.streak_slower == slower) {
+    ++r.streak;
+  } else {
+    r.streak = 1;
+    r.streak_slower = slower;
+  }
+  return r.streak;
+}
+
+namespace {
+// A schedule's predicted seconds for one call of `bytes` on `topology`.
+double predicted_call_seconds(const Topology& topology, const ir::Schedule& held, double bytes, double chunk_bytes) {
+  CostParams params;
+  params.hop_overhead = kMeasuredHopOverhead;
+  params.reduce_bandwidth = topology.reduce_bandwidth();
+  params.chunk_bytes = chunk_bytes;
+  const ir::Schedule whole = held.slices > 1 ? ir::materialize(held) : ir::Schedule{};
+  const ir::Schedule& priced = held.slices > 1 ? whole : held;
+  double total = 0;
+  for (const StepCost& step : evaluate_steps(topology, priced, params))
+    total += static_cast<double>(step.repeat) * step.at(bytes, chunk_bytes);
+  return total;
+}
+
+const ir::Schedule* serving(const ir::Plan& plan, ir::Collective collective, int32_t root, uint64_t bytes) {
+  for (const ir::Schedule& s : plan.schedules) {
+    if (s.collective != collective || (ir::has_root(collective) && s.root != root)) continue;
+    if (bytes >= s.min_bytes && (!s.max_bytes || bytes < *s.max_bytes)) return &s;
+  }
+  return nullptr;
+}
+}  // namespace
+
+double NetworkWatch::predicted_gain(const ir::Plan& current, const ir::Plan& fresh) const {
+  const Topology* figures = candidate_ ? candidate_.get() : topology_.get();
+  if (!figures) return 0;
+  double before = 0, after = 0;
+  try {
+    for (size_t s = 0; s < records_.size() && s < current.schedules.size(); ++s) {
+      const ir::Schedule& old_schedule = current.schedules[s];
+      for (const auto& [bytes, calls] : records_[s].total.sizes) {
+        const ir::Schedule* now = serving(fresh, old_schedule.collective, old_schedule.root, bytes);
+        if (!now) continue;
+        const double n = static_cast<double>(calls), b = static_cast<double>(bytes);
+        before += n * predicted_call_seconds(*figures, old_schedule, b, chunk_bytes_);
+        after += n * predicted_call_seconds(*figures, *now, b, chunk_bytes_);
+      }
+    }
+  } catch (const std::exception&) {
+    return 1;  // (a schedule the evaluator cannot price: no reason to hold back)
+  }
+  return before > 0 ? 1 - after / before : 1;
+}
+
+bool NetworkWatch::candidate_is_file() const {
+  if (!candidate_ || !file_topology_) return false;
+  for (int32_t n = 0; n < file_topology_->num_nodes(); ++n) {
+    if (n == file_topology_->root()) continue;
+    if (candidate_->uplink(n).bandwidth != file_topology_->uplink(n).bandwidth) return false;
+  }
+  return true;
+}
+
+std::vector<double> NetworkWatch::uplink_bandwidths() const {
+  std::vector<double> out;
+  if (!topology_) return out;
+  out.assign(static_cast<size_t>(topology_->num_nodes()), 0.0);
+  for (int32_t n = 0; n < topology_->num_nodes(); ++n)
+    if (n != topology_->root()) out[static_cast<size_t>(n)] = topology_->uplink(n).bandwidth;
+  return out;
 }
 
 void NetworkWatch::adopt(const ir::Plan& plan) {

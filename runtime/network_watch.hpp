@@ -38,6 +38,16 @@ struct PathObservation {
   double seconds = 0, baseline = 0;
 };
 
+// One rank's transfers with one peer in one direction over a window: the seconds they took
+// (PeerWaits) and what the same bytes took at the baseline's pace.
+struct PeerObservation {
+  int32_t peer = -1;
+  bool send = true;  // this rank's sends to the peer; else its receives from it
+  double seconds = 0, baseline = 0;
+  uint64_t transfers = 0;
+  std::vector<int32_t> links;  // topology nodes whose uplinks the messages cross, sorted
+};
+
 // One rank's figures of a drift check, exchanged as text so that every rank decodes the same.
 struct RankWindow {
   double ratio = 0;            // measured / predicted over the window (per call without a topology)
@@ -46,6 +56,7 @@ struct RankWindow {
   double mean_outside = 0, baseline_outside = 0;  // seconds per call spent outside the runtime
   std::vector<LinkObservation> links;
   std::vector<PathObservation> paths;
+  std::vector<PeerObservation> peers;
 };
 std::string encode_window(const RankWindow& window);
 RankWindow decode_window(const std::string& text);  // throws std::invalid_argument
@@ -64,13 +75,25 @@ struct DriftVerdict {
 DriftVerdict judge_drift(const std::vector<RankWindow>& ranks, double threshold);
 
 // Per uplink node, the factor its time changed by, where it leaves the noise band
-// [1 / (1 + threshold / 2), 1 + threshold / 2]. From the ranks' paths where they sent any: a link
+// [1 / (1 + threshold / 2), 1 + threshold / 2]. `ranks` is indexed by plan rank.
+//
+// From the ranks' peer observations where they sent any: each pair of ranks (sender, receiver) is
+// judged by the end that changed least against its baseline, since a slow link lengthens both
+// the sender's sends (they back up behind it) and the receiver's receives, while a late sender
+// lengthens only the receives and a late receiver (rendezvous) only the sends. The pairs then
+// stand for paths below; a blamed link's factor is the pairs' summed time over summed baseline,
+// never beyond the most any rank's steps across that link slowed (a pair's wait can grow far more
+// than the link's time per byte: its baseline wait may be near nothing).
+//
+// Else from the ranks' step paths where they sent any: a link
 // whose paths together (by time) stayed within the band is unchanged; of the rest, the fewest links explain the
 // changed paths (greedily: the link under the most changed time first, at those paths' summed
 // time over their baseline time, down to links explaining a quarter of the first's), since steps
 // that wait on one slow link slow every link they cross. Without paths, per link: the smallest factor any rank saw when all were slower, the
 // largest when all were faster.
-std::map<int32_t, double> combine_link_estimates(const std::vector<RankWindow>& ranks, double threshold);
+// `bandwidth`, by node, breaks ties between links that explain the same pairs (empty: none).
+std::map<int32_t, double> combine_link_estimates(const std::vector<RankWindow>& ranks, double threshold,
+                                                 std::span<const double> bandwidth = {});
 
 class NetworkWatch {
  public:
@@ -87,7 +110,7 @@ class NetworkWatch {
   // A call finished on this rank: its bytes, seconds from start to end, each step's seconds, and
   // the seconds the caller spent outside the runtime before it.
   void record(size_t schedule, uint64_t bytes, double seconds, std::span<const double> step_seconds,
-              double outside);
+              double outside, const PeerWaits* peer_waits = nullptr);
 
   // The drift check of `schedule` (nullopt: every schedule with calls, for an explicit
   // re-plan). The first check of a schedule drops its window (warm-up), the second sets its
@@ -99,9 +122,19 @@ class NetworkWatch {
   std::string describe_drift(std::optional<size_t> schedule, const DriftVerdict& verdict,
                              const std::map<int32_t, double>& links) const;
   bool drift_reported(size_t schedule) const { return records_[schedule].drift_reported; }
+  // A drift check's verdict for `schedule`: the checks in a row, this one included, that drifted
+  // the same way (0 where this one did not).
+  unsigned note_verdict(size_t schedule, bool drifted, bool slower);
+  // How much less time `fresh` is predicted to take than `current` for the calls made so far
+  // (their sizes, per schedule), both priced at the figures `fresh` was made for: 0.2 = 20% less.
+  double predicted_gain(const ir::Plan& current, const ir::Plan& fresh) const;
+  // Whether the figures of the plan last made are the topology file's (every link as loaded).
+  bool candidate_is_file() const;
   void set_drift_reported(size_t schedule) { records_[schedule].drift_reported = true; }
 
   bool can_replan() const { return topology_ != nullptr; }
+  // By topology node, its uplink's bandwidth in the current figures (empty without a topology).
+  std::vector<double> uplink_bandwidths() const;
   // The plan for the current link figures changed by `links` (factors of time: a link 4x slower
   // has a quarter of its bandwidth; never above the topology file's), for the collectives and
   // roots of `current`, verified for this rank. Throws with the reason where it cannot be made.
@@ -119,7 +152,9 @@ class NetworkWatch {
     double seconds = 0, outside = 0;
     std::vector<double> steps;
     std::vector<std::pair<uint64_t, uint64_t>> sizes;  // (bytes, calls), a few distinct sizes
-    void add(uint64_t bytes, double call_seconds, std::span<const double> step_seconds, double outside_seconds);
+    PeerWaits waits;  // summed over the calls (windows only)
+    void add(uint64_t bytes, double call_seconds, std::span<const double> step_seconds, double outside_seconds,
+             const PeerWaits* peer_waits);
   };
   struct Record {
     uint64_t started = 0;
@@ -128,7 +163,10 @@ class NetworkWatch {
     bool has_baseline = false;
     RankWindow baseline;               // ratio, mean call, mean outside
     std::vector<double> step_baseline;  // measured / predicted per step (1 where unpredicted)
+    PeerWaits peer_baseline;            // the baseline window's transfers per peer
     bool drift_reported = false;
+    unsigned streak = 0;        // drift checks in a row that drifted the same way
+    bool streak_slower = true;
     std::vector<StepCost> costs;  // per step; empty: no prediction
     std::vector<std::vector<int32_t>> step_links;  // uplinks this rank's messages cross, per step
     bool links_known = false;

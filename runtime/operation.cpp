@@ -36,6 +36,7 @@ void Operation::restart(uint64_t sequence, const ir::Schedule& schedule, const c
   if (context_.time_steps) {
     started_ = step_began_ = std::chrono::steady_clock::now();
     step_seconds_.assign(program.steps.size(), 0.0);
+    if (context_.time_transfers) peer_waits_.reset(static_cast<size_t>(context_.plan->world_size));
   }
   args_ = args;
   args_.shard_counts = {};  // (the caller's storage: read here only)
@@ -78,6 +79,29 @@ void Operation::restart(uint64_t sequence, const ir::Schedule& schedule, const c
     set_error(fmt::format("{}: starting failed: {}", describe(), e.what()));
     release_requests();
     throw;
+  }
+}
+
+void PeerWaits::reset(size_t world) {
+  send_seconds.assign(world, 0.0);
+  recv_seconds.assign(world, 0.0);
+  send_bytes.assign(world, 0);
+  recv_bytes.assign(world, 0);
+  sends.assign(world, 0);
+  recvs.assign(world, 0);
+}
+
+void Operation::note_wait(bool send, int32_t peer, size_t bytes, double seconds) {
+  const auto p = static_cast<size_t>(peer);
+  if (p >= peer_waits_.sends.size()) return;
+  if (send) {
+    peer_waits_.send_seconds[p] += seconds;
+    peer_waits_.send_bytes[p] += bytes;
+    ++peer_waits_.sends[p];
+  } else {
+    peer_waits_.recv_seconds[p] += seconds;
+    peer_waits_.recv_bytes[p] += bytes;
+    ++peer_waits_.recvs[p];
   }
 }
 
@@ -322,6 +346,13 @@ void Operation::handle_completion(Transfer& transfer) {
   context_.transport->release(transfer.request);
   transfer.request = nullptr;
   const size_t sources = run.task->sources.size();
+  if (context_.time_transfers && transfer.status.ok()) {
+    const bool send = transfer.index >= sources;
+    const int32_t peer_rank =
+        send ? run.task->destinations[transfer.index - sources].rank : run.task->sources[transfer.index].rank;
+    note_wait(send, peer_rank, chunk_bytes(run, slot.chunk),
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - transfer.posted).count());
+  }
   if (transfer.index >= sources) {
     const int32_t to = run.task->destinations[transfer.index - sources].rank;
     --sends_in_flight_;
@@ -369,6 +400,7 @@ void Operation::start_chunk(TaskRun& run, size_t chunk) {
   slot.state = ChunkState::Receiving;
   slot.pending = task.sources.size();
   const size_t bytes = chunk_bytes(run, chunk);
+  const auto posted = context_.time_transfers ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   for (uint32_t i = 0; i < task.sources.size() && !failed(); ++i) {
     // This chunk's bytes, not a full chunk's: a step of many one-element ops would otherwise
     // hold a full chunk per op and source in flight, more than the pool keeps idle, and
@@ -381,6 +413,7 @@ void Operation::start_chunk(TaskRun& run, size_t chunk) {
       length = sizeof(single_copy::Descriptor);
     }
     Transfer& transfer = slot.transfers[i];
+    transfer.posted = posted;
     Transport::Request request = nullptr;
     TransportStatus status;
     if (context_.check_calls) {
@@ -409,6 +442,7 @@ void Operation::post_sends(TaskRun& run, Slot& slot, const std::byte* data) {
   const size_t bytes = chunk_bytes(run, slot.chunk);
   slot.state = ChunkState::Sending;
   slot.pending = task.destinations.size();
+  const auto posted = context_.time_transfers ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   for (size_t j = 0; j < task.destinations.size() && !failed(); ++j) {
     const codegen::Link& to = task.destinations[j];
     if (single_copy(to.rank, bytes)) {
@@ -416,6 +450,7 @@ void Operation::post_sends(TaskRun& run, Slot& slot, const std::byte* data) {
       continue;
     }
     Transfer& transfer = slot.transfers[task.sources.size() + j];
+    transfer.posted = posted;
     Transport::Request request = nullptr;
     const TransportStatus status =
         context_.check_calls
@@ -428,6 +463,7 @@ void Operation::post_sends(TaskRun& run, Slot& slot, const std::byte* data) {
       return;
     }
     if (request == nullptr) {  // completed at once
+      if (context_.time_transfers) note_wait(true, to.rank, bytes, 0.0);
       --slot.pending;
       continue;
     }

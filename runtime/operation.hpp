@@ -28,6 +28,7 @@
 #include "codegen/rank_program.hpp"
 #include "ir/plan.hpp"
 #include "runtime/call_signature.hpp"
+#include "runtime/call_stats.hpp"
 #include "runtime/datatype.hpp"
 #include "runtime/element_map.hpp"
 #include "runtime/scratch_pool.hpp"
@@ -58,6 +59,9 @@ struct ExecContext {
   size_t sink_bytes;
   // Time the call and each step on this rank (network_watch.hpp); off, no clock is read.
   bool time_steps = false;
+  // Also time each transfer, per peer (PeerWaits): only where drift checks use it
+  // (FLEXPLAN_REPLAN=detect|auto), not for FLEXPLAN_STATS alone.
+  bool time_transfers = false;
 };
 
 // A call as the operation runs it: the engine's translation of the user's call (engine.cpp).
@@ -118,6 +122,8 @@ class Operation {
   std::chrono::steady_clock::time_point started() const { return started_; }
   uint64_t bytes() const { return static_cast<uint64_t>(args_.count) * element_size_; }
   std::span<const double> step_seconds() const { return step_seconds_; }
+  // Per peer, what this rank's transfers with it took (call_stats.hpp; time_steps only).
+  const PeerWaits& peer_waits() const { return peer_waits_; }
 
  private:
   enum class ChunkState : uint8_t { Idle, Receiving, Sending, Done };
@@ -135,6 +141,7 @@ class Operation {
     size_t length = 0;
     uint64_t tag = 0;
     bool awaiting_ack = false;  // a single-copy send: in flight until the receiver acknowledges
+    std::chrono::steady_clock::time_point posted{};  // time_steps: when it was posted
     bool in_flight() const { return request != nullptr || awaiting_ack; }
   };
   // One chunk in flight: its receives from every source, then its sends to every destination.
@@ -260,6 +267,9 @@ class Operation {
   size_t ack_sends_in_flight_ = 0;
   std::chrono::steady_clock::time_point started_, step_began_;
   std::vector<double> step_seconds_;  // by schedule step (capacity kept across restarts)
+  PeerWaits peer_waits_;
+  // A transfer with `peer` of `bytes` ended after `seconds` (time_steps only).
+  void note_wait(bool send, int32_t peer, size_t bytes, double seconds);
   bool steps_done_ = false;  // every step finished; done_ waits for the acks to leave
   bool done_ = false;
   std::string error_;

@@ -134,6 +134,18 @@ Options Options::from_env() {
     if (percent > 10'000) throw InputError(fmt::format("FLEXPLAN_DRIFT_PERCENT='{}': at most 10000", v));
     options.drift_percent = static_cast<unsigned>(percent);
   });
+  take(options, "FLEXPLAN_REPLAN_CONFIRM", [&](std::string_view v) {
+    const uint64_t checks = parse_positive("FLEXPLAN_REPLAN_CONFIRM", v);
+    if (checks > 100) throw InputError(fmt::format("FLEXPLAN_REPLAN_CONFIRM='{}': expected 1 to 100 checks", v));
+    options.replan_confirm = static_cast<unsigned>(checks);
+  });
+  take(options, "FLEXPLAN_REPLAN_MIN_GAIN", [&](std::string_view v) {
+    uint64_t percent = 0;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), percent);
+    if (ec != std::errc() || end != v.data() + v.size() || percent > 99)
+      throw InputError(fmt::format("FLEXPLAN_REPLAN_MIN_GAIN='{}': expected a percent from 0 to 99", v));
+    options.replan_min_gain = static_cast<unsigned>(percent);
+  });
   return options;
 }
 

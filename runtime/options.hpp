@@ -109,6 +109,13 @@ struct Options {
   // A window whose measured/predicted ratio exceeds the baseline's by more than this percent
   // (or falls below baseline / (1 + this)) has drifted. FLEXPLAN_DRIFT_PERCENT. Must agree.
   unsigned drift_percent = 50;
+  // Hysteresis of FLEXPLAN_REPLAN=auto (docs/runtime.md, Flapping): a drift re-plans only once
+  // this many checks of the schedule in a row drifted the same way (FLEXPLAN_REPLAN_CONFIRM,
+  // 1 to 100), and switches only where the new plan's predicted time for the calls made, at the
+  // measured links, is at least this percent below the current plan's (FLEXPLAN_REPLAN_MIN_GAIN,
+  // 0 to 99). Both must agree on every rank.
+  unsigned replan_confirm = 2;
+  unsigned replan_min_gain = 5;
   // Where a re-plan writes its new plan (plan rank 0 writes). FLEXPLAN_REPLAN_OUT.
   std::string replan_out;
 

@@ -230,6 +230,31 @@ std::vector<std::string> ProcessGroupFlexplan::fallbacks() const {
   return fallbacks_;
 }
 
+CommStats ProcessGroupFlexplan::stats() {
+  auto out = std::make_shared<CommStats>();
+  Job job;
+  // Read where the communicator lives, between its operations (it is driven from one thread).
+  job.issue = [out](Communicator& comm) {
+    *out = comm.stats();
+    return Request();
+  };
+  job.after = [] { return std::vector<at::Tensor>{}; };
+  enqueue(c10d::OpType::UNKNOWN, std::move(job))->wait();
+  return *out;
+}
+
+ReplanResult ProcessGroupFlexplan::replan() {
+  auto out = std::make_shared<ReplanResult>();
+  Job job;
+  job.issue = [out](Communicator& comm) {
+    *out = comm.replan();  // completes the operations issued before it first
+    return Request();
+  };
+  job.after = [] { return std::vector<at::Tensor>{}; };
+  enqueue(c10d::OpType::UNKNOWN, std::move(job))->wait();
+  return *out;
+}
+
 bool ProcessGroupFlexplan::native(ir::Collective collective) {
   if (via_allreduce_) return false;
   bool planned = false;

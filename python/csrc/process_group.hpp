@@ -71,6 +71,11 @@ class ProcessGroupFlexplan : public c10d::ProcessGroup {
   // The collectives that fell back to all-reduces because the plan has no schedule of theirs
   // ("allgather", "broadcast", ...), in the order they first did.
   std::vector<std::string> fallbacks() const;
+  // What the calls cost on this rank (Communicator::stats; docs/pytorch.md, Following the
+  // network), taken on the communicator thread after the operations issued before it. Local.
+  CommStats stats();
+  // Communicator::replan in call order with the collectives: collective, every rank alike.
+  ReplanResult replan();
 
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts) override;

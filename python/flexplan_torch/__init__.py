@@ -25,7 +25,7 @@ import torch.distributed as dist
 
 from _flexplan_torch import ProcessGroupFlexplan
 
-__all__ = ["Options", "ProcessGroupFlexplan", "hook_state", "allreduce_hook"]
+__all__ = ["Options", "ProcessGroupFlexplan", "hook_state", "allreduce_hook", "stats", "replan"]
 
 
 class Options:
@@ -75,3 +75,26 @@ def allreduce_hook(state, bucket):
     opts.reduceOp = dist.ReduceOp.AVG
     work = state.allreduce([bucket.buffer()], opts)
     return work.get_future().then(lambda fut: fut.value()[0])
+
+
+def _flexplan_group(group):
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    if not isinstance(pg, ProcessGroupFlexplan):
+        raise TypeError(f"flexplan: {type(pg).__name__} is not a flexplan process group "
+                        "(pass the group from hook_state, or init_process_group(\"flexplan\"))")
+    return pg
+
+
+def stats(group=None):
+    """What the calls cost on this rank, as a dict (docs/pytorch.md, Following the network):
+    per schedule its calls, measured and predicted seconds and steps, the re-plans so far
+    (plan_generation) and the drift and re-plan events. Calls are timed with FLEXPLAN_STATS=1 or
+    FLEXPLAN_REPLAN=detect|auto. Local; `group` defaults to the default group."""
+    return _flexplan_group(group).stats()
+
+
+def replan(group=None):
+    """Re-plans for the links measured, switching every rank at the same call if all made the
+    same plan (needs FLEXPLAN_TOPOLOGY): {"switched", "call", "message"}. Collective: every
+    rank calls it at the same point among its collectives."""
+    return _flexplan_group(group).replan()

@@ -258,6 +258,25 @@ TEST(Options, FollowingTheNetworkSettings) {
   EXPECT_EQ(options.drift_window, 20u);
   for (const char* name : {"FLEXPLAN_REPLAN", "FLEXPLAN_DRIFT_WINDOW", "FLEXPLAN_DRIFT_PERCENT", "FLEXPLAN_STATS"})
     unsetenv(name);
+  // The hysteresis (docs/runtime.md, Flapping and restoring).
+  options = Options::from_env();
+  EXPECT_EQ(options.replan_confirm, 2u);
+  EXPECT_EQ(options.replan_min_gain, 5u);
+  setenv("FLEXPLAN_REPLAN_CONFIRM", "3", 1);
+  setenv("FLEXPLAN_REPLAN_MIN_GAIN", "0", 1);
+  options = Options::from_env();
+  EXPECT_TRUE(options.errors.empty());
+  EXPECT_EQ(options.replan_confirm, 3u);
+  EXPECT_EQ(options.replan_min_gain, 0u);
+  setenv("FLEXPLAN_REPLAN_CONFIRM", "0", 1);
+  setenv("FLEXPLAN_REPLAN_MIN_GAIN", "100", 1);
+  options = Options::from_env();
+  ASSERT_EQ(options.errors.size(), 2u);
+  EXPECT_NE(options.errors[0].find("FLEXPLAN_REPLAN_CONFIRM='0'"), std::string::npos) << options.errors[0];
+  EXPECT_NE(options.errors[1].find("FLEXPLAN_REPLAN_MIN_GAIN='100'"), std::string::npos) << options.errors[1];
+  EXPECT_EQ(options.replan_confirm, 2u);
+  unsetenv("FLEXPLAN_REPLAN_CONFIRM");
+  unsetenv("FLEXPLAN_REPLAN_MIN_GAIN");
 }
 
 RankWindow window(double ratio, double baseline, double call = 0, double base_call = 0, double outside = 0,
@@ -284,6 +303,52 @@ TEST(Drift, WindowsTravelExactly) {
   EXPECT_EQ(back.links[0].low, 1.0 / 7);
   EXPECT_EQ(back.links[1].high, 2.0);
   EXPECT_THROW(decode_window("0x1p+0 0x1p+0"), std::invalid_argument);
+  w.peers = {{3, true, 0.25, 1.0 / 3, 7, {1, 5, 9}}, {0, false, 2e-6, 1e-6, 1, {2}}};
+  const RankWindow peers = decode_window(encode_window(w));
+  ASSERT_EQ(peers.peers.size(), 2u);
+  EXPECT_EQ(peers.peers[0].peer, 3);
+  EXPECT_TRUE(peers.peers[0].send);
+  EXPECT_EQ(peers.peers[0].baseline, 1.0 / 3);
+  EXPECT_EQ(peers.peers[0].transfers, 7u);
+  EXPECT_EQ(peers.peers[0].links, (std::vector<int32_t>{1, 5, 9}));
+  EXPECT_FALSE(peers.peers[1].send);
+  EXPECT_EQ(peers.peers[1].seconds, 2e-6);
+}
+
+// Two machines' uplinks 1 and 2 under the root, learner links 3, 4 (machine 1: ranks 0, 1) and
+// 5, 6 (machine 2: ranks 2, 3). One rank's view of its transfers with a peer, in a direction.
+PeerObservation transfers(int32_t peer, bool send, double seconds, double baseline, std::vector<int32_t> links) {
+  return {peer, send, seconds, baseline, 10, std::move(links)};
+}
+
+TEST(Drift, PairsBlameTheLinkBothEndsSaw) {
+  // Machine 1's uplink slowed: rank 0 -> rank 2 waits 0.5 s more at both ends (its sends backed
+  // up, its receives late). Rank 2 -> rank 3 (machine 2 inside) waits too at the receiving end
+  // only: rank 2 sent late, waiting on rank 0. Rank 1 -> rank 0 (machine 1 inside): unchanged.
+  std::vector<RankWindow> ranks(4, window(2, 1));
+  ranks[0].peers = {transfers(2, true, 0.6, 0.1, {1, 2, 3, 5}), transfers(1, false, 0.1, 0.1, {3, 4})};
+  ranks[1].peers = {transfers(0, true, 0.01, 0.01, {3, 4})};
+  ranks[2].peers = {transfers(0, false, 0.7, 0.2, {1, 2, 3, 5}), transfers(3, true, 0.01, 0.01, {5, 6})};
+  ranks[3].peers = {transfers(2, false, 0.6, 0.1, {5, 6})};
+  const std::vector<double> bandwidth{0, 50e6, 12.5e6, 1e10, 1e10, 1e10, 1e10};
+  auto links = combine_link_estimates(ranks, 0.5, bandwidth);
+  // Links 1, 2, 3 and 5 are in series for the one changed pair; 3 and 5 also carry unchanged
+  // pairs, and of 1 and 2 the one of less bandwidth (2) explains it with the smaller change. Its
+  // factor is the pair's end nearer its baseline: the receiver's, (0.7 + 50 us x 10) / (0.2 +
+  // 50 us x 10), against the sender's 6x.
+  ASSERT_EQ(links.size(), 1u) << links.size();
+  EXPECT_EQ(links.begin()->first, 2);
+  EXPECT_NEAR(links.begin()->second, (0.7 + 5e-4) / (0.2 + 5e-4), 1e-9);
+  // Never beyond what the steps across the link showed on the rank that saw most.
+  ranks[0].links = {{2, 2.0, 2.0}};
+  ranks[2].links = {{2, 1.5, 1.5}};
+  links = combine_link_estimates(ranks, 0.5, bandwidth);
+  EXPECT_EQ(links, (std::map<int32_t, double>{{2, 2.0}}));
+  // A late sender alone (only the receiving end waits) blames nothing.
+  ranks[0].peers[0] = transfers(2, true, 0.1, 0.1, {1, 2, 3, 5});
+  ranks[0].links.clear();
+  ranks[2].links.clear();
+  EXPECT_TRUE(combine_link_estimates(ranks, 0.5, bandwidth).empty());
 }
 
 TEST(Drift, NeedsEnoughRanksBeyondTheThreshold) {

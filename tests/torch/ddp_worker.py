@@ -12,6 +12,9 @@ Scenarios (--scenario):
   dead-peer    the last rank dies after two steps: every other rank must raise, not hang.
   early-exit   the last rank exits (status 0) after two steps, as under torchrun, which then
                waits for the others: they must raise, and UCX must not add its own complaints.
+  replan       DDP on flexplan with FLEXPLAN_REPLAN=auto beside gloo, an explicit re-plan mid-run:
+               every rank switches at the same call, losses and parameters equal gloo's
+               throughout, and the report (flexplan_torch.stats) shows both plans' calls.
 Expected failures print "EXPECTED-ERROR: <message>" and exit 3; anything else exits non-zero
 with a traceback. launch.py checks the outcome of every rank.
 """
@@ -199,6 +202,47 @@ def collectives(args):
     print(f"rank {rank}: collectives correct")
 
 
+def replan(args):
+    os.environ["FLEXPLAN_TOPOLOGY"] = args.topology
+    os.environ["FLEXPLAN_REPLAN"] = "auto"
+    os.environ.setdefault("FLEXPLAN_DRIFT_WINDOW", "4")
+    rank, world = init(args)
+    gloo = dist.new_group(backend="gloo")
+    torch.manual_seed(7 + rank)
+    base = integer_model()
+    reference = DDP(copy.deepcopy(base), process_group=gloo)
+    model = DDP(copy.deepcopy(base))  # the default group: flexplan
+    optimizers = [torch.optim.SGD(m.parameters(), lr=2.0 ** -5) for m in (reference, model)]
+    result = None
+    for step in range(1, args.steps + 1):
+        if step == args.replan_at:
+            result = flexplan_torch.replan()
+        x, target = batch("integer", rank, step)
+        losses = []
+        for m, opt in zip((reference, model), optimizers):
+            opt.zero_grad()
+            loss = loss_of("integer", m(x), target)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        if losses[0] != losses[1]:
+            raise AssertionError(f"rank {rank} step {step}: loss {losses[1]} on flexplan, {losses[0]} on gloo")
+        check_equal("integer", "backend", model.module, reference.module, step, rank)
+    report = flexplan_torch.stats()
+    assert result is not None and result["switched"], result
+    assert report["timed"] and report["plan_generation"] >= 1, report
+    generations = {s["plan_generation"] for s in report["schedules"] if s["calls"] > 0}
+    assert {0, 1} <= generations, report["schedules"]
+    assert any("re-planned (requested)" in e for e in report["events"]), report["events"]
+    # Every rank switched at the same call, to the same plan (its hash is in the event).
+    mine = (result["call"], [e.split(" (planned in")[0] for e in report["events"] if "re-planned" in e])
+    everyone = [None] * world
+    dist.all_gather_object(everyone, mine, group=gloo)
+    assert all(e == everyone[0] for e in everyone), everyone
+    print(f"rank {rank}: re-planned at call #{result['call']} on every rank; {args.steps} steps, losses and "
+          f"parameters equal gloo's; {sum(s['calls'] for s in report['schedules'])} calls timed")
+
+
 def expect_failure(args):
     rank, world = job_rank_and_size()
     plan = args.plan
@@ -240,18 +284,22 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--scenario", required=True,
                         choices=["train", "collectives", "wrong-plan", "wrong-size", "bad-setting", "dead-peer",
-                                 "early-exit"])
+                                 "early-exit", "replan"])
     parser.add_argument("--plan", required=True)
     parser.add_argument("--data", choices=["integer", "float"], default="integer")
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=60, help="process group timeout, seconds")
     parser.add_argument("--scratch", default="/tmp")
+    parser.add_argument("--topology", help="replan: the topology the plan was made from")
+    parser.add_argument("--replan-at", type=int, default=5, help="replan: the step before which to re-plan")
     args = parser.parse_args()
     start = time.monotonic()
     if args.scenario == "train":
         train(args)
     elif args.scenario == "collectives":
         collectives(args)
+    elif args.scenario == "replan":
+        replan(args)
     else:
         expect_failure(args)
     dist.destroy_process_group()
