@@ -58,6 +58,10 @@ struct ExecContext {
   size_t sink_bytes;
   // Time the call and each step on this rank (network_watch.hpp); off, no clock is read.
   bool time_steps = false;
+  // Reduce hops read single-copy chunks in parts of this many bytes and fold each at once
+  // (combine_fused); 0: whole chunks. Options::fused_read_bytes where the arithmetic folds in
+  // parts (LocalArithmetic::folds_in_parts), else 0.
+  size_t fused_part_bytes = 0;
 };
 
 // A call as the operation runs it: the engine's translation of the user's call (engine.cpp).
@@ -150,6 +154,9 @@ class Operation {
     // destination (by transfer index, descriptor_at); none when single copy is off.
     ScratchPool::Buffer descriptors;
     std::vector<const std::byte*> parts;  // combine_chunk's contributions, in order
+    // Reduce receivers, by source: 1 where the chunk came as a checked single-copy descriptor
+    // whose data combine_chunk reads in parts (fused_reads), acknowledging it afterwards.
+    std::vector<uint8_t> deferred;
     // With call checks, a Frame per transfer (frame_at). Kept across steps and restarts; it
     // goes to quarantine with the scratch when a failure leaves a transfer in flight, since
     // the transport reads a frame's pieces while the message moves.
@@ -195,6 +202,17 @@ class Operation {
   void on_received(TaskRun& run, Slot& slot);
   // Reduce: folds the chunk's received data and own data, in the task's order, into `out`.
   void combine_chunk(const TaskRun& run, Slot& slot, std::byte* out);
+  // combine_chunk where some sources' data is still in their senders (Slot::deferred): part by
+  // part, each read into bounce_ by single copy and folded while in cache; then the acks.
+  void combine_fused(const TaskRun& run, Slot& slot, std::byte* out, size_t elements);
+  // Whether a reduce's chunk of `bytes` from `peer` is read in parts at the fold rather than
+  // whole on arrival (single copy, and an arithmetic that folds in parts).
+  bool fused_read(const codegen::Task& task, int32_t peer, size_t bytes) const;
+  // Whether the first source's scratch holds a running result or the data sent on, so that it
+  // is needed even when that source's data is read in parts.
+  static bool needs_partial(const codegen::Task& task) {
+    return task.sends() || task.sources.size() + (task.add_own ? 1 : 0) > 2;
+  }
   void post_sends(TaskRun& run, Slot& slot, const std::byte* data);
   void finish_chunk(Slot& slot);
   void release_requests();
@@ -236,6 +254,8 @@ class Operation {
   ElementMap map_;  // units to elements of the buffer
   // The buffer when the call gives none (OperationArgs::recv null); quarantined on failure.
   ScratchPool::Buffer work_;
+  // combine_fused's parts as they are read, one per deferred source (kept across restarts).
+  ScratchPool::Buffer bounce_;
   CallSignature signature_;  // this rank's, which every message of the call carries
   size_t element_size_;
   const std::byte* input_;  // the send buffer (== buffer_ in place)

@@ -262,6 +262,17 @@ TEST(Options, EnvironmentOverridesDefaults) {
                            "FLEXPLAN_SPIN_US"}) {
     unsetenv(name);
   }
+  // The fused reads' part: 0 (whole chunks) is a value, not an error.
+  EXPECT_EQ(Options().fused_read_bytes, Options::kDefaultFusedReadBytes);
+  setenv("FLEXPLAN_FUSED_READ_BYTES", "0", 1);
+  EXPECT_EQ(Options::from_env().fused_read_bytes, 0u);
+  setenv("FLEXPLAN_FUSED_READ_BYTES", "4096", 1);
+  EXPECT_EQ(Options::from_env().fused_read_bytes, 4096u);
+  setenv("FLEXPLAN_FUSED_READ_BYTES", "4k", 1);
+  const Options bad_part = Options::from_env();
+  ASSERT_EQ(bad_part.errors.size(), 1u);
+  EXPECT_EQ(bad_part.errors[0], "FLEXPLAN_FUSED_READ_BYTES='4k': expected a positive integer");
+  unsetenv("FLEXPLAN_FUSED_READ_BYTES");
 }
 
 
