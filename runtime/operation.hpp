@@ -12,7 +12,8 @@
 //
 // Between processes of one host, long chunks go by single copy (single_copy.hpp): the sender
 // sends a descriptor instead of the data and its send completes when the receiver's
-// acknowledgement arrives; the receiver reads the chunk out of the sender's memory.
+// acknowledgement arrives; the receiver reads the chunk out of the sender's memory (a reduce
+// hop in parts as it folds them, so that the data crosses the cache once: combine_fused).
 //
 // Every message starts with the call's signature (call_signature.hpp) unless call checks are off:
 // a receiver whose peer issued another call fails naming both calls.
