@@ -511,11 +511,12 @@ std::shared_ptr<Operation> Engine::launch(const ir::Schedule& schedule, const Op
       operation = *free;
       operation->restart(next_sequence_++, schedule, program, args);
     } else {
-      const ExecContext context{transport_.get(),    &pool_,          &plan_,
-                                rank_,                options_.chunk_bytes, options_.window,
-                                &same_host_,          &quarantine_,    &pool_.arithmetic(),
-                                check_calls_,         sink_.get(),     sink_bytes_,
-                                timing_,              timing_ && options_.replan != Replan::Off};
+      ExecContext context{transport_.get(),    &pool_,          &plan_,
+                          rank_,                options_.chunk_bytes, options_.window,
+                          &same_host_,          &quarantine_,    &pool_.arithmetic(),
+                          check_calls_,         sink_.get(),     sink_bytes_,
+                          timing_,              timing_ && options_.replan != Replan::Off};
+      context.fused_part_bytes = pool_.arithmetic().folds_in_parts() ? options_.fused_read_bytes : 0;
       operation = std::make_shared<Operation>(context, next_sequence_++, schedule, program, args);
       // Kept for reuse; beyond kMaxSpares the oldest is let go.
       if (spares_.size() == kMaxSpares) spares_.erase(spares_.begin());

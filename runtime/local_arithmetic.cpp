@@ -23,6 +23,7 @@ class HostArithmetic final : public LocalArithmetic {
   }
   std::byte* allocate(size_t bytes) override { return new std::byte[bytes]; }
   void release(std::byte* data, size_t) override { delete[] data; }
+  bool folds_in_parts() const override { return true; }
 };
 
 }  // namespace

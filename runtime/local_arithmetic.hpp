@@ -31,6 +31,11 @@ class LocalArithmetic {
   virtual void release(std::byte* data, size_t bytes) = 0;
   // Whether a released buffer may be kept for reuse (ScratchPool); false makes the pool free it.
   virtual bool reusable(const std::byte*) const { return true; }
+  // Whether a reduce hop whose contributions come by single copy may fold them in parts (of
+  // Options::fused_read_bytes), each read into a small buffer and added while it is still in
+  // cache, instead of reading each chunk whole into scratch first (operation.hpp). False: whole
+  // chunks, one fold per chunk, as a device's kernels want.
+  virtual bool folds_in_parts() const { return false; }
 };
 
 // The CPU arithmetic, with ordinary heap scratch; shared, stateless.

@@ -221,6 +221,7 @@ void Operation::start_step() {
         }
         slot.scratch.clear();  // (its buffers were released with the slot's last chunk)
         if (task.reduce) slot.scratch.resize(task.sources.size());
+        slot.deferred.assign(task.reduce ? task.sources.size() : 0, 0);
         for (uint32_t t = 0; t < transfers; ++t) {
           Transfer& transfer = slot.transfers[t];
           transfer.request = nullptr;
@@ -405,7 +406,9 @@ void Operation::start_chunk(TaskRun& run, size_t chunk) {
     // This chunk's bytes, not a full chunk's: a step of many one-element ops would otherwise
     // hold a full chunk per op and source in flight, more than the pool keeps idle, and
     // allocate and free them op after op (70,000 MiB for Limits.PlansBeyondTheOldTagFieldsRun).
-    if (task.reduce) slot.scratch[i] = context_.pool->acquire(bytes);
+    // (None where the data is read in parts at the fold, unless it holds the running result.)
+    if (task.reduce && (!fused_read(task, task.sources[i].rank, bytes) || (i == 0 && needs_partial(task))))
+      slot.scratch[i] = context_.pool->acquire(bytes);
     void* target = receive_target(run, slot, i);
     size_t length = bytes;
     if (single_copy(task.sources[i].rank, bytes)) {  // the descriptor comes; the data is read
@@ -501,9 +504,18 @@ void Operation::complete_receive(TaskRun& run, Slot& slot, uint32_t source, Tran
   const bool by_descriptor = single_copy(from, expected);
   uint64_t single_copy_cookie = 0;
   if (by_descriptor) {
-    // The seam checks the descriptor and reads the chunk straight out of the sender.
-    const Transport::SingleCopyRead read = context_.transport->single_copy_read(
-        from, descriptor_at(slot, source), length, expected, receive_target(run, slot, source));
+    // The seam checks the descriptor and reads the chunk straight out of the sender, or, where
+    // a reduce folds it in parts, leaves the reads to the fold (combine_fused).
+    const bool fused = fused_read(*run.task, from, expected);
+    const Transport::SingleCopyRead read =
+        fused ? context_.transport->single_copy_check(descriptor_at(slot, source), length, expected)
+              : context_.transport->single_copy_read(from, descriptor_at(slot, source), length, expected,
+                                                     receive_target(run, slot, source));
+    if (fused && read.code == Transport::SingleCopyRead::Ok) {
+      slot.deferred[source] = 1;  // acknowledged once read
+      if (--slot.pending == 0) on_received(run, slot);
+      return;
+    }
     if (read.code == Transport::SingleCopyRead::NotDescriptor) {
       set_error(fmt::format("{}: {}: chunk {} from {} is not the single-copy descriptor expected ({} "
                             "bytes; do all ranks pass the same count and type?)",
@@ -548,6 +560,10 @@ void Operation::combine_chunk(const TaskRun& run, Slot& slot, std::byte* out) {
   };
   std::byte* partial = slot.scratch[0].get();
   if (elements == 0) return;  // an empty message of a zero-count operation
+  if (std::find(slot.deferred.begin(), slot.deferred.end(), 1) != slot.deferred.end()) {
+    combine_fused(run, slot, out, elements);
+    return;
+  }
   if (count == 1) {
     if (out != part(0)) std::memcpy(out, part(0), elements * element_size_);
     return;
@@ -561,6 +577,77 @@ void Operation::combine_chunk(const TaskRun& run, Slot& slot, std::byte* out) {
   const std::string why =
       context_.arithmetic->fold(out, partial, slot.parts.data(), count, elements, args_.type, args_.op);
   if (!why.empty()) set_error(fmt::format("{}: {}: combining chunk {} failed: {}", describe(), where(run), slot.chunk, why));
+}
+
+bool Operation::fused_read(const codegen::Task& task, int32_t peer, size_t bytes) const {
+  return task.reduce && bytes > 0 && context_.fused_part_bytes > 0 && single_copy(peer, bytes);
+}
+
+void Operation::combine_fused(const TaskRun& run, Slot& slot, std::byte* out, size_t elements) {
+  const codegen::Task& task = *run.task;
+  const size_t offset = slot.chunk * run.chunk_elements * element_size_;
+  const size_t sources = task.sources.size();
+  const size_t count = sources + (task.add_own ? 1 : 0);
+  const size_t part_elements = std::max<size_t>(1, context_.fused_part_bytes / element_size_);
+  const size_t part_bytes = part_elements * element_size_;
+  size_t deferred = 0;
+  for (const uint8_t d : slot.deferred) deferred += d;
+  if (count > 1 && bounce_.capacity < deferred * part_bytes) {
+    if (bounce_) context_.pool->release(std::move(bounce_));
+    bounce_ = context_.pool->acquire(deferred * part_bytes);
+  }
+  const auto descriptor = [&](size_t source) {
+    single_copy::Descriptor got;
+    std::memcpy(&got, descriptor_at(slot, source), sizeof got);  // (checked on arrival)
+    return got;
+  };
+  const auto read = [&](size_t source, size_t at, size_t bytes, std::byte* into) {
+    const std::string why =
+        context_.transport->single_copy_read_part(task.sources[source].rank, descriptor(source), at, bytes, into);
+    if (!why.empty()) {
+      set_error(fmt::format("{}: {}: reading chunk {} ({} bytes) by single copy from {} failed: {}", describe(),
+                            where(run), slot.chunk, chunk_bytes(run, slot.chunk), peer(task.sources[source].rank),
+                            why));
+    }
+    return why.empty();
+  };
+  if (count == 1) {  // one contribution, no arithmetic: straight into the output
+    if (!read(0, 0, elements * element_size_, out)) return;
+  } else {
+    slot.parts.resize(count);
+    std::byte* partial = slot.scratch[0].get();  // null where count == 2: fold never writes it
+    for (size_t first = 0; first < elements && !failed(); first += part_elements) {
+      const size_t n = std::min(part_elements, elements - first);
+      const size_t at = first * element_size_;
+      size_t next_bounce = 0;
+      for (size_t k = 0; k < count; ++k) {
+        if (task.add_own && k == task.own_position) {
+          slot.parts[k] = run.own + offset + at;
+          continue;
+        }
+        const size_t source = task.add_own && k > task.own_position ? k - 1 : k;
+        if (!slot.deferred[source]) {
+          slot.parts[k] = slot.scratch[source].get() + at;
+          continue;
+        }
+        std::byte* into = bounce_.get() + next_bounce++ * part_bytes;
+        if (!read(source, at, n * element_size_, into)) return;
+        slot.parts[k] = into;
+      }
+      const std::string why = context_.arithmetic->fold(out + at, partial == nullptr ? nullptr : partial + at,
+                                                        slot.parts.data(), count, n, args_.type, args_.op);
+      if (!why.empty()) {
+        set_error(fmt::format("{}: {}: combining chunk {} failed: {}", describe(), where(run), slot.chunk, why));
+        return;
+      }
+    }
+  }
+  // Every part read: the senders may reuse their memory.
+  for (size_t source = 0; source < sources && !failed(); ++source) {
+    if (!slot.deferred[source]) continue;
+    slot.deferred[source] = 0;
+    if (!acknowledge(run, slot, task.sources[source].rank, descriptor(source).cookie)) return;
+  }
 }
 
 void Operation::on_received(TaskRun& run, Slot& slot) {

@@ -12,7 +12,8 @@
 //
 // Between processes of one host, long chunks go by single copy (single_copy.hpp): the sender
 // sends a descriptor instead of the data and its send completes when the receiver's
-// acknowledgement arrives; the receiver reads the chunk out of the sender's memory.
+// acknowledgement arrives; the receiver reads the chunk out of the sender's memory (a reduce
+// hop in parts as it folds them, so that the data crosses the cache once: combine_fused).
 //
 // Every message starts with the call's signature (call_signature.hpp) unless call checks are off:
 // a receiver whose peer issued another call fails naming both calls.
@@ -62,6 +63,10 @@ struct ExecContext {
   // Also time each transfer, per peer (PeerWaits): only where drift checks use it
   // (FLEXPLAN_REPLAN=detect|auto), not for FLEXPLAN_STATS alone.
   bool time_transfers = false;
+  // Reduce hops read single-copy chunks in parts of this many bytes and fold each at once
+  // (combine_fused); 0: whole chunks. Options::fused_read_bytes where the arithmetic folds in
+  // parts (LocalArithmetic::folds_in_parts), else 0.
+  size_t fused_part_bytes = 0;
 };
 
 // A call as the operation runs it: the engine's translation of the user's call (engine.cpp).
@@ -157,6 +162,9 @@ class Operation {
     // destination (by transfer index, descriptor_at); none when single copy is off.
     ScratchPool::Buffer descriptors;
     std::vector<const std::byte*> parts;  // combine_chunk's contributions, in order
+    // Reduce receivers, by source: 1 where the chunk came as a checked single-copy descriptor
+    // whose data combine_chunk reads in parts (fused_reads), acknowledging it afterwards.
+    std::vector<uint8_t> deferred;
     // With call checks, a Frame per transfer (frame_at). Kept across steps and restarts; it
     // goes to quarantine with the scratch when a failure leaves a transfer in flight, since
     // the transport reads a frame's pieces while the message moves.
@@ -202,6 +210,17 @@ class Operation {
   void on_received(TaskRun& run, Slot& slot);
   // Reduce: folds the chunk's received data and own data, in the task's order, into `out`.
   void combine_chunk(const TaskRun& run, Slot& slot, std::byte* out);
+  // combine_chunk where some sources' data is still in their senders (Slot::deferred): part by
+  // part, each read into bounce_ by single copy and folded while in cache; then the acks.
+  void combine_fused(const TaskRun& run, Slot& slot, std::byte* out, size_t elements);
+  // Whether a reduce's chunk of `bytes` from `peer` is read in parts at the fold rather than
+  // whole on arrival (single copy, and an arithmetic that folds in parts).
+  bool fused_read(const codegen::Task& task, int32_t peer, size_t bytes) const;
+  // Whether the first source's scratch holds a running result or the data sent on, so that it
+  // is needed even when that source's data is read in parts.
+  static bool needs_partial(const codegen::Task& task) {
+    return task.sends() || task.sources.size() + (task.add_own ? 1 : 0) > 2;
+  }
   void post_sends(TaskRun& run, Slot& slot, const std::byte* data);
   void finish_chunk(Slot& slot);
   void release_requests();
@@ -243,6 +262,8 @@ class Operation {
   ElementMap map_;  // units to elements of the buffer
   // The buffer when the call gives none (OperationArgs::recv null); quarantined on failure.
   ScratchPool::Buffer work_;
+  // combine_fused's parts as they are read, one per deferred source (kept across restarts).
+  ScratchPool::Buffer bounce_;
   CallSignature signature_;  // this rank's, which every message of the call carries
   size_t element_size_;
   const std::byte* input_;  // the send buffer (== buffer_ in place)

@@ -109,6 +109,10 @@ Options Options::from_env() {
   take(options, "FLEXPLAN_SINGLE_COPY_MIN_BYTES", [&](std::string_view v) {
     options.single_copy_min_bytes = parse_positive("FLEXPLAN_SINGLE_COPY_MIN_BYTES", v);
   });
+  take(options, "FLEXPLAN_FUSED_READ_BYTES", [&](std::string_view v) {
+    // 0 is allowed: whole chunks.
+    options.fused_read_bytes = v == "0" ? 0 : parse_positive("FLEXPLAN_FUSED_READ_BYTES", v);
+  });
   take(options, "FLEXPLAN_STATS", [&](std::string_view v) { options.stats_report = parse_flag("FLEXPLAN_STATS", v); });
   if (const char* v = env("FLEXPLAN_TOPOLOGY")) options.topology_path = v;
   if (const char* v = env("FLEXPLAN_REPLAN_OUT")) options.replan_out = v;

@@ -82,6 +82,11 @@ struct Options {
   // The smallest chunk sent by single copy. Must be equal on every rank (checked at creation).
   // FLEXPLAN_SINGLE_COPY_MIN_BYTES.
   size_t single_copy_min_bytes = single_copy::kDefaultMinBytes;
+  // A reduce hop reads chunks that come by single copy in parts of this many bytes, adding each
+  // part while it is in cache (docs/runtime.md, Single-copy transfers); 0: whole chunks into
+  // scratch, then one fold. Local: ranks may differ.
+  size_t fused_read_bytes = kDefaultFusedReadBytes;
+  static constexpr size_t kDefaultFusedReadBytes = size_t{128} << 10;
   // A library built from `flexplan codegen PLAN --target cpp` for this very plan: the ranks run
   // its generated programs instead of lowering the plan themselves (docs/codegen.md). Creation
   // fails on every rank if it cannot be loaded or was generated for another plan.

@@ -11,21 +11,31 @@ void Transport::set_single_copy(std::vector<pid_t> readable_pids, size_t min_byt
   single_copy_min_bytes_ = min_bytes;
 }
 
-Transport::SingleCopyRead Transport::single_copy_read(int32_t peer, const void* message, size_t length,
-                                                      size_t expected, void* into) {
+Transport::SingleCopyRead Transport::single_copy_check(const void* message, size_t length, size_t expected) const {
   SingleCopyRead result;
   if (!single_copy::is_descriptor(message, length, &result.got)) {
     result.code = SingleCopyRead::NotDescriptor;
-    return result;
-  }
-  if (result.got.bytes != expected) {
+  } else if (result.got.bytes != expected) {
     result.code = SingleCopyRead::WrongLength;
-    return result;
   }
-  result.why = read_from_peer(peer, single_copy_pids_[static_cast<size_t>(peer)], result.got.address, into,
-                              result.got.bytes);
+  return result;
+}
+
+Transport::SingleCopyRead Transport::single_copy_read(int32_t peer, const void* message, size_t length,
+                                                      size_t expected, void* into) {
+  SingleCopyRead result = single_copy_check(message, length, expected);
+  if (result.code != SingleCopyRead::Ok) return result;
+  result.why = single_copy_read_part(peer, result.got, 0, result.got.bytes, into);
   if (!result.why.empty()) result.code = SingleCopyRead::ReadFailed;
   return result;
+}
+
+std::string Transport::single_copy_read_part(int32_t peer, const single_copy::Descriptor& descriptor, size_t offset,
+                                             size_t bytes, void* into) {
+  if (offset > descriptor.bytes || bytes > descriptor.bytes - offset) {
+    return "a part beyond the range the descriptor names";
+  }
+  return read_from_peer(peer, single_copy_pids_[static_cast<size_t>(peer)], descriptor.address + offset, into, bytes);
 }
 
 bool Transport::looks_like_descriptor(int32_t peer, const void* data, size_t length, size_t expected,

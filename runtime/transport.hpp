@@ -123,6 +123,14 @@ class Transport {
     std::string why;
   };
   SingleCopyRead single_copy_read(int32_t peer, const void* message, size_t length, size_t expected, void* into);
+  // The same checks without the read (Ok, NotDescriptor or WrongLength), for a receiver that reads
+  // the range later in parts (single_copy_read_part), as a reduce does to add each part while it
+  // is in cache; the sender's range stays untouched until the receiver's ack, whenever it reads.
+  SingleCopyRead single_copy_check(const void* message, size_t length, size_t expected) const;
+  // Reads `bytes` at `offset` of the range a checked descriptor from `peer` names into `into`:
+  // empty, or why not (a part beyond the range is refused, not read).
+  std::string single_copy_read_part(int32_t peer, const single_copy::Descriptor& descriptor, size_t offset,
+                                    size_t bytes, void* into);
   // Whether `length` bytes of data where `expected` were due from `peer` are in fact a plausible
   // descriptor (a peer that sent a long message where this rank expects a short one).
   bool looks_like_descriptor(int32_t peer, const void* data, size_t length, size_t expected,

@@ -8,10 +8,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <random>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/errors.hpp"
@@ -85,6 +87,69 @@ TEST(Kernels, MinMaxAndAvgDivision) {
   std::vector<uint8_t> small{250};
   kernels::divide(small.data(), 1, DataType::UInt8, 300);  // divisor beyond the type's range
   EXPECT_EQ(small[0], 0);
+}
+
+// The kernels' vector loops (one per way the output may alias an input) give, bit for bit, what
+// one element at a time does, at lengths that leave a scalar tail, with NaNs and signed zeros
+// for min and max.
+template <typename T>
+void check_kernel_matches_scalar(DataType type) {
+  constexpr size_t n = 1027;
+  std::mt19937_64 random(7);
+  std::vector<T> a(n), b(n);
+  for (size_t i = 0; i < n; ++i) {
+    if constexpr (std::is_floating_point_v<T>) {
+      a[i] = static_cast<T>(std::uniform_real_distribution<double>(-4, 4)(random));
+      b[i] = static_cast<T>(std::uniform_real_distribution<double>(-4, 4)(random));
+    } else {
+      a[i] = static_cast<T>(random());
+      b[i] = static_cast<T>(random());
+    }
+  }
+  if constexpr (std::is_floating_point_v<T>) {
+    a[3] = std::numeric_limits<T>::quiet_NaN();
+    b[5] = std::numeric_limits<T>::quiet_NaN();
+    a[7] = T(-0.0);
+    b[7] = T(0.0);
+  }
+  const auto scalar = [](T x, T y, ReduceOp op) -> T {
+    T out{};
+    kernels::combine(&out, &x, &y, 1, std::is_same_v<T, float>    ? DataType::Float32
+                                      : std::is_same_v<T, double> ? DataType::Float64
+                                      : std::is_same_v<T, int32_t> ? DataType::Int32
+                                      : std::is_same_v<T, int64_t> ? DataType::Int64
+                                                                   : DataType::UInt8,
+                     op);
+    return out;
+  };
+  const auto same_bits = [](const std::vector<T>& got, const std::vector<T>& want) {
+    return std::memcmp(got.data(), want.data(), got.size() * sizeof(T)) == 0;
+  };
+  for (const ReduceOp op : {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max, ReduceOp::Avg}) {
+    std::vector<T> want(n), twice(n);
+    for (size_t i = 0; i < n; ++i) want[i] = scalar(a[i], b[i], op);
+    for (size_t i = 0; i < n; ++i) twice[i] = scalar(a[i], a[i], op);
+    std::vector<T> out(n);
+    kernels::combine(out.data(), a.data(), b.data(), n, type, op);
+    EXPECT_TRUE(same_bits(out, want)) << to_string(type) << " " << to_string(op) << ": apart";
+    std::vector<T> into_a = a;
+    kernels::combine(into_a.data(), into_a.data(), b.data(), n, type, op);
+    EXPECT_TRUE(same_bits(into_a, want)) << to_string(type) << " " << to_string(op) << ": into a";
+    std::vector<T> into_b = b;
+    kernels::combine(into_b.data(), a.data(), into_b.data(), n, type, op);
+    EXPECT_TRUE(same_bits(into_b, want)) << to_string(type) << " " << to_string(op) << ": into b";
+    std::vector<T> all = a;
+    kernels::combine(all.data(), all.data(), all.data(), n, type, op);
+    EXPECT_TRUE(same_bits(all, twice)) << to_string(type) << " " << to_string(op) << ": all one buffer";
+  }
+}
+
+TEST(Kernels, VectorLoopsMatchOneElementAtATime) {
+  check_kernel_matches_scalar<float>(DataType::Float32);
+  check_kernel_matches_scalar<double>(DataType::Float64);
+  check_kernel_matches_scalar<int32_t>(DataType::Int32);
+  check_kernel_matches_scalar<int64_t>(DataType::Int64);
+  check_kernel_matches_scalar<uint8_t>(DataType::UInt8);
 }
 
 TEST(Kernels, Float16SumRoundsOncePerCombine) {
@@ -197,6 +262,17 @@ TEST(Options, EnvironmentOverridesDefaults) {
                            "FLEXPLAN_SPIN_US"}) {
     unsetenv(name);
   }
+  // The fused reads' part: 0 (whole chunks) is a value, not an error.
+  EXPECT_EQ(Options().fused_read_bytes, Options::kDefaultFusedReadBytes);
+  setenv("FLEXPLAN_FUSED_READ_BYTES", "0", 1);
+  EXPECT_EQ(Options::from_env().fused_read_bytes, 0u);
+  setenv("FLEXPLAN_FUSED_READ_BYTES", "4096", 1);
+  EXPECT_EQ(Options::from_env().fused_read_bytes, 4096u);
+  setenv("FLEXPLAN_FUSED_READ_BYTES", "4k", 1);
+  const Options bad_part = Options::from_env();
+  ASSERT_EQ(bad_part.errors.size(), 1u);
+  EXPECT_EQ(bad_part.errors[0], "FLEXPLAN_FUSED_READ_BYTES='4k': expected a positive integer");
+  unsetenv("FLEXPLAN_FUSED_READ_BYTES");
 }
 
 
