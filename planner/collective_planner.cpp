@@ -75,6 +75,13 @@ const CollectiveRow kRows[] = {
            const uint64_t m = machines_of(t).size();
            return m * m + 6 * p_of(t) * 8 + leader_gather_members(t);
          }},
+    {.name = "relay-tree",
+     .summary = "a relay per subtree: siblings exchange blocks bottom-up, then each branch chains "
+                "what its subtree lacks to its children's relays; chains as long as a fan-out",
+     .sharded = true,
+     .build = [](const Topology& t, int32_t) { return plan_relay_tree_allgather(t); },
+     .ops = [](const Topology& t) { return relay_tree_size(t).ops; },
+     .members = [](const Topology& t) { return relay_tree_size(t).members; }},
     {.name = "bruck",
      .summary = "Bruck's exchange: ceil(log2 P) rounds at distances 1, 2, 4, ... (small messages)",
      .sharded = true,

@@ -97,7 +97,8 @@ struct CollectiveBeyondLimits : std::runtime_error {
 // Whether the evaluator prices the transpose of a copying schedule (transpose_copies) as the
 // schedule itself, up to rounding: reductions are not priced, and the transpose's first-chunk
 // rounds hold the same hops reversed, which holds where every op of a step (of a pipeline's
-// base, where it is sliced) runs through as many hops. True of every row of the table.
+// base, where it is sliced) runs through as many hops. True of every row of the table but
+// relay-tree (a step holds chains as long as each branch's fan-out), whose transpose is priced.
 bool transposes_at_same_price(const ir::Schedule& copies, const CostParams&);
 
 // Lower bounds for the collective (docs/cost-model.md, "Floors of the other collectives"):
