@@ -254,16 +254,30 @@ CollectivePlan race_copies(const Topology& topo, ir::Collective collective, int3
   // A row's base is built once for all its slicings, which share its steps (and are then
   // verified once: ir/verify.hpp).
   std::vector<std::pair<const CollectiveRow*, ir::Schedule>> bases;
+  // Each choice's size, once (a row's estimate may walk the tree), and whether any is within
+  // the pricing budget: the budget leaves a row out only where another can be raced.
+  std::vector<ScheduleSize> sizes;
+  bool any_within_budget = false;
   for (const NamedChoice& choice : choices) {
+    const uint64_t row_ops = choice.row->ops(topo);
+    const ScheduleSize size{row_ops * choice.slices,
+                            (choice.row->members ? choice.row->members(topo) : 2 * row_ops) * choice.slices};
+    sizes.push_back(size);
+    any_within_budget |= schedule_fits_limits(size) && size.group_members <= kCollectivePricingMembers;
+  }
+  for (size_t c = 0; c < choices.size(); ++c) {
+    const NamedChoice& choice = choices[c];
     CollectiveCandidate candidate;
     candidate.algorithm = choice_name(choice);
-    const uint64_t ops = choice.row->ops(topo) * choice.slices;
-    const uint64_t members =
-        (choice.row->members ? choice.row->members(topo) : 2 * choice.row->ops(topo)) * choice.slices;
-    if (!schedule_fits_limits({ops, members})) {
+    const uint64_t ops = sizes[c].ops, members = sizes[c].group_members;
+    if (!schedule_fits_limits(sizes[c])) {
       candidate.left_out_because =
           fmt::format("about {} ops and {} group members, beyond the {} and {} the planner builds",
                       ops, members, kMaxScheduleOps, kMaxScheduleGroupMembers);
+    } else if (any_within_budget && members > kCollectivePricingMembers) {
+      candidate.left_out_because =
+          fmt::format("about {} group members to price, beyond the {} the race prices",
+                      members, kCollectivePricingMembers);
     } else {
       auto start = Clock::now();
       auto base = std::find_if(bases.begin(), bases.end(),

@@ -40,6 +40,12 @@ struct CollectiveRow {
     return sharded ? ir::has_shards(c) : ir::has_root(c);
   }
 };
+// The race prices a row by routing every hop of its schedule (evaluate_schedule), about 5
+// million group members a second on this project's host. A row whose members (its `members`
+// estimate) pass this is left out with a note, as long as another row of the collective is
+// within it: on the generated 16k-learner tree machine-chains' 13 million members took 3-5 s of
+// the all-gather race and won no size (docs/planning-speed.md).
+inline constexpr uint64_t kCollectivePricingMembers = 8'000'000;
 std::span<const CollectiveRow> collective_table();
 // The names of the rows serving `collective`, in table order.
 std::vector<std::string> collective_algorithm_names(ir::Collective);
