@@ -224,6 +224,13 @@ void keep_cheapest(CollectivePlan& plan, ScheduleOf&& schedule_of) {
   }
 }
 
+// The work of pricing a schedule of this size (kCollectivePricingWork): every member, and
+// three more walks for each member of a chain beyond an op's first two.
+uint64_t pricing_work(const ScheduleSize& size) {
+  const uint64_t chained = size.group_members > 2 * size.ops ? size.group_members - 2 * size.ops : 0;
+  return size.group_members + 3 * chained;
+}
+
 // Races the rows of a copying collective (all-gather or broadcast), keeping every raced
 // candidate's schedule (a transposed plan may pick another winner where its prices differ).
 CollectivePlan race_copies(const Topology& topo, ir::Collective collective, int32_t root,
@@ -263,7 +270,7 @@ CollectivePlan race_copies(const Topology& topo, ir::Collective collective, int3
     const ScheduleSize size{row_ops * choice.slices,
                             (choice.row->members ? choice.row->members(topo) : 2 * row_ops) * choice.slices};
     sizes.push_back(size);
-    any_within_budget |= schedule_fits_limits(size) && size.group_members <= kCollectivePricingMembers;
+    any_within_budget |= schedule_fits_limits(size) && pricing_work(size) <= kCollectivePricingWork;
   }
   for (size_t c = 0; c < choices.size(); ++c) {
     const NamedChoice& choice = choices[c];
@@ -274,10 +281,10 @@ CollectivePlan race_copies(const Topology& topo, ir::Collective collective, int3
       candidate.left_out_because =
           fmt::format("about {} ops and {} group members, beyond the {} and {} the planner builds",
                       ops, members, kMaxScheduleOps, kMaxScheduleGroupMembers);
-    } else if (any_within_budget && members > kCollectivePricingMembers) {
+    } else if (any_within_budget && pricing_work(sizes[c]) > kCollectivePricingWork) {
       candidate.left_out_because =
-          fmt::format("about {} group members to price, beyond the {} the race prices",
-                      members, kCollectivePricingMembers);
+          fmt::format("about {} group members ({} pricing work), beyond the {} the race prices",
+                      members, pricing_work(sizes[c]), kCollectivePricingWork);
     } else {
       auto start = Clock::now();
       auto base = std::find_if(bases.begin(), bases.end(),

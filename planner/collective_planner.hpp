@@ -40,12 +40,17 @@ struct CollectiveRow {
     return sharded ? ir::has_shards(c) : ir::has_root(c);
   }
 };
-// The race prices a row by routing every hop of its schedule (evaluate_schedule), about 5
-// million group members a second on this project's host. A row whose members (its `members`
-// estimate) pass this is left out with a note, as long as another row of the collective is
-// within it: on the generated 16k-learner tree machine-chains' 13 million members took 3-5 s of
-// the all-gather race and won no size (docs/planning-speed.md).
-inline constexpr uint64_t kCollectivePricingMembers = 8'000'000;
+// The race prices a row by routing every hop of its schedule (evaluate_schedule): a hop of a
+// chain op is walked about five times (its latency, the step's load, its steady pace, its
+// round's load and its first-chunk pace), a one-hop op's about twice, which measured here as
+// about 0.07 us a member of the ring and 0.25-0.33 us one of machine-chains. A row's pricing
+// work is counted as its group members plus three times those beyond two an op (estimated from
+// `ops` and `members`); a row past this budget is left out with a note, as long as another row
+// of the collective is within it. On the generated 16k-learner tree that is machine-chains
+// (about 57 million), which took 3-5 s of the all-gather race and won no size
+// (docs/planning-speed.md); the ring at its largest within the limits (P of about 2,800) counts
+// 16 million.
+inline constexpr uint64_t kCollectivePricingWork = 32'000'000;
 std::span<const CollectiveRow> collective_table();
 // The names of the rows serving `collective`, in table order.
 std::vector<std::string> collective_algorithm_names(ir::Collective);
