@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 #include <vector>
 
@@ -363,6 +364,155 @@ ir::Schedule plan_machine_chains_allgather(const Topology& topo) {
   if (!step.ops.empty()) steps.push_back(std::move(step));
   append_machine_scatter(steps, schedule, p, machines);
   return schedule;
+}
+
+namespace {
+
+// The runs of units a subtree's learners own, in unit order: one run when ranks follow the
+// depth-first order, else the learners' shards merged.
+std::vector<ir::UnitRange> subtree_runs(const Topology& topo, const ir::Schedule& schedule,
+                                        bool in_order, NodeId node) {
+  const int32_t p = topo.num_learners();
+  const auto ranks = topo.learners_under(node);
+  std::vector<ir::UnitRange> runs;
+  if (in_order) {
+    const ir::UnitRange run{ir::shard_of(schedule, p, ranks.front()).begin,
+                            ir::shard_of(schedule, p, ranks.back()).end};
+    if (run.begin < run.end) runs.push_back(run);
+    return runs;
+  }
+  for (const int rank : ranks) {
+    const ir::UnitRange shard = ir::shard_of(schedule, p, rank);
+    if (shard.begin < shard.end) runs.push_back(shard);
+  }
+  std::sort(runs.begin(), runs.end(),
+            [](const ir::UnitRange& a, const ir::UnitRange& b) { return a.begin < b.begin; });
+  std::vector<ir::UnitRange> merged;
+  for (const ir::UnitRange& run : runs) {
+    if (!merged.empty() && merged.back().end == run.begin)
+      merged.back().end = run.end;
+    else
+      merged.push_back(run);
+  }
+  return merged;
+}
+
+// [0, units) less the runs (sorted, disjoint).
+std::vector<ir::UnitRange> complement_runs(const std::vector<ir::UnitRange>& runs, uint64_t units) {
+  std::vector<ir::UnitRange> out;
+  uint64_t at = 0;
+  for (const ir::UnitRange& run : runs) {
+    if (at < run.begin) out.push_back({at, run.begin});
+    at = run.end;
+  }
+  if (at < units) out.push_back({at, units});
+  return out;
+}
+
+// Each branch's relay (a learner under it): its child's whose path up to the branch is widest
+// (the narrowest uplink on the way), the first such child in depth-first order.
+std::vector<int32_t> relays_of(const Topology& topo) {
+  const size_t nodes = static_cast<size_t>(topo.num_nodes());
+  std::vector<int32_t> relay(nodes, -1);
+  std::vector<double> width(nodes, 0);
+  for (int32_t rank = 0; rank < topo.num_learners(); ++rank) {
+    const NodeId n = topo.learner_node(rank);
+    relay[static_cast<size_t>(n)] = rank;
+    width[static_cast<size_t>(n)] = std::numeric_limits<double>::infinity();
+  }
+  for (int level = 0; level < topo.num_levels(); ++level)
+    for (const NodeId v : topo.nodes_at_level(level)) {
+      double best = -1;
+      for (const NodeId c : topo.children(v)) {
+        const double through = std::min(width[static_cast<size_t>(c)], topo.uplink(c).bandwidth);
+        if (through > best) {
+          best = through;
+          relay[static_cast<size_t>(v)] = relay[static_cast<size_t>(c)];
+        }
+      }
+      width[static_cast<size_t>(v)] = best;
+    }
+  return relay;
+}
+
+}  // namespace
+
+ir::Schedule plan_relay_tree_allgather(const Topology& topo) {
+  ir::Schedule schedule = sharded(topo, "relay-tree");
+  const int32_t p = topo.num_learners();
+  if (p < 2) return schedule;
+  const bool in_order = depth_first_is_rank_order(topo);
+  const std::vector<int32_t> relay = relays_of(topo);
+  const auto relay_of = [&](NodeId n) { return relay[static_cast<size_t>(n)]; };
+  auto& steps = schedule.steps.edit();
+  // Bottom-up, one step per level (branches of one level are disjoint subtrees): every child's
+  // block through the other children's relays, starting after it, so that each relay receives
+  // each sibling's block once.
+  for (int level = 0; level < topo.num_levels(); ++level) {
+    ir::Step step = step_of(ir::Phase::AllGather, level);
+    for (const NodeId v : topo.nodes_at_level(level)) {
+      const auto children = topo.children(v);
+      const size_t d = children.size();
+      if (d < 2) continue;
+      for (size_t i = 0; i < d; ++i) {
+        ir::RankList chain;
+        for (size_t k = 0; k < d; ++k) chain.push_back(relay_of(children[(i + k) % d]));
+        for (const ir::UnitRange& run : subtree_runs(topo, schedule, in_order, children[i]))
+          step.ops.push_back(copy(run.begin, run.end, chain.front(), chain));
+      }
+    }
+    if (!step.ops.empty()) steps.push_back(std::move(step));
+  }
+  // Top-down by depth (the branches of one depth are disjoint too): a branch's relay holds what
+  // lies outside it (from its parent's chains the steps before, and its siblings' blocks from
+  // the exchange) and chains it through its other children's relays. With ranks in depth-first
+  // order that is a run before the branch's block and one after it. Two ops on one chain share
+  // its links hop for hop, and a small op's one chunk then waits on the large one at every hop
+  // (the evaluator prices it so): the run before goes through the children in reverse order,
+  // and a run under an eighth of the other goes in a step of its own after the depth's.
+  std::vector<ir::Step> down;
+  for (NodeId v = 0; v < topo.num_nodes(); ++v) {
+    if (topo.is_learner(v) || v == topo.root() || topo.degree(v) < 2) continue;
+    const int32_t from = relay_of(v);
+    ir::RankList chain{from};
+    for (const NodeId c : topo.children(v))
+      if (relay_of(c) != from) chain.push_back(relay_of(c));
+    ir::RankList reversed{from};
+    for (size_t k = chain.size(); k-- > 1;) reversed.push_back(chain[k]);
+    const std::vector<ir::UnitRange> block = subtree_runs(topo, schedule, in_order, v);
+    const std::vector<ir::UnitRange> outside = complement_runs(block, schedule.units);
+    const size_t depth = static_cast<size_t>(topo.depth(v));
+    while (down.size() < 2 * depth) down.push_back(step_of(ir::Phase::Broadcast, 0));
+    uint64_t largest = 0;
+    for (const ir::UnitRange& run : outside) largest = std::max(largest, run.end - run.begin);
+    for (const ir::UnitRange& run : outside) {
+      const bool before = in_order && !block.empty() && run.end <= block.front().begin;
+      const bool small = in_order && 8 * (run.end - run.begin) < largest;
+      ir::Step& step = down[2 * (depth - 1) + (small ? 1 : 0)];
+      step.level = std::max(step.level, topo.level(v));
+      step.ops.push_back(copy(run.begin, run.end, from, before ? reversed : chain));
+    }
+  }
+  for (ir::Step& step : down)
+    if (!step.ops.empty()) steps.push_back(std::move(step));
+  return schedule;
+}
+
+RelayTreeSize relay_tree_size(const Topology& topo) {
+  RelayTreeSize size;
+  const bool in_order = depth_first_is_rank_order(topo);
+  for (NodeId v = 0; v < topo.num_nodes(); ++v) {
+    if (topo.is_learner(v) || topo.degree(v) < 2) continue;
+    const uint64_t d = static_cast<uint64_t>(topo.degree(v));
+    const uint64_t learners = topo.learners_under(v).size();
+    // Runs: one per child and two outside when ranks follow the depth-first order; else at
+    // most a run per learner under it, and one more outside.
+    const uint64_t exchange = in_order ? d : learners;
+    const uint64_t down = v == topo.root() ? 0 : in_order ? 2 : learners + 1;
+    size.ops += exchange + down;
+    size.members += (exchange + down) * d;
+  }
+  return size;
 }
 
 namespace {

@@ -33,6 +33,22 @@ ir::Schedule plan_tree_chains_allgather(const Topology&);
 // M^2 chain members.
 ir::Schedule plan_machine_chains_allgather(const Topology&);
 
+// Through a relay per subtree, for trees too big for a chain per shard or per machine: bottom-up,
+// the children of every branch exchange their blocks (a chain per child's block through the
+// other children's relays), so that every child's relay holds its parent's block; then top-down,
+// each branch's relay chains what its subtree lacks (everything outside it) through its other
+// children's relays. A link above a subtree of k of the P learners carries (P - k) / P of the
+// data down, what the subtree lacks, and up its own block plus what passes through; chains run
+// between siblings only (a branch's fan-out in hops), so no chain grows with P. A branch's
+// relay is its child's with the widest path up (the relays of one path are one learner, which
+// sends the outside data once per level it relays). About 2 ops per child and fan-out squared
+// group members per branch; relay_tree_size gives both without building.
+ir::Schedule plan_relay_tree_allgather(const Topology&);
+struct RelayTreeSize {
+  uint64_t ops = 0, members = 0;
+};
+RelayTreeSize relay_tree_size(const Topology&);
+
 // Whether the ranks are numbered in the tree's depth-first order (then every subtree's shards
 // are one run of units).
 bool depth_first_is_rank_order(const Topology&);

@@ -75,6 +75,13 @@ const CollectiveRow kRows[] = {
            const uint64_t m = machines_of(t).size();
            return m * m + 6 * p_of(t) * 8 + leader_gather_members(t);
          }},
+    {.name = "relay-tree",
+     .summary = "a relay per subtree: siblings exchange blocks bottom-up, then each branch chains "
+                "what its subtree lacks to its children's relays; chains as long as a fan-out",
+     .sharded = true,
+     .build = [](const Topology& t, int32_t) { return plan_relay_tree_allgather(t); },
+     .ops = [](const Topology& t) { return relay_tree_size(t).ops; },
+     .members = [](const Topology& t) { return relay_tree_size(t).members; }},
     {.name = "bruck",
      .summary = "Bruck's exchange: ceil(log2 P) rounds at distances 1, 2, 4, ... (small messages)",
      .sharded = true,
@@ -217,6 +224,13 @@ void keep_cheapest(CollectivePlan& plan, ScheduleOf&& schedule_of) {
   }
 }
 
+// The work of pricing a schedule of this size (kCollectivePricingWork): every member, and
+// three more walks for each member of a chain beyond an op's first two.
+uint64_t pricing_work(const ScheduleSize& size) {
+  const uint64_t chained = size.group_members > 2 * size.ops ? size.group_members - 2 * size.ops : 0;
+  return size.group_members + 3 * chained;
+}
+
 // Races the rows of a copying collective (all-gather or broadcast), keeping every raced
 // candidate's schedule (a transposed plan may pick another winner where its prices differ).
 CollectivePlan race_copies(const Topology& topo, ir::Collective collective, int32_t root,
@@ -247,16 +261,30 @@ CollectivePlan race_copies(const Topology& topo, ir::Collective collective, int3
   // A row's base is built once for all its slicings, which share its steps (and are then
   // verified once: ir/verify.hpp).
   std::vector<std::pair<const CollectiveRow*, ir::Schedule>> bases;
+  // Each choice's size, once (a row's estimate may walk the tree), and whether any is within
+  // the pricing budget: the budget leaves a row out only where another can be raced.
+  std::vector<ScheduleSize> sizes;
+  bool any_within_budget = false;
   for (const NamedChoice& choice : choices) {
+    const uint64_t row_ops = choice.row->ops(topo);
+    const ScheduleSize size{row_ops * choice.slices,
+                            (choice.row->members ? choice.row->members(topo) : 2 * row_ops) * choice.slices};
+    sizes.push_back(size);
+    any_within_budget |= schedule_fits_limits(size) && pricing_work(size) <= kCollectivePricingWork;
+  }
+  for (size_t c = 0; c < choices.size(); ++c) {
+    const NamedChoice& choice = choices[c];
     CollectiveCandidate candidate;
     candidate.algorithm = choice_name(choice);
-    const uint64_t ops = choice.row->ops(topo) * choice.slices;
-    const uint64_t members =
-        (choice.row->members ? choice.row->members(topo) : 2 * choice.row->ops(topo)) * choice.slices;
-    if (!schedule_fits_limits({ops, members})) {
+    const uint64_t ops = sizes[c].ops, members = sizes[c].group_members;
+    if (!schedule_fits_limits(sizes[c])) {
       candidate.left_out_because =
           fmt::format("about {} ops and {} group members, beyond the {} and {} the planner builds",
                       ops, members, kMaxScheduleOps, kMaxScheduleGroupMembers);
+    } else if (any_within_budget && pricing_work(sizes[c]) > kCollectivePricingWork) {
+      candidate.left_out_because =
+          fmt::format("about {} group members ({} pricing work), beyond the {} the race prices",
+                      members, pricing_work(sizes[c]), kCollectivePricingWork);
     } else {
       auto start = Clock::now();
       auto base = std::find_if(bases.begin(), bases.end(),

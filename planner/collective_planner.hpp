@@ -40,6 +40,17 @@ struct CollectiveRow {
     return sharded ? ir::has_shards(c) : ir::has_root(c);
   }
 };
+// The race prices a row by routing every hop of its schedule (evaluate_schedule): a hop of a
+// chain op is walked about five times (its latency, the step's load, its steady pace, its
+// round's load and its first-chunk pace), a one-hop op's about twice, which measured here as
+// about 0.07 us a member of the ring and 0.25-0.33 us one of machine-chains. A row's pricing
+// work is counted as its group members plus three times those beyond two an op (estimated from
+// `ops` and `members`); a row past this budget is left out with a note, as long as another row
+// of the collective is within it. On the generated 16k-learner tree that is machine-chains
+// (about 57 million), which took 3-5 s of the all-gather race and won no size
+// (docs/planning-speed.md); the ring at its largest within the limits (P of about 2,800) counts
+// 16 million.
+inline constexpr uint64_t kCollectivePricingWork = 32'000'000;
 std::span<const CollectiveRow> collective_table();
 // The names of the rows serving `collective`, in table order.
 std::vector<std::string> collective_algorithm_names(ir::Collective);
@@ -97,7 +108,8 @@ struct CollectiveBeyondLimits : std::runtime_error {
 // Whether the evaluator prices the transpose of a copying schedule (transpose_copies) as the
 // schedule itself, up to rounding: reductions are not priced, and the transpose's first-chunk
 // rounds hold the same hops reversed, which holds where every op of a step (of a pipeline's
-// base, where it is sliced) runs through as many hops. True of every row of the table.
+// base, where it is sliced) runs through as many hops. True of every row of the table but
+// relay-tree (a step holds chains as long as each branch's fan-out), whose transpose is priced.
 bool transposes_at_same_price(const ir::Schedule& copies, const CostParams&);
 
 // Lower bounds for the collective (docs/cost-model.md, "Floors of the other collectives"):

@@ -14,6 +14,7 @@
 
 #include "codegen/lowering.hpp"
 #include "ir/pipeline_form.hpp"
+#include "planner/link_table.hpp"
 #include "planner/pipeline.hpp"
 
 namespace flexplan {
@@ -114,26 +115,12 @@ class CriticalPath {
   CriticalPath(const Topology& topo, const ir::Schedule& base, const CostParams& params)
       : params_(params),
         learners_(topo.num_learners()),
-        parent_(topo.num_nodes()),
-        depth_(topo.num_nodes()),
-        inverse_bandwidth_(3 * static_cast<size_t>(topo.num_nodes()), 0),
         load_(3 * static_cast<size_t>(topo.num_nodes()), 0),
         nodes_(static_cast<uint32_t>(topo.num_nodes())) {
     if (base.units == 0)
       throw std::invalid_argument(fmt::format("schedule '{}' has zero units", base.algorithm));
-    std::vector<double> latency(topo.num_nodes(), 0);
-    for (NodeId n = 0; n < topo.num_nodes(); ++n) {
-      parent_[n] = topo.parent(n);
-      depth_[n] = topo.depth(n);
-      if (n == topo.root()) continue;
-      const double bandwidth = topo.uplink(n).bandwidth;
-      if (!(bandwidth > 0))
-        throw std::invalid_argument(fmt::format("link above '{}' has no bandwidth", topo.full_name(n)));
-      inverse_bandwidth_[2 * n] = inverse_bandwidth_[2 * n + 1] = 1 / bandwidth;
-      latency[n] = topo.uplink(n).latency;
-    }
-    if (params.reduce_bandwidth > 0)
-      for (NodeId n = 0; n < topo.num_nodes(); ++n) inverse_bandwidth_[2 * nodes_ + n] = 1 / params.reduce_bandwidth;
+    // The link table and the loading walk are the pipeline pricer's too (link_table.hpp).
+    LinkTable links(topo, params.reduce_bandwidth);
     const double units = static_cast<double>(base.units);
     std::vector<codegen::Hop> lowered;
     steps_.resize(base.steps.size());
@@ -156,7 +143,9 @@ class CriticalPath {
           hop.from = topo.learner_node(hop.src);
           hop.to = topo.learner_node(hop.dst);
           hop.sums = params.reduce_bandwidth > 0 && hop_sums(op, lowered[h], h);
-          hop.latency = walk(hop.from, hop.to, latency, share, incast) + params.hop_overhead;
+          hop.latency = links.walk(hop.from, hop.to, share, incast,
+                                   [this](uint32_t direction, double load) { add_load(direction, load); }) +
+                        params.hop_overhead;
           if (hop.sums) add_load(2 * nodes_ + static_cast<uint32_t>(hop.to), share);
           if (op.shape == ir::OpShape::Chain && h > 0) hop.after = static_cast<int32_t>(hops.size() - 1);
           hops.push_back(hop);
@@ -178,6 +167,9 @@ class CriticalPath {
       }
       loads_.push_back(take_loads());
     }
+    parent_ = std::move(links.parent);
+    depth_ = std::move(links.depth);
+    inverse_bandwidth_ = std::move(links.inverse_bandwidth);
   }
 
   // Null once `budget` lines have been compared or sorted (`work` holds them).
@@ -266,24 +258,6 @@ class CriticalPath {
   }
 
  private:
-  // Adds `share` to every link direction from a to b, times the star's incast factor on its
-  // root's side (cost_model.hpp, StarIncast); returns the path's latency.
-  double walk(NodeId a, NodeId b, const std::vector<double>& latency, double share, const StarIncast& incast) {
-    const bool from_root = incast.root == a, to_root = incast.root == b;
-    double sum = 0;
-    while (a != b) {
-      if (depth_[a] >= depth_[b]) {
-        add_load(2 * static_cast<uint32_t>(a), from_root ? share * incast.at(a, depth_[a]) : share);
-        sum += latency[a];
-        a = parent_[a];
-      } else {
-        add_load(2 * static_cast<uint32_t>(b) + 1, to_root ? share * incast.at(b, depth_[b]) : share);
-        sum += latency[b];
-        b = parent_[b];
-      }
-    }
-    return sum;
-  }
   void add_load(uint32_t direction, double share) {
     if (load_[direction] == 0) touched_.push_back(direction);
     load_[direction] += share;

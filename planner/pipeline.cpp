@@ -1,6 +1,8 @@
 // Slicing a schedule into a pipeline (pipeline.hpp).
 #include "planner/pipeline.hpp"
 
+#include "planner/link_table.hpp"
+
 #include <algorithm>
 #include <limits>
 #include <stdexcept>
@@ -19,59 +21,25 @@ ir::Schedule pipeline_slices(const ir::Schedule& schedule, uint32_t slices) {
 PipelinePricer::PipelinePricer(const Topology& topo, const ir::Schedule& base,
                                const CostParams& params)
     : params_(params),
-      parent_(topo.num_nodes()),
-      depth_(topo.num_nodes()),
-      inverse_bandwidth_(3 * static_cast<size_t>(topo.num_nodes()), 0),
       load_(3 * static_cast<size_t>(topo.num_nodes()), 0),
       steps_(base.steps.size()),
       work_before_(base.steps.size() + 1, 0) {
   ir::require_materialized(base, "PipelinePricer");
   if (base.units == 0)
     throw std::invalid_argument(fmt::format("schedule '{}' has zero units", base.algorithm));
-  std::vector<double> latency(topo.num_nodes(), 0);
-  for (NodeId n = 0; n < topo.num_nodes(); ++n) {
-    parent_[n] = topo.parent(n);
-    depth_[n] = topo.depth(n);
-    if (n == topo.root()) continue;
-    const double bandwidth = topo.uplink(n).bandwidth;
-    if (!(bandwidth > 0))
-      throw std::invalid_argument(
-          fmt::format("link above '{}' has no bandwidth", topo.full_name(n)));
-    inverse_bandwidth_[2 * n] = inverse_bandwidth_[2 * n + 1] = 1 / bandwidth;
-    latency[n] = topo.uplink(n).latency;
-  }
-  // A learner's reductions are one more resource, "direction" 2 * nodes + node (cost_model.hpp).
-  const auto reduction_of = [nodes = static_cast<uint32_t>(topo.num_nodes())](NodeId n) {
-    return 2 * nodes + static_cast<uint32_t>(n);
-  };
+  // The link table and the loading walk are the critical path's too (link_table.hpp).
+  LinkTable links(topo, params.reduce_bandwidth);
+  const auto reduction_of = [&links](NodeId n) { return links.reduction_of(n); };
   const bool reductions = params.reduce_bandwidth > 0;
-  if (reductions)
-    for (NodeId n = 0; n < topo.num_nodes(); ++n)
-      inverse_bandwidth_[reduction_of(n)] = 1 / params.reduce_bandwidth;
   // A hop's one walk up and down its path: adds `share` to each link direction's load (load_,
   // listed in touched_), times its star's incast factor on the root's side (cost_model.hpp,
   // StarIncast), and returns the path's latency.
   const auto walk = [&](NodeId a, NodeId b, double share, const StarIncast& incast, uint64_t& walked) {
-    const bool from_root = incast.root == a, to_root = incast.root == b;
-    double sum = 0;
-    for (; a != b; ++walked) {
-      uint32_t direction;
-      double load = share;
-      if (depth_[a] >= depth_[b]) {
-        direction = 2 * static_cast<uint32_t>(a);
-        if (from_root) load *= incast.at(a, depth_[a]);
-        sum += latency[a];
-        a = parent_[a];
-      } else {
-        direction = 2 * static_cast<uint32_t>(b) + 1;
-        if (to_root) load *= incast.at(b, depth_[b]);
-        sum += latency[b];
-        b = parent_[b];
-      }
+    return links.walk(a, b, share, incast, [&](uint32_t direction, double load) {
+      ++walked;
       if (load_[direction] == 0) touched_.push_back(direction);
       load_[direction] += load;
-    }
-    return sum;
+    });
   };
   // The loads gathered in load_, as a sparse list (load_ is left cleared).
   const auto take_loads = [&] {
@@ -178,6 +146,9 @@ PipelinePricer::PipelinePricer(const Topology& topo, const ir::Schedule& base,
       if (hop.chain >= 0) step.chain_hops.push_back(hop);
     record_work();
   }
+  parent_ = std::move(links.parent);
+  depth_ = std::move(links.depth);
+  inverse_bandwidth_ = std::move(links.inverse_bandwidth);
 }
 
 void PipelinePricer::add(const SparseLoads& loads) {
