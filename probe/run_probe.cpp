@@ -869,6 +869,30 @@ class Run {
   std::map<std::pair<int, int>, Figure> pair_results_;
 };
 
+// Past twice the budget and a minute a probe process gives up (the watchdog below).
+double time_limit_seconds(double budget_s) { return 2 * budget_s + 60; }
+
+// The probe's command line, parsing into `s`; `launch` is how its help says to start it.
+std::unique_ptr<CLI::App> make_command_line(Settings& s, const std::string& launch) {
+  auto app = std::make_unique<CLI::App>("flexplan-probe: measure the cluster this job runs on and write its topology JSON.\n"
+               "Run one process per learner: " + launch + " -o topology.json");
+  app->add_option("-o,--output", s.output, "write the topology JSON here (default: standard output)");
+  app->add_option("--report", s.report, "write every figure, its samples and spread, as JSON here");
+  app->add_option("--budget", s.budget, "time for the whole probe (60s, 2m)")->capture_default_str();
+  app->add_option("--tolerance", s.tolerance, "a figure is stable when its samples agree within this")->capture_default_str();
+  app->add_option("--topology", s.topology, "take the switch tree from this topology JSON (its machines must group the ranks as the hosts do)");
+  app->add_option("--slurm", s.slurm, "take the switch tree from Slurm's topology.conf (tree plugin; machines matched by host name)");
+  app->add_option("--compare", s.compare, "compare each measured link with this topology's; exit 1 when any is off");
+  app->add_option("--compare-tolerance", s.compare_tolerance, "how far off a link may be in --compare")->capture_default_str();
+  app->add_option("--machine-of-rank", s.machine_of_rank,
+                 "machine name of every rank, comma-separated (default: the host name; also FLEXPLAN_PROBE_MACHINES)");
+  app->add_option("--name", s.name, "the topology's name")->capture_default_str();
+  app->add_option("--message", s.message, "bytes per message in the bandwidth tests")->capture_default_str();
+  app->add_flag("--blocking", s.blocking, "sleep on UCX events instead of polling (oversubscribed cores; also FLEXPLAN_BLOCKING=1)");
+  app->add_flag("--flat", s.no_infer, "do not infer switches: every machine under one switch");
+  return app;
+}
+
 }  // namespace
 }  // namespace flexplan::probe
 
@@ -918,22 +942,8 @@ int run_probe(bootstrap::Group& group, int argc, const char* const* argv, const 
   };
 
   Settings s;
-  CLI::App app{"flexplan-probe: measure the cluster this job runs on and write its topology JSON.\n"
-               "Run one process per learner: " + launch + " -o topology.json"};
-  app.add_option("-o,--output", s.output, "write the topology JSON here (default: standard output)");
-  app.add_option("--report", s.report, "write every figure, its samples and spread, as JSON here");
-  app.add_option("--budget", s.budget, "time for the whole probe (60s, 2m)")->capture_default_str();
-  app.add_option("--tolerance", s.tolerance, "a figure is stable when its samples agree within this")->capture_default_str();
-  app.add_option("--topology", s.topology, "take the switch tree from this topology JSON (its machines must group the ranks as the hosts do)");
-  app.add_option("--slurm", s.slurm, "take the switch tree from Slurm's topology.conf (tree plugin; machines matched by host name)");
-  app.add_option("--compare", s.compare, "compare each measured link with this topology's; exit 1 when any is off");
-  app.add_option("--compare-tolerance", s.compare_tolerance, "how far off a link may be in --compare")->capture_default_str();
-  app.add_option("--machine-of-rank", s.machine_of_rank,
-                 "machine name of every rank, comma-separated (default: the host name; also FLEXPLAN_PROBE_MACHINES)");
-  app.add_option("--name", s.name, "the topology's name")->capture_default_str();
-  app.add_option("--message", s.message, "bytes per message in the bandwidth tests")->capture_default_str();
-  app.add_flag("--blocking", s.blocking, "sleep on UCX events instead of polling (oversubscribed cores; also FLEXPLAN_BLOCKING=1)");
-  app.add_flag("--flat", s.no_infer, "do not infer switches: every machine under one switch");
+  const auto app_owner = make_command_line(s, launch);
+  CLI::App& app = *app_owner;
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -959,7 +969,7 @@ int run_probe(bootstrap::Group& group, int argc, const char* const* argv, const 
   }
   if (world < 2) return fail(kExitBadInput, "flexplan-probe needs at least 2 processes, one per learner: " + launch + " ...");
 
-  Watchdog watchdog(2 * s.budget_s + 60, rank);
+  Watchdog watchdog(time_limit_seconds(s.budget_s), rank);
   Prober prober(s, group);
   prober.find_machines(override_names);
   // Files are read on rank 0 alone (they may exist only where the job was started).
@@ -1026,6 +1036,17 @@ int run_probe(bootstrap::Group& group, int argc, const char* const* argv, const 
   } catch (const std::exception&) {
   }
   return finish(code);
+}
+
+double probe_time_limit_seconds(int argc, const char* const* argv) {
+  Settings s;
+  const auto app = make_command_line(s, "");
+  try {
+    app->parse(argc, argv);
+    return time_limit_seconds(parse_seconds(s.budget, "--budget"));
+  } catch (const std::exception&) {
+    return time_limit_seconds(60);  // the default budget's; run_probe reports the bad argument itself
+  }
 }
 
 }  // namespace flexplan::probe

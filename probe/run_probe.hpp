@@ -15,4 +15,8 @@ namespace flexplan::probe {
 // the help and errors say to start it ("mpirun -np P flexplan-probe").
 int run_probe(bootstrap::Group& group, int argc, const char* const* argv, const std::string& launch);
 
+// The longest run_probe can take with these arguments before its watchdog ends it (twice the
+// budget and a minute), so that a launcher can bound its own waits by it. Not collective.
+double probe_time_limit_seconds(int argc, const char* const* argv);
+
 }  // namespace flexplan::probe

@@ -102,4 +102,13 @@ PYBIND11_MODULE(_flexplan_torch, m) {
       "Run flexplan's probe over the store (collective; argv[0] is the program name); returns the exit status",
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout_ms"), py::arg("argv"),
       py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "probe_time_limit",
+      [](const std::vector<std::string>& argv) {
+        std::vector<const char*> args;
+        for (const auto& a : argv) args.push_back(a.c_str());
+        return flexplan::probe::probe_time_limit_seconds(static_cast<int>(args.size()), args.data());
+      },
+      "The longest the probe runs with these arguments (argv[0] is the program name), in seconds",
+      py::arg("argv"));
 }

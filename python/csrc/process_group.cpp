@@ -231,28 +231,12 @@ std::vector<std::string> ProcessGroupFlexplan::fallbacks() const {
 }
 
 CommStats ProcessGroupFlexplan::stats() {
-  auto out = std::make_shared<CommStats>();
-  Job job;
-  // Read where the communicator lives, between its operations (it is driven from one thread).
-  job.issue = [out](Communicator& comm) {
-    *out = comm.stats();
-    return Request();
-  };
-  job.after = [] { return std::vector<at::Tensor>{}; };
-  enqueue(c10d::OpType::UNKNOWN, std::move(job))->wait();
-  return *out;
+  return on_communicator_thread<CommStats>([](Communicator& comm) { return comm.stats(); });
 }
 
 ReplanResult ProcessGroupFlexplan::replan() {
-  auto out = std::make_shared<ReplanResult>();
-  Job job;
-  job.issue = [out](Communicator& comm) {
-    *out = comm.replan();  // completes the operations issued before it first
-    return Request();
-  };
-  job.after = [] { return std::vector<at::Tensor>{}; };
-  enqueue(c10d::OpType::UNKNOWN, std::move(job))->wait();
-  return *out;
+  // Completes the operations issued before it first.
+  return on_communicator_thread<ReplanResult>([](Communicator& comm) { return comm.replan(); });
 }
 
 bool ProcessGroupFlexplan::native(ir::Collective collective) {

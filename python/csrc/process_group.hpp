@@ -101,6 +101,20 @@ class ProcessGroupFlexplan : public c10d::ProcessGroup {
 
  private:
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, Job job);
+  // Runs read(comm) on the communicator's thread, in call order with the collectives, and
+  // returns its result: the communicator is driven from that one thread.
+  template <typename Result, typename Read>
+  Result on_communicator_thread(Read read) {
+    auto out = std::make_shared<Result>();
+    Job job;
+    job.issue = [out, read](Communicator& comm) {
+      *out = read(comm);
+      return Request();
+    };
+    job.after = [] { return std::vector<at::Tensor>{}; };
+    enqueue(c10d::OpType::UNKNOWN, std::move(job))->wait();
+    return *out;
+  }
   // Whether a collective runs natively; if the plan lacks it (and all-reduces were not asked
   // for), warns once per collective that it falls back.
   bool native(ir::Collective collective);

@@ -14,24 +14,7 @@ import sys
 import torch.distributed as dist
 
 from _flexplan_torch import probe as _probe
-
-
-def _budget_seconds(argv):
-    """The --budget the probe will parse, in seconds (60 by default; bad values are its to report)."""
-    text = "60s"
-    for i, a in enumerate(argv):
-        if a == "--budget" and i + 1 < len(argv):
-            text = argv[i + 1]
-        elif a.startswith("--budget="):
-            text = a.split("=", 1)[1]
-    try:
-        if text.endswith("ms"):
-            return float(text[:-2]) / 1000
-        if text.endswith("m"):
-            return float(text[:-1]) * 60
-        return float(text.rstrip("s"))
-    except ValueError:
-        return 60.0
+from _flexplan_torch import probe_time_limit as _probe_time_limit
 
 
 def main(argv=None):
@@ -42,7 +25,7 @@ def main(argv=None):
               f"{', '.join(missing)} not set", file=sys.stderr)
         return 2
     # Every exchange waits at most as long as the probe's own watchdog allows the whole run.
-    timeout = datetime.timedelta(seconds=2 * _budget_seconds(argv) + 60)
+    timeout = datetime.timedelta(seconds=_probe_time_limit(["flexplan_torch.probe"] + argv))
     store, rank, size = next(dist.rendezvous("env://", timeout=timeout))
     store.set_timeout(timeout)
     return _probe(store, rank, size, int(timeout.total_seconds() * 1000), ["flexplan_torch.probe"] + argv)

@@ -11,23 +11,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 status=0
 mpi() { timeout 120 "$mpiexec" --oversubscribe --mca mpi_yield_when_idle 1 "$@"; }
-expect() {  # expect CODE DESCRIPTION COMMAND...
-  local code=$1 what=$2; shift 2
-  local output got
-  output=$("$@" 2>&1)
-  got=$?
-  if [ "$got" -ne "$code" ]; then
-    echo "FAIL: $what: exit $got, expected $code"
-    echo "$output" | tail -15
-    status=1
-  else
-    echo "ok: $what: exit $got"
-  fi
-  LAST_OUTPUT=$output
-}
-contains() {  # contains TEXT DESCRIPTION
-  if [[ $LAST_OUTPUT == *"$1"* ]]; then echo "ok: $2"; else echo "FAIL: $2: no '$1' in:"; echo "$LAST_OUTPUT" | tail -8; status=1; fi
-}
+source "$(dirname "$0")/../expect_exit.sh"
 
 expect 0 "probe 4 ranks as 2 machines" mpi -np 4 "$probe" --machine-of-rank a,a,b,b --budget 3s --blocking \
   -o "$work/probed.json" --report "$work/report.json"

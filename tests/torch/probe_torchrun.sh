@@ -10,22 +10,7 @@ trap 'rm -rf "$work"' EXIT
 status=0
 torchrun() { timeout 150 "$python" -m torch.distributed.run --standalone --nproc_per_node "$1" --redirects 1 --tee 1 \
   -m flexplan_torch.probe "${@:2}"; }
-expect() {  # expect CODE DESCRIPTION COMMAND...
-  local code=$1 what=$2; shift 2
-  local got
-  LAST_OUTPUT=$("$@" 2>&1)
-  got=$?
-  if [ "$got" -ne "$code" ]; then
-    echo "FAIL: $what: exit $got, expected $code"
-    echo "$LAST_OUTPUT" | tail -15
-    status=1
-  else
-    echo "ok: $what: exit $got"
-  fi
-}
-contains() {  # contains TEXT DESCRIPTION
-  if [[ $LAST_OUTPUT == *"$1"* ]]; then echo "ok: $2"; else echo "FAIL: $2: no '$1' in:"; echo "$LAST_OUTPUT" | tail -8; status=1; fi
-}
+source "$(dirname "$0")/../expect_exit.sh"
 
 expect 0 "probe 3 ranks as 2 machines under torchrun" torchrun 3 --machine-of-rank a,a,b --budget 3s --blocking -o "$work/probed.json"
 contains "machine a: out" "the figures are printed"
