@@ -879,7 +879,7 @@ bool Engine::check_drift(size_t schedule) {
   // Checks in a row that drifted the same way (every rank counts alike: the verdict is common).
   const unsigned streak = watch_->note_verdict(schedule, verdict.drifted, verdict.slower);
   if (!verdict.drifted && verdict.slow_process < 0) return false;
-  const auto links = combine_link_estimates(windows, threshold, watch_->uplink_bandwidths());
+  const auto links = combine_link_estimates(windows, threshold, watch_->uplink_bandwidths(), watch_->file_uplink_bandwidths());
   if (!watch_->drift_reported(schedule)) {
     watch_->set_drift_reported(schedule);
     const std::string event = fmt::format("flexplan: drift before call #{}: {}", next_sequence_,
@@ -911,7 +911,7 @@ ReplanResult Engine::replan() {
   // current figures (a busy host's loopback blamed a link 10x in the PyTorch test without this).
   const double threshold = options_.drift_percent / 100.0;
   const bool drifted = judge_drift(windows, threshold).drifted;
-  return replan_for(drifted ? combine_link_estimates(windows, threshold, watch_->uplink_bandwidths())
+  return replan_for(drifted ? combine_link_estimates(windows, threshold, watch_->uplink_bandwidths(), watch_->file_uplink_bandwidths())
                             : std::map<int32_t, double>{},
                     "requested");
 }
@@ -932,6 +932,13 @@ ReplanResult Engine::replan_for(const std::map<int32_t, double>& links, const st
     try {
       fresh = watch_->plan_for_links(plan_, links, &seconds);
       fingerprint = ir::plan_fingerprint(fresh);
+      if (file_plan_index_ && watch_->candidate_is_file() && !watch_->current_is_file()) {
+        // Every link back at the file's rate: the plan that ran at those rates comes back, not
+        // the in-process planner's for the same figures, which may differ (the options, forced
+        // algorithms or cost model the job's plan was made with are not known here).
+        fresh = retired_plans_[*file_plan_index_];
+        fingerprint = ir::plan_fingerprint(fresh);
+      }
       // (A plan for the topology file's own figures, every link back, is switched to whatever
       // it saves: it is the plan the job was made with, and restoring a link brings it back.)
       if (cause == "drift" && fingerprint != fingerprint_ && !watch_->candidate_is_file()) {
@@ -980,8 +987,10 @@ ReplanResult Engine::replan_for(const std::map<int32_t, double>& links, const st
                                  result.call, small_gain);
   } else {
     // Every rank is between calls with nothing outstanding (drained): switch here.
+    const bool leaving_file_rates = watch_->current_is_file() && !watch_->candidate_is_file();
     watch_->adopt(fresh);
     retired_plans_.push_back(std::move(plan_));
+    if (leaving_file_rates) file_plan_index_ = retired_plans_.size() - 1;
     retired_programs_.push_back(std::move(programs_));
     programs_.clear();
     spares_.clear();

@@ -211,6 +211,9 @@ class Engine {
   // Plans replaced by re-plans, with their programs: a finished operation's Request may still
   // name their schedules.
   std::deque<ir::Plan> retired_plans_;
+  // The retired plan that ran while every link was at the topology file's rate, the last time
+  // the job left those rates: the plan a restore brings back.
+  std::optional<size_t> file_plan_index_;
   std::string last_kept_reason_;  // why the last re-plan kept the old plan ("" after a switch)
   std::deque<std::map<const ir::Schedule*, codegen::RankProgram>> retired_programs_;
 };

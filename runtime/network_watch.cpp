@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -30,6 +31,18 @@ double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const size_t mid = values.size() / 2;
   return values.size() % 2 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
+}
+
+// The cost model of the runtime's predictions and re-plans: the plan command's defaults (the
+// measured hop overhead and star incast loss), so that a plan made here for the file's figures is
+// the one `flexplan` writes by default.
+CostParams runtime_cost(const Topology& topology, double chunk_bytes) {
+  CostParams params;
+  params.hop_overhead = kMeasuredHopOverhead;
+  params.incast_loss = kMeasuredIncastLoss;
+  params.reduce_bandwidth = topology.reduce_bandwidth();
+  params.chunk_bytes = chunk_bytes;
+  return params;
 }
 
 std::string range_text(const ir::Schedule& schedule) {
@@ -173,7 +186,8 @@ namespace {
 // The fewest links that explain the paths changed beyond `band` one way (slower, or faster with
 // `faster`): combine_link_estimates with paths.
 std::map<int32_t, double> explain_paths(const std::vector<const PathObservation*>& paths, double band, bool faster,
-                                        std::span<const double> bandwidth = {}, bool pairs = false) {
+                                        std::span<const double> bandwidth = {}, bool pairs = false,
+                                        const std::function<bool(int32_t)>& may_explain = {}) {
   // With pairs, a path counts as changed only where its change in time is at least a quarter of
   // the most changed path's: a busy host's scheduling moves an idle pair's waits past the band
   // too, by far less than a slowed link moves the pairs across it.
@@ -226,7 +240,7 @@ std::map<int32_t, double> explain_paths(const std::vector<const PathObservation*
     std::map<int32_t, double> weight;  // node -> changed time it could explain
     for (const PathObservation* p : open)
       for (const int32_t node : p->links)
-        if (!cleared.count(node)) weight[node] += std::abs(p->seconds - p->baseline);
+        if (!cleared.count(node) && (!may_explain || may_explain(node))) weight[node] += std::abs(p->seconds - p->baseline);
     if (weight.empty()) break;
     auto best = std::max_element(weight.begin(), weight.end(),
                                  [](const auto& a, const auto& b) { return a.second < b.second; });
@@ -312,8 +326,15 @@ std::vector<PathObservation> pair_paths(const std::vector<RankWindow>& ranks) {
 }  // namespace
 
 std::map<int32_t, double> combine_link_estimates(const std::vector<RankWindow>& ranks, double threshold,
-                                                 std::span<const double> bandwidth) {
+                                                 std::span<const double> bandwidth,
+                                                 std::span<const double> file_bandwidth) {
   const double band = 1 + threshold / 2;
+  // Faster: only a link below its file rate can have come back (nothing is planned above it).
+  const auto below_file = [&](int32_t node) {
+    if (file_bandwidth.empty()) return true;
+    const auto n = static_cast<size_t>(node);
+    return node >= 0 && n < file_bandwidth.size() && n < bandwidth.size() && bandwidth[n] < file_bandwidth[n];
+  };
   bool any_peers = false;
   for (const RankWindow& w : ranks) any_peers = any_peers || !w.peers.empty();
   if (any_peers) {
@@ -329,7 +350,9 @@ std::map<int32_t, double> combine_link_estimates(const std::vector<RankWindow>& 
     }
     const bool slowed = slower >= faster;
     std::map<int32_t, double> factors;
-    if (slower > 0 || faster > 0) factors = explain_paths(paths, band, !slowed, bandwidth, /*pairs=*/true);
+    if (slower > 0 || faster > 0)
+      factors = explain_paths(paths, band, !slowed, bandwidth, /*pairs=*/true,
+                              slowed ? std::function<bool(int32_t)>{} : std::function<bool(int32_t)>(below_file));
     // Never beyond what the steps across the link show on the rank that saw most.
     std::map<int32_t, double> steps_most;
     for (const RankWindow& w : ranks) {
@@ -360,7 +383,8 @@ std::map<int32_t, double> combine_link_estimates(const std::vector<RankWindow>& 
       if (change < 1 / band) faster += p->baseline - p->seconds;
     }
     if (slower == 0 && faster == 0) return {};
-    return explain_paths(paths, band, faster > slower);
+    return explain_paths(paths, band, faster > slower, {}, false,
+                         faster > slower ? std::function<bool(int32_t)>(below_file) : std::function<bool(int32_t)>{});
   }
   std::map<int32_t, std::pair<double, double>> range;  // node -> (lowest, highest)
   for (const RankWindow& w : ranks) {
@@ -376,7 +400,7 @@ std::map<int32_t, double> combine_link_estimates(const std::vector<RankWindow>& 
   std::map<int32_t, double> factors;
   for (const auto& [node, lh] : range) {
     if (lh.first > band) factors[node] = lh.first;
-    else if (lh.second < 1 / band) factors[node] = lh.second;
+    else if (lh.second < 1 / band && below_file(node)) factors[node] = lh.second;
   }
   return factors;
 }
@@ -444,10 +468,7 @@ void NetworkWatch::record(size_t schedule, uint64_t bytes, double seconds, std::
 void NetworkWatch::price(size_t schedule) {
   Record& r = records_[schedule];
   if (!r.costs.empty() || !topology_) return;
-  CostParams params;
-  params.hop_overhead = kMeasuredHopOverhead;
-  params.reduce_bandwidth = topology_->reduce_bandwidth();
-  params.chunk_bytes = chunk_bytes_;
+  const CostParams params = runtime_cost(*topology_, chunk_bytes_);
   try {
     // A compact pipeline is priced whole, step by step as the program runs it.
     const ir::Schedule& held = plan_->schedules[schedule];
@@ -687,9 +708,7 @@ ir::Plan NetworkWatch::plan_for_links(const ir::Plan& current, const std::map<in
       options.roots.push_back(s.root);
   }
   if (options.roots.empty()) options.roots.push_back(0);
-  options.cost.hop_overhead = kMeasuredHopOverhead;
-  options.cost.reduce_bandwidth = changed.reduce_bandwidth();
-  options.cost.chunk_bytes = chunk_bytes_;
+  options.cost = runtime_cost(changed, chunk_bytes_);
   options.prepare_bases_in_parallel = false;  // (between calls: no threads of its own)
   ir::Plan plan = build_plan(changed, options);
   ir::check_job_plan(plan, current.world_size, rank_);
@@ -714,10 +733,7 @@ unsigned NetworkWatch::note_verdict(size_t schedule, bool drifted, bool slower) 
 namespace {
 // A schedule's predicted seconds for one call of `bytes` on `topology`.
 double predicted_call_seconds(const Topology& topology, const ir::Schedule& held, double bytes, double chunk_bytes) {
-  CostParams params;
-  params.hop_overhead = kMeasuredHopOverhead;
-  params.reduce_bandwidth = topology.reduce_bandwidth();
-  params.chunk_bytes = chunk_bytes;
+  const CostParams params = runtime_cost(topology, chunk_bytes);
   const ir::Schedule whole = held.slices > 1 ? ir::materialize(held) : ir::Schedule{};
   const ir::Schedule& priced = held.slices > 1 ? whole : held;
   double total = 0;
@@ -756,11 +772,11 @@ double NetworkWatch::predicted_gain(const ir::Plan& current, const ir::Plan& fre
   return before > 0 ? 1 - after / before : 1;
 }
 
-bool NetworkWatch::candidate_is_file() const {
-  if (!candidate_ || !file_topology_) return false;
+bool NetworkWatch::at_file_rates(const Topology* topology) const {
+  if (!topology || !file_topology_) return false;
   for (int32_t n = 0; n < file_topology_->num_nodes(); ++n) {
     if (n == file_topology_->root()) continue;
-    if (candidate_->uplink(n).bandwidth != file_topology_->uplink(n).bandwidth) return false;
+    if (topology->uplink(n).bandwidth != file_topology_->uplink(n).bandwidth) return false;
   }
   return true;
 }
@@ -771,6 +787,15 @@ std::vector<double> NetworkWatch::uplink_bandwidths() const {
   out.assign(static_cast<size_t>(topology_->num_nodes()), 0.0);
   for (int32_t n = 0; n < topology_->num_nodes(); ++n)
     if (n != topology_->root()) out[static_cast<size_t>(n)] = topology_->uplink(n).bandwidth;
+  return out;
+}
+
+std::vector<double> NetworkWatch::file_uplink_bandwidths() const {
+  std::vector<double> out;
+  if (!file_topology_) return out;
+  out.assign(static_cast<size_t>(file_topology_->num_nodes()), 0.0);
+  for (int32_t n = 0; n < file_topology_->num_nodes(); ++n)
+    if (n != file_topology_->root()) out[static_cast<size_t>(n)] = file_topology_->uplink(n).bandwidth;
   return out;
 }
 

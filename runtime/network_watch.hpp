@@ -92,8 +92,12 @@ DriftVerdict judge_drift(const std::vector<RankWindow>& ranks, double threshold)
 // that wait on one slow link slow every link they cross. Without paths, per link: the smallest factor any rank saw when all were slower, the
 // largest when all were faster.
 // `bandwidth`, by node, breaks ties between links that explain the same pairs (empty: none).
+// `file_bandwidth`, by node, the topology file's rates: a link found faster is set back to its
+// file rate and never above, so when the paths sped up only links now below their file rate can
+// explain it (a restored link is then the one named, not another on the same paths); empty: any.
 std::map<int32_t, double> combine_link_estimates(const std::vector<RankWindow>& ranks, double threshold,
-                                                 std::span<const double> bandwidth = {});
+                                                 std::span<const double> bandwidth = {},
+                                                 std::span<const double> file_bandwidth = {});
 
 class NetworkWatch {
  public:
@@ -129,12 +133,16 @@ class NetworkWatch {
   // (their sizes, per schedule), both priced at the figures `fresh` was made for: 0.2 = 20% less.
   double predicted_gain(const ir::Plan& current, const ir::Plan& fresh) const;
   // Whether the figures of the plan last made are the topology file's (every link as loaded).
-  bool candidate_is_file() const;
+  bool candidate_is_file() const { return at_file_rates(candidate_.get()); }
+  // Whether every uplink of the topology in use is at the topology file's rate.
+  bool current_is_file() const { return at_file_rates(topology_.get()); }
   void set_drift_reported(size_t schedule) { records_[schedule].drift_reported = true; }
 
   bool can_replan() const { return topology_ != nullptr; }
   // By topology node, its uplink's bandwidth in the current figures (empty without a topology).
   std::vector<double> uplink_bandwidths() const;
+  // The topology file's rate of each node's uplink (by node; the root's 0).
+  std::vector<double> file_uplink_bandwidths() const;
   // The plan for the current link figures changed by `links` (factors of time: a link 4x slower
   // has a quarter of its bandwidth; never above the topology file's), for the collectives and
   // roots of `current`, verified for this rank. Throws with the reason where it cannot be made.
@@ -175,6 +183,8 @@ class NetworkWatch {
   double predicted(const Record& record, const Tally& tally, size_t step) const;  // < 0: unknown
   double predicted_call(const Record& record, const Tally& tally) const;
   ScheduleStats stats_of(const ir::Schedule& schedule, const Record& record) const;
+  // Whether every uplink of `topology` (null: false) is at the topology file's rate.
+  bool at_file_rates(const Topology* topology) const;
 
   const ir::Plan* plan_;
   int32_t rank_;

@@ -473,6 +473,29 @@ TEST(Drift, LinkEstimatesTakeTheLeastSlowdownSeen) {
   EXPECT_EQ(links, (std::map<int32_t, double>{{1, 4.0}, {4, 0.3}}));
 }
 
+TEST(Drift, FasterNamesOnlyALinkBelowItsFileRate) {
+  // Machine uplinks 1, 2, 3. Link 1 was found slow and the plan made for it at a quarter of its
+  // file rate; now every path between machines runs faster than its baseline, the paths through
+  // link 2 the most (the plan for the slow link had loaded them). By time alone link 2 explains
+  // most, but nothing is planned above a file rate: only link 1 can have come back.
+  RankWindow a = window(0.5, 1), b = window(0.5, 1);
+  a.paths = {{{1, 2}, 1.0, 4.0}, {{2, 3}, 1.0, 3.5}};
+  b.paths = {{{1, 3}, 1.0, 1.5}};
+  const std::vector<double> now{0, 2.5e6, 10e6, 10e6};
+  const std::vector<double> file{0, 10e6, 10e6, 10e6};
+  EXPECT_EQ(combine_link_estimates({a, b}, 0.5, now).count(2), 1u);  // without the file's rates
+  const auto links = combine_link_estimates({a, b}, 0.5, now, file);
+  ASSERT_EQ(links.size(), 1u);
+  EXPECT_EQ(links.begin()->first, 1);
+  EXPECT_DOUBLE_EQ(links.begin()->second, (1.0 + 1.0) / (4.0 + 1.5));
+  // Every link at its file rate: a speed-up changes nothing.
+  EXPECT_TRUE(combine_link_estimates({a, b}, 0.5, file, file).empty());
+  // Slower is not restricted.
+  RankWindow c = window(2, 1);
+  c.paths = {{{2, 3}, 4.0, 1.0}};
+  EXPECT_EQ(combine_link_estimates({c}, 0.5, file, file).size(), 1u);
+}
+
 TEST(Drift, PathsBlameTheFewestLinksThatExplainThem) {
   // Machine uplinks 1, 2, 3; every path between machines crosses two of them. Machine 1's link
   // slowed: the paths 1-2 and 1-3 are 4x and 3x slower, 2-3 at the baseline, and an

@@ -874,15 +874,20 @@ TEST(FollowTheNetwork, RestoredLinkBringsThePlanBackOnce) {
   const Topology topology = machines_tree({2, 3, 2});
   const int world = topology.num_learners();
   Options options = seam_options(true);
-  // The plan a re-plan makes for the file's figures: the runtime's chunk and the cost settings.
+  // The job's plan is made without the runtime's cost settings (no hop overhead, no incast
+  // loss), so a re-plan for the file's figures would make another: the restore must bring back
+  // the plan that ran at those figures, not re-make one.
   PlanOptions plan_options;
   plan_options.collectives = {ir::Collective::AllReduce};
-  plan_options.cost.hop_overhead = kMeasuredHopOverhead;
   plan_options.cost.reduce_bandwidth = topology.reduce_bandwidth();
   plan_options.cost.chunk_bytes = static_cast<double>(options.chunk_bytes);
   plan_options.prepare_bases_in_parallel = false;
   const ir::Plan plan = build_plan(topology, plan_options);
   const uint64_t loaded = ir::plan_fingerprint(plan);
+  PlanOptions runtime_options = plan_options;
+  runtime_options.cost.hop_overhead = kMeasuredHopOverhead;
+  runtime_options.cost.incast_loss = kMeasuredIncastLoss;
+  ASSERT_NE(ir::plan_fingerprint(build_plan(topology, runtime_options)), loaded);
   options.single_copy = SingleCopy::Off;
   options.topology_path = topology_file(topology, "replan_restore");
   options.replan = Replan::Auto;
