@@ -22,6 +22,8 @@ struct Path {
   double latency = 0;
 };
 
+// The message size the roots are chosen for: the middle sizes these trees serve.
+constexpr double kDesignBytes = 65536;
 Path path_between(const Topology& topo, NodeId a, NodeId b) {
   Path path;
   while (a != b) {
@@ -103,12 +105,27 @@ Tree build_tree(const Topology& topo, NodeId centre, const SwitchTreeShape& shap
       for (Member& member : members)
         if (member.rank != (topo.is_learner(v) ? topo.rank_of(v) : -1))
           member.path = path_between(topo, topo.learner_node(member.rank), v);
-      // Widest path to the node first, then the shortest, then the lowest rank.
-      std::stable_sort(members.begin(), members.end(), [](const Member& x, const Member& y) {
-        if (x.path.bandwidth != y.path.bandwidth) return x.path.bandwidth > y.path.bandwidth;
-        if (x.path.latency != y.path.latency) return x.path.latency < y.path.latency;
-        return x.rank < y.rank;
-      });
+      {
+        // Each member's price as the root at kDesignBytes: the others' data into its link, the
+        // farthest of them, and the sum carried on up over its own path.
+        const double m = static_cast<double>(members.size());
+        std::vector<std::pair<double, size_t>> priced;
+        for (size_t j = 0; j < members.size(); ++j) {
+          const Path& r = members[j].path;
+          double farthest = 0;
+          for (size_t o = 0; o < members.size(); ++o)
+            if (o != j) farthest = std::max(farthest, members[o].path.latency + kDesignBytes / members[o].path.bandwidth);
+          const double incast = (m - 1) * kDesignBytes / r.bandwidth;
+          priced.emplace_back(2 * r.latency + std::max(incast, farthest) + kDesignBytes / r.bandwidth, j);
+        }
+        std::stable_sort(priced.begin(), priced.end(), [&](const auto& x, const auto& y) {
+          if (x.first != y.first) return x.first < y.first;
+          return members[x.second].rank < members[y.second].rank;
+        });
+        std::vector<Member> sorted;
+        for (const auto& entry : priced) sorted.push_back(members[entry.second]);
+        members = std::move(sorted);
+      }
       const size_t top = std::min(pick, members.size() - 1);
       std::rotate(members.begin(), members.begin() + static_cast<std::ptrdiff_t>(top),
                   members.begin() + static_cast<std::ptrdiff_t>(top) + 1);
@@ -146,30 +163,30 @@ Tree build_tree(const Topology& topo, NodeId centre, const SwitchTreeShape& shap
 
 }  // namespace
 
-NodeId latency_centre(const Topology& topo) {
+NodeId switch_tree_centre(const Topology& topo) {
   const auto order = top_down(topo);
   const size_t nodes = static_cast<size_t>(topo.num_nodes());
-  // down: the farthest learner below a node; up: the farthest elsewhere.
+  // In links. down: the farthest learner below a node; up: the farthest elsewhere.
   std::vector<double> down(nodes, -kInfinity), up(nodes, -kInfinity);
   for (size_t i = order.size(); i-- > 0;) {
     const NodeId v = order[i];
     if (topo.is_learner(v)) down[static_cast<size_t>(v)] = 0;
     for (NodeId child : topo.children(v))
       down[static_cast<size_t>(v)] =
-          std::max(down[static_cast<size_t>(v)], down[static_cast<size_t>(child)] + topo.uplink(child).latency);
+          std::max(down[static_cast<size_t>(v)], down[static_cast<size_t>(child)] + 1.0);
   }
   for (const NodeId v : order) {
     // The two farthest learners through different children, for each child's way up.
     double first = topo.is_learner(v) ? 0 : -kInfinity, second = -kInfinity;
     NodeId via = -1;
     for (NodeId child : topo.children(v)) {
-      const double d = down[static_cast<size_t>(child)] + topo.uplink(child).latency;
+      const double d = down[static_cast<size_t>(child)] + 1.0;
       if (d > first) second = first, first = d, via = child;
       else if (d > second) second = d;
     }
     for (NodeId child : topo.children(v)) {
       const double other = std::max(up[static_cast<size_t>(v)], child == via ? second : first);
-      up[static_cast<size_t>(child)] = other + topo.uplink(child).latency;
+      up[static_cast<size_t>(child)] = other + 1.0;
     }
   }
   NodeId best = topo.root();
@@ -185,11 +202,12 @@ ir::Schedule plan_switch_tree(const Topology& topo, const SwitchTreeShape& shape
   ir::Schedule schedule;
   const uint32_t trees = std::max<uint32_t>(shape.trees, 1);
   schedule.algorithm = fmt::format("switch-{}{}{}{}", trees == 2 ? "double-" : "",
-                                   shape.exchange_at_centre ? "exchange" : "tree", trees > 2 ? fmt::format("s-{}", trees) : "",
+                                   shape.exchange_at_centre ? (trees == 2 ? "exch" : "exchange") : "tree",
+                                   trees > 2 ? fmt::format("s-{}", trees) : "",
                                    shape.fanout > 0 ? fmt::format("-fan-out-{}", shape.fanout) : "");
   schedule.collective = ir::Collective::AllReduce;
   schedule.units = trees;
-  const NodeId centre = latency_centre(topo);
+  const NodeId centre = switch_tree_centre(topo);
   std::vector<std::vector<ir::Op>> up, down;
   std::vector<ir::Op> exchange;
   for (uint32_t t = 0; t < trees; ++t) {
@@ -217,7 +235,7 @@ ScheduleSize switch_tree_size(const Topology& topo, uint32_t trees, bool exchang
   const uint64_t children = p > 0 ? p - 1 : 0;
   ScheduleSize size{2 * trees * children, 4 * trees * children};
   if (exchange_at_centre) {
-    const NodeId centre = latency_centre(topo);
+    const NodeId centre = switch_tree_centre(topo);
     const uint64_t m = static_cast<uint64_t>(topo.degree(centre)) + 1;
     size.ops += trees * m;
     size.group_members += trees * m * m;

@@ -14,12 +14,12 @@ namespace flexplan {
 
 // Reduce up a tree that follows the topology, broadcast down the same tree (docs/planner.md,
 // "Latency algorithms"): the topology is taken as rooted at its centre node (least eccentricity
-// in link latency); at every node the roots of the subtrees hanging from it (and the node itself
-// if it is a learner) meet, and the one with the widest path to the node (then the shortest) is
-// the subtree's root. The others reach it in a heap of fan-out `fanout` (0: one star), widest
-// first, so the members that take in several children's data are those whose links carry it
-// fastest. `trees` 2: two such trees, each on half the units, the second with the second-widest
-// member as each node's root where there is one, so that the stars' incast falls on two learners.
+// in links); at every node the roots of the subtrees hanging from it (and the node itself if it
+// is a learner) meet, and the one that would take a 64 KiB star cheapest is the subtree's root:
+// the others' data into its link, the farthest of them, and the sum carried on over its own
+// path. The others reach it in a heap of fan-out `fanout` (0: one star), cheapest first.
+// `trees` 2: two such trees, each on half the units, the second rooted at each node's
+// second-cheapest member where there is one, so that the stars' incast falls on two learners.
 // `exchange_at_centre`: the members meeting at the centre node exchange directly (each reduces
 // all of them, as `direct`), so the sum crosses the top once instead of up to one root and back.
 struct SwitchTreeShape {
@@ -29,9 +29,9 @@ struct SwitchTreeShape {
 };
 ir::Schedule plan_switch_tree(const Topology&, const SwitchTreeShape&);
 
-// The node of least eccentricity in link latency (ties: the shallower, then the lower id): the
-// switch tree's top.
-NodeId latency_centre(const Topology&);
+// The node of least eccentricity in links (ties: the shallower, then the first in breadth-first
+// order): the switch tree's top. Links, not latencies: a link made faster never moves it.
+NodeId switch_tree_centre(const Topology&);
 
 // An upper bound of the schedule's size.
 ScheduleSize switch_tree_size(const Topology&, uint32_t trees, bool exchange_at_centre);
