@@ -16,14 +16,15 @@ namespace {
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
+// The message size the roots are chosen for: the middle sizes these trees serve.
+constexpr double kDesignBytes = 65536;
+
 // The narrowest link and the summed latency between two nodes.
 struct Path {
   double bandwidth = kInfinity;
   double latency = 0;
 };
 
-// The message size the roots are chosen for: the middle sizes these trees serve.
-constexpr double kDesignBytes = 65536;
 Path path_between(const Topology& topo, NodeId a, NodeId b) {
   Path path;
   while (a != b) {
@@ -63,6 +64,33 @@ struct Member {
   uint32_t ready = 0;
   Path path;
 };
+
+// Members cheapest first as the root of their star at kDesignBytes (ties: the lower rank): the
+// others' data into its link, the farthest of them, and the sum carried on over its own path.
+void order_by_price(std::vector<Member>& members) {
+  const double m = static_cast<double>(members.size());
+  // The two farthest members, so that each member's farthest other is found in one pass.
+  double far = 0, second = 0;
+  size_t farthest = 0;
+  for (size_t j = 0; j < members.size(); ++j) {
+    const double d = members[j].path.latency + kDesignBytes / members[j].path.bandwidth;
+    if (d > far) second = far, far = d, farthest = j;
+    else if (d > second) second = d;
+  }
+  std::vector<std::pair<double, size_t>> priced;
+  for (size_t j = 0; j < members.size(); ++j) {
+    const Path& path = members[j].path;
+    const double incast = (m - 1) * kDesignBytes / path.bandwidth;
+    priced.emplace_back(2 * path.latency + std::max(incast, j == farthest ? second : far) + kDesignBytes / path.bandwidth, j);
+  }
+  std::stable_sort(priced.begin(), priced.end(), [&](const auto& x, const auto& y) {
+    if (x.first != y.first) return x.first < y.first;
+    return members[x.second].rank < members[y.second].rank;
+  });
+  std::vector<Member> sorted;
+  for (const auto& entry : priced) sorted.push_back(members[entry.second]);
+  members = std::move(sorted);
+}
 
 // One tree on [begin, end): its ops going up by step, those coming down by the step they
 // mirror (taken in reverse order), and the centre's exchange, if any (between them).
@@ -105,27 +133,7 @@ Tree build_tree(const Topology& topo, NodeId centre, const SwitchTreeShape& shap
       for (Member& member : members)
         if (member.rank != (topo.is_learner(v) ? topo.rank_of(v) : -1))
           member.path = path_between(topo, topo.learner_node(member.rank), v);
-      {
-        // Each member's price as the root at kDesignBytes: the others' data into its link, the
-        // farthest of them, and the sum carried on up over its own path.
-        const double m = static_cast<double>(members.size());
-        std::vector<std::pair<double, size_t>> priced;
-        for (size_t j = 0; j < members.size(); ++j) {
-          const Path& r = members[j].path;
-          double farthest = 0;
-          for (size_t o = 0; o < members.size(); ++o)
-            if (o != j) farthest = std::max(farthest, members[o].path.latency + kDesignBytes / members[o].path.bandwidth);
-          const double incast = (m - 1) * kDesignBytes / r.bandwidth;
-          priced.emplace_back(2 * r.latency + std::max(incast, farthest) + kDesignBytes / r.bandwidth, j);
-        }
-        std::stable_sort(priced.begin(), priced.end(), [&](const auto& x, const auto& y) {
-          if (x.first != y.first) return x.first < y.first;
-          return members[x.second].rank < members[y.second].rank;
-        });
-        std::vector<Member> sorted;
-        for (const auto& entry : priced) sorted.push_back(members[entry.second]);
-        members = std::move(sorted);
-      }
+      order_by_price(members);
       const size_t top = std::min(pick, members.size() - 1);
       std::rotate(members.begin(), members.begin() + static_cast<std::ptrdiff_t>(top),
                   members.begin() + static_cast<std::ptrdiff_t>(top) + 1);
