@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "planner/latency_trees.hpp"
+#include "planner/switch_tree.hpp"
 #include "planner/machines.hpp"
 #include "planner/pipeline.hpp"
 
@@ -176,6 +177,14 @@ ScheduleSize torus_2d_size(const Topology& topo) {
 ScheduleSize leader_direct_size(const Topology& topo) { return latency_tree_size(topo, true, 0); }
 ScheduleSize centre_tree_size(const Topology& topo) { return latency_tree_size(topo, false, 1); }
 ScheduleSize double_tree_size(const Topology& topo) { return latency_tree_size(topo, false, 2); }
+ir::Schedule plan_switch_star_tree(const Topology& topo) { return plan_switch_tree(topo, SwitchTreeShape{}); }
+ir::Schedule plan_switch_double_tree(const Topology& topo) { return plan_switch_tree(topo, SwitchTreeShape{0, 2}); }
+ir::Schedule plan_switch_exchange(const Topology& topo) { return plan_switch_tree(topo, SwitchTreeShape{0, 1, true}); }
+ir::Schedule plan_switch_double_exchange(const Topology& topo) { return plan_switch_tree(topo, SwitchTreeShape{0, 2, true}); }
+ScheduleSize switch_tree_one(const Topology& topo) { return switch_tree_size(topo, 1, false); }
+ScheduleSize switch_tree_two(const Topology& topo) { return switch_tree_size(topo, 2, false); }
+ScheduleSize switch_exchange_one(const Topology& topo) { return switch_tree_size(topo, 1, true); }
+ScheduleSize switch_exchange_two(const Topology& topo) { return switch_tree_size(topo, 2, true); }
 
 const AlgorithmRow kTable[] = {
     {.name = "flexreduce",
@@ -264,6 +273,38 @@ const AlgorithmRow kTable[] = {
      .summary = "two complementary centre trees of the leaders, each on half the data",
      .build = plan_double_tree,
      .estimate = double_tree_size,
+     .pipelines = true,
+     .max_slices = 64,
+     .critical_path = true},
+    {.name = "switch-tree",
+     .summary = "a tree following the switches, rooted at the centre: a star per switch, reduce up, broadcast down",
+     .build = plan_switch_star_tree,
+     .estimate = switch_tree_one,
+     .unsuitable = switch_tree_unsuitable,
+     .pipelines = true,
+     .max_slices = 64,
+     .critical_path = true},
+    {.name = "switch-double-tree",
+     .summary = "two switch trees on half the data each, the second rooted at each switch's second-cheapest member",
+     .build = plan_switch_double_tree,
+     .estimate = switch_tree_two,
+     .unsuitable = switch_tree_unsuitable,
+     .pipelines = true,
+     .max_slices = 64,
+     .critical_path = true},
+    {.name = "switch-exchange",
+     .summary = "the switch tree, but the subtrees meeting at the centre exchange directly (each reduces all) instead of through one root",
+     .build = plan_switch_exchange,
+     .estimate = switch_exchange_one,
+     .unsuitable = switch_tree_unsuitable,
+     .pipelines = true,
+     .max_slices = 64,
+     .critical_path = true},
+    {.name = "switch-double-exch",
+     .summary = "the switch double tree with the centre's exchange",
+     .build = plan_switch_double_exchange,
+     .estimate = switch_exchange_two,
+     .unsuitable = switch_tree_unsuitable,
      .pipelines = true,
      .max_slices = 64,
      .critical_path = true},

@@ -11,10 +11,11 @@
 namespace flexplan::whatif {
 namespace {
 
-// The rows whose schedules follow the link figures (shares from bandwidths): cached per
-// topology, not per shape.
+// The rows whose schedules follow the link figures (shares from bandwidths; the switch trees'
+// roots by bandwidth and their centre by latency): cached per topology, not per shape.
 bool reads_link_figures(const AlgorithmChoice& choice) {
-  return choice.row->name == "flexreduce-bw" || choice.row->name == "chain-bw";
+  return choice.row->name == "flexreduce-bw" || choice.row->name == "chain-bw" ||
+         choice.row->name.starts_with("switch-");
 }
 
 }  // namespace

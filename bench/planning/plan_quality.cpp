@@ -9,7 +9,7 @@
 // with the runtime's measured hop overhead unless --hop-overhead-us says otherwise. --per-slice
 // adds a third table: 64 KiB and 1 MiB if each slice of a pipeline progressed on its own
 // (critical_path.hpp, SliceProgress::PerSlice; the runtime does not do that yet), the written
-// plan or a centre or double tree of 1 to 64 slices priced so, whichever is cheaper.
+// plan or a centre, double or switch tree of 1 to 64 slices priced so, whichever is cheaper.
 //
 //   flexplan_plan_quality [--trees N] [--seed S] [--family realistic|adversarial|both] [--verbose]
 //                         [--dump DIR] [--hop-overhead-us X] [--leave-out A,B] [--per-slice]
@@ -132,8 +132,11 @@ int main(int argc, char** argv) {
       meg.add(written(kMeg), topo.name());
       if (per_slice) {
         double mid_best = written(kMid), meg_best = written(kMeg);
-        for (const char* name : {"centre-tree", "double-tree"}) {
-          const ir::Schedule base = find_algorithm(name).row->build(topo);
+        for (const char* name : {"centre-tree", "double-tree", "switch-tree", "switch-double-tree", "switch-exchange",
+                                 "switch-double-exch"}) {
+          const AlgorithmRow& row = *find_algorithm(name).row;
+          if (row.unsuitable && !row.unsuitable(topo).empty()) continue;
+          const ir::Schedule base = row.build(topo);
           for (uint32_t slices = 1; slices <= 64; slices *= 2) {
             const auto cost = critical_path_cost(topo, base, slices, options.cost, SliceProgress::PerSlice);
             mid_best = std::min(mid_best, cost.at(kMid) / (kMid * floor.per_byte + floor.latency));
@@ -171,7 +174,7 @@ int main(int argc, char** argv) {
   fmt::print("|---|---|---|---|---|---|---|---|---|---|\n");
   for (const auto& row : latency_rows) fmt::print("{}\n", row);
   if (per_slice) {
-    fmt::print("\nif each slice progressed on its own (the plan or a centre/double tree of 1-64 slices)\n"
+    fmt::print("\nif each slice progressed on its own (the plan or a centre, double or switch tree of 1-64 slices)\n"
                "| family | trees | 64 KiB / (n/w + D): geomean | worst | 1 MiB / (n/w + D): geomean | worst |\n"
                "|---|---|---|---|---|---|\n");
     for (const auto& row : per_slice_rows) fmt::print("{}\n", row);

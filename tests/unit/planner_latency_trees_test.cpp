@@ -1,7 +1,9 @@
 // The latency rows (planner/latency_trees.cpp): their schedules compute the all-reduce on random
 // trees (the verifier and an independent interpreter), the direct exchange costs the diameter
 // latency, a star's root pays one hop overhead per member, the centre tree's root is the centre,
-// and the planner takes them for small messages only where they price cheapest.
+// and the planner takes them for small messages only where they price cheapest. The switch trees
+// (planner/switch_tree.cpp) compute the all-reduce, are rooted at the centre, and the plan with
+// them is never dearer than without them.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -9,9 +11,11 @@
 #include "ir/verify.hpp"
 #include "planner/algorithm_table.hpp"
 #include "planner/cost_model.hpp"
+#include "planner/critical_path.hpp"
 #include "planner/floor.hpp"
 #include "planner/latency_trees.hpp"
 #include "planner/plan_builder.hpp"
+#include "planner/switch_tree.hpp"
 #include "planner_test_trees.hpp"
 
 namespace flexplan {
@@ -90,6 +94,121 @@ TEST(LatencyTrees, ChosenForSmallMessagesOnlyWhereCheapest) {
         << other;
   const std::string large = report.chosen(uint64_t{256} << 20).algorithm;
   EXPECT_EQ(large.find("direct"), std::string::npos) << large;
+}
+
+
+TEST(SwitchTree, ComputesTheAllReduceOnRandomTrees) {
+  testing::RandomTrees trees(4243);
+  for (int i = 0; i < 60; ++i) {
+    const auto topo = trees.next(30);
+    std::vector<std::pair<std::string, ir::Schedule>> schedules;
+    for (const char* name : {"switch-tree", "switch-tree@3", "switch-double-tree", "switch-double-tree@2",
+                             "switch-exchange", "switch-exchange@2", "switch-double-exch@3"})
+      schedules.emplace_back(name, plan_algorithm(topo, name));
+    // The builder's other shapes: a binary heap per node, three trees.
+    schedules.emplace_back("fan-out 2", plan_switch_tree(topo, SwitchTreeShape{2, 1}));
+    schedules.emplace_back("fan-out 1, 3 trees, exchange at the centre", plan_switch_tree(topo, SwitchTreeShape{1, 3, true}));
+    for (const auto& [name, schedule] : schedules) {
+      EXPECT_NO_THROW(ir::verify_schedule(schedule, topo.num_learners())) << name << " on " << topo.name();
+      EXPECT_EQ(testing::reference_allreduce_error(schedule, topo.num_learners()), "") << name << " on " << topo.name();
+    }
+    // The size estimate bounds what is built.
+    for (const bool exchange : {false, true}) {
+      const auto built = plan_switch_tree(topo, SwitchTreeShape{0, 2, exchange});
+      uint64_t ops = 0, members = 0;
+      for (const auto& step : built.steps)
+        for (const auto& op : step.ops) ++ops, members += op.group.size();
+      EXPECT_LE(ops, switch_tree_size(topo, 2, exchange).ops) << topo.name();
+      EXPECT_LE(members, switch_tree_size(topo, 2, exchange).group_members) << topo.name();
+    }
+  }
+}
+
+// The most links from `node` to a learner, by walking every path.
+int eccentricity(const Topology& topo, NodeId node) {
+  int far = 0;
+  for (int r = 0; r < topo.num_learners(); ++r) {
+    NodeId a = node, b = topo.learner_node(r);
+    int links = 0;
+    while (a != b) {
+      NodeId& up = topo.depth(a) >= topo.depth(b) ? a : b;
+      ++links;
+      up = topo.parent(up);
+    }
+    far = std::max(far, links);
+  }
+  return far;
+}
+
+TEST(SwitchTree, IsRootedAtTheCentre) {
+  // The top switch's children: a rack with a learner near it and a branch three links down to
+  // another, and a rack with one learner. The first rack is the centre (3 links from its
+  // farthest learner, the top switch 4), and its near learner the tree's root.
+  testing::TreeBuilder b;
+  const Link near{10e9, 1e-6};
+  const NodeId left = b.add_switch(0, "left", near);
+  const NodeId right = b.add_switch(0, "right", near);
+  const NodeId deep = b.add_switch(b.add_switch(left, "deep", near), "deeper", near);
+  b.add_learner(deep, "far", near);
+  b.add_learner(left, "close", near);
+  b.add_learner(right, "other", near);
+  const auto topo = b.build();
+  EXPECT_EQ(topo.node(switch_tree_centre(topo)).name, "left");
+  const auto tree = plan_switch_tree(topo, SwitchTreeShape{});
+  ASSERT_FALSE(tree.steps.empty());
+  // The last reduce step is the centre's star, rooted at the learner nearest the centre.
+  const ir::Step* last = nullptr;
+  for (const auto& step : tree.steps)
+    if (step.phase == ir::Phase::Reduce) last = &step;
+  ASSERT_NE(last, nullptr);
+  ASSERT_EQ(last->ops.size(), 1u);
+  EXPECT_EQ(topo.node(topo.learner_node(last->ops[0].root)).name, "close");
+  EXPECT_EQ(last->ops[0].group.size(), 3u);
+  // On random trees no node is nearer every learner than the centre.
+  testing::RandomTrees trees(99);
+  for (int i = 0; i < 20; ++i) {
+    const auto random = trees.next(30);
+    const int centre = eccentricity(random, switch_tree_centre(random));
+    for (NodeId v = 0; v < random.num_nodes(); ++v) EXPECT_LE(centre, eccentricity(random, v)) << random.name() << " node " << v;
+  }
+}
+
+TEST(SwitchTree, TheCentresExchangeNeverAddsLatency) {
+  // Member j gets member i's sum over their own path, never longer than through the root the
+  // tree would take it to: at zero bytes (no overheads) the exchange is never the slower.
+  testing::RandomTrees trees(777);
+  int shorter = 0;
+  for (int i = 0; i < 30; ++i) {
+    const auto topo = trees.next(30);
+    for (const uint32_t count : {1u, 2u}) {
+      const double tree = critical_path_cost(topo, plan_switch_tree(topo, SwitchTreeShape{0, count, false}), 1).at(0);
+      const double exchange = critical_path_cost(topo, plan_switch_tree(topo, SwitchTreeShape{0, count, true}), 1).at(0);
+      EXPECT_LE(exchange, tree * (1 + 1e-12)) << topo.name() << " trees " << count;
+      if (exchange < tree * (1 - 1e-9)) ++shorter;
+    }
+  }
+  EXPECT_GT(shorter, 10);
+}
+
+TEST(SwitchTree, ThePlanWithItIsNeverDearerAndItWinsSomewhere) {
+  // The race takes the cheapest price: with the switch trees in it, the plan at every size is
+  // no dearer than without them, and on these trees they win 64 KiB somewhere.
+  testing::RandomTrees trees(515);
+  PlanOptions with;
+  with.cost.hop_overhead = kMeasuredHopOverhead;
+  PlanOptions without = with;
+  without.leave_out = {"switch-tree", "switch-double-tree", "switch-exchange", "switch-double-exch"};
+  int won = 0;
+  for (int i = 0; i < 8; ++i) {
+    const auto topo = i % 2 == 0 ? trees.next(30) : machines({4, 4, 2, 8, 1, 3}, testing::kPcie, testing::kEthernet);
+    const auto a = build_plan_report(topo, with), b = build_plan_report(topo, without);
+    for (const double n : {8.0, 65536.0, 1048576.0, 268435456.0}) {
+      const auto& chosen = a.chosen(static_cast<uint64_t>(n));
+      EXPECT_LE(chosen.cost.at(n), b.chosen(static_cast<uint64_t>(n)).cost.at(n) * (1 + 1e-9)) << topo.name() << " " << n;
+      if (n == 65536.0 && chosen.algorithm.rfind("switch-", 0) == 0) ++won;
+    }
+  }
+  EXPECT_GT(won, 0);
 }
 
 }  // namespace

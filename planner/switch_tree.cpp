@@ -1,0 +1,260 @@
+// The switch tree (switch_tree.hpp): a reduce-and-broadcast tree whose levels are the topology's
+// own, so that a tree edge crosses a switch only where the data must, and the whole is rooted at
+// the topology's centre; one tree, or two on half the units each.
+#include "planner/switch_tree.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include <fmt/core.h>
+
+namespace flexplan {
+namespace {
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+// The message size the roots are chosen for: the middle sizes these trees serve.
+constexpr double kDesignBytes = 65536;
+
+// The narrowest link and the summed latency between two nodes.
+struct Path {
+  double bandwidth = kInfinity;
+  double latency = 0;
+};
+
+Path path_between(const Topology& topo, NodeId a, NodeId b) {
+  Path path;
+  while (a != b) {
+    NodeId& up = topo.depth(a) >= topo.depth(b) ? a : b;
+    const Link& link = topo.uplink(up);
+    path.bandwidth = std::min(path.bandwidth, link.bandwidth);
+    path.latency += link.latency;
+    up = topo.parent(up);
+  }
+  return path;
+}
+
+// Nodes from the root down, every parent before its children.
+std::vector<NodeId> top_down(const Topology& topo) {
+  std::vector<NodeId> order{topo.root()};
+  for (size_t i = 0; i < order.size(); ++i)
+    for (NodeId child : topo.children(order[i])) order.push_back(child);
+  return order;
+}
+
+// A star op, members farthest from the root first (the order the model queues a root's hops in).
+ir::Op star(const Topology& topo, ir::OpKind kind, uint64_t begin, uint64_t end, int32_t root,
+            std::vector<int32_t> group) {
+  std::vector<std::pair<double, int32_t>> keyed;
+  for (int32_t r : group) keyed.emplace_back(r == root ? -1.0 : topo.path_latency(r, root), r);
+  std::stable_sort(keyed.begin(), keyed.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+  for (size_t i = 0; i < group.size(); ++i) group[i] = keyed[i].second;
+  ir::Op op{kind, begin, end, root, ir::RankList(std::move(group))};
+  op.shape = ir::OpShape::Star;
+  return op;
+}
+
+// A member meeting at a node: a subtree's root, the reduce step from which its sum is ready, and
+// its path to the node.
+struct Member {
+  int32_t rank = 0;
+  uint32_t ready = 0;
+  Path path;
+};
+
+// Members cheapest first as the root of their star at kDesignBytes (ties: the lower rank): the
+// others' data into its link, the farthest of them, and the sum carried on over its own path.
+void order_by_price(std::vector<Member>& members) {
+  const double m = static_cast<double>(members.size());
+  // The two farthest members, so that each member's farthest other is found in one pass.
+  double far = 0, second = 0;
+  size_t farthest = 0;
+  for (size_t j = 0; j < members.size(); ++j) {
+    const double d = members[j].path.latency + kDesignBytes / members[j].path.bandwidth;
+    if (d > far) second = far, far = d, farthest = j;
+    else if (d > second) second = d;
+  }
+  std::vector<std::pair<double, size_t>> priced;
+  for (size_t j = 0; j < members.size(); ++j) {
+    const Path& path = members[j].path;
+    const double incast = (m - 1) * kDesignBytes / path.bandwidth;
+    priced.emplace_back(2 * path.latency + std::max(incast, j == farthest ? second : far) + kDesignBytes / path.bandwidth, j);
+  }
+  std::stable_sort(priced.begin(), priced.end(), [&](const auto& x, const auto& y) {
+    if (x.first != y.first) return x.first < y.first;
+    return members[x.second].rank < members[y.second].rank;
+  });
+  std::vector<Member> sorted;
+  for (const auto& entry : priced) sorted.push_back(members[entry.second]);
+  members = std::move(sorted);
+}
+
+// One tree on [begin, end): its ops going up by step, those coming down by the step they
+// mirror (taken in reverse order), and the centre's exchange, if any (between them).
+struct Tree {
+  std::vector<std::vector<ir::Op>> up, down;
+  std::vector<ir::Op> exchange;
+};
+
+Tree build_tree(const Topology& topo, NodeId centre, const SwitchTreeShape& shape, size_t pick, uint64_t begin,
+                uint64_t end) {
+  const uint32_t fanout = shape.fanout;
+  // The topology taken as rooted at `centre`: every node's neighbours away from it.
+  std::vector<NodeId> order{centre};
+  std::vector<NodeId> from(static_cast<size_t>(topo.num_nodes()), -1);
+  from[static_cast<size_t>(centre)] = centre;
+  for (size_t i = 0; i < order.size(); ++i) {
+    const NodeId v = order[i];
+    const auto visit = [&](NodeId w) {
+      if (w < 0 || from[static_cast<size_t>(w)] >= 0) return;
+      from[static_cast<size_t>(w)] = v;
+      order.push_back(w);
+    };
+    for (NodeId child : topo.children(v)) visit(child);
+    visit(topo.parent(v));
+  }
+  std::vector<Member> root(static_cast<size_t>(topo.num_nodes()), Member{-1, 0, {}});
+  std::vector<std::vector<Member>> meeting(static_cast<size_t>(topo.num_nodes()));
+  Tree tree;
+  // An op going up at `step`, and the one coming down in its place.
+  const auto add = [&](uint32_t step, ir::Op up, ir::Op down) {
+    if (tree.up.size() <= step) tree.up.resize(step + 1), tree.down.resize(step + 1);
+    tree.up[step].push_back(std::move(up));
+    tree.down[step].push_back(std::move(down));
+  };
+  for (size_t i = order.size(); i-- > 0;) {
+    const NodeId v = order[i];
+    auto& members = meeting[static_cast<size_t>(v)];
+    if (topo.is_learner(v)) members.push_back(Member{topo.rank_of(v), 0, Path{}});
+    if (!members.empty()) {
+      for (Member& member : members)
+        if (member.rank != (topo.is_learner(v) ? topo.rank_of(v) : -1))
+          member.path = path_between(topo, topo.learner_node(member.rank), v);
+      order_by_price(members);
+      const size_t top = std::min(pick, members.size() - 1);
+      std::rotate(members.begin(), members.begin() + static_cast<std::ptrdiff_t>(top),
+                  members.begin() + static_cast<std::ptrdiff_t>(top) + 1);
+      uint32_t start = 0;
+      for (const Member& member : members) start = std::max(start, member.ready);
+      const size_t m = members.size();
+      if (v == centre && shape.exchange_at_centre && m > 1) {
+        std::vector<int32_t> all;
+        for (const Member& member : members) all.push_back(member.rank);
+        for (const Member& member : members)
+          tree.exchange.push_back(star(topo, ir::OpKind::Reduce, begin, end, member.rank, all));
+        continue;
+      }
+      const size_t k = fanout == 0 || fanout >= m - 1 ? std::max<size_t>(m - 1, 1) : fanout;
+      // Heap of fan-out k over `members` (members[0] the root, the parent of j at (j - 1) / k),
+      // its levels reduced deepest first.
+      std::vector<uint32_t> level(m, 0);
+      uint32_t levels = 0;
+      for (size_t j = 1; j < m; ++j) levels = std::max(levels, level[j] = level[(j - 1) / k] + 1);
+      for (size_t p = 0; p < m; ++p) {
+        std::vector<int32_t> group;
+        for (size_t j = k * p + 1; j <= k * p + k && j < m; ++j) group.push_back(members[j].rank);
+        if (group.empty()) continue;
+        group.push_back(members[p].rank);
+        add(start + levels - 1 - level[p], star(topo, ir::OpKind::Reduce, begin, end, members[p].rank, group),
+            star(topo, ir::OpKind::Broadcast, begin, end, members[p].rank, group));
+      }
+      root[static_cast<size_t>(v)] = Member{members[0].rank, start + levels, {}};
+    }
+    if (v != centre && root[static_cast<size_t>(v)].rank >= 0)
+      meeting[static_cast<size_t>(from[static_cast<size_t>(v)])].push_back(root[static_cast<size_t>(v)]);
+  }
+  return tree;
+}
+
+}  // namespace
+
+NodeId switch_tree_centre(const Topology& topo) {
+  const auto order = top_down(topo);
+  const size_t nodes = static_cast<size_t>(topo.num_nodes());
+  // In links. down: the farthest learner below a node; up: the farthest elsewhere.
+  std::vector<double> down(nodes, -kInfinity), up(nodes, -kInfinity);
+  for (size_t i = order.size(); i-- > 0;) {
+    const NodeId v = order[i];
+    if (topo.is_learner(v)) down[static_cast<size_t>(v)] = 0;
+    for (NodeId child : topo.children(v))
+      down[static_cast<size_t>(v)] =
+          std::max(down[static_cast<size_t>(v)], down[static_cast<size_t>(child)] + 1.0);
+  }
+  for (const NodeId v : order) {
+    // The two farthest learners through different children, for each child's way up.
+    double first = topo.is_learner(v) ? 0 : -kInfinity, second = -kInfinity;
+    NodeId via = -1;
+    for (NodeId child : topo.children(v)) {
+      const double d = down[static_cast<size_t>(child)] + 1.0;
+      if (d > first) second = first, first = d, via = child;
+      else if (d > second) second = d;
+    }
+    for (NodeId child : topo.children(v)) {
+      const double other = std::max(up[static_cast<size_t>(v)], child == via ? second : first);
+      up[static_cast<size_t>(child)] = other + 1.0;
+    }
+  }
+  NodeId best = topo.root();
+  double least = kInfinity;
+  for (const NodeId v : order) {  // (by depth: the shallower wins ties)
+    const double e = std::max(down[static_cast<size_t>(v)], up[static_cast<size_t>(v)]);
+    if (e < least * (1 - 1e-12)) least = e, best = v;
+  }
+  return best;
+}
+
+ir::Schedule plan_switch_tree(const Topology& topo, const SwitchTreeShape& shape) {
+  ir::Schedule schedule;
+  const uint32_t trees = std::max<uint32_t>(shape.trees, 1);
+  schedule.algorithm = fmt::format("switch-{}{}{}{}", trees == 2 ? "double-" : "",
+                                   shape.exchange_at_centre ? (trees == 2 ? "exch" : "exchange") : "tree",
+                                   trees > 2 ? fmt::format("s-{}", trees) : "",
+                                   shape.fanout > 0 ? fmt::format("-fan-out-{}", shape.fanout) : "");
+  schedule.collective = ir::Collective::AllReduce;
+  schedule.units = trees;
+  const NodeId centre = switch_tree_centre(topo);
+  std::vector<std::vector<ir::Op>> up, down;
+  std::vector<ir::Op> exchange;
+  for (uint32_t t = 0; t < trees; ++t) {
+    Tree tree = build_tree(topo, centre, shape, t, t, t + 1);
+    if (up.size() < tree.up.size()) up.resize(tree.up.size()), down.resize(tree.up.size());
+    for (size_t s = 0; s < tree.up.size(); ++s) {
+      for (auto& op : tree.up[s]) up[s].push_back(std::move(op));
+      for (auto& op : tree.down[s]) down[s].push_back(std::move(op));
+    }
+    for (auto& op : tree.exchange) exchange.push_back(std::move(op));
+  }
+  for (auto& ops : up)
+    if (!ops.empty()) schedule.steps.push_back(ir::Step{ir::Phase::Reduce, 0, std::move(ops)});
+  if (!exchange.empty()) schedule.steps.push_back(ir::Step{ir::Phase::Reduce, 0, std::move(exchange)});
+  for (size_t s = down.size(); s-- > 0;)
+    if (!down[s].empty()) schedule.steps.push_back(ir::Step{ir::Phase::Broadcast, 0, std::move(down[s])});
+  return schedule;
+}
+
+ScheduleSize switch_tree_size(const Topology& topo, uint32_t trees, bool exchange_at_centre) {
+  // Every learner but a tree's root is a child in one star of it a direction: at most P - 1
+  // stars, each with its children and its root. The centre's exchange: one op per member (at
+  // most its neighbours and itself), each over all of them.
+  const uint64_t p = static_cast<uint64_t>(topo.num_learners());
+  const uint64_t children = p > 0 ? p - 1 : 0;
+  ScheduleSize size{2 * trees * children, 4 * trees * children};
+  if (exchange_at_centre) {
+    const NodeId centre = switch_tree_centre(topo);
+    const uint64_t m = static_cast<uint64_t>(topo.degree(centre)) + 1;
+    size.ops += trees * m;
+    size.group_members += trees * m * m;
+  }
+  return size;
+}
+
+std::string switch_tree_unsuitable(const Topology& topo) {
+  if (topo.num_learners() <= kMaxSwitchTreeRanks) return {};
+  return fmt::format("{} learners: left out past {} (planning time on large trees)", topo.num_learners(),
+                     kMaxSwitchTreeRanks);
+}
+
+}  // namespace flexplan

@@ -1,0 +1,44 @@
+// The switch tree's builder (switch_tree.cpp): an all-reduce tree whose levels follow the
+// topology's switches, rooted at the tree's centre, for mid-size messages.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/plan.hpp"
+#include "planner/algorithms.hpp"
+#include "topology/topology.hpp"
+
+namespace flexplan {
+
+// Reduce up a tree that follows the topology, broadcast down the same tree (docs/planner.md,
+// "Latency algorithms"): the topology is taken as rooted at its centre node (least eccentricity
+// in links); at every node the roots of the subtrees hanging from it (and the node itself if it
+// is a learner) meet, and the one that would take a 64 KiB star cheapest is the subtree's root:
+// the others' data into its link, the farthest of them, and the sum carried on over its own
+// path. The others reach it in a heap of fan-out `fanout` (0: one star), cheapest first.
+// `trees` 2: two such trees, each on half the units, the second rooted at each node's
+// second-cheapest member where there is one, so that the stars' incast falls on two learners.
+// `exchange_at_centre`: the members meeting at the centre node exchange directly (each reduces
+// all of them, as `direct`), so the sum crosses the top once instead of up to one root and back.
+struct SwitchTreeShape {
+  uint32_t fanout = 0;
+  uint32_t trees = 1;
+  bool exchange_at_centre = false;
+};
+ir::Schedule plan_switch_tree(const Topology&, const SwitchTreeShape&);
+
+// The node of least eccentricity in links (ties: the shallower, then the first in breadth-first
+// order): the switch tree's top. Links, not latencies: a link made faster never moves it.
+NodeId switch_tree_centre(const Topology&);
+
+// An upper bound of the schedule's size.
+ScheduleSize switch_tree_size(const Topology&, uint32_t trees, bool exchange_at_centre);
+// The switch trees are left out past this many learners: the planner's time there goes to the
+// critical-path pricing of rows that serve those trees (docs/planning-speed.md), and the
+// planning time of 16k-1M-learner trees is kept as it was.
+inline constexpr int kMaxSwitchTreeRanks = 4096;
+std::string switch_tree_unsuitable(const Topology&);
+
+}  // namespace flexplan
