@@ -206,7 +206,10 @@ class PlanBuilder {
   // this test) stands in by its floors, a weaker bound.
   bool cannot_win(const AlgorithmRow& row, uint32_t slices) {
     if (!options_.prune_unwinnable || cheapest_.empty()) return false;
-    if (row.critical_path) return critical_path_cannot_win(row);
+    // A critical-path row's variant is priced as the sum of its steps where its critical path is
+    // not priced (past the row's budget): then the bound below holds for it as for any row.
+    if (row.critical_path && (critical_path_priced_base(row) || !critical_path_out_of_budget(row, slices)))
+      return critical_path_cannot_win(row);
     const Candidate* base = base_candidate(row);
     const ScheduleCost* base_cost = base != nullptr && base->priced ? &base->cost : nullptr;
     if (base_cost == nullptr && floors_.contains(&row) && floors_[&row]) base_cost = &floors_[&row]->cost;
@@ -224,9 +227,13 @@ class PlanBuilder {
   // every pipeline of the base takes at least the base's critical path at zero bytes (slice 0
   // alone goes through every base step, each hop at least its latency), and at least the
   // busiest link direction under all the steps' loads plus the slowest hop.
-  bool critical_path_cannot_win(const AlgorithmRow& row) {
+  bool critical_path_priced_base(const AlgorithmRow& row) const {
     const Candidate* base = base_candidate(row);
-    if (base == nullptr || !base->priced || base->priced_by != "critical path") return false;
+    return base != nullptr && base->priced && base->priced_by == "critical path";
+  }
+  bool critical_path_cannot_win(const AlgorithmRow& row) {
+    if (!critical_path_priced_base(row)) return false;
+    const Candidate* base = base_candidate(row);
     const StepCost& bound = base->cost.steps.at(0);
     const double latency = base->cost.at(0);
     const auto& sizes = grid();
@@ -523,14 +530,25 @@ class PlanBuilder {
   // A critical-path row's variant priced so, within what is left of the row's budget
   // (kCriticalPathBudget); null otherwise, and it is priced as the sum of its steps, an upper
   // bound of the same run.
+  // Whether a critical-path row's variant is past what is left of the row's budget before its
+  // critical path is begun (critical_path_price then prices it step by step without trying).
+  bool critical_path_out_of_budget(const AlgorithmRow& row, uint32_t slices) {
+    if (!schedule_fits_limits(base_size(row))) return true;
+    return critical_path_spent_[&row] + 2 * base_members(row) * slices > kCriticalPathBudget;
+  }
+  uint64_t base_members(const AlgorithmRow& row) {
+    auto& members = base_members_[&row];
+    if (members == 0)
+      for (const auto& step : base_schedule(row).steps)
+        for (const auto& op : step.ops) members += op.group.size();
+    return members;
+  }
+
   std::optional<ScheduleCost> critical_path_price(const AlgorithmChoice& choice) {
     if (!choice.row->critical_path || !schedule_fits_limits(base_size(*choice.row))) return std::nullopt;
     auto& spent = critical_path_spent_[choice.row];
     // Every hop raises two envelopes each slice: what it costs at least.
-    auto& members = base_members_[choice.row];
-    if (members == 0)
-      for (const auto& step : base_schedule(*choice.row).steps)
-        for (const auto& op : step.ops) members += op.group.size();
+    const uint64_t members = base_members(*choice.row);
     if (spent + 2 * members * choice.slices > kCriticalPathBudget) {
       note(fmt::format("{}: priced step by step: its critical path would compare at least {} envelope lines "
                        "({} left of {})", choice.name(), 2 * members * choice.slices,
