@@ -112,40 +112,49 @@ using SparseLoads = std::vector<std::pair<uint32_t, double>>;
 
 class CriticalPath {
  public:
+  // The base's steps are lowered to hops and their loads gathered as the pricing reaches them
+  // (lower_through): a price that passes its budget early (a million learners) walks the paths
+  // of the steps it priced, not of every step.
   CriticalPath(const Topology& topo, const ir::Schedule& base, const CostParams& params)
-      : params_(params),
+      : topo_(topo),
+        base_(base),
+        links_(topo, params.reduce_bandwidth),
+        params_(params),
         learners_(topo.num_learners()),
         load_(3 * static_cast<size_t>(topo.num_nodes()), 0),
         nodes_(static_cast<uint32_t>(topo.num_nodes())) {
     if (base.units == 0)
       throw std::invalid_argument(fmt::format("schedule '{}' has zero units", base.algorithm));
-    // The link table and the loading walk are the pipeline pricer's too (link_table.hpp).
-    LinkTable links(topo, params.reduce_bandwidth);
-    const double units = static_cast<double>(base.units);
-    std::vector<codegen::Hop> lowered;
     steps_.resize(base.steps.size());
-    for (size_t s = 0; s < base.steps.size(); ++s) {
+  }
+
+  // Lowers base steps up to `last` not lowered yet, in order (each walk adds its loads to
+  // load_ and takes them, so nothing else may hold loads there meanwhile).
+  void lower_through(size_t last) {
+    const double units = static_cast<double>(base_.units);
+    for (; lowered_ <= last && lowered_ < base_.steps.size(); ++lowered_) {
+      const size_t s = lowered_;
       auto& hops = steps_[s];
-      const auto& ops = base.steps[s].ops;
+      const auto& ops = base_.steps[s].ops;
       for (size_t i = 0; i < ops.size(); ++i) {
         const ir::Op& op = ops[i];
-        check_op_ranks(base, op, s, i, topo.num_learners());
+        check_op_ranks(base_, op, s, i, topo_.num_learners());
         if (op.end == op.begin) continue;
         const double share = static_cast<double>(op.end - op.begin) / units;
-        lowered.clear();
-        codegen::append_hops(op, lowered);
+        lowered_hops_.clear();
+        codegen::append_hops(op, lowered_hops_);
         const size_t first = hops.size();
-        const StarIncast incast = star_incast(topo, op, params);
-        for (size_t h = 0; h < lowered.size(); ++h) {
+        const StarIncast incast = star_incast(topo_, op, params_);
+        for (size_t h = 0; h < lowered_hops_.size(); ++h) {
           Hop hop;
-          hop.src = lowered[h].src;
-          hop.dst = lowered[h].dst;
-          hop.from = topo.learner_node(hop.src);
-          hop.to = topo.learner_node(hop.dst);
-          hop.sums = params.reduce_bandwidth > 0 && hop_sums(op, lowered[h], h);
-          hop.latency = links.walk(hop.from, hop.to, share, incast,
-                                   [this](uint32_t direction, double load) { add_load(direction, load); }) +
-                        params.hop_overhead;
+          hop.src = lowered_hops_[h].src;
+          hop.dst = lowered_hops_[h].dst;
+          hop.from = topo_.learner_node(hop.src);
+          hop.to = topo_.learner_node(hop.dst);
+          hop.sums = params_.reduce_bandwidth > 0 && hop_sums(op, lowered_hops_[h], h);
+          hop.latency = links_.walk(hop.from, hop.to, share, incast,
+                                    [this](uint32_t direction, double load) { add_load(direction, load); }) +
+                        params_.hop_overhead;
           if (hop.sums) add_load(2 * nodes_ + static_cast<uint32_t>(hop.to), share);
           if (op.shape == ir::OpShape::Chain && h > 0) hop.after = static_cast<int32_t>(hops.size() - 1);
           hops.push_back(hop);
@@ -153,23 +162,20 @@ class CriticalPath {
         if (op.shape == ir::OpShape::Star) {
           std::vector<double> path(hops.size() - first);
           for (size_t k = 0; k < path.size(); ++k) path[k] = hops[first + k].latency;
-          queue_star_hops(path.size(), params.hop_overhead, [&](size_t k) -> double& { return hops[first + k].latency; });
+          queue_star_hops(path.size(), params_.hop_overhead, [&](size_t k) -> double& { return hops[first + k].latency; });
           // A broadcast's root posts its sends one after another; a reduce's members send once
           // each, the queue is at the root that receives.
           for (size_t k = 0; k < path.size(); ++k)
             hops[first + k].send_overhead = op.kind == ir::OpKind::Broadcast
-                                                ? hops[first + k].latency - path[k] + params.hop_overhead
-                                                : params.hop_overhead;
+                                                ? hops[first + k].latency - path[k] + params_.hop_overhead
+                                                : params_.hop_overhead;
         } else {
-          for (size_t h = first; h < hops.size(); ++h) hops[h].send_overhead = params.hop_overhead;
+          for (size_t h = first; h < hops.size(); ++h) hops[h].send_overhead = params_.hop_overhead;
         }
         for (size_t h = first; h < hops.size(); ++h) slowest_hop_ = std::max(slowest_hop_, hops[h].latency);
       }
       loads_.push_back(take_loads());
     }
-    parent_ = std::move(links.parent);
-    depth_ = std::move(links.depth);
-    inverse_bandwidth_ = std::move(links.inverse_bandwidth);
   }
 
   // Null once `budget` lines have been compared or sorted (`work` holds them).
@@ -198,6 +204,7 @@ class CriticalPath {
     };
     size_t t = 0;  // the pipeline's step
     for (const auto& [bounds, repeat] : pipeline_windows(steps_.size(), slices)) {
+      lower_through(bounds.second);
       const std::vector<double>& paces = window_paces(bounds.first, bounds.second);
       for (uint64_t r = 0; r < repeat; ++r, ++t) {
         size_t k = 0;
@@ -243,6 +250,7 @@ class CriticalPath {
         touched.clear();
       }
     }
+    lower_through(steps_.size());  // (every step is by now, unless the base has none)
     Envelope last;
     for (const Envelope& envelope : ready) last.insert(last.end(), envelope.begin(), envelope.end());
     for (const double work : thread_work) last.push_back(Line{work, 0});
@@ -275,7 +283,7 @@ class CriticalPath {
     for (const auto& loads : loads_)
       for (const auto& [direction, load] : loads) add_load(direction, load);
     double busiest = 0;
-    for (const auto& [direction, load] : take_loads()) busiest = std::max(busiest, load * inverse_bandwidth_[direction]);
+    for (const auto& [direction, load] : take_loads()) busiest = std::max(busiest, load * links_.inverse_bandwidth[direction]);
     return busiest;
   }
 
@@ -294,18 +302,18 @@ class CriticalPath {
         NodeId a = hop.from, b = hop.to;
         while (a != b) {
           uint32_t direction;
-          if (depth_[a] >= depth_[b]) {
+          if (links_.depth[a] >= links_.depth[b]) {
             direction = 2 * static_cast<uint32_t>(a);
-            a = parent_[a];
+            a = links_.parent[a];
           } else {
             direction = 2 * static_cast<uint32_t>(b) + 1;
-            b = parent_[b];
+            b = links_.parent[b];
           }
-          busiest = std::max(busiest, load_[direction] * inverse_bandwidth_[direction]);
+          busiest = std::max(busiest, load_[direction] * links_.inverse_bandwidth[direction]);
         }
         if (hop.sums) {
           const uint32_t direction = 2 * nodes_ + static_cast<uint32_t>(hop.to);
-          busiest = std::max(busiest, load_[direction] * inverse_bandwidth_[direction]);
+          busiest = std::max(busiest, load_[direction] * links_.inverse_bandwidth[direction]);
         }
         paces.push_back(busiest);
       }
@@ -313,16 +321,18 @@ class CriticalPath {
     return paces_.emplace(key, std::move(paces)).first->second;
   }
 
+  const Topology& topo_;
+  const ir::Schedule& base_;
+  LinkTable links_;  // inverse_bandwidth by direction: 2n up, 2n + 1 down, 2N + n reductions
   CostParams params_;
   int learners_;
-  std::vector<NodeId> parent_;
-  std::vector<int> depth_;
-  std::vector<double> inverse_bandwidth_;  // by direction: 2n up, 2n + 1 down, 2N + n reductions
   std::vector<double> load_;
   std::vector<uint32_t> touched_;
   uint32_t nodes_;
-  std::vector<std::vector<Hop>> steps_;  // by base step
-  std::vector<SparseLoads> loads_;       // by base step
+  std::vector<std::vector<Hop>> steps_;  // by base step (the first lowered_ of them lowered)
+  std::vector<SparseLoads> loads_;       // by base step lowered
+  size_t lowered_ = 0;
+  std::vector<codegen::Hop> lowered_hops_;  // one op's, while lowering
   double slowest_hop_ = 0;
   std::map<std::pair<size_t, size_t>, std::vector<double>> paces_;
 };

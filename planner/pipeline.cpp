@@ -209,6 +209,16 @@ double PipelinePricer::busiest_on_path(NodeId a, NodeId b) const {
 const StepCost& PipelinePricer::window(size_t first, size_t last) {
   const auto key = std::make_pair(first, last);
   if (auto it = windows_.find(key); it != windows_.end()) return it->second;
+  if (first == last && steps_[first].chains.empty()) {
+    // One base step without chains (a base priced step by step): its busiest link direction,
+    // read off its loads without spreading them over load_ and clearing them again (the same
+    // doubles: each direction is listed once, and 0 + load is load).
+    double per_byte = 0;
+    for (const auto& [direction, load] : steps_[first].loads)
+      per_byte = std::max(per_byte, load * inverse_bandwidth_[direction]);
+    return windows_.emplace(key, make_step(per_byte, steps_[first].hop_latency, {}, params_.chunk_bytes))
+        .first->second;
+  }
   double hop_latency = 0;
   std::vector<ChainCost> chains;
   std::vector<size_t> chain_offset;  // by step in the window

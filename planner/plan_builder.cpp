@@ -35,10 +35,6 @@ using Clock = std::chrono::steady_clock;
 constexpr int kGridPerDoubling = 4, kGridDoublings = 50;
 // A closed form's price is checked against the evaluator on the built winner below this size.
 constexpr uint64_t kClosedFormCheckOps = 1'000'000;
-// Envelope lines a critical-path row may compare or sort over all its variants
-// (critical_path_cost_within): about 0.2 s on this host (13 ns a line, 16k learners); beyond it
-// the rest of its variants are priced step by step.
-constexpr uint64_t kCriticalPathBudget = 16'000'000;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -206,7 +202,10 @@ class PlanBuilder {
   // this test) stands in by its floors, a weaker bound.
   bool cannot_win(const AlgorithmRow& row, uint32_t slices) {
     if (!options_.prune_unwinnable || cheapest_.empty()) return false;
-    if (row.critical_path) return critical_path_cannot_win(row);
+    // A critical-path row's variant is priced as the sum of its steps where its critical path is
+    // not priced (past the row's budget): then the bound below holds for it as for any row.
+    if (row.critical_path && (critical_path_priced_base(row) || !critical_path_out_of_budget(row, slices)))
+      return critical_path_cannot_win(row);
     const Candidate* base = base_candidate(row);
     const ScheduleCost* base_cost = base != nullptr && base->priced ? &base->cost : nullptr;
     if (base_cost == nullptr && floors_.contains(&row) && floors_[&row]) base_cost = &floors_[&row]->cost;
@@ -224,9 +223,13 @@ class PlanBuilder {
   // every pipeline of the base takes at least the base's critical path at zero bytes (slice 0
   // alone goes through every base step, each hop at least its latency), and at least the
   // busiest link direction under all the steps' loads plus the slowest hop.
-  bool critical_path_cannot_win(const AlgorithmRow& row) {
+  bool critical_path_priced_base(const AlgorithmRow& row) const {
     const Candidate* base = base_candidate(row);
-    if (base == nullptr || !base->priced || base->priced_by != "critical path") return false;
+    return base != nullptr && base->priced && base->priced_by == "critical path";
+  }
+  bool critical_path_cannot_win(const AlgorithmRow& row) {
+    if (!critical_path_priced_base(row)) return false;
+    const Candidate* base = base_candidate(row);
     const StepCost& bound = base->cost.steps.at(0);
     const double latency = base->cost.at(0);
     const auto& sizes = grid();
@@ -521,32 +524,44 @@ class PlanBuilder {
   }
 
   // A critical-path row's variant priced so, within what is left of the row's budget
-  // (kCriticalPathBudget); null otherwise, and it is priced as the sum of its steps, an upper
+  // (PlanOptions::critical_path_budget); null otherwise, and it is priced as the sum of its steps, an upper
   // bound of the same run.
+  // Whether a critical-path row's variant is past what is left of the row's budget before its
+  // critical path is begun (critical_path_price then prices it step by step without trying).
+  bool critical_path_out_of_budget(const AlgorithmRow& row, uint32_t slices) {
+    if (!schedule_fits_limits(base_size(row))) return true;
+    return critical_path_spent_[&row] + 2 * base_members(row) * slices > options_.critical_path_budget;
+  }
+  uint64_t base_members(const AlgorithmRow& row) {
+    auto& members = base_members_[&row];
+    if (members == 0)
+      for (const auto& step : base_schedule(row).steps)
+        for (const auto& op : step.ops) members += op.group.size();
+    return members;
+  }
+
   std::optional<ScheduleCost> critical_path_price(const AlgorithmChoice& choice) {
     if (!choice.row->critical_path || !schedule_fits_limits(base_size(*choice.row))) return std::nullopt;
     auto& spent = critical_path_spent_[choice.row];
     // Every hop raises two envelopes each slice: what it costs at least.
-    auto& members = base_members_[choice.row];
-    if (members == 0)
-      for (const auto& step : base_schedule(*choice.row).steps)
-        for (const auto& op : step.ops) members += op.group.size();
-    if (spent + 2 * members * choice.slices > kCriticalPathBudget) {
+    const uint64_t members = base_members(*choice.row);
+    if (spent + 2 * members * choice.slices > options_.critical_path_budget) {
       note(fmt::format("{}: priced step by step: its critical path would compare at least {} envelope lines "
                        "({} left of {})", choice.name(), 2 * members * choice.slices,
-                       kCriticalPathBudget - std::min(spent, kCriticalPathBudget), kCriticalPathBudget));
+                       options_.critical_path_budget - std::min(spent, options_.critical_path_budget),
+                       options_.critical_path_budget));
       return std::nullopt;
     }
     const auto start = Clock::now();
     uint64_t work = 0;
     auto cost = critical_path_cost_within(topo_, base_schedule(*choice.row), choice.slices, options_.cost,
-                                          kCriticalPathBudget - spent, work);
+                                          options_.critical_path_budget - spent, work);
     spent += work;
     if (cost)
       note(fmt::format("{}: priced by its critical path in {:.3f} s", choice.name(), seconds_since(start)));
     else
       note(fmt::format("{}: priced step by step: its critical path passed the budget ({} envelope lines) "
-                       "after {:.3f} s", choice.name(), kCriticalPathBudget, seconds_since(start)));
+                       "after {:.3f} s", choice.name(), options_.critical_path_budget, seconds_since(start)));
     return cost;
   }
 

@@ -22,6 +22,9 @@
 
 namespace flexplan {
 
+// PlanOptions::critical_path_budget's default.
+inline constexpr uint64_t kCriticalPathBudget = 16'000'000;
+
 struct PlanOptions {
   // Empty: every algorithm of the table that suits the tree, each pipelining one also with
   // kPipelineSlices slices. Otherwise exactly these ("flexreduce@4" names a pipelined one);
@@ -47,6 +50,11 @@ struct PlanOptions {
   // (about 0.02 s; pricing it from its windows costs several times as much): cheaper bases are
   // priced anyway, so that the plan summary shows their curves.
   uint64_t costly_base_links = 1'000'000;
+  // Envelope lines a critical-path row may compare or sort over all its variants
+  // (critical_path_cost_within): about 0.2 s on this host (13 ns a line, 16k learners); beyond it
+  // the rest of its variants are priced step by step, and pruned on their steps' floors like
+  // any row's. Lower only for tests of that fallback.
+  uint64_t critical_path_budget = kCriticalPathBudget;
   // Build and floor the bases priced from their windows on two threads before pricing
   // (plan_builder.cpp, prepare_window_bases). Same plan either way; off only to check that.
   bool prepare_bases_in_parallel = true;

@@ -353,7 +353,7 @@ TEST(PlannerBuildPlan, PrunedPipelinesChangeNothingAndTheBoundsHold) {
   std::vector<Topology> topologies{machines({2, 3, 4}, kPcie, kEthernet), machines({2, 3})};
   for (int t = 0; t < 16; ++t) topologies.push_back(trees.next(t < 8 ? 24 : 120));
   std::mt19937_64 rng(4242);
-  int pruned = 0, bases_pruned = 0, bounds_checked = 0;
+  int pruned = 0, bases_pruned = 0, bounds_checked = 0, step_by_step_pruned = 0;
   for (size_t t = 0; t < topologies.size(); ++t) {
     const Topology& topo = topologies[t];
     PlanOptions all;
@@ -364,6 +364,10 @@ TEST(PlannerBuildPlan, PrunedPipelinesChangeNothingAndTheBoundsHold) {
       all.cost.reduce_bandwidth = 4e9;
       all.cost.chunk_bytes = std::uniform_int_distribution<int>(0, 1)(rng) ? 4096 : double(1 << 26);
     }
+    // Critical-path rows priced step by step, as on big trees: none of their critical paths
+    // tried, or the budget passed during the base's; then they are pruned on their floors.
+    if (t % 4 == 2) all.critical_path_budget = 0;
+    if (t % 4 == 3) all.critical_path_budget = 300;
     PlanOptions pruning = all;
     pruning.prune_unwinnable = true;
     pruning.prepare_bases_in_parallel = true;
@@ -378,6 +382,8 @@ TEST(PlannerBuildPlan, PrunedPipelinesChangeNothingAndTheBoundsHold) {
       if (pruned_report.candidates[c].left_out_because.rfind("cannot win", 0) == 0) {
         ++pruned;
         if (candidate.choice.slices == 1) ++bases_pruned;
+        if (candidate.choice.row->critical_path && all.critical_path_budget < kCriticalPathBudget)
+          ++step_by_step_pruned;
       }
       if (!candidate.priced) continue;
       // The upper bound: sizes on a grid and just below chunk boundaries of every chain.
@@ -399,9 +405,12 @@ TEST(PlannerBuildPlan, PrunedPipelinesChangeNothingAndTheBoundsHold) {
       const Candidate* base = nullptr;
       for (const auto& other : whole.candidates)
         if (other.choice.row == candidate.choice.row && other.choice.slices == 1) base = &other;
-      // A critical-path price is not a sum of steps: the pipeline bound does not apply (the
-      // planner does not prune those rows).
-      if (base == nullptr || !base->priced || candidate.priced_by == "critical path") continue;
+      // A critical-path price is not a sum of steps: the pipeline bound does not apply to it,
+      // nor to a variant priced step by step from a base priced so (the planner bounds those
+      // by the critical path's own bound).
+      if (base == nullptr || !base->priced || candidate.priced_by == "critical path" ||
+          base->priced_by == "critical path")
+        continue;
       // The planner's pace: the pricer's busiest_total for a base priced by windows, else the
       // busiest step.
       double pace = 0;
@@ -422,6 +431,7 @@ TEST(PlannerBuildPlan, PrunedPipelinesChangeNothingAndTheBoundsHold) {
   EXPECT_GT(pruned, 0) << "nothing was pruned: the test tests nothing";
   EXPECT_GT(bases_pruned, 0) << "no base was left out on its floors: that part tests nothing";
   EXPECT_GT(bounds_checked, 0);
+  EXPECT_GT(step_by_step_pruned, 0) << "no critical-path row priced step by step was pruned";
 }
 
 // A forced pipeline, held compact, is priced as its expansion; code that reads a schedule's
