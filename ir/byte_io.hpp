@@ -41,6 +41,11 @@ class ByteWriter {
     varint(text.size());
     bytes(text.data(), text.size());
   }
+  size_t size() const { return size_; }
+  // Room for `bytes` in all without growing (and copying) on the way.
+  void reserve(size_t bytes) { out_.reserve(bytes); }
+  // What has been written, in place (valid until the next write).
+  std::span<const uint8_t> written() const { return {out_.data(), size_}; }
   // What has been written.
   std::vector<uint8_t>& buffer() {
     out_.resize(size_);
@@ -51,7 +56,12 @@ class ByteWriter {
   // At least `size` writable bytes at the end of what has been written. The vector runs ahead
   // of size_ so that small writes go through a pointer, not one push_back per byte.
   uint8_t* room(size_t size) {
-    if (out_.size() - size_ < size) out_.resize(std::max(2 * out_.size(), size_ + size + 4096));
+    if (out_.size() - size_ < size) {
+      // Doubling, but within what was reserved first.
+      const size_t doubled = 2 * out_.size();
+      const size_t grown = out_.capacity() > out_.size() ? std::min(doubled, out_.capacity()) : doubled;
+      out_.resize(std::max(grown, size_ + size + 4096));
+    }
     return out_.data() + size_;
   }
   void fixed(uint64_t value, int width) {

@@ -1,8 +1,12 @@
-// What one rank of a job loads and checks at job start (docs/ir.md, "Loading at job start"):
-// the plan file's format in full, the plan's fields and every op's structure in full, and the
-// symbolic execution of its own slice of every schedule's units. The slices of all ranks tile
-// the units, so a job whose ranks all pass, and agree that they hold the same plan, runs a plan
-// verified as a whole, while each rank does about 1/P of the execution.
+// What one rank of a job loads and checks at job start (docs/ir.md, "Loading at job start").
+// A format 7 file whose writer verified the plan as a whole (write_plan_file sets a flag for
+// it): this rank's part alone (ir/plan_slice.hpp: the checksums of what it reads, the
+// fingerprint, the structure of its blocks' ops, its ops against its entry), then the whole
+// plan, which the runtime holds, with every checksum. Any other file (format 6, or a plan
+// encoded without verifying it): the file's format in full, the plan's fields and its slice of
+// every op's structure, and the symbolic execution of its own slice of every schedule's units,
+// as before format 7. In both, the slices of all ranks tile what is checked, so a job whose
+// ranks all pass, and agree that they hold the same plan, runs a plan checked as a whole.
 #pragma once
 
 #include <cstdint>
@@ -13,8 +17,9 @@
 
 namespace flexplan::ir {
 
-// Reads and decodes plan.bin (PlanFormatError when malformed), then check_job_plan. The
-// fingerprint comes from the decoding pass (plan_binary.hpp), for the ranks to compare.
+// Reads and decodes plan.bin (PlanFormatError when malformed) and checks this rank's part as
+// above (VerifyError for a wrong slice). The fingerprint is the file's (plan_binary.hpp), for
+// the ranks to compare.
 FingerprintedPlan load_job_plan(const std::string& path, int32_t job_size, int32_t rank);
 
 // verify_plan_slice(plan, rank, job_size) when the plan's world size is the job's; throws

@@ -1,14 +1,19 @@
-// plan.bin: a 60-byte little-endian header, then the varint-coded payload.
+// plan.bin, format 7: a 100-byte little-endian header, then five sections (docs/ir.md has the
+// byte layout):
 //
-//   offset size field
-//        0    8 magic "FLXPLAN\0"
-//        8    4 format version (kPlanFormatVersion)
-//       12    4 flags: bit 0 set when the plan names a topology hash; other bits zero
-//       16   16 flexplan version that wrote the file, ASCII, NUL-padded
-//       32    8 topology hash (0 without one)
-//       40    4 world size
-//       44    8 payload length
-//       52    8 checksum: FNV-1a 64 over bytes [0,52) and then the payload
+//   header        magic, version, flags, writer, topology hash, world size, payload length,
+//                 the fingerprint, the lengths of the first four sections, a header checksum
+//   head          the topology name and every schedule's fields and steps, without their ops
+//   block table   per block (a step's ops, coded from an empty op): ops, length, checksum, and
+//                 the ranks of its ops as intervals
+//   chunk table   per chunk of per-rank entries: its ranks, length, checksum
+//   blocks        the ops
+//   chunks        per rank: its name, and how many ops it takes part in with their digest
+//
+// The fingerprint is FNV-1a 64 over the header's plan fields, the head and the two tables, which
+// hold the checksum of every block and chunk: it covers the whole plan, and a rank that reads
+// only its own blocks (plan_slice.hpp) can still check it. Format 6 files (one checksum over a
+// payload coded without blocks) are read whole.
 #include "ir/plan_binary.hpp"
 
 #include <fmt/format.h>
@@ -27,126 +32,99 @@
 #include "ir/byte_io.hpp"
 #include "ir/file_bytes.hpp"
 #include "ir/pipeline_form.hpp"
+#include "ir/plan_sections.hpp"
 #include "ir/verify.hpp"
 
 namespace flexplan::ir {
 
 namespace {
 
-constexpr char kMagic[8] = {'F', 'L', 'X', 'P', 'L', 'A', 'N', '\0'};
-constexpr size_t kVersionField = 16;
-constexpr size_t kFlagsOffset = 12;
-constexpr size_t kTopologyHashOffset = 32;
-constexpr size_t kPayloadLengthOffset = 44;
-constexpr size_t kChecksumOffset = 52;
-constexpr size_t kHeaderSize = 60;
-constexpr uint32_t kFlagTopologyHash = 1;
-constexpr uint64_t kMaxRank = std::numeric_limits<int32_t>::max();
-static_assert(std::string_view(kVersion).size() < kVersionField,
-              "version string must fit its field");
+using namespace detail;
 
-// Ops are coded relative to the op before them in the same step (the first to an empty op at
-// 0): a step's ops usually follow each other through the units, from neighbouring roots, and
-// neighbouring ops of a tree level share most of their group (docs/ir.md, "plan.bin").
-struct OpContext {
-  uint64_t end = 0;
-  int32_t root = 0;
-  const RankList* group = nullptr;
-};
+static_assert(std::string_view(kVersion).size() < kVersionField, "version string must fit its field");
 
-constexpr uint64_t kGroupList = 0, kGroupEdits = 1;
+void put_u64(std::vector<uint8_t>& bytes, size_t at, uint64_t value) {
+  for (int i = 0; i < 8; ++i) bytes[at + i] = static_cast<uint8_t>(value >> (8 * i));
+}
 
-// The positions where `group` differs from `previous`, when the edit form is the shorter.
-bool edit_positions(const RankList& group, const RankList* previous,
-                    std::vector<size_t>& positions) {
-  if (!previous || previous->size() != group.size()) return false;
-  positions.clear();
-  for (size_t i = 0; i < group.size(); ++i) {
-    if (group[i] != (*previous)[i]) {
-      if (2 * (positions.size() + 1) > group.size()) return false;
-      positions.push_back(i);
-    }
+bool parse_hash_hex(const std::string& text, uint64_t& value) {
+  if (text.size() != 16) return false;
+  value = 0;
+  for (char c : text) {
+    if (c >= '0' && c <= '9')
+      value = value << 4 | static_cast<uint64_t>(c - '0');
+    else if (c >= 'a' && c <= 'f')
+      value = value << 4 | static_cast<uint64_t>(c - 'a' + 10);
+    else
+      return false;
   }
   return true;
 }
 
-void encode_op(detail::ByteWriter& out, const Op& op, OpContext& previous,
-               std::vector<size_t>& positions) {
-  if (op.end < op.begin)
-    throw PlanFormatError(fmt::format("plan: an op's range [{},{}) ends before it begins and "
-                                      "cannot be written",
-                                      op.begin, op.end));
-  const bool edits = edit_positions(op.group, previous.group, positions);
-  // One varint heads the op: kind | group form << 1 | shape << 2.
-  out.varint(static_cast<uint64_t>(op.kind) | (edits ? kGroupEdits : kGroupList) << 1 |
-             static_cast<uint64_t>(op.shape) << 2);
-  out.signed_varint(static_cast<int64_t>(op.begin - previous.end));
-  out.varint(op.end - op.begin);
-  out.signed_varint(int64_t{op.root} - previous.root);
-  if (edits) {
-    out.varint(positions.size());
-    size_t next = 0;  // the first position not yet passed
-    for (size_t at : positions) {
-      out.varint(at - next);
-      out.signed_varint(int64_t{op.group[at]} - (*previous.group)[at]);
-      next = at + 1;
-    }
-  } else {
-    out.varint(op.group.size());
-    int32_t before = op.root;
-    for (int32_t member : op.group) {
-      out.signed_varint(int64_t{member} - before);
-      before = member;
-    }
+// The header fields both formats share, up to the world size; the rest left at 0.
+void write_header_start(ByteWriter& out, const Plan& plan, uint32_t format) {
+  const bool has_hash = !plan.topology_hash.empty();
+  uint64_t hash = 0;
+  if (has_hash && !parse_hash_hex(plan.topology_hash, hash)) {
+    throw PlanFormatError(
+        fmt::format("plan: topology hash '{}' is not 16 lowercase hex digits", plan.topology_hash));
   }
-  previous = OpContext{op.end, op.root, &op.group};
+  if (plan.world_size < 1)
+    throw PlanFormatError(fmt::format("plan: world size {} must be at least 1", plan.world_size));
+  out.bytes(kPlanMagic, sizeof kPlanMagic);
+  out.fixed32(format);
+  out.fixed32(has_hash ? kFlagTopologyHash : 0);
+  char version[kVersionField] = {};
+  std::memcpy(version, kVersion, std::string_view(kVersion).size());
+  out.bytes(version, sizeof version);
+  out.fixed64(hash);
+  out.fixed32(static_cast<uint32_t>(plan.world_size));
 }
 
-void encode_payload(detail::ByteWriter& out, const Plan& plan) {
+// What the encoder writes for each schedule: the steps (a pipeline's base, when the schedule is
+// one), and how many schedules back the same steps were written (0: none, they are written).
+struct WrittenForm {
+  std::optional<PipelineBase> pipeline;
+  const Schedule* written = nullptr;
+  uint64_t slices = 1;
+  uint64_t same = 0;
+};
+std::vector<WrittenForm> written_forms(const Plan& plan) {
+  std::vector<WrittenForm> forms(plan.schedules.size());
+  for (size_t i = 0; i < plan.schedules.size(); ++i) {
+    const Schedule& schedule = plan.schedules[i];
+    WrittenForm& form = forms[i];
+    // A pipeline is written as its base (pipeline_form.hpp): 1/slices of the size. A compact
+    // one holds its base's steps already; a whole one is recognised op for op. Only where the
+    // contract is the same on every unit: slices would cut a sharded one's shards.
+    form.pipeline = schedule.slices == 1 && !has_shards(schedule.collective) ? pipeline_base(schedule)
+                                                                              : std::nullopt;
+    form.written = form.pipeline ? &form.pipeline->base : &schedule;
+    form.slices = form.pipeline ? form.pipeline->slices : schedule.slices;
+    // A later schedule with the same steps (the same algorithm at another slice count) names
+    // the first that wrote them instead of repeating them.
+    for (size_t j = 0; j < i && form.same == 0 && !form.written->steps.empty(); ++j)
+      if (forms[j].written->units == form.written->units && forms[j].written->steps == form.written->steps)
+        form.same = i - j;
+  }
+  return forms;
+}
+
+// ---- Format 6, read whole (and written by encode_plan_version6, for tests).
+
+void encode_payload_v6(ByteWriter& out, const Plan& plan) {
   out.string(plan.topology_name);
   out.varint(plan.rank_names.size());
   for (const std::string& name : plan.rank_names) out.string(name);
   out.varint(plan.schedules.size());
   std::vector<size_t> positions;
-  // What each schedule wrote as its steps (a pipeline's base), so that a later schedule with the
-  // same steps (the same algorithm at another slice count) names it instead of repeating them.
-  std::vector<std::optional<PipelineBase>> recognised(plan.schedules.size());
-  std::vector<const Schedule*> written_steps(plan.schedules.size(), nullptr);
+  const std::vector<WrittenForm> forms = written_forms(plan);
   for (size_t i = 0; i < plan.schedules.size(); ++i) {
-    const Schedule& schedule = plan.schedules[i];
-    out.string(schedule.algorithm);
-    out.varint(static_cast<uint64_t>(schedule.collective));
-    // The contract's fields (format 6): a root for broadcast and reduce, the shards (0 of them
-    // for equal shards; else begin and length each) for reduce-scatter and all-gather.
-    if (has_root(schedule.collective)) out.varint(static_cast<uint64_t>(schedule.root));
-    if (has_shards(schedule.collective)) {
-      out.varint(schedule.shards.size());
-      for (const UnitRange& shard : schedule.shards) {
-        out.varint(shard.begin);
-        out.varint(shard.end - shard.begin);
-      }
-    }
-    out.varint(schedule.min_bytes);
-    out.varint(schedule.max_bytes ? 1 : 0);
-    if (schedule.max_bytes) out.varint(*schedule.max_bytes);
-    out.varint(expanded_units(schedule));
-    // A pipeline is written as its base (pipeline_form.hpp): 1/slices of the size. A compact
-    // one holds its base's steps already; a whole one is recognised op for op.
-    // Only where the contract is the same on every unit: slices would cut a sharded one's shards.
-    recognised[i] = schedule.slices == 1 && !has_shards(schedule.collective)
-                        ? pipeline_base(schedule)
-                        : std::nullopt;
-    const auto& pipeline = recognised[i];
-    out.varint(pipeline ? pipeline->slices : schedule.slices);
-    const Schedule& written = pipeline ? pipeline->base : schedule;
-    written_steps[i] = &written;
-    size_t same = 0;  // how many schedules back the same steps were written; 0: none
-    for (size_t j = 0; j < i && same == 0 && !written.steps.empty(); ++j)
-      if (written_steps[j]->units == written.units && written_steps[j]->steps == written.steps) same = i - j;
-    out.varint(same);
-    if (same != 0) continue;
-    out.varint(written.steps.size());
-    for (const Step& step : written.steps) {
+    const WrittenForm& form = forms[i];
+    encode_schedule_fields(out, plan.schedules[i], expanded_units(plan.schedules[i]), form.slices, form.same);
+    if (form.same != 0) continue;
+    out.varint(form.written->steps.size());
+    for (const Step& step : form.written->steps) {
       out.varint(static_cast<uint64_t>(step.phase));
       out.signed_varint(step.level);
       out.varint(step.ops.size());
@@ -156,81 +134,7 @@ void encode_payload(detail::ByteWriter& out, const Plan& plan) {
   }
 }
 
-// A rank coded as a difference from `base`: it must land in [0, 2^31).
-int32_t decode_rank(detail::ByteReader& in, int64_t base, const char* what) {
-  const size_t at = in.offset();
-  const int64_t delta = in.signed_varint(what);
-  // base is in [0, 2^31), so base + delta overflows only if the result is out of range anyway.
-  if (delta < -base || delta > static_cast<int64_t>(kMaxRank) - base)
-    in.fail_at(at, fmt::format("{} {} {:+} is not a rank (0 to {})", what, base, delta, kMaxRank));
-  return static_cast<int32_t>(base + delta);
-}
-
-// An op in the group-edits form repeats the group before it for a few bytes, so a file could
-// claim far more group members than it has bytes. Plans flexplan writes hold at most about 1.3
-// members per payload byte (docs/ir.md); a file may hold 64 per byte, plus a million.
-constexpr uint64_t kGroupMembersPerByte = 64, kGroupMembersAnyway = uint64_t{1} << 20;
-struct GroupMemberBudget {
-  uint64_t left;
-  uint64_t payload_bytes;
-  void spend(detail::ByteReader& in, size_t at, size_t members) {
-    if (members > left)
-      in.fail_at(at, fmt::format("the ops' groups hold more members than a payload of {} bytes may "
-                                 "({} per byte, plus {})",
-                                 payload_bytes, kGroupMembersPerByte, kGroupMembersAnyway));
-    left -= members;
-  }
-};
-
-// Decodes into `op` in place (a step's ops are sized first), so that no op is built and moved.
-void decode_op(detail::ByteReader& in, Op& op, const Op* previous, GroupMemberBudget& members) {
-  const size_t head_at = in.offset();
-  const uint64_t head = in.varint_at_most(7, "op kind, group form and shape");
-  op.kind = static_cast<OpKind>(head & 1);
-  op.shape = static_cast<OpShape>(head >> 2);
-  const uint64_t previous_end = previous ? previous->end : 0;
-  op.begin = previous_end + static_cast<uint64_t>(in.signed_varint("op begin"));
-  const size_t length_at = in.offset();
-  const uint64_t length = in.varint("op length");
-  if (length > std::numeric_limits<uint64_t>::max() - op.begin)
-    in.fail_at(length_at, "op end overflows 64 bits");
-  op.end = op.begin + length;
-  op.root = decode_rank(in, previous ? previous->root : 0, "op root");
-  if (((head >> 1) & 1) == kGroupEdits) {
-    if (!previous)
-      in.fail_at(head_at, "the first op of a step cannot edit the group of an op before it");
-    members.spend(in, head_at, previous->group.size());
-    op.group = previous->group;
-    const size_t edits = in.count(2, "group edit count");
-    if (edits > op.group.size())
-      in.fail_at(in.offset(), fmt::format("{} group edits for a group of {}", edits,
-                                          op.group.size()));
-    size_t next = 0;
-    for (size_t e = 0; e < edits; ++e) {
-      const size_t skip_at = in.offset();
-      const uint64_t skip = in.varint("group edit position");
-      if (skip >= op.group.size() - next)
-        in.fail_at(skip_at, fmt::format("group edit position skips past the end of the group "
-                                        "of {}",
-                                        op.group.size()));
-      const size_t at = next + skip;
-      op.group[at] = decode_rank(in, op.group[at], "group member");
-      next = at + 1;
-    }
-  } else {
-    const size_t size_at = in.offset();
-    const size_t size = in.count(1, "group size");
-    if (size > kMaxRank + 1)  // only in a file of gigabytes; a group's ranks are distinct
-      in.fail_at(size_at, fmt::format("group size {} exceeds the {} ranks there can be", size,
-                                      kMaxRank + 1));
-    members.spend(in, size_at, size);
-    op.group.resize(size);
-    int64_t before = op.root;
-    for (int32_t& member : op.group) before = member = decode_rank(in, before, "group member");
-  }
-}
-
-void decode_step(detail::ByteReader& in, Step& step, GroupMemberBudget& members) {
+void decode_step_v6(ByteReader& in, Step& step, GroupMemberBudget& members) {
   step.phase = static_cast<Phase>(in.varint_at_most(static_cast<uint64_t>(Phase::Broadcast), "phase"));
   const size_t level_at = in.offset();
   const int64_t level = in.signed_varint("level");
@@ -249,8 +153,8 @@ void decode_step(detail::ByteReader& in, Step& step, GroupMemberBudget& members)
 constexpr uint64_t kNamedCopies = 16;
 struct Earlier {
   std::span<const Schedule> schedules;
-  std::vector<uint64_t> base_units;      // the units each one's written steps cover
-  std::vector<uint64_t> ops, members;    // its steps' ops and group members
+  std::vector<uint64_t> base_units;    // the units each one's written steps cover
+  std::vector<uint64_t> ops, members;  // its steps' ops and group members
   uint64_t written_ops = 0, written_members = 0, copied_ops = 0, copied_members = 0;
 
   // `group_members`: what decoding the schedule spent of the budget; `named_from`: the schedule
@@ -265,82 +169,23 @@ struct Earlier {
     (named_from ? copied_ops : written_ops) += step_ops;
     (named_from ? copied_members : written_members) += group_members;
   }
+  // Throws when naming schedule `from` would copy beyond the bound.
+  void check_copy(ByteReader& in, size_t at, const std::string& name, size_t from) const {
+    if (copied_ops + ops[from] > kNamedCopies * written_ops ||
+        copied_members + members[from] > kNamedCopies * written_members)
+      in.fail_at(at, fmt::format("schedule '{}' takes the steps of schedule {} ('{}'): the "
+                                 "plan's named steps would copy more than {} times the {} ops "
+                                 "and {} group members written out",
+                                 name, from, schedules[from].algorithm, kNamedCopies, written_ops,
+                                 written_members));
+  }
 };
 
-// `named_from`: set to the earlier schedule whose steps this one copies.
-Schedule decode_schedule(detail::ByteReader& in, int32_t world_size, const Earlier& earlier,
-                         std::optional<size_t>& named_from, GroupMemberBudget& members) {
-  Schedule schedule;
-  schedule.algorithm = in.utf8_string("algorithm name");
-  schedule.collective = static_cast<Collective>(
-      in.varint_at_most(kCollectiveCount - 1, "collective"));
-  if (has_root(schedule.collective))
-    schedule.root = static_cast<int32_t>(in.varint_at_most(kMaxRank, "root"));
-  if (has_shards(schedule.collective)) {
-    // Each shard takes two bytes at least: no allocation beyond what the file holds.
-    const size_t at = in.offset();
-    const size_t shards = in.count(2, "shard count");
-    if (shards > static_cast<uint64_t>(world_size))
-      in.fail_at(at, fmt::format("{} shards for a world of {} ranks", shards, world_size));
-    schedule.shards.resize(shards);
-    for (UnitRange& shard : schedule.shards) {
-      shard.begin = in.varint("shard begin");
-      const uint64_t length = in.varint("shard length");
-      if (length > std::numeric_limits<uint64_t>::max() - shard.begin)
-        in.fail_at(in.offset(), "a shard's end does not fit in 64 bits");
-      shard.end = shard.begin + length;
-    }
-  }
-  schedule.min_bytes = in.varint("min bytes");
-  if (in.varint_at_most(1, "max bytes flag")) schedule.max_bytes = in.varint("max bytes");
-  schedule.units = in.varint("units");
-  const size_t slices_at = in.offset();
-  const uint64_t slices = in.varint("pipeline slices");
-  const std::string suffix = fmt::format("@{}", slices);
-  const std::string_view name = schedule.algorithm;
-  if (slices == 0 || slices > kMaxPipelineSlices)
-    in.fail_at(slices_at, fmt::format("pipeline slices {} out of range (1 to {})", slices,
-                                      kMaxPipelineSlices));
-  if (slices > 1 && (schedule.units % slices != 0 || name.size() <= suffix.size() ||
-                     name.substr(name.size() - suffix.size()) != suffix))
-    in.fail_at(slices_at, fmt::format("schedule '{}' with {} units is written as a pipeline of {} "
-                                      "slices: its name must end in '{}' and its units divide "
-                                      "into the slices",
-                                      schedule.algorithm, schedule.units, slices, suffix));
-  if (slices > 1) schedule.units /= slices;  // the base's, until expanded below
-  const size_t same_at = in.offset();
-  const uint64_t same = in.varint("schedules back with the same steps");
-  const size_t before = earlier.schedules.size();
-  if (same > before)
-    in.fail_at(same_at, fmt::format("schedule '{}' takes the steps of the schedule {} back, but "
-                                    "only {} come before it",
-                                    schedule.algorithm, same, before));
-  if (same != 0) {
-    const size_t from = before - same;
-    const Schedule& other = earlier.schedules[from];
-    if (other.steps.empty())
-      in.fail_at(same_at, fmt::format("schedule '{}' takes the steps of schedule {} ('{}'), which "
-                                      "has none",
-                                      schedule.algorithm, from, other.algorithm));
-    if (earlier.base_units[from] != schedule.units)
-      in.fail_at(same_at, fmt::format("schedule '{}' takes the steps of schedule {} ('{}'), whose "
-                                      "{} units differ from its {}",
-                                      schedule.algorithm, from, other.algorithm,
-                                      earlier.base_units[from], schedule.units));
-    if (earlier.copied_ops + earlier.ops[from] > kNamedCopies * earlier.written_ops ||
-        earlier.copied_members + earlier.members[from] > kNamedCopies * earlier.written_members)
-      in.fail_at(same_at, fmt::format("schedule '{}' takes the steps of schedule {} ('{}'): the "
-                                      "plan's named steps would copy more than {} times the {} ops "
-                                      "and {} group members written out",
-                                      schedule.algorithm, from, other.algorithm, kNamedCopies,
-                                      earlier.written_ops, earlier.written_members));
-    schedule.steps = other.steps;
-    named_from = from;
-  } else {
-    schedule.steps.resize(in.count(3, "step count"));
-    for (Step& step : schedule.steps.edit()) decode_step(in, step, members);
-  }
+// A schedule whose fields and steps are read, as a pipeline of `slices` when more than 1:
+// checked against the pipeline limits and kept compact (or expanded, for a base without steps).
+Schedule finish_schedule(ByteReader& in, Schedule schedule, uint64_t slices, size_t slices_at, int32_t world_size) {
   if (slices == 1) return schedule;
+  const std::string name = schedule.algorithm;
   // Slice j moves the base's ranges up by j x its units: a base range beyond them would reach
   // into the next slice, or past 2^64 (a plan the verifier refuses, but whose expansion the
   // printers would write with wrapped ranges).
@@ -357,6 +202,7 @@ Schedule decode_schedule(detail::ByteReader& in, int32_t world_size, const Earli
                                       name, slices, beyond));
   // Kept compact, as written: whoever needs it whole calls materialize (pipeline_form.hpp). A
   // base without steps is its whole expansion already (as compact_pipeline gives it).
+  const std::string suffix = fmt::format("@{}", slices);
   if (schedule.steps.empty()) {
     schedule.algorithm.resize(name.size() - suffix.size());
     return expand_pipeline(schedule, static_cast<uint32_t>(slices));
@@ -365,179 +211,452 @@ Schedule decode_schedule(detail::ByteReader& in, int32_t world_size, const Earli
   return schedule;
 }
 
-bool parse_hash_hex(const std::string& text, uint64_t& value) {
-  if (text.size() != 16) return false;
-  value = 0;
-  for (char c : text) {
-    if (c >= '0' && c <= '9')
-      value = value << 4 | static_cast<uint64_t>(c - '0');
-    else if (c >= 'a' && c <= 'f')
-      value = value << 4 | static_cast<uint64_t>(c - 'a' + 10);
-    else
-      return false;
+// `named_from`: set to the earlier schedule whose steps this one copies.
+Schedule decode_schedule_v6(ByteReader& in, int32_t world_size, const Earlier& earlier,
+                            std::optional<size_t>& named_from, GroupMemberBudget& members) {
+  ScheduleFields fields = decode_schedule_fields(in, world_size, earlier.schedules.size());
+  Schedule& schedule = fields.schedule;
+  if (fields.same != 0) {
+    const size_t from = earlier.schedules.size() - fields.same;
+    const Schedule& other = earlier.schedules[from];
+    if (other.steps.empty())
+      in.fail_at(fields.same_at, fmt::format("schedule '{}' takes the steps of schedule {} ('{}'), which "
+                                             "has none",
+                                             schedule.algorithm, from, other.algorithm));
+    if (earlier.base_units[from] != schedule.units)
+      in.fail_at(fields.same_at, fmt::format("schedule '{}' takes the steps of schedule {} ('{}'), whose "
+                                             "{} units differ from its {}",
+                                             schedule.algorithm, from, other.algorithm,
+                                             earlier.base_units[from], schedule.units));
+    earlier.check_copy(in, fields.same_at, schedule.algorithm, from);
+    schedule.steps = other.steps;
+    named_from = from;
+  } else {
+    schedule.steps.resize(in.count(3, "step count"));
+    for (Step& step : schedule.steps.edit()) decode_step_v6(in, step, members);
   }
-  return true;
+  return finish_schedule(in, std::move(schedule), fields.slices, fields.slices_at, world_size);
 }
 
-std::string read_version_field(std::span<const uint8_t> field) {
-  std::string version;
-  for (uint8_t byte : field) {
-    if (byte == 0) break;
-    version.push_back(static_cast<char>(byte));
-  }
-  return version;
-}
-
-// The fingerprint's starting value: the header fields that are part of the plan (flags, topology
-// hash, world size); the writer's version, the payload length and the checksum are not.
-uint64_t fingerprint_seed(std::span<const uint8_t> header) {
-  uint64_t seed = detail::fnv1a64(header.subspan(kFlagsOffset, 4));
-  return detail::fnv1a64(header.subspan(kTopologyHashOffset, kPayloadLengthOffset - kTopologyHashOffset),
-                         seed);
-}
-
-}  // namespace
-
-bool has_plan_magic(std::span<const uint8_t> bytes) {
-  if (bytes.empty()) return false;
-  const size_t compared = std::min(bytes.size(), sizeof kMagic);
-  return std::memcmp(bytes.data(), kMagic, compared) == 0;
-}
-
-std::vector<uint8_t> encode_plan(const Plan& plan) {
-  const bool has_hash = !plan.topology_hash.empty();
-  uint64_t hash = 0;
-  if (has_hash && !parse_hash_hex(plan.topology_hash, hash)) {
-    throw PlanFormatError(
-        fmt::format("plan: topology hash '{}' is not 16 lowercase hex digits", plan.topology_hash));
-  }
-  if (plan.world_size < 1)
-    throw PlanFormatError(fmt::format("plan: world size {} must be at least 1", plan.world_size));
-
-  // The header with the payload length and checksum left at 0, the payload after it, then
-  // those two fields filled in.
-  detail::ByteWriter out;
-  out.bytes(kMagic, sizeof kMagic);
-  out.fixed32(kPlanFormatVersion);
-  out.fixed32(has_hash ? kFlagTopologyHash : 0);
-  char version[kVersionField] = {};
-  std::memcpy(version, kVersion, std::string_view(kVersion).size());
-  out.bytes(version, sizeof version);
-  out.fixed64(hash);
-  out.fixed32(static_cast<uint32_t>(plan.world_size));
-  out.fixed64(0);  // payload length
-  out.fixed64(0);  // checksum
-  encode_payload(out, plan);
-  std::vector<uint8_t>& bytes = out.buffer();
-  auto put = [&](size_t at, uint64_t value) {
-    for (int i = 0; i < 8; ++i) bytes[at + i] = static_cast<uint8_t>(value >> (8 * i));
-  };
-  put(kPayloadLengthOffset, bytes.size() - kHeaderSize);
-  const std::span<const uint8_t> all(bytes);
-  put(kChecksumOffset,
-      detail::fnv1a64(all.subspan(kHeaderSize), detail::fnv1a64(all.first(kChecksumOffset))));
-  return std::move(bytes);
-}
-
-uint64_t plan_fingerprint(const Plan& plan) {
-  const std::vector<uint8_t> bytes = encode_plan(plan);
-  const std::span<const uint8_t> all(bytes);
-  return detail::fnv1a64(all.subspan(kHeaderSize), fingerprint_seed(all));
-}
-
-Plan decode_plan_unverified(std::span<const uint8_t> bytes, const std::string& source) {
-  return decode_fingerprinted_plan(bytes, source).plan;
-}
-
-FingerprintedPlan decode_fingerprinted_plan(std::span<const uint8_t> bytes,
-                                            const std::string& source) {
-  detail::ByteReader header(bytes, source);
-  if (bytes.empty()) header.fail_at(0, "the file is empty, not a plan.bin");
-  if (bytes.size() < sizeof kMagic) {
-    const bool prefix = std::memcmp(bytes.data(), kMagic, bytes.size()) == 0;
-    header.fail_at(0, prefix ? fmt::format("truncated: {} bytes, shorter than the {}-byte header",
-                                           bytes.size(), kHeaderSize)
-                             : std::string("not a flexplan plan.bin (bad magic)"));
-  }
-  if (std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
-    header.fail_at(0, "not a flexplan plan.bin (bad magic)");
-  header.bytes(sizeof kMagic, "magic");
-  const uint32_t format = header.fixed32("format version");
-  if (format != kPlanFormatVersion) {
-    header.fail_at(8, fmt::format("plan.bin format version {} is not supported (this flexplan {} "
-                                  "reads version {})",
-                                  format, kVersion, kPlanFormatVersion));
-  }
-  if (bytes.size() < kHeaderSize) {
+Plan decode_v6(std::span<const uint8_t> bytes, const std::string& source) {
+  ByteReader header(bytes, source);
+  header.bytes(kFlagsOffset, "magic and version");
+  if (bytes.size() < kHeaderSizeV6) {
     header.fail_at(bytes.size(), fmt::format("truncated: {} bytes, shorter than the {}-byte header",
-                                             bytes.size(), kHeaderSize));
+                                             bytes.size(), kHeaderSizeV6));
   }
   const uint32_t flags = header.fixed32("flags");
-  const std::string writer_version =
-      read_version_field(header.bytes(kVersionField, "flexplan version"));
+  std::string writer_version;
+  for (uint8_t byte : header.bytes(kVersionField, "flexplan version")) {
+    if (byte == 0) break;
+    writer_version.push_back(static_cast<char>(byte));
+  }
   const uint64_t topology_hash = header.fixed64("topology hash");
   const uint32_t world_size = header.fixed32("world size");
   const uint64_t payload_length = header.fixed64("payload length");
   const uint64_t stored_checksum = header.fixed64("checksum");
 
-  const size_t available = bytes.size() - kHeaderSize;
+  const size_t available = bytes.size() - kHeaderSizeV6;
   if (payload_length > available) {
-    header.fail_at(bytes.size(),
-                   fmt::format("truncated: the header announces a {}-byte payload but "
-                               "only {} bytes follow it",
-                               payload_length, available));
+    header.fail_at(bytes.size(), fmt::format("truncated: the header announces a {}-byte payload but "
+                                             "only {} bytes follow it",
+                                             payload_length, available));
   }
   if (payload_length < available) {
-    header.fail_at(kHeaderSize + payload_length,
-                   fmt::format("{} trailing bytes after the {}-byte payload",
-                               available - payload_length, payload_length));
+    header.fail_at(kHeaderSizeV6 + payload_length,
+                   fmt::format("{} trailing bytes after the {}-byte payload", available - payload_length,
+                               payload_length));
   }
-  const auto payload = bytes.subspan(kHeaderSize);
-  const auto [checksum, fingerprint] = detail::fnv1a64_twice(
-      payload, detail::fnv1a64(bytes.first(kChecksumOffset)), fingerprint_seed(bytes));
+  const auto payload = bytes.subspan(kHeaderSizeV6);
+  const uint64_t checksum = fnv1a64(payload, fnv1a64(bytes.first(kChecksumOffsetV6)));
   if (checksum != stored_checksum) {
-    header.fail_at(
-        kChecksumOffset,
-        fmt::format("checksum mismatch (stored {:016x}, content gives {:016x}): the file "
-                    "is corrupted (written by flexplan '{}')",
-                    stored_checksum, checksum, writer_version));
+    header.fail_at(kChecksumOffsetV6,
+                   fmt::format("checksum mismatch (stored {:016x}, content gives {:016x}): the file "
+                               "is corrupted (written by flexplan '{}')",
+                               stored_checksum, checksum, writer_version));
   }
-  if (flags & ~kFlagTopologyHash) header.fail_at(12, fmt::format("unknown flags {:#x}", flags));
+  if (flags & ~kFlagTopologyHash) header.fail_at(kFlagsOffset, fmt::format("unknown flags {:#x}", flags));
   // Kept canonical: the fingerprint covers this field.
   if (!(flags & kFlagTopologyHash) && topology_hash != 0)
     header.fail_at(kTopologyHashOffset, fmt::format("topology hash {:016x} without the flag that "
                                                     "announces one",
                                                     topology_hash));
   if (world_size < 1 || world_size > kMaxRank)
-    header.fail_at(40, fmt::format("world size {} is out of range", world_size));
+    header.fail_at(kWorldSizeOffset, fmt::format("world size {} is out of range", world_size));
 
   Plan plan;
   plan.world_size = static_cast<int32_t>(world_size);
   if (flags & kFlagTopologyHash) plan.topology_hash = fmt::format("{:016x}", topology_hash);
 
-  detail::ByteReader in(payload, source, kHeaderSize);
+  ByteReader in(payload, source, kHeaderSizeV6);
   plan.topology_name = in.utf8_string("topology name");
   const size_t names_at = in.offset();
   plan.rank_names.resize(in.count(1, "rank name count"));
   if (!plan.rank_names.empty() && plan.rank_names.size() != world_size) {
-    in.fail_at(names_at, fmt::format("{} rank names for a world size of {}", plan.rank_names.size(),
-                                     world_size));
+    in.fail_at(names_at,
+               fmt::format("{} rank names for a world size of {}", plan.rank_names.size(), world_size));
   }
   for (size_t rank = 0; rank < plan.rank_names.size(); ++rank)
     plan.rank_names[rank] = in.utf8_string(fmt::format("rank name {}", rank));
   plan.schedules.resize(in.count(6, "schedule count"));
   Earlier earlier;
-  GroupMemberBudget members{kGroupMembersPerByte * payload.size() + kGroupMembersAnyway, payload.size()};
+  GroupMemberBudget members = GroupMemberBudget::for_bytes(payload.size());
   for (size_t i = 0; i < plan.schedules.size(); ++i) {
     earlier.schedules = std::span(plan.schedules).first(i);
     std::optional<size_t> named_from;
     const uint64_t members_left = members.left;
-    plan.schedules[i] = decode_schedule(in, plan.world_size, earlier, named_from, members);
+    plan.schedules[i] = decode_schedule_v6(in, plan.world_size, earlier, named_from, members);
     earlier.add(plan.schedules[i], members_left - members.left, named_from);
   }
-  if (in.remaining() != 0)
-    in.fail(fmt::format("{} unread bytes at the end of the payload", in.remaining()));
-  return {std::move(plan), fingerprint};
+  if (in.remaining() != 0) in.fail(fmt::format("{} unread bytes at the end of the payload", in.remaining()));
+  return plan;
+}
+
+// ---- Format 7: the writer.
+
+struct BlockRecord {
+  uint64_t ops = 0, length = 0, checksum = 0;
+  std::vector<RankInterval> intervals;
+};
+
+// Cuts step `step` of the steps schedule `schedule` writes into blocks (plan_sections.hpp,
+// kBlockBytes), written to `blocks`, and tallies each rank's part in its ops.
+void write_step_blocks(ByteWriter& blocks, const Step& step, size_t schedule, size_t step_index, int32_t world_size,
+                       std::vector<BlockRecord>& records, RankTally& tally, std::vector<size_t>& positions,
+                       std::vector<int32_t>& ranks) {
+  const uint64_t step_key = detail::step_key(schedule, step_index);
+  size_t i = 0;
+  while (i < step.ops.size()) {
+    const size_t start = blocks.size();
+    OpContext previous;
+    ranks.clear();
+    uint64_t first_bytes = 0, count = 0;
+    do {
+      const size_t before = blocks.size();
+      encode_op(blocks, step.ops[i], previous, positions);
+      if (count == 0) first_bytes = blocks.size() - before;
+      const uint64_t key = op_key(step_key, i);
+      for_each_participant(step.ops[i], [&](int32_t rank, uint64_t position) {
+        if (rank < 0 || rank >= world_size) return;
+        ranks.push_back(rank);
+        tally.add(rank, participation_hash(key, position));
+      });
+      ++count;
+      ++i;
+    } while (i < step.ops.size() && blocks.size() - start < std::max(kBlockBytes, kBlockRestartRatio * first_bytes));
+    BlockRecord record;
+    record.ops = count;
+    record.length = blocks.size() - start;
+    record.checksum = section_checksum(blocks.written().subspan(start));
+    record.intervals = rank_progressions(ranks);
+    records.push_back(std::move(record));
+  }
+}
+
+std::vector<uint8_t> encode_v7(const Plan& plan) {
+  ByteWriter header;
+  write_header_start(header, plan, kPlanFormatVersion);
+  const std::vector<WrittenForm> forms = written_forms(plan);
+
+  ByteWriter head, blocks;
+  std::vector<BlockRecord> records;
+  std::vector<size_t> positions;
+  std::vector<int32_t> ranks;
+  uint64_t adds = 0;  // ranks taking part in written ops, for the tally's form
+  for (const WrittenForm& form : forms)
+    if (form.same == 0)
+      for (const Step& step : form.written->steps)
+        for (const Op& op : step.ops) adds += op.group.size() + 1;
+  RankTally tally(plan.world_size, adds);
+  blocks.reserve(adds + adds / 2);  // about what ops take (a byte or so per rank), without regrowing
+  head.string(plan.topology_name);
+  head.varint(plan.rank_names.empty() ? 0 : 1);
+  head.varint(plan.schedules.size());
+  for (size_t i = 0; i < plan.schedules.size(); ++i) {
+    const WrittenForm& form = forms[i];
+    encode_schedule_fields(head, plan.schedules[i], expanded_units(plan.schedules[i]), form.slices, form.same);
+    if (form.same != 0) continue;
+    head.varint(form.written->steps.size());
+    for (size_t s = 0; s < form.written->steps.size(); ++s) {
+      const Step& step = form.written->steps[s];
+      const size_t first = records.size();
+      write_step_blocks(blocks, step, i, s, plan.world_size, records, tally, positions, ranks);
+      head.varint(static_cast<uint64_t>(step.phase));
+      head.signed_varint(step.level);
+      head.varint(step.ops.size());
+      head.varint(records.size() - first);
+    }
+  }
+
+  ByteWriter table;
+  table.varint(records.size());
+  for (const BlockRecord& record : records) {
+    table.varint(record.ops);
+    table.varint(record.length);
+    table.fixed64(record.checksum);
+    table.varint(record.intervals.size());
+    int64_t after = 0;
+    for (const RankInterval& progression : record.intervals) {
+      table.varint(static_cast<uint64_t>(progression.first - after));
+      table.varint(progression.count() - 1);
+      table.varint(static_cast<uint64_t>(progression.stride));
+      after = int64_t{progression.last} + 1;
+    }
+  }
+
+  // Per-rank entries: every rank when the plan names them, else the ranks that take part in
+  // some op; in chunks of kChunkEntries.
+  const std::vector<RankTally::Total> totals = std::move(tally).totals();
+  const bool names = !plan.rank_names.empty();
+  if (names && plan.rank_names.size() != static_cast<size_t>(plan.world_size))
+    throw PlanFormatError(fmt::format("plan: {} rank names for a world size of {} cannot be written",
+                                      plan.rank_names.size(), plan.world_size));
+  const size_t entries = names ? static_cast<size_t>(plan.world_size) : totals.size();
+  ByteWriter chunk_table, chunks;
+  chunk_table.varint((entries + kChunkEntries - 1) / kChunkEntries);
+  size_t next_total = 0;
+  int64_t after = 0;  // the end of the chunk before
+  for (size_t first = 0; first < entries; first += kChunkEntries) {
+    const size_t last = std::min(entries, first + kChunkEntries) - 1;
+    const auto rank_of = [&](size_t e) { return names ? static_cast<int32_t>(e) : totals[e].rank; };
+    const size_t start = chunks.size();
+    int64_t previous = -1;
+    for (size_t e = first; e <= last; ++e) {
+      const int32_t rank = rank_of(e);
+      chunks.varint(e == first ? 0 : static_cast<uint64_t>(rank - previous - 1));
+      if (names) chunks.string(plan.rank_names[static_cast<size_t>(rank)]);
+      while (next_total < totals.size() && totals[next_total].rank < rank) ++next_total;
+      const bool has_ops = next_total < totals.size() && totals[next_total].rank == rank;
+      chunks.varint(has_ops ? totals[next_total].ops : 0);
+      if (has_ops) chunks.fixed64(totals[next_total].digest);
+      previous = rank;
+    }
+    chunk_table.varint(static_cast<uint64_t>(rank_of(first) - after));
+    chunk_table.varint(static_cast<uint64_t>(rank_of(last) - rank_of(first) + 1));
+    chunk_table.varint(last - first + 1);
+    chunk_table.varint(chunks.size() - start);
+    chunk_table.fixed64(section_checksum(chunks.written().subspan(start)));
+    after = int64_t{rank_of(last)} + 1;
+  }
+
+  const std::span<const uint8_t> parts[] = {head.written(), table.written(), chunk_table.written(),
+                                            blocks.written(), chunks.written()};
+  uint64_t payload = 0;
+  for (const auto& part : parts) payload += part.size();
+  header.fixed64(payload);
+  header.fixed64(0);  // the fingerprint, below
+  for (size_t p = 0; p < 4; ++p) header.fixed64(parts[p].size());
+  header.fixed64(0);  // the header checksum, below
+  std::vector<uint8_t> bytes;
+  bytes.reserve(kHeaderSizeV7 + payload);
+  bytes.insert(bytes.end(), header.written().begin(), header.written().end());
+  for (const auto& part : parts) bytes.insert(bytes.end(), part.begin(), part.end());
+  const std::span<const uint8_t> all(bytes);
+  put_u64(bytes, kFingerprintOffset,
+          tables_fingerprint(all.first(kHeaderSizeV7),
+                             all.subspan(kHeaderSizeV7, parts[0].size() + parts[1].size() + parts[2].size())));
+  put_u64(bytes, kHeaderChecksumOffset, fnv1a64(all.first(kHeaderChecksumOffset)));
+  return bytes;
+}
+
+// ---- Format 7: the whole decoder.
+
+// What decode_v7 checks of the per-rank index beyond every checksum and the fingerprint:
+// Every rank's entry and every block's ranks (decode_plan and the commands), or none, with every
+// rank of every op checked to be in the world instead (the runtime, whose each rank checks its
+// own entry through read_rank_slice).
+enum class IndexCheck { Every, None };
+
+FingerprintedPlan decode_v7(std::span<const uint8_t> bytes, const std::string& source, IndexCheck check) {
+  const HeaderV7 header = parse_header_v7(bytes, source, bytes.size());
+  const auto header_bytes = bytes.first(kHeaderSizeV7);
+  const auto tables = bytes.subspan(kHeaderSizeV7, header.tables_length());
+  check_tables_fingerprint(header, header_bytes, tables, source);
+  const Head head = parse_head(tables.first(header.head_length), source, kHeaderSizeV7, header);
+  const BlockTable table = parse_block_table(tables.subspan(header.head_length, header.block_table_length), source,
+                                             kHeaderSizeV7 + header.head_length, head, header);
+  const std::vector<ChunkEntry> chunk_table =
+      parse_chunk_table(tables.subspan(header.head_length + header.block_table_length), source,
+                        kHeaderSizeV7 + header.head_length + header.block_table_length, head, header);
+
+  Plan plan;
+  plan.world_size = header.world_size;
+  if (header.flags & kFlagTopologyHash) plan.topology_hash = fmt::format("{:016x}", header.topology_hash);
+  plan.topology_name = head.topology_name;
+  plan.schedules.resize(head.schedules.size());
+  // Each rank's part in the written ops, against its entry below (IndexCheck::Every).
+  RankTally tally(check == IndexCheck::Every ? plan.world_size : 0, header.blocks_length);
+  GroupMemberBudget members = GroupMemberBudget::for_bytes(header.blocks_length);
+  Earlier earlier;
+  for (size_t i = 0; i < head.schedules.size(); ++i) {
+    const HeadSchedule& entry = head.schedules[i];
+    Schedule schedule = entry.fields.schedule;
+    earlier.schedules = std::span(plan.schedules).first(i);
+    const uint64_t members_left = members.left;
+    ByteReader fields_reader(bytes, source);
+    if (entry.named_from) {
+      earlier.check_copy(fields_reader, entry.fields.same_at, schedule.algorithm, *entry.named_from);
+      schedule.steps = plan.schedules[*entry.named_from].steps;
+    } else {
+      std::vector<Step>& steps = schedule.steps.edit();
+      steps.resize(entry.steps.size());
+      for (size_t s = 0; s < steps.size(); ++s) {
+        const StepSummary& summary = entry.steps[s];
+        Step& step = steps[s];
+        step.phase = summary.phase;
+        step.level = summary.level;
+        step.ops.resize(summary.ops);
+        for (uint64_t b = summary.first_block; b < summary.first_block + summary.blocks; ++b) {
+          const BlockEntry& block = table.blocks[b];
+          const auto block_bytes = bytes.subspan(block.offset, block.length);
+          if (const uint64_t sum = section_checksum(block_bytes); sum != block.checksum)
+            ByteReader(block_bytes, source, block.offset)
+                .fail_at(block.offset,
+                         fmt::format("block {} (schedule {} ({}), step {}, ops {} to {}) fails its checksum "
+                                     "(stored {:016x}, content gives {:016x}): the file is corrupted",
+                                     b, i, schedule.algorithm, s, block.first_op, block.first_op + block.ops - 1,
+                                     block.checksum, sum));
+          ByteReader in(block_bytes, source, block.offset);
+          const uint64_t step_key = detail::step_key(i, s);
+          for (uint64_t k = block.first_op; k < block.first_op + block.ops; ++k) {
+            const size_t op_at = in.offset();
+            Op& op = step.ops[k];
+            decode_op(in, op, k > block.first_op ? &step.ops[k - 1] : nullptr, members);
+            const uint64_t key = op_key(step_key, k);
+            for_each_participant(op, [&](int32_t rank, uint64_t position) {
+              if (check == IndexCheck::Every && rank < plan.world_size) tally.add(rank, participation_hash(key, position));
+              if (rank >= plan.world_size) {
+                if (check == IndexCheck::None)
+                  in.fail_at(op_at, fmt::format("schedule {} ({}): step {} op {}: rank {} is not among the {} ranks",
+                                                i, schedule.algorithm, s, k, rank, plan.world_size));
+              } else if (check == IndexCheck::Every && !table.holds(block, rank)) {
+                in.fail_at(op_at, fmt::format("schedule {} ({}): step {} op {}: rank {} takes part, but block "
+                                              "{}'s ranks in the block table leave it out",
+                                              i, schedule.algorithm, s, k, rank, b));
+              }
+            });
+          }
+          if (in.remaining() != 0)
+            in.fail(fmt::format("{} unread bytes at the end of block {}", in.remaining(), b));
+        }
+      }
+    }
+    plan.schedules[i] = finish_schedule(fields_reader, std::move(schedule), entry.fields.slices,
+                                        entry.fields.slices_at, plan.world_size);
+    earlier.add(plan.schedules[i], members_left - members.left, entry.named_from);
+  }
+
+  // The per-rank entries: the names, and, with IndexCheck::Every, every rank's count and digest
+  // against the ops just decoded.
+  const std::vector<RankTally::Total> totals = std::move(tally).totals();
+  if (head.rank_names) plan.rank_names.resize(static_cast<size_t>(plan.world_size));
+  size_t next_total = 0;
+  const auto mismatch = [&](const ByteReader& in, size_t at, int32_t rank, uint64_t ops, uint64_t digest,
+                            uint64_t found_ops, uint64_t found_digest) {
+    in.fail_at(at, fmt::format("rank {}'s entry records {} ops (digest {:016x}) but the blocks hold {} ops of "
+                               "rank {} (digest {:016x}): the per-rank index does not match the ops",
+                               rank, ops, digest, found_ops, rank, found_digest));
+  };
+  for (size_t c = 0; c < chunk_table.size(); ++c) {
+    const ChunkEntry& chunk = chunk_table[c];
+    const auto chunk_bytes = bytes.subspan(chunk.offset, chunk.length);
+    ByteReader at_chunk(chunk_bytes, source, chunk.offset);
+    if (const uint64_t sum = section_checksum(chunk_bytes); sum != chunk.checksum)
+      at_chunk.fail_at(chunk.offset,
+                       fmt::format("chunk {} (the entries of ranks {} to {}) fails its checksum (stored {:016x}, "
+                                   "content gives {:016x}): the file is corrupted",
+                                   c, chunk.first_rank, chunk.first_rank + static_cast<int64_t>(chunk.span) - 1,
+                                   chunk.checksum, sum));
+    ChunkReader reader(chunk_bytes, source, chunk, head.rank_names);
+    RankEntry entry;
+    while (reader.next(entry)) {
+      if (head.rank_names) plan.rank_names[static_cast<size_t>(entry.rank)] = std::move(entry.name);
+      if (check != IndexCheck::Every) continue;
+      // Ranks with ops but no entry (before this one), then this one.
+      if (next_total < totals.size() && totals[next_total].rank < entry.rank)
+        mismatch(at_chunk, chunk.offset, totals[next_total].rank, 0, 0, totals[next_total].ops,
+                 totals[next_total].digest);
+      const bool has = next_total < totals.size() && totals[next_total].rank == entry.rank;
+      const uint64_t found_ops = has ? totals[next_total].ops : 0, found_digest = has ? totals[next_total].digest : 0;
+      if (found_ops != entry.ops || found_digest != entry.digest)
+        mismatch(at_chunk, chunk.offset, entry.rank, entry.ops, entry.digest, found_ops, found_digest);
+      if (has) ++next_total;
+    }
+  }
+  if (check == IndexCheck::Every && next_total < totals.size())
+    mismatch(ByteReader(bytes, source), header.chunks_offset(), totals[next_total].rank, 0, 0, totals[next_total].ops,
+             totals[next_total].digest);
+  return {std::move(plan), header.fingerprint};
+}
+
+FingerprintedPlan decode_any(std::span<const uint8_t> bytes, const std::string& source, IndexCheck check) {
+  const uint32_t format = read_format_version(bytes, source);
+  if (format == kPlanFormatVersion) return decode_v7(bytes, source, check);
+  if (format == kOldestPlanFormat) {
+    // Fingerprinted as format 7 would write it, so that every copy of a plan agrees.
+    Plan plan = decode_v6(bytes, source);
+    const uint64_t fingerprint = plan_fingerprint(plan);
+    return {std::move(plan), fingerprint};
+  }
+  unsupported_version(ByteReader(bytes, source), format);
+}
+
+}  // namespace
+
+bool has_plan_magic(std::span<const uint8_t> bytes) {
+  if (bytes.empty()) return false;
+  const size_t compared = std::min(bytes.size(), sizeof kPlanMagic);
+  return std::memcmp(bytes.data(), kPlanMagic, compared) == 0;
+}
+
+std::vector<uint8_t> encode_plan(const Plan& plan) { return encode_v7(plan); }
+
+std::vector<uint8_t> encode_plan_version6(const Plan& plan) {
+  ByteWriter out;
+  write_header_start(out, plan, kOldestPlanFormat);
+  out.fixed64(0);  // payload length
+  out.fixed64(0);  // checksum
+  encode_payload_v6(out, plan);
+  std::vector<uint8_t>& bytes = out.buffer();
+  put_u64(bytes, kPayloadLengthOffset, bytes.size() - kHeaderSizeV6);
+  const std::span<const uint8_t> all(bytes);
+  put_u64(bytes, kChecksumOffsetV6, fnv1a64(all.subspan(kHeaderSizeV6), fnv1a64(all.first(kChecksumOffsetV6))));
+  return std::move(bytes);
+}
+
+uint64_t plan_fingerprint(const Plan& plan) {
+  const std::vector<uint8_t> bytes = encode_v7(plan);
+  uint64_t fingerprint = 0;
+  for (int i = 0; i < 8; ++i) fingerprint |= static_cast<uint64_t>(bytes[kFingerprintOffset + i]) << (8 * i);
+  return fingerprint;
+}
+
+uint32_t plan_format_version(std::span<const uint8_t> bytes, const std::string& source) {
+  return read_format_version(bytes, source);
+}
+
+Plan decode_plan_unverified(std::span<const uint8_t> bytes, const std::string& source) {
+  return decode_fingerprinted_plan(bytes, source).plan;
+}
+
+FingerprintedPlan decode_fingerprinted_plan(std::span<const uint8_t> bytes, const std::string& source) {
+  return decode_any(bytes, source, IndexCheck::Every);
+}
+
+FingerprintedPlan decode_job_plan(std::span<const uint8_t> bytes, const std::string& source) {
+  return decode_any(bytes, source, IndexCheck::None);
+}
+
+std::vector<uint8_t> encode_verified_plan(const Plan& plan) {
+  verify_plan(plan);
+  std::vector<uint8_t> bytes = encode_plan(plan);
+  detail::mark_verified(bytes);
+  return bytes;
+}
+
+bool verified_when_written(std::span<const uint8_t> bytes, const std::string& source) {
+  if (read_format_version(bytes, source) != kPlanFormatVersion) return false;
+  return (parse_header_v7(bytes, source, bytes.size()).flags & kFlagVerified) != 0;
 }
 
 Plan decode_plan(std::span<const uint8_t> bytes, const std::string& source) {
@@ -553,15 +672,15 @@ void write_plan_file(const std::string& path, const Plan& plan) {
       std::thread::hardware_concurrency() >= 2 ? std::launch::async : std::launch::deferred,
       [&plan] { return encode_plan(plan); });
   verify_plan(plan);
-  const std::vector<uint8_t> bytes = encoded.get();
+  std::vector<uint8_t> bytes = encoded.get();
+  detail::mark_verified(bytes);  // what lets each rank of a job check its own part alone
   // Write beside the target and rename, so a reader never sees half a plan.
   const std::string temporary = path + ".tmp";
   {
     std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
     if (!file)
       throw PlanFormatError(fmt::format("{}: cannot write: {}", temporary, std::strerror(errno)));
-    file.write(reinterpret_cast<const char*>(bytes.data()),
-               static_cast<std::streamsize>(bytes.size()));
+    file.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
     file.close();
     if (!file)
       throw PlanFormatError(fmt::format("{}: write failed: {}", temporary, std::strerror(errno)));
@@ -573,9 +692,7 @@ void write_plan_file(const std::string& path, const Plan& plan) {
   }
 }
 
-Plan read_plan_file(const std::string& path) {
-  return decode_plan(read_plan_bytes(path), path);
-}
+Plan read_plan_file(const std::string& path) { return decode_plan(read_plan_bytes(path), path); }
 
 std::vector<uint8_t> read_plan_bytes(const std::string& path) {
   detail::FileReader file(path);
@@ -583,34 +700,41 @@ std::vector<uint8_t> read_plan_bytes(const std::string& path) {
 }
 
 std::vector<uint8_t> read_plan_bytes(detail::FileReader& file) {
-  const std::span<const uint8_t> head = file.read_to(kHeaderSize);
-  // A short file, a bad magic or another version: the header alone fails decoding just as the
-  // whole file would (those checks come first), and nothing more is read.
-  const bool header_usable =
-      head.size() == kHeaderSize && std::memcmp(head.data(), kMagic, sizeof kMagic) == 0 &&
-      detail::ByteReader(head.subspan(sizeof kMagic), file.path()).fixed32("format version") ==
-          kPlanFormatVersion;
-  if (!header_usable) {
-    decode_fingerprinted_plan(head, file.path());
-    return file.take();  // not reached: decoding a header alone always fails
-  }
-  detail::ByteReader header(head.subspan(kPayloadLengthOffset), file.path(), kPayloadLengthOffset);
-  const uint64_t payload_length = header.fixed64("payload length");
-  if (const auto size = file.size(); size && *size >= kHeaderSize) {
-    const uint64_t available = *size - kHeaderSize;
-    if (payload_length > available)
-      header.fail_at(*size, fmt::format("truncated: the header announces a {}-byte payload but "
-                                        "only {} bytes follow it",
-                                        payload_length, available));
-    if (payload_length < available)
-      header.fail_at(kHeaderSize + payload_length,
-                     fmt::format("{} trailing bytes after the {}-byte payload",
-                                 available - payload_length, payload_length));
+  // The larger header's worth: a short file, a bad magic or another version fails on it alone
+  // just as the whole file would (those checks come first), and nothing more is read.
+  const std::span<const uint8_t> head = file.read_to(kHeaderSizeV7);
+  const uint32_t format = read_format_version(head, file.path());
+  uint64_t header_size = 0, payload_length = 0;
+  if (format == kPlanFormatVersion) {
+    header_size = kHeaderSizeV7;
+    // Every header check, the payload length against a regular file's size included.
+    payload_length = parse_header_v7(head, file.path(), file.size()).payload_length;
+  } else if (format == kOldestPlanFormat) {
+    header_size = kHeaderSizeV6;
+    if (head.size() < kHeaderSizeV6) {
+      decode_v6(head, file.path());
+      return file.take();  // not reached: decoding a header alone always fails
+    }
+    ByteReader header(head.subspan(kPayloadLengthOffset), file.path(), kPayloadLengthOffset);
+    payload_length = header.fixed64("payload length");
+    if (const auto size = file.size(); size && *size >= kHeaderSizeV6) {
+      const uint64_t available = *size - kHeaderSizeV6;
+      if (payload_length > available)
+        header.fail_at(*size, fmt::format("truncated: the header announces a {}-byte payload but "
+                                          "only {} bytes follow it",
+                                          payload_length, available));
+      if (payload_length < available)
+        header.fail_at(kHeaderSizeV6 + payload_length,
+                       fmt::format("{} trailing bytes after the {}-byte payload", available - payload_length,
+                                   payload_length));
+    }
+  } else {
+    unsupported_version(ByteReader(head, file.path()), format);
   }
   // At most one byte past the announced payload: enough for the decoder to report trailing
   // bytes, and a pipe is never read on unbounded.
-  const uint64_t announced = std::min<uint64_t>(payload_length, UINT64_MAX - kHeaderSize - 1);
-  file.read_to(kHeaderSize + announced + 1);
+  const uint64_t announced = std::min<uint64_t>(payload_length, UINT64_MAX - header_size - 1);
+  file.read_to(header_size + announced + 1);
   return file.take();
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <iterator>
+#include <limits>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -85,6 +86,31 @@ std::string byte_range(const Schedule& schedule) {
                             : fmt::format("[{},inf)", schedule.min_bytes);
 }
 
+// check_structure's checks of op `o` of step `s` of a schedule of `units` units.
+void check_op(const Op& op, uint64_t units, int32_t world_size, const std::string& label, size_t s, size_t o,
+              RepeatFinder& repeats) {
+  auto where = [&] { return fmt::format("step {} op {} ({})", s, o, format_op(op, kMembersInMessages)); };
+  if (op.kind != OpKind::Reduce && op.kind != OpKind::Broadcast) {
+    fail(label, fmt::format("step {} op {}: invalid op kind", s, o));
+  }
+  if (op.begin >= op.end) fail(label, where() + ": empty range");
+  if (op.end > units) {
+    fail(label, fmt::format("{}: end {} exceeds the schedule's {} units", where(), op.end, units));
+  }
+  if (op.root < 0 || op.root >= world_size) {
+    fail(label, fmt::format("{}: root {} is not among the {} ranks", where(), op.root, world_size));
+  }
+  if (op.group.empty()) fail(label, where() + ": empty group");
+  for (int32_t member : op.group) {
+    if (member < 0 || member >= world_size) {
+      fail(label, fmt::format("{}: group member {} is not among the {} ranks", where(), member, world_size));
+    }
+  }
+  if (const auto twice = repeats.find(op.group)) {
+    fail(label, fmt::format("{}: rank {} appears twice in the group", where(), *twice));
+  }
+}
+
 // Checks the schedule's fields and the ops whose index, counting through all steps in order,
 // is in [first_op, last_op).
 // The fields of the schedule itself, not of its steps.
@@ -129,32 +155,7 @@ void check_structure_labeled(const Schedule& schedule, int32_t world_size,
     }
     for (size_t o = 0; o < step.ops.size(); ++o, ++index) {
       if (index < first_op || index >= last_op) continue;
-      const Op& op = step.ops[o];
-      auto where = [&] {
-        return fmt::format("step {} op {} ({})", s, o, format_op(op, kMembersInMessages));
-      };
-      if (op.kind != OpKind::Reduce && op.kind != OpKind::Broadcast) {
-        fail(label, fmt::format("step {} op {}: invalid op kind", s, o));
-      }
-      if (op.begin >= op.end) fail(label, where() + ": empty range");
-      if (op.end > schedule.units) {
-        fail(label, fmt::format("{}: end {} exceeds the schedule's {} units", where(), op.end,
-                                schedule.units));
-      }
-      if (op.root < 0 || op.root >= world_size) {
-        fail(label,
-             fmt::format("{}: root {} is not among the {} ranks", where(), op.root, world_size));
-      }
-      if (op.group.empty()) fail(label, where() + ": empty group");
-      for (int32_t member : op.group) {
-        if (member < 0 || member >= world_size) {
-          fail(label, fmt::format("{}: group member {} is not among the {} ranks", where(), member,
-                                  world_size));
-        }
-      }
-      if (const auto twice = repeats.find(op.group)) {
-        fail(label, fmt::format("{}: rank {} appears twice in the group", where(), *twice));
-      }
+      check_op(step.ops[o], schedule.units, world_size, label, s, o, repeats);
     }
   }
 }
@@ -715,6 +716,16 @@ void verify_plan_slice(const Plan& plan, int32_t part, int32_t slices) {
     }
     verify_slice(schedule, plan.world_size, label, slice, slices);
   }
+}
+
+void check_schedule_fields_only(const Schedule& schedule, int32_t world_size, const std::string& label) {
+  check_schedule_fields(schedule, world_size, label);
+}
+
+void check_op_structure(const Op& op, uint64_t units, int32_t world_size, const std::string& label, size_t step,
+                        size_t index) {
+  RepeatFinder repeats(std::numeric_limits<int32_t>::max(), 0);  // no marks by rank: one op
+  check_op(op, units, world_size, label, step, index, repeats);
 }
 
 }  // namespace flexplan::ir

@@ -22,6 +22,14 @@ namespace flexplan::ir {
 // duplicate ranks. Throws VerifyError naming the step, op and field.
 void check_structure(const Schedule& schedule, int32_t world_size);
 
+// The checks check_structure makes of the schedule's own fields (world size, units, byte range,
+// contract: root and shards), and of one op: op `index` of step `step` of a schedule of `units`
+// units (for a compact pipeline, its base's). Errors start with `label`. For readers that see a
+// schedule's fields and some of its ops only (ir/plan_slice.hpp).
+void check_schedule_fields_only(const Schedule& schedule, int32_t world_size, const std::string& label);
+void check_op_structure(const Op& op, uint64_t units, int32_t world_size, const std::string& label, size_t step,
+                        size_t index);
+
 // check_structure, then symbolic execution. Throws VerifyError; only allreduce schedules are
 // supported so far (other collectives get a "not supported yet" error).
 void verify_schedule(const Schedule& schedule, int32_t world_size);

@@ -1,9 +1,13 @@
-// Times what one rank does with a plan.bin at job start (ir::load_job_plan: read, decode,
-// fields and structure, its slice of the symbolic execution) beside the parts of it and beside
+// Times what one rank does with a plan.bin at job start beside the parts of it and beside
 // verifying the whole plan at once, plus encoding and the fingerprint of a plan handed over in
-// memory (a loaded one gets it from the decoding pass), and the rank's lowering of every
-// schedule (the runtime lowers a schedule at its first call).
+// memory (a loaded one gets it from the file), and the rank's lowering of every schedule (the
+// runtime lowers a schedule at its first call). For a format 7 file: one rank's part alone
+// (ir::load_rank_slice: the header, the head and tables, its blocks and its chunk), for rank 0
+// and for the slowest of the ranks timed, and ir::load_job_plan (its part, then the whole plan
+// the runtime holds, without the other ranks' entries). For a format 6 file: load_job_plan's
+// whole decode and the rank's slice of the symbolic execution, as before format 7.
 // Usage: plan_load_bench PLAN.bin [RANKS_TO_TIME]   (default 3: the first, middle, last rank)
+//        plan_load_bench PLAN.bin --slice RANK      (load_rank_slice alone, for /usr/bin/time -v)
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -17,6 +21,8 @@
 #include "ir/file_bytes.hpp"
 #include "ir/job_plan.hpp"
 #include "ir/plan_binary.hpp"
+#include "ir/plan_sections.hpp"
+#include "ir/plan_slice.hpp"
 #include "ir/verify.hpp"
 
 namespace {
@@ -37,6 +43,11 @@ Timing measure(Fn&& fn) {
           static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC};
 }
 
+std::string sliced_name(const std::vector<uint8_t>& bytes, const std::string& path) {
+  return plan_format_version(bytes, path) == kPlanFormatVersion ? "decode (every checksum, every rank's entry)"
+                                                                 : "decode (checksum, payload)";
+}
+
 void row(const std::string& what, const Timing& t) {
   fmt::print("  {:<44} {:>8.3f} s wall {:>8.3f} s cpu\n", what, t.wall_s, t.cpu_s);
 }
@@ -49,6 +60,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string path = argv[1];
+  if (argc == 4 && std::string(argv[2]) == "--slice") {
+    RankSlice slice;
+    const Timing t = measure([&] { slice = load_rank_slice(path, std::atoi(argv[3])); });
+    fmt::print("load_rank_slice rank {}: {:.3f} s wall {:.3f} s cpu; read {:.1f} KiB of {:.1f} MiB: {} of {} blocks "
+               "({} ops decoded, {} its own)\n",
+               slice.rank, t.wall_s, t.cpu_s, slice.cost.bytes_read / 1024.0, slice.cost.file_bytes / 1048576.0,
+               slice.cost.blocks_read, slice.cost.blocks, slice.cost.ops_decoded, slice.ops);
+    return 0;
+  }
   const int ranks_to_time = argc > 2 ? std::atoi(argv[2]) : 3;
   std::vector<uint8_t> bytes;
   Plan plan;
@@ -61,7 +81,7 @@ int main(int argc, char** argv) {
   fmt::print("{}: {:.1f} MiB, world size {}, {} schedules, {} ops, {} group members\n", path,
              bytes.size() / 1048576.0, plan.world_size, plan.schedules.size(), ops, members);
   row("read the file", read);
-  row("decode (checksum, payload)", decode);
+  row(sliced_name(bytes, path), decode);
   row("plan fields and structure of every op", measure([&] {
         check_plan_fields(plan);
         for (const Schedule& s : plan.schedules) check_structure(s, plan.world_size);
@@ -78,17 +98,57 @@ int main(int argc, char** argv) {
   }
   std::sort(ranks.begin(), ranks.end());
   ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-  Timing slowest{0, 0};
-  int32_t slowest_rank = 0;
-  for (int32_t rank : ranks) {
-    const Timing t = measure([&] { verify_plan_slice(plan, rank, p); });
-    if (t.cpu_s >= slowest.cpu_s) slowest = t, slowest_rank = rank;
+  const bool sliced = plan_format_version(bytes, path) == kPlanFormatVersion;
+  if (sliced) {
+    // The rank that takes part in the most ops, beside the spread ones.
+    {
+      std::vector<uint32_t> taken(static_cast<size_t>(p), 0);
+      for (const Schedule& s : plan.schedules)
+        for (const Step& step : s.steps)
+          for (const Op& op : step.ops)
+            detail::for_each_participant(op, [&](int32_t r, uint64_t) {
+              if (r >= 0 && r < p) ++taken[static_cast<size_t>(r)];
+            });
+      ranks.push_back(static_cast<int32_t>(std::max_element(taken.begin(), taken.end()) - taken.begin()));
+      std::sort(ranks.begin(), ranks.end());
+      ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+    }
+    const auto slice_row = [&](int32_t rank, const Timing& t, const RankSlice& slice, const char* which) {
+      row(fmt::format("load_rank_slice, {} (rank {})", which, rank), t);
+      fmt::print("      rank {}: read {:.1f} KiB of {:.1f} MiB: {} of {} blocks ({} ops decoded, {} its own)\n", rank,
+                 slice.cost.bytes_read / 1024.0, slice.cost.file_bytes / 1048576.0, slice.cost.blocks_read,
+                 slice.cost.blocks, slice.cost.ops_decoded, slice.ops);
+    };
+    RankSlice slice;
+    const Timing first = measure([&] { slice = load_rank_slice(path, 0); });
+    slice_row(0, first, slice, "rank 0");
+    Timing slowest{0, 0};
+    int32_t slowest_rank = 0;
+    RankSlice slowest_slice;
+    for (int32_t rank : ranks) {
+      const Timing t = measure([&] { slice = load_rank_slice(path, rank); });
+      if (t.cpu_s >= slowest.cpu_s) slowest = t, slowest_rank = rank, slowest_slice = slice;
+    }
+    slice_row(slowest_rank, slowest, slowest_slice, fmt::format("slowest of {}", ranks.size()).c_str());
+    std::vector<uint8_t> again;
+    row("decode_job_plan (every checksum, no entries)", measure([&] {
+          again = read_plan_bytes(path);
+          (void)decode_job_plan(again, path);
+        }));
+    row(fmt::format("load_job_plan for rank {} (its part, then the whole plan)", slowest_rank),
+        measure([&] { (void)load_job_plan(path, p, slowest_rank); }));
+  } else {
+    Timing slowest{0, 0};
+    int32_t slowest_rank = 0;
+    for (int32_t rank : ranks) {
+      const Timing t = measure([&] { verify_plan_slice(plan, rank, p); });
+      if (t.cpu_s >= slowest.cpu_s) slowest = t, slowest_rank = rank;
+    }
+    row(fmt::format("one rank's slice (slowest of {}: rank {})", ranks.size(), slowest_rank), slowest);
+    // The whole of a rank's load, fingerprint included (taken in the checksum's pass).
+    row(fmt::format("load_job_plan for rank {} (all of the above)", slowest_rank),
+        measure([&] { (void)load_job_plan(path, p, slowest_rank); }));
   }
-  row(fmt::format("one rank's slice (slowest of {}: rank {})", ranks.size(), slowest_rank),
-      slowest);
-  // The whole of a rank's load, fingerprint included (taken in the checksum's pass).
-  row(fmt::format("load_job_plan for rank {} (all of the above)", slowest_rank),
-      measure([&] { (void)load_job_plan(path, p, slowest_rank); }));
   // What the runtime adds at each schedule's first call: the rank's program (pipelines
   // lowered from their base, codegen/rank_program.hpp).
   Timing slowest_lowering{0, 0};

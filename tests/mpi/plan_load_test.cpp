@@ -1,6 +1,8 @@
 // Loading a plan at job start under mpirun: each rank verifies its slice of the units
 // (ir/job_plan.hpp), and a fault that only one rank's slice shows still fails every rank;
-// a plan for another world size is refused on every rank without being verified.
+// a plan for another world size is refused on every rank without being verified. A plan
+// written verified (format 7's flag, as write_plan_file writes it) is checked by parts: each
+// rank reads and checks its own (ir/plan_slice.hpp), and a corrupted block fails every rank.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -68,6 +70,36 @@ TEST(SlicedLoad, GoodPlanLoadsAndRuns) {
   comm.allreduce(data.data(), data.data(), data.size(), DataType::Int32, ReduceOp::Sum);
   EXPECT_EQ(data[999], world_size() * (world_size() + 1) / 2);
   std::remove(path.c_str());
+}
+
+// Written verified: each rank checks its own part, and the job runs. A block of ops corrupted
+// fails every rank: those that read it by name in their part, the others in the whole plan.
+TEST(SlicedLoad, VerifiedPlanIsCheckedByParts) {
+  const ir::Plan plan = tree_plan(world_size());
+  const std::vector<uint8_t> good = ir::encode_verified_plan(plan);
+  ASSERT_TRUE(ir::verified_when_written(good, "good"));
+  const std::string path = write_bytes("verified", good);
+  {
+    Communicator comm(path, MPI_COMM_WORLD);
+    EXPECT_EQ(comm.plan(), ir::decode_plan(good, "good"));
+    std::vector<int32_t> data(1000, world_rank() + 1);
+    comm.allreduce(data.data(), data.data(), data.size(), DataType::Int32, ReduceOp::Sum);
+    EXPECT_EQ(data[999], world_size() * (world_size() + 1) / 2);
+  }
+  std::remove(path.c_str());
+  // The last byte of the blocks: in the last step's ops (the broadcast from rank 0 to rank 1).
+  std::vector<uint8_t> bad = good;
+  uint64_t blocks_at = 100, blocks_length = 0;
+  for (size_t at : {60, 68, 76})
+    for (int i = 0; i < 8; ++i) blocks_at += static_cast<uint64_t>(good[at + i]) << (8 * i);
+  for (int i = 0; i < 8; ++i) blocks_length |= static_cast<uint64_t>(good[84 + i]) << (8 * i);
+  bad[blocks_at + blocks_length - 1] ^= 0x04;
+  const std::string bad_path = write_bytes("corrupt", bad);
+  const std::string message = error_of([&] { Communicator comm(bad_path, MPI_COMM_WORLD); });
+  std::remove(bad_path.c_str());
+  EXPECT_NE(message.find("loading the plan failed"), std::string::npos) << message;
+  EXPECT_NE(message.find("fails its checksum"), std::string::npos) << message;
+  EXPECT_NE(message.find("read by rank "), std::string::npos) << message;
 }
 
 // Pipelines written to plan.bin load compact (ir/pipeline_form.hpp) and run to the right

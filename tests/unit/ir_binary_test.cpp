@@ -12,15 +12,18 @@
 #include "ir/byte_io.hpp"
 #include "ir/pipeline_form.hpp"
 #include "ir/plan_binary.hpp"
+#include "ir/plan_sections.hpp"
 #include "ir/verify.hpp"
 #include "tests/unit/ir_test_plans.hpp"
 
 namespace flexplan::ir {
 namespace {
 
-// Header offsets, as docs/ir.md lays them out.
+// Header offsets, as docs/ir.md lays them out (format 7).
 constexpr size_t kVersionAt = 8, kFlagsAt = 12, kWriterAt = 16, kHashAt = 32, kWorldAt = 40,
-                 kLengthAt = 44, kChecksumAt = 52, kHeaderSize = 60;
+                 kLengthAt = 44, kHeaderChecksumAt = 92, kHeaderSize = 100;
+// Format 6, still read whole: its checksum covers the header before it and the payload.
+constexpr size_t kChecksumAtV6 = 52, kHeaderSizeV6 = 60;
 
 std::string format_error(std::span<const uint8_t> bytes) {
   try {
@@ -35,16 +38,12 @@ void put_le(std::vector<uint8_t>& bytes, size_t at, uint64_t value, int width) {
   for (int i = 0; i < width; ++i) bytes[at + i] = static_cast<uint8_t>(value >> (8 * i));
 }
 
-// Recomputes the FNV-1a 64 checksum over the header before it and the payload, so a test can
-// plant a well-formed file with hostile contents.
-void reseal(std::vector<uint8_t>& bytes) {
-  uint64_t hash = 0xcbf29ce484222325ULL;
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    if (i >= kChecksumAt && i < kHeaderSize) continue;
-    hash = (hash ^ bytes[i]) * 0x100000001b3ULL;
-  }
-  put_le(bytes, kChecksumAt, hash, 8);
-}
+// Recomputes every checksum (and format 7's fingerprint), so a test can plant a well-formed file
+// with hostile contents.
+void reseal(std::vector<uint8_t>& bytes) { detail::reseal_plan(bytes); }
+
+// Both formats this flexplan reads.
+const std::function<std::vector<uint8_t>(const Plan&)> kEncoders[] = {encode_plan, encode_plan_version6};
 
 TEST(IrBinary, RoundTripsExactly) {
   Plan plan = testing::two_range_plan(6);
@@ -59,6 +58,9 @@ TEST(IrBinary, RoundTripsExactly) {
   bare.topology_name.clear();
   bare.rank_names.clear();
   EXPECT_EQ(decode_plan(encode_plan(bare), "mem"), bare);
+  // Format 6 files are still read.
+  EXPECT_EQ(decode_plan(encode_plan_version6(plan), "mem"), plan);
+  EXPECT_EQ(decode_plan(encode_plan_version6(bare), "mem"), bare);
 }
 
 // The fingerprint the ranks compare: the same for the same plan however it reaches them (decoded
@@ -166,13 +168,11 @@ TEST(IrBinary, EveryHeaderFieldIsChecked) {
             std::string::npos);
   EXPECT_NE(corrupt(kVersionAt, 2).find("byte 8: plan.bin format version 2 is not supported"),
             std::string::npos);
-  EXPECT_NE(corrupt(kFlagsAt, 3).find("checksum mismatch"), std::string::npos);
-  EXPECT_NE(corrupt(kWriterAt, 'x').find("checksum mismatch"), std::string::npos);
-  EXPECT_NE(corrupt(kHashAt, 0).find("checksum mismatch"), std::string::npos);
-  EXPECT_NE(corrupt(kWorldAt, 9).find("checksum mismatch"), std::string::npos);
-  EXPECT_NE(corrupt(kLengthAt, good[kLengthAt] + 1).find("truncated"), std::string::npos);
-  EXPECT_NE(corrupt(kLengthAt, good[kLengthAt] - 1).find("trailing bytes"), std::string::npos);
-  EXPECT_NE(corrupt(kChecksumAt, good[kChecksumAt] ^ 1).find("byte 52: checksum mismatch"),
+  // The header's checksum covers every other field of it, the lengths included.
+  for (size_t at : {kFlagsAt, kWriterAt, kHashAt, kWorldAt, kLengthAt, size_t{52}, size_t{60}, size_t{84}})
+    EXPECT_NE(corrupt(at, good[at] ^ 1).find("byte 92: header checksum mismatch"), std::string::npos)
+        << at << ": " << corrupt(at, good[at] ^ 1);
+  EXPECT_NE(corrupt(kHeaderChecksumAt, good[kHeaderChecksumAt] ^ 1).find("byte 92: header checksum mismatch"),
             std::string::npos);
 
   // Fields behind a valid checksum are still range-checked.
@@ -192,44 +192,85 @@ TEST(IrBinary, EveryHeaderFieldIsChecked) {
   reseal(bytes);
   EXPECT_NE(format_error(bytes).find("byte 32: topology hash"), std::string::npos)
       << format_error(bytes);
+  // A length past the payload, and lengths that leave nothing for the sections after them.
+  bytes = good;
+  put_le(bytes, kLengthAt, good.size() - kHeaderSize + 1, 8);
+  reseal(bytes);
+  EXPECT_NE(format_error(bytes).find("truncated"), std::string::npos) << format_error(bytes);
+  bytes = good;
+  put_le(bytes, 60, good.size(), 8);  // the head's length
+  reseal(bytes);
+  EXPECT_NE(format_error(bytes).find("byte 60: the head length"), std::string::npos) << format_error(bytes);
+}
+
+TEST(IrBinary, EveryHeaderFieldIsCheckedInFormat6) {
+  const auto good = encode_plan_version6(testing::two_range_plan(4));
+  auto corrupt = [&](size_t at, uint8_t value) {
+    auto bytes = good;
+    bytes[at] = value;
+    return format_error(bytes);
+  };
+  EXPECT_EQ(good[kVersionAt], 6);
+  EXPECT_NE(corrupt(kFlagsAt, 3).find("checksum mismatch"), std::string::npos);
+  EXPECT_NE(corrupt(kWriterAt, 'x').find("checksum mismatch"), std::string::npos);
+  EXPECT_NE(corrupt(kHashAt, 0).find("checksum mismatch"), std::string::npos);
+  EXPECT_NE(corrupt(kWorldAt, 9).find("checksum mismatch"), std::string::npos);
+  EXPECT_NE(corrupt(kLengthAt, good[kLengthAt] + 1).find("truncated"), std::string::npos);
+  EXPECT_NE(corrupt(kLengthAt, good[kLengthAt] - 1).find("trailing bytes"), std::string::npos);
+  EXPECT_NE(corrupt(kChecksumAtV6, good[kChecksumAtV6] ^ 1).find("byte 52: checksum mismatch"),
+            std::string::npos);
+  auto bytes = good;
+  put_le(bytes, kFlagsAt, 6, 4);
+  reseal(bytes);
+  EXPECT_NE(format_error(bytes).find("byte 12: unknown flags 0x6"), std::string::npos)
+      << format_error(bytes);
 }
 
 TEST(IrBinary, EveryFlippedPayloadByteIsRejected) {
-  const auto good = encode_plan(testing::two_range_plan(3));
-  for (size_t at = kHeaderSize; at < good.size(); ++at) {
-    for (uint8_t mask : {0x01, 0x80}) {
-      auto bytes = good;
-      bytes[at] ^= mask;
-      EXPECT_NE(format_error(bytes).find("checksum mismatch"), std::string::npos) << "byte " << at;
+  for (const auto& encode : kEncoders) {
+    const auto good = encode(testing::two_range_plan(3));
+    for (size_t at = kHeaderSizeV6; at < good.size(); ++at) {
+      for (uint8_t mask : {0x01, 0x80}) {
+        auto bytes = good;
+        bytes[at] ^= mask;
+        const std::string message = format_error(bytes);
+        EXPECT_TRUE(message.find("corrupted") != std::string::npos || message.find("checksum mismatch") != std::string::npos)
+            << "format " << int{good[kVersionAt]} << ", byte " << at << ": " << message;
+      }
     }
   }
 }
 
 TEST(IrBinary, EveryTruncationIsRejected) {
-  const auto good = encode_plan(testing::two_range_plan(3));
-  for (size_t size = 0; size < good.size(); ++size) {
-    const std::string message = format_error(std::span(good).first(size));
-    EXPECT_FALSE(message.empty()) << "truncated to " << size << " bytes was accepted";
-    const bool named = message.find("truncated") != std::string::npos ||
-                       message.find("the file is empty") != std::string::npos;
-    EXPECT_TRUE(named) << size << ": " << message;
+  for (const auto& encode : kEncoders) {
+    const auto good = encode(testing::two_range_plan(3));
+    for (size_t size = 0; size < good.size(); ++size) {
+      const std::string message = format_error(std::span(good).first(size));
+      EXPECT_FALSE(message.empty()) << "truncated to " << size << " bytes was accepted";
+      const bool named = message.find("truncated") != std::string::npos ||
+                         message.find("the file is empty") != std::string::npos;
+      EXPECT_TRUE(named) << size << ": " << message;
+    }
   }
 }
 
 TEST(IrBinary, TrailingBytesAreRejected) {
-  auto bytes = encode_plan(testing::two_range_plan(3));
-  bytes.push_back(0);
-  EXPECT_NE(format_error(bytes).find("1 trailing bytes"), std::string::npos) << format_error(bytes);
+  for (const auto& encode : kEncoders) {
+    auto bytes = encode(testing::two_range_plan(3));
+    bytes.push_back(0);
+    EXPECT_NE(format_error(bytes).find("1 trailing bytes"), std::string::npos) << format_error(bytes);
+  }
 }
 
 TEST(IrBinary, HostileLengthsAreCheckedBeforeUse) {
+  // Format 6's payload, which codes schedules as format 7's head does.
   // A well-sealed file whose payload claims a 2^62-byte topology name, then one claiming 2^40
   // schedules: both must fail on the count, not try to allocate.
-  const auto bytes = encode_plan(testing::plan_of({}, 1));
-  auto hostile = std::vector<uint8_t>(bytes.begin(), bytes.begin() + kHeaderSize);
+  const auto bytes = encode_plan_version6(testing::plan_of({}, 1));
+  auto hostile = std::vector<uint8_t>(bytes.begin(), bytes.begin() + kHeaderSizeV6);
   const uint8_t huge[] = {0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x40};  // 2^62
   hostile.insert(hostile.end(), std::begin(huge), std::end(huge));
-  put_le(hostile, kLengthAt, hostile.size() - kHeaderSize, 8);
+  put_le(hostile, kLengthAt, hostile.size() - kHeaderSizeV6, 8);
   reseal(hostile);
   EXPECT_NE(
       format_error(hostile).find(
@@ -237,21 +278,21 @@ TEST(IrBinary, HostileLengthsAreCheckedBeforeUse) {
       std::string::npos)
       << format_error(hostile);
 
-  hostile.resize(kHeaderSize);
+  hostile.resize(kHeaderSizeV6);
   const uint8_t many_schedules[] = {0x00, 0x00, 0x80, 0x80,
                                     0x80, 0x80, 0x80, 0x20};  // no names, 2^40 schedules
   hostile.insert(hostile.end(), std::begin(many_schedules), std::end(many_schedules));
-  put_le(hostile, kLengthAt, hostile.size() - kHeaderSize, 8);
+  put_le(hostile, kLengthAt, hostile.size() - kHeaderSizeV6, 8);
   reseal(hostile);
   EXPECT_NE(format_error(hostile).find("byte 62: schedule count"), std::string::npos)
       << format_error(hostile);
 
-  hostile.resize(kHeaderSize);
+  hostile.resize(kHeaderSizeV6);
   // No names, one schedule named "", allreduce, then min bytes as a varint past 64 bits.
   const uint8_t overlong[] = {0x00, 0x00, 0x01, 0x00, 0x00, 0x80, 0x80, 0x80,
                               0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x7f};
   hostile.insert(hostile.end(), std::begin(overlong), std::end(overlong));
-  put_le(hostile, kLengthAt, hostile.size() - kHeaderSize, 8);
+  put_le(hostile, kLengthAt, hostile.size() - kHeaderSizeV6, 8);
   reseal(hostile);
   EXPECT_NE(format_error(hostile).find("byte 65: min bytes does not fit in 64 bits"),
             std::string::npos)
@@ -262,30 +303,40 @@ TEST(IrBinary, HostileLengthsAreCheckedBeforeUse) {
 // every printed form (text, JSON) of a loaded plan can hold it.
 TEST(IrBinary, StringsMustBeUtf8) {
   const Plan good = testing::two_range_plan(3);
-  // Offsets within the payload: topology name "test-cluster" (1 + 12 bytes), rank name count,
-  // then the first rank name's length and bytes.
+  // Format 6, at its offsets within the payload: topology name "test-cluster" (1 + 12 bytes),
+  // rank name count, then the first rank name's length and bytes.
   for (const std::string& bad : {std::string("gpu\xff"), std::string("\xc0\x80"),
                                  std::string("\xed\xa0\x80"), std::string("\xf4\x90\x80\x80"),
                                  std::string("gpu\xe2\x82")}) {
     Plan plan = good;
     plan.rank_names[0] = bad;
-    const std::string message = format_error(encode_plan(plan));
+    const std::string message = format_error(encode_plan_version6(plan));
     EXPECT_NE(message.find("plan.bin: byte 75: rank name 0 is not valid UTF-8"), std::string::npos)
         << message;
   }
   Plan plan = good;
   plan.schedules[1].algorithm = "tr\xff" "ee";
-  EXPECT_NE(format_error(encode_plan(plan)).find("algorithm name is not valid UTF-8"),
+  EXPECT_NE(format_error(encode_plan_version6(plan)).find("algorithm name is not valid UTF-8"),
             std::string::npos)
-      << format_error(encode_plan(plan));
+      << format_error(encode_plan_version6(plan));
   plan = good;
   plan.topology_name = "\x80";
-  EXPECT_NE(format_error(encode_plan(plan)).find("byte 61: topology name is not valid UTF-8"),
+  EXPECT_NE(format_error(encode_plan_version6(plan)).find("byte 61: topology name is not valid UTF-8"),
             std::string::npos)
-      << format_error(encode_plan(plan));
+      << format_error(encode_plan_version6(plan));
   plan = good;
   plan.rank_names[2] = "caf\xc3\xa9 \xf0\x9f\x9a\x80";  // valid: two- and four-byte forms
   EXPECT_EQ(decode_plan(encode_plan(plan), "mem"), plan);
+  EXPECT_EQ(decode_plan(encode_plan_version6(plan), "mem"), plan);
+  // Format 7: the names in the per-rank chunks, the rest in the head.
+  plan = good;
+  plan.rank_names[0] = "gpu\xff";
+  EXPECT_NE(format_error(encode_plan(plan)).find("rank name 0 is not valid UTF-8"), std::string::npos)
+      << format_error(encode_plan(plan));
+  plan = good;
+  plan.topology_name = "\x80";
+  EXPECT_NE(format_error(encode_plan(plan)).find("byte 101: topology name is not valid UTF-8"), std::string::npos)
+      << format_error(encode_plan(plan));
 }
 
 // Ops are coded relative to the op before them: a group that differs from the previous op's
@@ -308,7 +359,8 @@ TEST(IrBinary, NeighbouringOpsAreCodedCompactly) {
   schedule.steps.edit()[1].ops[501].group[0] = 0;      // an edit back to a smaller rank
   const Plan plan = testing::plan_of({schedule}, p);
   const auto bytes = encode_plan(plan);
-  EXPECT_LT(bytes.size() - kHeaderSize, 2 * 1000 * 16 + p * 24) << "64-member groups, 2000 ops";
+  // Each rank's entry (format 7) holds its name, op count and digest: about 27 bytes here.
+  EXPECT_LT(bytes.size() - kHeaderSize, 2 * 1000 * 16 + p * 32) << "64-member groups, 2000 ops";
   EXPECT_EQ(decode_plan_unverified(bytes, "mem"), plan);
 }
 
@@ -323,17 +375,18 @@ std::string decode_error(const std::vector<uint8_t>& bytes) {
 }
 
 // A sealed plan.bin whose payload after the topology name and rank names (none) is written
-// field by field by `schedules`, for hostile codings.
+// field by field by `schedules`, for hostile codings: format 6, whose payload codes the
+// schedules' fields as format 7's head does and the ops as its blocks do.
 std::vector<uint8_t> sealed_payload(int32_t world_size,
                                     const std::function<void(detail::ByteWriter&)>& schedules) {
   detail::ByteWriter payload;
   payload.string("");  // topology name
   payload.varint(0);   // no rank names
   schedules(payload);
-  auto bytes = encode_plan(testing::plan_of({}, world_size));
-  bytes.resize(kHeaderSize);
+  auto bytes = encode_plan_version6(testing::plan_of({}, world_size));
+  bytes.resize(kHeaderSizeV6);
   bytes.insert(bytes.end(), payload.buffer().begin(), payload.buffer().end());
-  put_le(bytes, kLengthAt, bytes.size() - kHeaderSize, 8);
+  put_le(bytes, kLengthAt, bytes.size() - kHeaderSizeV6, 8);
   reseal(bytes);
   return bytes;
 }
