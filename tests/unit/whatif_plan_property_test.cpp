@@ -151,23 +151,24 @@ PropertyRun run_property(uint64_t tree_seed, uint64_t variation_seed, int tree_c
 // LP's latency tie-break, noise threshold and latency-ordered machine splits; 13 (worst 7.6%)
 // with flexreduce-bw's selection margin; 11 (worst 12.0%, all flexreduce-bw's own schedule on
 // three trees) with the incast loss priced instead and counted by the share LP, the commands'
-// cost model (docs/whatif.md, "Faster links, slower plans": the count is what remains, not a
-// goal met).
+// cost model; 2 (worst 0.57%, random28 at 1 MiB) with the loss counted on the links above a
+// learner too and the machines' splits loading their links least step by step
+// (docs/whatif.md, "Faster links, slower plans": the count is what remains, not a goal met).
 TEST(WhatifPlanProperty, WhatifTimesAreThePlanCommandsOnRandomVariations) {
   const PropertyRun run = run_property(60'417, 5'903, 50);
   EXPECT_GT(run.compared, 50u * 10 * std::size(kSizes) * 3 / 4);
   EXPECT_GT(run.upgrades, 1000u);
-  EXPECT_LE(run.slower.size(), 11u);
-  EXPECT_LE(run.worst, 1.1195);
+  EXPECT_LE(run.slower.size(), 2u);
+  EXPECT_LE(run.worst, 1.0058);
 }
 
 // Held out: seeds first run after the changes above (4 slower pairs, worst 9.6%, with the
-// margin; 1, chain-bw by 0.02%, with the incast loss priced).
+// margin; 1, chain-bw by 0.02%, with the incast loss priced, and still).
 TEST(WhatifPlanProperty, FewUpgradesPredictedSlowerOnHeldOutTrees) {
   const PropertyRun run = run_property(71'209, 8'861, 20);
   EXPECT_GT(run.upgrades, 400u);
   EXPECT_LE(run.slower.size(), 1u);
-  EXPECT_LE(run.worst, 1.0003);
+  EXPECT_LE(run.worst, 1.0002);
 }
 
 }  // namespace
