@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <numeric>
@@ -243,6 +244,33 @@ struct ShareLp {
   // Kept to split each active machine's holdings after solving: the load terms of each
   // learner's link and each machine's C, by orbit.
   std::vector<std::vector<std::pair<int, double>>> learner_terms, machine_terms;
+  // Also kept for the split (machine_splits): each active machine's steps above its own, by
+  // orbit, in every tree where it is active: the tree's weight column, and for each virtual
+  // ancestor its level (the step it is reduced in), its fan-in less one, and the column of
+  // what the machine holds after its step.
+  struct MachineStep {
+    int level = 0;
+    double fan_in = 0;  // k_a - 1
+    int held = -1;
+  };
+  struct MachineInTree {
+    int weight = -1;
+    std::vector<MachineStep> above;
+  };
+  std::vector<std::vector<MachineInTree>> machine_steps;
+  // The links' loads step by step (the master's, links of learners in active machines aside):
+  // at the step of u's virtual ancestor a (reduce-scatter; the all-gather mirrors it), the link
+  // above u sends up what u's subtree gives up there and takes down k_a - 1 partial sums of
+  // what it keeps. Each term adds coefficient x column to link orbit `orbit`'s load at step
+  // `level`, going down or up. The split weighs its own links' loads against them.
+  struct StepTerm {
+    int orbit = 0;
+    int level = 0;
+    bool down = false;
+    int col = -1;
+    double coefficient = 0;
+  };
+  std::vector<StepTerm> step_terms;
   // The master's link loads over their bandwidths, summed: the tie-breaking aim among optima.
   std::vector<std::pair<int, double>> total_load;
   // The latency the holders put on the star ops, summed (relative to the tree's longest path):
@@ -258,7 +286,8 @@ struct ShareLp {
   // `prices` (pricing problems only): by node, the price of its link row; machine_prices the
   // price of each machine row.
   // `incast`: 1 + the star ops' incast loss (cost_model.hpp, StarIncast), on the partial sums
-  // that two or more of a branch's other children send into a non-learner's link at once.
+  // that two or more of a branch's other children send at once into a link between the star's
+  // root and the branch, the root learner's own link aside.
   ShareLp(const Topology& topo, const Orbits& orbits, const std::vector<char>& machine, double slowest, double incast,
           const std::vector<const std::vector<char>*>& trees, const std::vector<double>* prices,
           const std::vector<double>* machine_prices, const LatencyReach* reach = nullptr,
@@ -308,6 +337,14 @@ struct ShareLp {
             // later step a, less what it keeps at the root.
             auto& c = machine_load[orbits.of[u]];
             machine_active[orbits.of[u]] = 1;
+            if (!pricing) {
+              if (machine_steps.empty()) machine_steps.resize(orbit_count);
+              MachineInTree& in_tree = machine_steps[orbits.of[u]].emplace_back();
+              in_tree.weight = cols.weight;
+              for (size_t j = 0; j < ancestors.size(); ++j)
+                in_tree.above.push_back({vt.level(ancestors[j]),
+                                         static_cast<double>(vt.children(ancestors[j]).size()) - 1, held(u)[j]});
+            }
             c.emplace_back(cols.weight, static_cast<double>(vt.children(u).size()) - 1);
             for (size_t j = 0; j < ancestors.size(); ++j) {
               const double fan_in = static_cast<double>(vt.children(ancestors[j]).size()) - 1;
@@ -344,17 +381,36 @@ struct ShareLp {
           return false;
         };
         if (!rows_on_way_up()) continue;
-        std::vector<std::pair<int, double>> load{{cols.weight, 1.0}, {held(u).back(), -1.0}};
-        for (size_t j = 0; j < ancestors.size(); ++j) {
-          const double fan_in = static_cast<double>(vt.children(ancestors[j]).size()) - 1;
-          // Two or more partial sums arriving at once above a machine or switch: the pricers'
-          // incast loss (a learner's own link is inside its machine).
-          if (fan_in > 0) load.emplace_back(held(u)[j], fan_in >= 2 && !topo.is_learner(u) ? fan_in * incast : fan_in);
-        }
+        // Two or more partial sums arriving at once into the star's root: the pricers' incast
+        // loss on every link between the root and the branch (StarIncast) but the root
+        // learner's own, which is inside its machine. So a learner's own link takes the plain
+        // load, and the links above it on its way up (switches of one child, transparent ones)
+        // the loss, as the links above a machine or switch do.
+        const auto load_on = [&](bool own_learner_link) {
+          std::vector<std::pair<int, double>> load{{cols.weight, 1.0}, {held(u).back(), -1.0}};
+          for (size_t j = 0; j < ancestors.size(); ++j) {
+            const double fan_in = static_cast<double>(vt.children(ancestors[j]).size()) - 1;
+            if (fan_in > 0) load.emplace_back(held(u)[j], fan_in >= 2 && !own_learner_link ? fan_in * incast : fan_in);
+          }
+          return load;
+        };
+        const auto above = load_on(false);
         for (NodeId link = u; link != up; link = topo.parent(link))
           if (is_representative(link)) {
+            const bool own_learner_link = link == u && topo.is_learner(u);
+            const auto& load = own_learner_link ? load_on(true) : above;
             auto& row = link_load[orbits.of[link]];
             row.insert(row.end(), load.begin(), load.end());
+            if (pricing) continue;
+            for (size_t j = 0; j < ancestors.size(); ++j) {
+              const int level = vt.level(ancestors[j]);
+              const int orbit = orbits.of[link];
+              step_terms.push_back({orbit, level, false, j == 0 ? cols.weight : held(u)[j - 1], 1.0});
+              step_terms.push_back({orbit, level, false, held(u)[j], -1.0});
+              const double fan_in = static_cast<double>(vt.children(ancestors[j]).size()) - 1;
+              if (fan_in > 0)
+                step_terms.push_back({orbit, level, true, held(u)[j], fan_in >= 2 && !own_learner_link ? fan_in * incast : fan_in});
+            }
           }
       }
     }
@@ -448,50 +504,228 @@ Prices prices_of(const Topology& topo, const ShareLp& master, const LinearProgra
 
 // What fraction of each active machine's holdings each of its learners takes (ShareLp), by
 // learner orbit, the same in every tree: learner l takes beta_l, with beta_l C at most the slack
-// of its link row. Learner orbits are filled in order of their uplinks' latency, lowest first,
-// and among equals of their slack per learner, largest first, so that as few learners as the
-// links allow hold anything (every holder is another piece of the schedule).
+// of its link row (the LP's optimum holds for any such split).
+//
+// The holders: learner orbits in order of their uplinks' latency, lowest first, and among
+// equals of their slack per learner, largest first, as few as the slack allows (every holder
+// is another piece of the schedule, and a root of star ops whose latency is their farthest
+// hop's).
+//
+// Among them, the split that loads the machine's learner links least step by step: with A the
+// range the machine reduces at its own step, a learner sends (1 - beta_l) A up at that step and
+// receives (k - 1) beta_l A, and at each later step it sends and receives beta_l times what the
+// machine does. So the busiest of these links at the machine's step is A max((k - 1) mu, nu)
+// and at a later one mu times that step's load, with mu = max beta_l / w_l and
+// nu = max (1 - beta_l) / w_l over the machine's learners (a non-holder sends all, 1 / w_l).
+// The split minimises the sum over the steps of each step's busiest link direction, these
+// links' or, where busier, the rest of the step's (ShareLp::step_terms, other machines' learner
+// links aside): the bandwidth term of the unpipelined schedule, and of a pipeline's fill and
+// drain, that the split can change. Among equals, these links' own sum; within that, the
+// holdings in proportion to the links' bandwidths. Filling the holders in latency order up to
+// their slack instead made the first one's link as busy as the LP's optimum over the whole
+// schedule, and so the busiest of the steps where it works alone; a faster link took more and
+// made those steps slower (docs/whatif.md, "Faster links, slower plans"). For a given split
+// the sum only falls as a link gets faster, and a faster learner link only widens its slack.
 std::vector<double> machine_splits(const Topology& topo, const Orbits& orbits, const ShareLp& master,
                                    const LinearProgram::Solution& solution, double optimum, double slowest) {
   std::vector<double> split(orbits.representative.size(), 0);
+  const auto column = [&](int col) { return solution.columns[static_cast<size_t>(col)]; };
   const auto value = [&](const std::vector<std::pair<int, double>>& terms) {
     double sum = 0;
-    for (const auto& [col, coefficient] : terms) sum += coefficient * solution.columns[static_cast<size_t>(col)];
+    for (const auto& [col, coefficient] : terms) sum += coefficient * column(col);
     return sum;
+  };
+  // Each step's busiest link direction but the split learners' (relative to `slowest`).
+  std::vector<double> floors;
+  {
+    int levels = 0;
+    for (const auto& term : master.step_terms) levels = std::max(levels, term.level + 1);
+    std::map<int, std::vector<double>> loads;  // link orbit: by level and direction
+    for (const auto& term : master.step_terms) {
+      auto& load = loads[term.orbit];
+      load.resize(2 * static_cast<size_t>(levels), 0.0);
+      load[2 * static_cast<size_t>(term.level) + term.down] += term.coefficient * column(term.col);
+    }
+    floors.assign(static_cast<size_t>(levels), 0.0);
+    for (const auto& [orbit, load] : loads) {
+      const double bandwidth = topo.uplink(orbits.representative[orbit]).bandwidth / slowest;
+      for (size_t i = 0; i < load.size(); ++i) floors[i / 2] = std::max(floors[i / 2], load[i] / bandwidth);
+    }
+  }
+  const auto floor_at = [&](int level) {
+    return static_cast<size_t>(level) < floors.size() ? floors[static_cast<size_t>(level)] : 0.0;
   };
   for (NodeId m = 0; m < topo.num_nodes(); ++m) {
     if (master.machine_row[static_cast<size_t>(m)] < 0) continue;
     const double carried = std::max(0.0, value(master.machine_terms[orbits.of[m]]));  // C
-    std::map<int, std::pair<double, int>> by_orbit;  // learner orbit: slack per learner, learners
+    struct Holder {
+      int orbit = 0;
+      double count = 0;  // learners of the orbit in this machine
+      double slack = 0;  // of its link row, per learner
+      double cap = 0;    // the most each may take: its slack over C
+      double bandwidth = 0;
+    };
+    std::map<int, Holder> by_orbit;
     for (NodeId l : topo.children(m)) {
       const double load = value(master.learner_terms[orbits.of[l]]);
-      auto& [slack, count] = by_orbit[orbits.of[l]];
-      slack = std::max(0.0, optimum * topo.uplink(l).bandwidth / slowest - load);
-      ++count;
+      Holder& h = by_orbit[orbits.of[l]];
+      h.orbit = orbits.of[l];
+      h.bandwidth = topo.uplink(l).bandwidth / slowest;
+      h.slack = std::max(0.0, optimum * h.bandwidth - load);
+      h.cap = carried > 0 ? std::min(1.0, h.slack / carried) : 1.0;
+      ++h.count;
     }
-    // (slack, orbit): the lowest latency first, then the largest slack. A learner that holds
-    // anything is a root of the star ops above, whose latency is their farthest hop's, so
-    // holders are chosen by latency before slack; slack alone handed the holdings to a
-    // slower-latency learner once its link was made faster (docs/whatif.md).
-    std::vector<std::pair<double, int>> order;
-    for (const auto& [orbit, entry] : by_orbit) order.emplace_back(entry.first, orbit);
+    // The lowest latency first, then the largest slack. A learner that holds anything is a root
+    // of the star ops above, whose latency is their farthest hop's, so holders are chosen by
+    // latency before slack; slack alone handed the holdings to a slower-latency learner once its
+    // link was made faster (docs/whatif.md).
+    std::vector<Holder> order;
+    for (const auto& [orbit, h] : by_orbit) order.push_back(h);
     const auto latency = [&](int orbit) { return topo.uplink(orbits.representative[orbit]).latency; };
-    std::sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
-      if (latency(a.second) != latency(b.second)) return latency(a.second) < latency(b.second);
-      return a > b;
+    std::sort(order.begin(), order.end(), [&](const Holder& a, const Holder& b) {
+      if (latency(a.orbit) != latency(b.orbit)) return latency(a.orbit) < latency(b.orbit);
+      if (a.slack != b.slack) return a.slack > b.slack;
+      return a.orbit > b.orbit;
     });
-    double left = 1;  // of the machine's holdings, not yet given out
-    for (const auto& [slack, orbit] : order) {
-      const int count = by_orbit[orbit].second;
-      const double each = std::min(carried > 0 ? slack / carried : 1.0, left / count);
-      split[orbit] = each;
-      left -= each * count;
+    // The machine's steps: A, and by later step (level) what the machine sends up and receives
+    // there, over the trees where it is active.
+    double whole = 0;
+    std::map<int, std::pair<double, double>> later;  // level: (up, down)
+    for (const auto& in_tree : master.machine_steps[orbits.of[m]]) {
+      const double weight = column(in_tree.weight);
+      whole += weight;
+      double before = weight;
+      for (const auto& step : in_tree.above) {
+        const double held = column(step.held);
+        auto& [up, down] = later[step.level];
+        up += std::max(0.0, before - held);
+        down += step.fan_in * held;
+        before = held;
+      }
     }
-    if (left > 1e-9) {  // rounding: the rest in proportion to what each orbit took
-      const double taken = 1 - left;
-      for (const auto& [slack, orbit] : order)
-        split[orbit] = taken > 0 ? split[orbit] / taken : 1.0 / topo.degree(m);
-    }
+    const double fan_in = static_cast<double>(topo.degree(m)) - 1;
+    const double floor0 = floor_at(0);
+    // The steps' busiest links under mu and nu: each step's floor, or the split's links where
+    // busier; and the split's links' own loads summed.
+    const auto busiest = [&](double mu, double nu) {
+      const double own = whole * std::max(fan_in * mu, nu);
+      double floored = std::max(floor0, own), alone = own;
+      for (const auto& [level, load] : later) {
+        const double h = std::max(load.first, load.second) * mu;
+        floored += std::max(floor_at(level), h);
+        alone += h;
+      }
+      return std::pair{floored, alone};
+    };
+    // The split among the first `holders` of `order`, by position.
+    const auto split_among = [&](size_t holders) {
+      std::vector<double> beta;
+      const std::vector<Holder> chosen(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(holders));
+      double senders = 0;  // the slowest non-holder's 1 / w
+      for (size_t i = holders; i < order.size(); ++i) senders = std::max(senders, 1 / order[i].bandwidth);
+      double room = 0;
+      for (const Holder& h : chosen) room += h.cap * h.count;
+      if (room <= 1) {
+        // Exactly enough slack, or (rounding) not quite: each takes its slack, scaled to sum to 1.
+        for (const Holder& h : chosen) beta.push_back(room > 0 ? h.cap / room : 1.0 / topo.degree(m));
+        return beta;
+      }
+      // The largest holding each may take at mu, the least at nu.
+      const auto most = [&](const Holder& h, double mu) { return std::min(h.cap, mu * h.bandwidth); };
+      const auto least = [&](const Holder& h, double nu) { return std::max(0.0, 1 - nu * h.bandwidth); };
+      // The least nu that some split within `most` at mu meets: every holder's least at or
+      // below its most, and the leasts summing to 1 at most (a bisection on the sum, decreasing
+      // in nu).
+      double nu_sum = 0;
+      {
+        double lo = 0, hi = 0;
+        for (const Holder& h : chosen) hi = std::max(hi, 1 / h.bandwidth);
+        const auto sum_least = [&](double nu) {
+          double sum = 0;
+          for (const Holder& h : chosen) sum += h.count * least(h, nu);
+          return sum;
+        };
+        for (int i = 0; i < 100 && sum_least(lo) > 1; ++i) {
+          const double mid = 0.5 * (lo + hi);
+          (sum_least(mid) > 1 ? lo : hi) = mid;
+        }
+        nu_sum = sum_least(lo) > 1 ? hi : lo;
+      }
+      const auto least_nu = [&](double mu) {
+        double nu = std::max(senders, nu_sum);
+        for (const Holder& h : chosen) nu = std::max(nu, (1 - most(h, mu)) / h.bandwidth);
+        return nu;
+      };
+      const auto sum_most = [&](double mu) {
+        double sum = 0;
+        for (const Holder& h : chosen) sum += h.count * most(h, mu);
+        return sum;
+      };
+      // The least mu at which the holders can take everything.
+      double mu_lo = 0, mu_hi = 0;
+      for (const Holder& h : chosen) mu_hi = std::max(mu_hi, h.cap / h.bandwidth);
+      for (int i = 0; i < 100; ++i) {
+        const double mid = 0.5 * (mu_lo + mu_hi);
+        (sum_most(mid) >= 1 ? mu_hi : mu_lo) = mid;
+      }
+      const double mu_least = mu_hi;
+      // Both sums are convex and piecewise linear in mu: their least values are at mu_least or
+      // where a piece ends. The candidates: where a holder's most meets its cap, where
+      // (k - 1) mu or a later step's load meets a piece of least_nu or a floor.
+      std::vector<double> candidates{mu_least};
+      const auto candidate = [&](double mu) {
+        if (mu > mu_least && std::isfinite(mu)) candidates.push_back(mu);
+      };
+      std::vector<double> nu_levels{senders, nu_sum};  // least_nu's constant pieces
+      for (const Holder& h : chosen) {
+        candidate(h.cap / h.bandwidth);
+        nu_levels.push_back((1 - h.cap) / h.bandwidth);
+        if (whole > 0) candidate(1 / h.bandwidth - floor0 / whole);  // least_nu meets the floor
+        if (fan_in > 0) candidate(1 / h.bandwidth / (fan_in + 1));  // (k - 1) mu meets 1 / w - mu
+      }
+      if (fan_in > 0) {
+        for (double nu : nu_levels) candidate(nu / fan_in);
+        if (whole > 0) candidate(floor0 / whole / fan_in);
+      }
+      for (const auto& [level, load] : later)
+        if (const double h = std::max(load.first, load.second); h > 0) candidate(floor_at(level) / h);
+      std::sort(candidates.begin(), candidates.end());
+      double mu = candidates.front();
+      auto best = busiest(mu, least_nu(mu));
+      for (double c : candidates) {
+        const auto at = busiest(c, least_nu(c));
+        if (at.first < best.first * (1 - 1e-12) ||
+            (at.first <= best.first * (1 + 1e-12) && at.second < best.second * (1 - 1e-12))) {
+          best = at;
+          mu = c;
+        }
+      }
+      const double nu = least_nu(mu);
+      // Within [least, most], in proportion to the bandwidths as far as the bounds allow.
+      const auto take = [&](const Holder& h, double lambda) {
+        return std::clamp(lambda * h.bandwidth, std::min(least(h, nu), most(h, mu)), most(h, mu));
+      };
+      const auto sum_take = [&](double lambda) {
+        double sum = 0;
+        for (const Holder& h : chosen) sum += h.count * take(h, lambda);
+        return sum;
+      };
+      double lambda_lo = 0, lambda_hi = mu;
+      for (int i = 0; i < 100; ++i) {
+        const double mid = 0.5 * (lambda_lo + lambda_hi);
+        (sum_take(mid) >= 1 ? lambda_hi : lambda_lo) = mid;
+      }
+      const double total = sum_take(lambda_hi);
+      for (const Holder& h : chosen) beta.push_back(total > 0 ? take(h, lambda_hi) / total : 1.0 / topo.degree(m));
+      return beta;
+    };
+    // The fewest holders their slack allows. (Taking more wherever that lowered the sum made
+    // more steps slower, by the latency of their roots, than it saved: on the what-if property
+    // test's seeds, more upgrades predicted slower.)
+    size_t holders = 0;
+    for (double room = 0; holders < order.size() && room < 1; ++holders) room += order[holders].cap * order[holders].count;
+    const std::vector<double> beta = split_among(holders);
+    for (size_t i = 0; i < holders; ++i) split[order[i].orbit] = beta[i];
   }
   return split;
 }

@@ -51,7 +51,8 @@ struct BandwidthShares {
 // them); column generation usually solves one LP the size of the tree alone.
 enum class ShareSolve { column_generation, all_trees };
 // `incast_loss` (CostParams::incast_loss): the partial sums that two or more children send at
-// once into a machine's or switch's link count 1 + loss times, as the pricers count them.
+// once to a star's root count 1 + loss times on every link between the root and the branch but
+// the root learner's own, as the pricers count them (StarIncast).
 BandwidthShares bandwidth_shares(const Topology&, ShareSolve = ShareSolve::column_generation, double incast_loss = 0);
 
 // The share LP's size limits. Its solving time grows faster than linearly with its columns

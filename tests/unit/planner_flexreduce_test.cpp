@@ -1,6 +1,6 @@
 // FlexReduce planning: the paper's Fig. 2 example to the unit, the mirror all-gather, units,
-// degree-1 branches, the fallback beyond 64-bit units, and flexreduce-bw's size bound on uniform
-// trees.
+// degree-1 branches, the fallback beyond 64-bit units, flexreduce-bw's size bound on uniform
+// trees, and its machines' splits, which a faster learner link makes no step slower with.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,7 +9,9 @@
 
 #include "ir/verify.hpp"
 #include "planner/algorithms.hpp"
+#include "planner/cost_model.hpp"
 #include "planner/flexreduce.hpp"
+#include "planner/pipeline.hpp"
 #include "planner_test_trees.hpp"
 
 namespace flexplan {
@@ -212,6 +214,42 @@ TEST(PlannerFlexReduceBw, UniformBoundIsZeroOnUnevenTrees) {
   shallow.add_learner(machine, "gpu1", kPcie);
   shallow.add_learner(shallow.root(), "gpu2", kEthernet);
   EXPECT_EQ(flexreduce_bw_uniform_bound(shallow.build()).ops, 0u);
+}
+
+// Two machines of five learners (bench tree random6 of the what-if property test, its switches
+// of one child left out): the first machine's uplink is the busiest link of the schedule, and
+// its holdings go to its two learners of lowest latency, g2 and g1. Doubling g2's link raised
+// the machines' step when the split filled g2 up to the LP's optimum: its link then received
+// 4 x 0.66 of the vector in that step, more than any link had (16 MiB @16: 9.604 -> 9.639 ms).
+// The split now loads the machines' links least step by step, above the rest of each step.
+TEST(PlannerFlexReduceBw, AFasterLearnerLinkMakesNoStepSlower) {
+  const auto tree = [](double g2) {
+    TreeBuilder b("two machines");
+    const NodeId m0 = b.add_switch(b.root(), "m0", {2.32e9, 8.3e-6});
+    const NodeId m1 = b.add_switch(b.root(), "m1", {9.53e9, 8.8e-6});
+    const double m0_links[][2] = {{17.6e9, 13.9e-6}, {12.8e9, 3.66e-6}, {g2, 3.54e-6}, {13.1e9, 26e-6}, {11.3e9, 31.9e-6}};
+    const double m1_links[][2] = {{18.9e9, 21.5e-6}, {11.1e9, 14.7e-6}, {3.39e9, 59.5e-6}, {14e9, 8.3e-6}, {10.8e9, 40.6e-6}};
+    for (int g = 0; g < 5; ++g) b.add_learner(m0, "g" + std::to_string(g), {m0_links[g][0], m0_links[g][1]});
+    for (int g = 0; g < 5; ++g) b.add_learner(m1, "g" + std::to_string(g), {m1_links[g][0], m1_links[g][1]});
+    return b.build();
+  };
+  CostParams cost;
+  cost.hop_overhead = kMeasuredHopOverhead;
+  cost.incast_loss = kMeasuredIncastLoss;
+  const Topology slow = tree(4.19e9), fast = tree(8.39e9);
+  const auto before = evaluate_steps(slow, plan_flexreduce_bw(slow, cost), cost);
+  const auto after = evaluate_steps(fast, plan_flexreduce_bw(fast, cost), cost);
+  ASSERT_EQ(before.size(), after.size());
+  for (size_t s = 0; s < before.size(); ++s) {
+    SCOPED_TRACE("step " + std::to_string(s));
+    EXPECT_LE(after[s].per_byte, before[s].per_byte * (1 + 1e-9));
+    EXPECT_LE(after[s].hop_latency, before[s].hop_latency * (1 + 1e-9));
+  }
+  PipelinePricer slow_pricer(slow, plan_flexreduce_bw(slow, cost), cost);
+  PipelinePricer fast_pricer(fast, plan_flexreduce_bw(fast, cost), cost);
+  for (uint32_t slices : {16u, 64u})
+    for (double bytes : {16.0 * (1 << 20), 256.0 * (1 << 20)})
+      EXPECT_LE(fast_pricer.cost(slices).at(bytes), slow_pricer.cost(slices).at(bytes) * (1 + 1e-9)) << slices << " " << bytes;
 }
 
 }  // namespace

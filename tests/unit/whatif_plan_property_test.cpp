@@ -153,20 +153,23 @@ PropertyRun run_property(uint64_t tree_seed, uint64_t variation_seed, int tree_c
 // LP's latency tie-break, noise threshold and latency-ordered machine splits; 13 (worst 7.6%)
 // with flexreduce-bw's selection margin; 11 (worst 12.0%, all flexreduce-bw's own schedule on
 // three trees) with the incast loss priced instead and counted by the share LP, the commands'
-// cost model (docs/whatif.md, "Faster links, slower plans": the count is what remains, not a
-// goal met); 7 (worst 11.95%) with the switch trees, whose roots are chosen by a 64 KiB price
-// (two of them theirs).
+// cost model; 7 (worst 11.95%) with the switch trees, whose roots are chosen by a 64 KiB price
+// (two of them theirs); 2 (worst 0.57%, random28 at 1 MiB) with the loss counted on the links
+// above a learner too and the machines' splits loading their links least step by step, before
+// the switch trees; with both, 2 (worst 4.51%, both switch trees' at 1 MiB) (docs/whatif.md, "Faster links, slower plans": the
+// count is what remains, not a goal met).
 TEST(WhatifPlanProperty, WhatifTimesAreThePlanCommandsOnRandomVariations) {
   const PropertyRun run = run_property(60'417, 5'903, 50);
   EXPECT_GT(run.compared, 50u * 10 * std::size(kSizes) * 3 / 4);
   EXPECT_GT(run.upgrades, 1000u);
-  EXPECT_LE(run.slower.size(), 11u);
-  EXPECT_LE(run.worst, 1.1195);
+  EXPECT_LE(run.slower.size(), 2u);
+  EXPECT_LE(run.worst, 1.0452);
 }
 
 // Held out: seeds first run after the changes above (4 slower pairs, worst 9.6%, with the
 // margin; 1, chain-bw by 0.02%, with the incast loss priced; 2, worst 0.43%, with the switch
-// trees: switch-exchange at 64 KiB, its root moved by the faster link).
+// trees: switch-exchange at 64 KiB, its root moved by the faster link; 1 with the share LP's
+// fixes alone; with both, 2, worst 0.43%: the same switch-exchange pair and chain-bw's).
 TEST(WhatifPlanProperty, FewUpgradesPredictedSlowerOnHeldOutTrees) {
   const PropertyRun run = run_property(71'209, 8'861, 20);
   EXPECT_GT(run.upgrades, 400u);
