@@ -108,6 +108,14 @@ class ByteReader {
     const uint64_t zigzag = varint(what);
     return static_cast<int64_t>(zigzag >> 1) ^ -static_cast<int64_t>(zigzag & 1);
   }
+  // A signed varint that must fit in 32 bits (a level, an offset).
+  int32_t signed_varint32(const char* what) {
+    const size_t start = offset();
+    const int64_t value = signed_varint(what);
+    if (value < INT32_MIN || value > INT32_MAX)
+      fail_at(start, std::string(what) + " " + std::to_string(value) + " does not fit in 32 bits");
+    return static_cast<int32_t>(value);
+  }
   // A varint that must be <= limit (a count, an index, an enum).
   uint64_t varint_at_most(uint64_t limit, const char* what) {
     const size_t start = offset();

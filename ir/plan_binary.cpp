@@ -136,11 +136,7 @@ void encode_payload_v6(ByteWriter& out, const Plan& plan) {
 
 void decode_step_v6(ByteReader& in, Step& step, GroupMemberBudget& members) {
   step.phase = static_cast<Phase>(in.varint_at_most(static_cast<uint64_t>(Phase::Broadcast), "phase"));
-  const size_t level_at = in.offset();
-  const int64_t level = in.signed_varint("level");
-  if (level < std::numeric_limits<int32_t>::min() || level > std::numeric_limits<int32_t>::max())
-    in.fail_at(level_at, fmt::format("level {} does not fit in 32 bits", level));
-  step.level = static_cast<int32_t>(level);
+  step.level = in.signed_varint32("level");
   step.ops.resize(in.count(5, "op count"));
   for (size_t o = 0; o < step.ops.size(); ++o)
     decode_op(in, step.ops[o], o > 0 ? &step.ops[o - 1] : nullptr, members);

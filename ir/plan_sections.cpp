@@ -358,11 +358,7 @@ Head parse_head(std::span<const uint8_t> bytes, const std::string& source, size_
     entry.steps.resize(in.count(4, "step count"));
     for (StepSummary& step : entry.steps) {
       step.phase = static_cast<Phase>(in.varint_at_most(static_cast<uint64_t>(Phase::Broadcast), "phase"));
-      const size_t level_at = in.offset();
-      const int64_t level = in.signed_varint("level");
-      if (level < std::numeric_limits<int32_t>::min() || level > std::numeric_limits<int32_t>::max())
-        in.fail_at(level_at, fmt::format("level {} does not fit in 32 bits", level));
-      step.level = static_cast<int32_t>(level);
+      step.level = in.signed_varint32("level");
       const size_t ops_at = in.offset();
       step.ops = in.varint("op count");
       if (step.ops > most_ops - head.ops)

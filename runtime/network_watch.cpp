@@ -781,23 +781,21 @@ bool NetworkWatch::at_file_rates(const Topology* topology) const {
   return true;
 }
 
-std::vector<double> NetworkWatch::uplink_bandwidths() const {
+namespace {
+// Each node's uplink bandwidth, by node (the root's 0; empty without a topology).
+std::vector<double> uplink_rates(const Topology* topology) {
   std::vector<double> out;
-  if (!topology_) return out;
-  out.assign(static_cast<size_t>(topology_->num_nodes()), 0.0);
-  for (int32_t n = 0; n < topology_->num_nodes(); ++n)
-    if (n != topology_->root()) out[static_cast<size_t>(n)] = topology_->uplink(n).bandwidth;
+  if (!topology) return out;
+  out.assign(static_cast<size_t>(topology->num_nodes()), 0.0);
+  for (int32_t n = 0; n < topology->num_nodes(); ++n)
+    if (n != topology->root()) out[static_cast<size_t>(n)] = topology->uplink(n).bandwidth;
   return out;
 }
+}  // namespace
 
-std::vector<double> NetworkWatch::file_uplink_bandwidths() const {
-  std::vector<double> out;
-  if (!file_topology_) return out;
-  out.assign(static_cast<size_t>(file_topology_->num_nodes()), 0.0);
-  for (int32_t n = 0; n < file_topology_->num_nodes(); ++n)
-    if (n != file_topology_->root()) out[static_cast<size_t>(n)] = file_topology_->uplink(n).bandwidth;
-  return out;
-}
+std::vector<double> NetworkWatch::uplink_bandwidths() const { return uplink_rates(topology_.get()); }
+
+std::vector<double> NetworkWatch::file_uplink_bandwidths() const { return uplink_rates(file_topology_.get()); }
 
 void NetworkWatch::adopt(const ir::Plan& plan) {
   for (size_t s = 0; s < records_.size(); ++s) {
