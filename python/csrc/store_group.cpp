@@ -20,7 +20,9 @@ std::vector<std::string> StoreGroup::allgather(const std::string& mine) {
     // One byte before the data: torch 1.13's store answers the read of an empty value 200 ms
     // late (its reply's length goes out with MSG_MORE and nothing follows to push it; seen
     // with strace), and the probe's broadcasts and barriers send many empty parts.
-    std::vector<uint8_t> value{'.'};
+    std::vector<uint8_t> value;
+    value.reserve(mine.size() + 1);
+    value.push_back('.');
     value.insert(value.end(), mine.begin(), mine.end());
     store_->set(key(rank_), value);
   } catch (const std::exception& e) {

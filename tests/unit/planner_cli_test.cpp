@@ -189,8 +189,9 @@ TEST_F(PlannerCli, PredictTakesACollective) {
     const std::string written = record["plan"]["algorithm"];
     const double seconds = record["plan"]["seconds"];
     EXPECT_GE(seconds, record["floor_seconds"].get<double>() * (1 - 1e-9));
-    if (written.find('@') == std::string::npos)  // a pipelined variant is not in the table
+    if (written.find('@') == std::string::npos) {  // a pipelined variant is not in the table
       EXPECT_NEAR(seconds, record["seconds"][written].get<double>(), 1e-12);
+    }
     EXPECT_LE(seconds, record["best_seconds"].get<double>() * (1 + 1e-9));
   }
   const auto bad = run_flexplan("predict " + topology("two-machines-2+3") +

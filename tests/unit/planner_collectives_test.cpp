@@ -145,7 +145,9 @@ TEST(PlannerCollectives, APlanOfEveryCollectiveRoundTrips) {
       EXPECT_TRUE(ir::plans_collective(plan, collective, root));
       const ir::Schedule& chosen = ir::select_schedule(plan, collective, 1 << 20, root);
       EXPECT_EQ(chosen.collective, collective);
-      if (ir::has_root(collective)) EXPECT_EQ(chosen.root, root);
+      if (ir::has_root(collective)) {
+        EXPECT_EQ(chosen.root, root);
+      }
     }
   EXPECT_FALSE(ir::plans_collective(plan, ir::Collective::Broadcast, 2));
   EXPECT_THROW(ir::select_schedule(plan, ir::Collective::Broadcast, 8, 2), std::out_of_range);

@@ -95,7 +95,9 @@ TEST(PipelinePricer, WindowsPriceWhatTheSlicedScheduleCosts) {
         EXPECT_NEAR(a.per_byte, b.per_byte, 1e-12 * b.per_byte) << row.name << " tree " << i << " step " << s;
         EXPECT_NEAR(a.hop_latency, b.hop_latency, 1e-12 * b.hop_latency) << row.name << " tree " << i;
         ASSERT_EQ(a.chains.size(), b.chains.size()) << row.name << " tree " << i << " step " << s;
-        if (!b.chains.empty()) EXPECT_NEAR(a.chains[0].latency, b.chains[0].latency, 1e-12 * b.chains[0].latency);
+        if (!b.chains.empty()) {
+          EXPECT_NEAR(a.chains[0].latency, b.chains[0].latency, 1e-12 * b.chains[0].latency);
+        }
       }
       EXPECT_NEAR(from_pricer.busiest_total, floors.busiest_total, 1e-12 * floors.busiest_total);
       EXPECT_EQ(from_pricer.links_walked, floors.links_walked) << row.name << " tree " << i;

@@ -220,8 +220,12 @@ TEST(ProbeModel, CompareFlagsLinksOffByMoreThanTheTolerance) {
   ASSERT_EQ(c.rows.size(), 8u);  // 4 learners, 3 machines, 1 rack
   int off = 0;
   for (const auto& r : c.rows) {
-    if (r.declared_name == "switch/rack0/n1") EXPECT_TRUE(r.bandwidth_off);
-    if (r.declared_name == "switch/rack0/n0") EXPECT_FALSE(r.bandwidth_off);
+    if (r.declared_name == "switch/rack0/n1") {
+      EXPECT_TRUE(r.bandwidth_off);
+    }
+    if (r.declared_name == "switch/rack0/n0") {
+      EXPECT_FALSE(r.bandwidth_off);
+    }
     off += r.bandwidth_off;
   }
   EXPECT_EQ(off, 1);
