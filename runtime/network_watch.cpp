@@ -13,7 +13,9 @@
 
 #include "ir/job_plan.hpp"
 #include "ir/pipeline_form.hpp"
+#include "planner/algorithm_table.hpp"
 #include "planner/cost_model.hpp"
+#include "planner/critical_path.hpp"
 #include "planner/plan_builder.hpp"
 #include "planner/size_format.hpp"
 #include "topology/topology.hpp"
@@ -731,15 +733,21 @@ unsigned NetworkWatch::note_verdict(size_t schedule, bool drifted, bool slower) 
 }
 
 namespace {
-// A schedule's predicted seconds for one call of `bytes` on `topology`.
+// A schedule's predicted seconds for one call of `bytes` on `topology`, priced as the planner's
+// race prices its row (the critical path for the rows priced so), so that a plan made for some
+// figures is never predicted slower at them than the plan it would replace by a model the
+// planner did not choose with.
 double predicted_call_seconds(const Topology& topology, const ir::Schedule& held, double bytes, double chunk_bytes) {
   const CostParams params = runtime_cost(topology, chunk_bytes);
-  const ir::Schedule whole = held.slices > 1 ? ir::materialize(held) : ir::Schedule{};
-  const ir::Schedule& priced = held.slices > 1 ? whole : held;
-  double total = 0;
-  for (const StepCost& step : evaluate_steps(topology, priced, params))
-    total += static_cast<double>(step.repeat) * step.at(bytes, chunk_bytes);
-  return total;
+  bool critical_path = false;
+  try {
+    critical_path = find_algorithm(held.algorithm).row->critical_path;
+  } catch (const std::exception&) {
+    // (A schedule no row builds, such as a chain derived for a root: the evaluator prices it.)
+  }
+  const ScheduleCost cost =
+      critical_path ? critical_path_cost(topology, held, params) : evaluate_schedule(topology, held, params);
+  return cost.at(bytes);
 }
 
 const ir::Schedule* serving(const ir::Plan& plan, ir::Collective collective, int32_t root, uint64_t bytes) {
