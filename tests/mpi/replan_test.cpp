@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -83,9 +84,16 @@ TEST(Replan, OneLateProcessIsNotTheNetwork) {
   options.replan = Replan::Auto;
   options.drift_window = 5;
   Communicator comm(plan_for(topology, "ring"), MPI_COMM_WORLD, options);
-  // Rank 1 computes 20 ms longer before each call from call 10 on: the others wait for it.
+  // Rank 1 computes longer before each call from call 10 on: the others wait for it. 20 ms, or
+  // twice its calls' own time where they take longer (a sanitizer build on a busy host), so
+  // that the lateness stands out of the calls' noise.
+  std::chrono::steady_clock::time_point first_call;
+  std::chrono::duration<double> late{0.020};
   checked_allreduces(comm, 20, 100, 7, [&](int i) {
-    if (world_rank() == 1 && i >= 10) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (world_rank() != 1) return;
+    if (i == 0) first_call = std::chrono::steady_clock::now();
+    if (i == 10) late = std::max(late, std::chrono::duration<double>(std::chrono::steady_clock::now() - first_call) / 5.0);
+    if (i >= 10) std::this_thread::sleep_for(late);
   });
   const CommStats stats = comm.stats();
   EXPECT_EQ(stats.plan_generation, 0u) << format_stats(stats);
