@@ -879,7 +879,7 @@ bool Engine::check_drift(size_t schedule) {
   // Checks in a row that drifted the same way (every rank counts alike: the verdict is common).
   const unsigned streak = watch_->note_verdict(schedule, verdict.drifted, verdict.slower);
   if (!verdict.drifted && verdict.slow_process < 0) return false;
-  const auto links = combine_link_estimates(windows, threshold, watch_->uplink_bandwidths(), watch_->file_uplink_bandwidths());
+  const auto links = watch_->link_estimates(windows, threshold);
   if (!watch_->drift_reported(schedule)) {
     watch_->set_drift_reported(schedule);
     const std::string event = fmt::format("flexplan: drift before call #{}: {}", next_sequence_,
@@ -911,7 +911,7 @@ ReplanResult Engine::replan() {
   // current figures (a busy host's loopback blamed a link 10x in the PyTorch test without this).
   const double threshold = options_.drift_percent / 100.0;
   const bool drifted = judge_drift(windows, threshold).drifted;
-  return replan_for(drifted ? combine_link_estimates(windows, threshold, watch_->uplink_bandwidths(), watch_->file_uplink_bandwidths())
+  return replan_for(drifted ? watch_->link_estimates(windows, threshold)
                             : std::map<int32_t, double>{},
                     "requested");
 }
@@ -924,21 +924,24 @@ ReplanResult Engine::replan_for(const std::map<int32_t, double>& links, const st
   uint64_t fingerprint = 0;
   double seconds = 0;
   std::string small_gain;  // why a sound new plan is not switched to
+  bool restored = false;   // the plan that ran at the file's rates came back (nothing planned)
   if (!watch_->can_replan()) {
     error = "no topology to re-plan from (FLEXPLAN_TOPOLOGY)";
   } else if (generated_) {
     error = "the ranks run generated programs of the loaded plan (FLEXPLAN_PROGRAM_LIBRARY)";
   } else {
     try {
-      fresh = watch_->plan_for_links(plan_, links, &seconds);
-      fingerprint = ir::plan_fingerprint(fresh);
+      watch_->set_candidate_links(links);
       if (file_plan_index_ && watch_->candidate_is_file() && !watch_->current_is_file()) {
         // Every link back at the file's rate: the plan that ran at those rates comes back, not
         // the in-process planner's for the same figures, which may differ (the options, forced
         // algorithms or cost model the job's plan was made with are not known here).
         fresh = retired_plans_[*file_plan_index_];
-        fingerprint = ir::plan_fingerprint(fresh);
+        restored = true;
+      } else {
+        fresh = watch_->plan_for_candidate(plan_, &seconds);
       }
+      fingerprint = ir::plan_fingerprint(fresh);
       // (A plan for the topology file's own figures, every link back, is switched to whatever
       // it saves: it is the plan the job was made with, and restoring a link brings it back.)
       if (cause == "drift" && fingerprint != fingerprint_ && !watch_->candidate_is_file()) {
@@ -1003,9 +1006,10 @@ ReplanResult Engine::replan_for(const std::map<int32_t, double>& links, const st
                             s.max_bytes ? std::to_string(*s.max_bytes) : "inf");
     }
     result.message = fmt::format("flexplan: re-planned ({}) from call #{}: plan {} hash {:016x} for links{}; "
-                                 "schedules:{} (planned in {:.1f} ms on this rank)", cause, result.call,
+                                 "schedules:{} ({})", cause, result.call,
                                  watch_->generation(), fingerprint, links_text.empty() ? " as measured" : links_text,
-                                 ranges, 1e3 * seconds);
+                                 ranges, restored ? "restored: the plan that ran at the file's rates"
+                                                  : fmt::format("planned in {:.1f} ms on this rank", 1e3 * seconds));
     if (!options_.replan_out.empty() && rank_ == 0) {
       try {
         ir::write_plan_file(options_.replan_out, plan_);

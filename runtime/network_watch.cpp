@@ -680,10 +680,8 @@ std::string NetworkWatch::describe_drift(std::optional<size_t> schedule, const D
   return text;
 }
 
-ir::Plan NetworkWatch::plan_for_links(const ir::Plan& current, const std::map<int32_t, double>& links,
-                                      double* seconds) {
+void NetworkWatch::set_candidate_links(const std::map<int32_t, double>& links) {
   if (!topology_) throw std::runtime_error("no topology (FLEXPLAN_TOPOLOGY) to re-plan from");
-  const auto began = std::chrono::steady_clock::now();
   Topology changed = *topology_;
   std::vector<Topology::UplinkChange> changes;
   for (const auto& [node, factor] : links) {
@@ -697,6 +695,12 @@ ir::Plan NetworkWatch::plan_for_links(const ir::Plan& current, const std::map<in
     changes.push_back({node, link});
   }
   changed.set_uplinks(changes);
+  candidate_ = std::make_unique<Topology>(std::move(changed));
+}
+
+ir::Plan NetworkWatch::plan_for_candidate(const ir::Plan& current, double* seconds) const {
+  if (!candidate_) throw std::runtime_error("no candidate figures to plan for");
+  const auto began = std::chrono::steady_clock::now();
   PlanOptions options;
   options.collectives.clear();
   for (const ir::Schedule& s : current.schedules) {
@@ -710,11 +714,10 @@ ir::Plan NetworkWatch::plan_for_links(const ir::Plan& current, const std::map<in
       options.roots.push_back(s.root);
   }
   if (options.roots.empty()) options.roots.push_back(0);
-  options.cost = runtime_cost(changed, chunk_bytes_);
+  options.cost = runtime_cost(*candidate_, chunk_bytes_);
   options.prepare_bases_in_parallel = false;  // (between calls: no threads of its own)
-  ir::Plan plan = build_plan(changed, options);
+  ir::Plan plan = build_plan(*candidate_, options);
   ir::check_job_plan(plan, current.world_size, rank_);
-  candidate_ = std::make_unique<Topology>(std::move(changed));
   *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   return plan;
 }

@@ -143,10 +143,18 @@ class NetworkWatch {
   std::vector<double> uplink_bandwidths() const;
   // The topology file's rate of each node's uplink (by node; the root's 0).
   std::vector<double> file_uplink_bandwidths() const;
-  // The plan for the current link figures changed by `links` (factors of time: a link 4x slower
-  // has a quarter of its bandwidth; never above the topology file's), for the collectives and
-  // roots of `current`, verified for this rank. Throws with the reason where it cannot be made.
-  ir::Plan plan_for_links(const ir::Plan& current, const std::map<int32_t, double>& links, double* seconds);
+  // The links the ranks' windows blame (combine_link_estimates against the current figures and
+  // the topology file's rates).
+  std::map<int32_t, double> link_estimates(const std::vector<RankWindow>& windows, double threshold) const {
+    return combine_link_estimates(windows, threshold, uplink_bandwidths(), file_uplink_bandwidths());
+  }
+  // Makes the candidate figures: the current ones changed by `links` (factors of time: a link 4x
+  // slower has a quarter of its bandwidth; never above the topology file's). candidate_is_file()
+  // then says whether they are the file's own.
+  void set_candidate_links(const std::map<int32_t, double>& links);
+  // The plan for the candidate figures, for the collectives and roots of `current`, verified for
+  // this rank. Throws with the reason where it cannot be made.
+  ir::Plan plan_for_candidate(const ir::Plan& current, double* seconds) const;
   // Every rank switched to `plan`: keep the figures it was made for, retire the old tallies.
   void adopt(const ir::Plan& plan);
 
