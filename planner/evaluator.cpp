@@ -3,6 +3,7 @@
 #include <limits>
 #include <memory>
 #include <numeric>
+#include <span>
 #include <stdexcept>
 
 #include <fmt/core.h>
@@ -33,13 +34,20 @@ struct StepHop {
 // them: it is lowered once, and the expansion step's rounds are its base steps' rounds in
 // slice order, which is the order the expansion lists its ops in.
 struct BaseStepHops {
-  std::vector<std::vector<StepHop>> rounds;
+  std::vector<StepHop> hops;        // round 0's, then round 1's, ...
+  std::vector<size_t> round_start;  // round r's hops are [round_start[r], round_start[r + 1])
   std::vector<ChainCost> chains;
   std::vector<StarIncast> incasts{StarIncast{}};
 
-  std::vector<StepHop>& round(size_t r) {
-    if (r >= rounds.size()) rounds.resize(r + 1);
-    return rounds[r];
+  size_t rounds() const { return round_start.empty() ? 0 : round_start.size() - 1; }
+  std::span<const StepHop> round(size_t r) const {
+    return {hops.data() + round_start[r], round_start[r + 1] - round_start[r]};
+  }
+  void clear() {
+    hops.clear();
+    round_start.clear();
+    chains.clear();
+    incasts.resize(1);
   }
 };
 
@@ -168,14 +176,14 @@ StepCost price_step(const std::vector<const BaseStepHops*>& parts, LinkLoads& lo
   std::vector<ChainCost> chains;
   std::vector<size_t> first_chain;  // each part's first chain in `chains`
   for (const BaseStepHops* part : parts) {
-    rounds = std::max(rounds, part->rounds.size());
+    rounds = std::max(rounds, part->rounds());
     first_chain.push_back(chains.size());
     chains.insert(chains.end(), part->chains.begin(), part->chains.end());
   }
   const auto each_hop = [&](size_t r, auto&& visit) {
     for (size_t p = 0; p < parts.size(); ++p)
-      if (r < parts[p]->rounds.size())
-        for (const StepHop& hop : parts[p]->rounds[r]) visit(*parts[p], first_chain[p], hop);
+      if (r < parts[p]->rounds())
+        for (const StepHop& hop : parts[p]->round(r)) visit(*parts[p], first_chain[p], hop);
   };
   double hop_latency = 0;
   for (size_t r = 0; r < rounds; ++r)
@@ -273,16 +281,46 @@ std::vector<StepCost> evaluate_steps(const Topology& topo, const ir::Schedule& s
   // Base step b's hops, from expansion step b (where slice 0 runs it, first, so a bad op is
   // named as the expansion names it) through b + slices - 1, its last.
   std::vector<std::unique_ptr<BaseStepHops>> base_hops(schedule.steps.size());
+  // Those past their last step, cleared, for later base steps to reuse their storage (a step of
+  // a million learners holds millions of hops: freed and allocated again, every step's would
+  // be mapped and faulted in anew).
+  std::vector<std::unique_ptr<BaseStepHops>> spare;
   const auto lower_base_step = [&](size_t b) {
-    auto out = std::make_unique<BaseStepHops>();
+    std::unique_ptr<BaseStepHops> out;
+    if (spare.empty()) {
+      out = std::make_unique<BaseStepHops>();
+    } else {
+      out = std::move(spare.back());
+      spare.pop_back();
+    }
+    // Two passes: the first checks every op and counts its hops into their rounds (a chain's
+    // hop h is round h, a star's hops are all round 0), so that the second places each hop at
+    // its place in round order directly.
     const auto& ops = schedule.steps[b].ops;
+    std::vector<size_t>& start = out->round_start;
     for (size_t index = 0; index < ops.size(); ++index) {
       const ir::Op& op = ops[index];
       check_op_ranks(schedule, op, b, index, topo.num_learners());
       if (op.end == op.begin) continue;
+      lowered.clear();
+      codegen::append_hops(op, lowered);
+      if (lowered.empty()) continue;
+      const size_t rounds = op.shape == ir::OpShape::Star ? 1 : lowered.size();
+      if (start.size() < rounds + 1) start.resize(rounds + 1, 0);
+      if (op.shape == ir::OpShape::Star)
+        start[1] += lowered.size();
+      else
+        for (size_t h = 0; h < rounds; ++h) ++start[h + 1];
+    }
+    for (size_t r = 1; r < start.size(); ++r) start[r] += start[r - 1];
+    out->hops.resize(start.empty() ? 0 : start.back());
+    std::vector<size_t> next(start.begin(), start.end());  // each round's next place
+    for (const ir::Op& op : ops) {
+      if (op.end == op.begin) continue;
       const double share = static_cast<double>(op.end - op.begin) / units;
       lowered.clear();
       codegen::append_hops(op, lowered);
+      if (lowered.empty()) continue;
       uint32_t incast = 0;
       if (const StarIncast star = star_incast(topo, op, params); star.factor != 1) {
         incast = static_cast<uint32_t>(out->incasts.size());
@@ -295,16 +333,15 @@ std::vector<StepCost> evaluate_steps(const Topology& topo, const ir::Schedule& s
                        hop_sums(op, hop, h)};
       };
       if (op.shape == ir::OpShape::Star) {
-        // A star's hops run side by side: all in round 0.
-        auto& round = out->round(0);
-        const size_t first = round.size();
-        for (size_t h = 0; h < lowered.size(); ++h) round.push_back(hop_at(h));
-        queue_star_hops(round.size() - first, params.hop_overhead,
-                        [&](size_t k) -> double& { return round[first + k].latency; });
+        // A star's hops run side by side, next to each other in round 0.
+        const size_t first = next[0];
+        for (size_t h = 0; h < lowered.size(); ++h) out->hops[next[0]++] = hop_at(h);
+        queue_star_hops(lowered.size(), params.hop_overhead,
+                        [&](size_t k) -> double& { return out->hops[first + k].latency; });
         continue;
       }
-      // A chain's hop h is round h. A one-hop op never outlasts the bandwidth term plus one
-      // hop's latency, so only longer chains are priced as chains.
+      // A one-hop op never outlasts the bandwidth term plus one hop's latency, so only longer
+      // chains are priced as chains.
       const bool chain = lowered.size() >= 2;
       ChainCost cost;
       cost.share = share;
@@ -312,7 +349,7 @@ std::vector<StepCost> evaluate_steps(const Topology& topo, const ir::Schedule& s
         StepHop hop = hop_at(h);
         if (chain) hop.chain = static_cast<int32_t>(out->chains.size());
         cost.latency += hop.latency;
-        out->round(h).push_back(hop);
+        out->hops[next[h]++] = hop;
       }
       if (chain) out->chains.push_back(cost);
     }
@@ -328,7 +365,11 @@ std::vector<StepCost> evaluate_steps(const Topology& topo, const ir::Schedule& s
       parts.push_back(part.get());
     }
     costs.push_back(price_step(parts, loads, params.chunk_bytes));
-    if (t + 1 >= slices) base_hops[t + 1 - slices].reset();  // (its last step)
+    if (t + 1 >= slices) {  // (base step t + 1 - slices has had its last step)
+      auto& done = base_hops[t + 1 - slices];
+      done->clear();
+      spare.push_back(std::move(done));
+    }
   }
   return costs;
 }
