@@ -10,7 +10,6 @@
 #include <utility>
 #include <vector>
 
-#include <boost/container/small_vector.hpp>
 #include <fmt/core.h>
 
 #include "codegen/lowering.hpp"
@@ -29,10 +28,8 @@ struct Line {
 
 // A rank's finishing time as a function of n: the upper envelope over n >= 0 of the lines of
 // its dependency chains, by per_byte ascending (latency then descending). It holds few lines:
-// one per size range over which a different chain is the longest, most often one, so a rank's
-// envelope holds two in place rather than on the heap (the flat million-learner tree's three
-// tries that pass their budget: 2.2-2.6 s of wall against 2.9-3.2 s, plans the same).
-using Envelope = boost::container::small_vector<Line, 2>;
+// one per size range over which a different chain is the longest.
+using Envelope = std::vector<Line>;
 
 bool nearly(double a, double b) { return std::abs(a - b) <= 1e-12 * std::max(std::abs(a), std::abs(b)); }
 
