@@ -1,7 +1,9 @@
 // The general evaluator: prices any schedule by routing the hops the runtime will run.
 #include <algorithm>
 #include <limits>
+#include <memory>
 #include <numeric>
+#include <span>
 #include <stdexcept>
 
 #include <fmt/core.h>
@@ -13,16 +15,40 @@
 namespace flexplan {
 namespace {
 
-// One hop of a step: its op, its round (the hop's place in its chain), its path's ends and
-// latency, and its op's share of the message.
+// One hop of a step: its path's ends and latency, its op's share of the message, and the chain
+// it belongs to. A step's hops are kept by round (the hop's place in its chain; a star's hops
+// are all round 0), each round's in op order: the pricing passes then read them in order
+// instead of through an index (a step of a large tree holds millions of hops).
 struct StepHop {
-  uint32_t op;
-  uint32_t round;
-  NodeId from, to;
   double share;
   double latency;
-  bool reduces;    // the receiver sums what arrives (hop_sums)
+  NodeId from, to;
+  int32_t chain;    // its op's index among the step's chains of two hops or more, or -1
   uint32_t incast;  // its op's StarIncast, an index into the step's (0: none)
+  bool reduces;     // the receiver sums what arrives (hop_sums)
+};
+
+// One base step's hops by round, each round's in op order, with the step's chains (as
+// StepHop::chain numbers them) and its stars' incasts ([0]: none). A pipeline's expansion step
+// holds several base steps (slice j runs base step t - j), and a base step is in `slices` of
+// them: it is lowered once, and the expansion step's rounds are its base steps' rounds in
+// slice order, which is the order the expansion lists its ops in.
+struct BaseStepHops {
+  std::vector<StepHop> hops;        // round 0's, then round 1's, ...
+  std::vector<size_t> round_start;  // round r's hops are [round_start[r], round_start[r + 1])
+  std::vector<ChainCost> chains;
+  std::vector<StarIncast> incasts{StarIncast{}};
+
+  size_t rounds() const { return round_start.empty() ? 0 : round_start.size() - 1; }
+  std::span<const StepHop> round(size_t r) const {
+    return {hops.data() + round_start[r], round_start[r + 1] - round_start[r]};
+  }
+  void clear() {
+    hops.clear();
+    round_start.clear();
+    chains.clear();
+    incasts.resize(1);
+  }
 };
 
 // Bytes (as a fraction of the message) per link direction for a set of hops, and the busiest
@@ -143,58 +169,46 @@ class LinkLoads {
   double busiest_ = 0;
 };
 
-// The indices of `hops` in round order, each round's in their order there (a stable sort by
-// round): counted into place, as rounds are few and dense (a chain's hop k is round k). Indices,
-// not the hops moved: a step of a large tree holds millions of hops (tree-chains at 4k
-// learners: 16M), and a sorted copy would double the evaluator's memory.
-void round_order(const std::vector<StepHop>& hops, std::vector<uint32_t>& order) {
-  uint32_t rounds = 0;
-  for (const StepHop& hop : hops) rounds = std::max(rounds, hop.round + 1);
-  std::vector<size_t> start(rounds + 1, 0);
-  for (const StepHop& hop : hops) ++start[hop.round + 1];
-  for (uint32_t r = 0; r < rounds; ++r) start[r + 1] += start[r];
-  order.resize(hops.size());
-  for (size_t h = 0; h < hops.size(); ++h) order[start[hops[h].round]++] = static_cast<uint32_t>(h);
-}
-
-// Prices one step from its hops, taken in round order (`order`). `chain_of[op]` is the op's
-// index among the step's chains of two hops or more, or -1.
-StepCost price_step(const std::vector<StepHop>& hops, const std::vector<StarIncast>& incasts,
-                    const std::vector<uint32_t>& order,
-                    const std::vector<int>& chain_of, std::vector<ChainCost> chains,
-                    LinkLoads& loads, double chunk_bytes) {
-  double hop_latency = 0;
-  for (const uint32_t h : order) {
-    const StepHop& hop = hops[h];
-    loads.add(hop, incasts[hop.incast]);
-    if (hop.reduces) loads.add_reduction(hop);
-    hop_latency = std::max(hop_latency, hop.latency);
+// Prices one step from its base steps' hops (`parts`, in slice order): every hop of round 0,
+// then of round 1, and so on, each round's in the parts' order.
+StepCost price_step(const std::vector<const BaseStepHops*>& parts, LinkLoads& loads, double chunk_bytes) {
+  size_t rounds = 0;
+  std::vector<ChainCost> chains;
+  std::vector<size_t> first_chain;  // each part's first chain in `chains`
+  for (const BaseStepHops* part : parts) {
+    rounds = std::max(rounds, part->rounds());
+    first_chain.push_back(chains.size());
+    chains.insert(chains.end(), part->chains.begin(), part->chains.end());
   }
+  const auto each_hop = [&](size_t r, auto&& visit) {
+    for (size_t p = 0; p < parts.size(); ++p)
+      if (r < parts[p]->rounds())
+        for (const StepHop& hop : parts[p]->round(r)) visit(*parts[p], first_chain[p], hop);
+  };
+  double hop_latency = 0;
+  for (size_t r = 0; r < rounds; ++r)
+    each_hop(r, [&](const BaseStepHops& part, size_t, const StepHop& hop) {
+      loads.add(hop, part.incasts[hop.incast]);
+      if (hop.reduces) loads.add_reduction(hop);
+      hop_latency = std::max(hop_latency, hop.latency);
+    });
   const double per_byte = loads.busiest();
   if (!chains.empty()) {
     // Later chunks: at the pace the whole step's load allows on each hop's busiest link.
-    for (const uint32_t h : order) {
-      const StepHop& hop = hops[h];
-      const int c = chain_of[hop.op];
-      if (c < 0) continue;
-      chains[c].steady = std::max(chains[c].steady, loads.busiest_on_path(hop) / hop.share);
-    }
+    for (size_t r = 0; r < rounds; ++r)
+      each_hop(r, [&](const BaseStepHops&, size_t first, const StepHop& hop) {
+        if (hop.chain < 0) return;
+        ChainCost& chain = chains[first + static_cast<size_t>(hop.chain)];
+        chain.steady = std::max(chain.steady, loads.busiest_on_path(hop) / hop.share);
+      });
     // The first chunk: each hop at the pace its round's load allows.
     loads.clear();
-    for (size_t begin = 0; begin < order.size();) {
-      size_t end = begin;
-      const uint32_t round = hops[order[begin]].round;
-      while (end < order.size() && hops[order[end]].round == round) {
-        const StepHop& hop = hops[order[end++]];
-        loads.add(hop, incasts[hop.incast]);
-      }
-      for (size_t k = begin; k < end; ++k) {
-        const StepHop& hop = hops[order[k]];
-        const int c = chain_of[hop.op];
-        if (c >= 0) chains[c].first_chunk += loads.busiest_on_path(hop) / hop.share;
-      }
+    for (size_t r = 0; r < rounds; ++r) {
+      each_hop(r, [&](const BaseStepHops& part, size_t, const StepHop& hop) { loads.add(hop, part.incasts[hop.incast]); });
+      each_hop(r, [&](const BaseStepHops&, size_t first, const StepHop& hop) {
+        if (hop.chain >= 0) chains[first + static_cast<size_t>(hop.chain)].first_chunk += loads.busiest_on_path(hop) / hop.share;
+      });
       loads.clear();
-      begin = end;
     }
   }
   loads.clear();
@@ -254,6 +268,8 @@ std::vector<StepCost> evaluate_steps(const Topology& topo, const ir::Schedule& s
                                      const CostParams& params) {
   if (schedule.units == 0)
     throw std::invalid_argument(fmt::format("schedule '{}' has zero units", schedule.algorithm));
+  if (schedule.slices == 0)
+    throw std::invalid_argument(fmt::format("schedule '{}' has zero slices", schedule.algorithm));
   LinkLoads loads(topo, params.reduce_bandwidth);
   // A compact pipeline is priced step by step of its expansion, read from the base: an op's
   // price depends on its ranks and its share of the units, not on where its range lies.
@@ -261,52 +277,99 @@ std::vector<StepCost> evaluate_steps(const Topology& topo, const ir::Schedule& s
   std::vector<StepCost> costs;
   costs.reserve(step_count);
   const double units = static_cast<double>(ir::expanded_units(schedule));
-  std::vector<StepHop> hops;
-  std::vector<uint32_t> order;
-  std::vector<int> chain_of;
-  std::vector<StarIncast> incasts;  // the step's stars' whose flows meet; [0]: none
-  for (size_t s = 0; s < step_count; ++s) {
-    hops.clear();
-    chain_of.clear();
-    incasts.assign(1, StarIncast{});
-    std::vector<ChainCost> chains;
-    size_t i = 0;
-    ir::for_each_expanded_op(schedule, schedule.slices, s, [&](size_t, const ir::Op& op) {
-      const size_t index = i++;
-      chain_of.push_back(-1);
-      check_op_ranks(schedule, op, s, index, topo.num_learners());
-      if (op.end == op.begin) return;
+  std::vector<codegen::Hop> lowered;  // one op's, reused
+  // Base step b's hops, from expansion step b (where slice 0 runs it, first, so a bad op is
+  // named as the expansion names it) through b + slices - 1, its last.
+  std::vector<std::unique_ptr<BaseStepHops>> base_hops(schedule.steps.size());
+  // Those past their last step, cleared, for later base steps to reuse their storage (a step of
+  // a million learners holds millions of hops: freed and allocated again, every step's would
+  // be mapped and faulted in anew).
+  std::vector<std::unique_ptr<BaseStepHops>> spare;
+  const auto lower_base_step = [&](size_t b) {
+    std::unique_ptr<BaseStepHops> out;
+    if (spare.empty()) {
+      out = std::make_unique<BaseStepHops>();
+    } else {
+      out = std::move(spare.back());
+      spare.pop_back();
+    }
+    // Two passes: the first checks every op and counts its hops into their rounds (a chain's
+    // hop h is round h, a star's hops are all round 0), so that the second places each hop at
+    // its place in round order directly.
+    const auto& ops = schedule.steps[b].ops;
+    std::vector<size_t>& start = out->round_start;
+    for (size_t index = 0; index < ops.size(); ++index) {
+      const ir::Op& op = ops[index];
+      check_op_ranks(schedule, op, b, index, topo.num_learners());
+      if (op.end == op.begin) continue;
+      lowered.clear();
+      codegen::append_hops(op, lowered);
+      if (lowered.empty()) continue;
+      const size_t rounds = op.shape == ir::OpShape::Star ? 1 : lowered.size();
+      if (start.size() < rounds + 1) start.resize(rounds + 1, 0);
+      if (op.shape == ir::OpShape::Star)
+        start[1] += lowered.size();
+      else
+        for (size_t h = 0; h < rounds; ++h) ++start[h + 1];
+    }
+    for (size_t r = 1; r < start.size(); ++r) start[r] += start[r - 1];
+    out->hops.resize(start.empty() ? 0 : start.back());
+    std::vector<size_t> next(start.begin(), start.end());  // each round's next place
+    for (const ir::Op& op : ops) {
+      if (op.end == op.begin) continue;
       const double share = static_cast<double>(op.end - op.begin) / units;
-      const size_t first = hops.size();
-      uint32_t round = 0;
-      const auto lowered = codegen::lower_op(op);
+      lowered.clear();
+      codegen::append_hops(op, lowered);
+      if (lowered.empty()) continue;
       uint32_t incast = 0;
       if (const StarIncast star = star_incast(topo, op, params); star.factor != 1) {
-        incast = static_cast<uint32_t>(incasts.size());
-        incasts.push_back(star);
+        incast = static_cast<uint32_t>(out->incasts.size());
+        out->incasts.push_back(star);
       }
-      for (size_t h = 0; h < lowered.size(); ++h) {
+      const auto hop_at = [&](size_t h) {
         const codegen::Hop& hop = lowered[h];
         const NodeId from = topo.learner_node(hop.src), to = topo.learner_node(hop.dst);
-        hops.push_back({static_cast<uint32_t>(index), round, from, to, share,
-                        loads.path_latency(from, to) + params.hop_overhead,
-                        hop_sums(op, hop, h), incast});
-        if (op.shape == ir::OpShape::Chain) ++round;  // a star's hops run side by side
+        return StepHop{share, loads.path_latency(from, to) + params.hop_overhead, from, to, -1, incast,
+                       hop_sums(op, hop, h)};
+      };
+      if (op.shape == ir::OpShape::Star) {
+        // A star's hops run side by side, next to each other in round 0.
+        const size_t first = next[0];
+        for (size_t h = 0; h < lowered.size(); ++h) out->hops[next[0]++] = hop_at(h);
+        queue_star_hops(lowered.size(), params.hop_overhead,
+                        [&](size_t k) -> double& { return out->hops[first + k].latency; });
+        continue;
       }
-      if (op.shape == ir::OpShape::Star)
-        queue_star_hops(hops.size() - first, params.hop_overhead,
-                        [&](size_t k) -> double& { return hops[first + k].latency; });
-      // A one-hop op never outlasts the bandwidth term plus one hop's latency.
-      if (op.shape == ir::OpShape::Chain && hops.size() - first >= 2) {
-        chain_of[index] = static_cast<int>(chains.size());
-        ChainCost chain;
-        chain.share = share;
-        for (size_t h = first; h < hops.size(); ++h) chain.latency += hops[h].latency;
-        chains.push_back(chain);
+      // A one-hop op never outlasts the bandwidth term plus one hop's latency, so only longer
+      // chains are priced as chains.
+      const bool chain = lowered.size() >= 2;
+      ChainCost cost;
+      cost.share = share;
+      for (size_t h = 0; h < lowered.size(); ++h) {
+        StepHop hop = hop_at(h);
+        if (chain) hop.chain = static_cast<int32_t>(out->chains.size());
+        cost.latency += hop.latency;
+        out->hops[next[h]++] = hop;
       }
-    });
-    round_order(hops, order);
-    costs.push_back(price_step(hops, incasts, order, chain_of, std::move(chains), loads, params.chunk_bytes));
+      if (chain) out->chains.push_back(cost);
+    }
+    return out;
+  };
+  std::vector<const BaseStepHops*> parts;
+  const uint32_t slices = schedule.slices;
+  for (size_t t = 0; t < step_count; ++t) {
+    parts.clear();
+    for (size_t j = ir::first_slice_in_step(schedule, t); j <= ir::last_slice_in_step(slices, t); ++j) {
+      auto& part = base_hops[t - j];
+      if (!part) part = lower_base_step(t - j);
+      parts.push_back(part.get());
+    }
+    costs.push_back(price_step(parts, loads, params.chunk_bytes));
+    if (t + 1 >= slices) {  // (base step t + 1 - slices has had its last step)
+      auto& done = base_hops[t + 1 - slices];
+      done->clear();
+      spare.push_back(std::move(done));
+    }
   }
   return costs;
 }

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "ir/pipeline_form.hpp"
 #include "planner/algorithm_table.hpp"
 #include "planner/algorithms.hpp"
 #include "planner/cost_model.hpp"
@@ -234,6 +235,45 @@ TEST(CostEvaluator, RejectsOpsOutsideTheTopology) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("step 1 op 2"), std::string::npos) << e.what();
   }
+}
+
+// Ops that move nothing (an empty range, a star of its root alone) price as if absent, also
+// among chains of unequal length in one step and in a compact pipeline's expansion (the
+// evaluator counts a step's hops into their rounds before placing them), and a schedule of
+// zero slices is refused by name.
+TEST(CostEvaluator, OpsThatMoveNothingPriceAsAbsent) {
+  const auto topo = machines({2, 3, 2});
+  const auto op = [](ir::OpShape shape, uint64_t begin, uint64_t end, int32_t root, ir::RankList group) {
+    ir::Op out{ir::OpKind::Broadcast, begin, end, root, std::move(group)};
+    out.shape = shape;
+    return out;
+  };
+  ir::Schedule moving;
+  moving.algorithm = "moving";
+  moving.units = 4;
+  moving.steps.push_back({ir::Phase::Broadcast, 0,
+                          {op(ir::OpShape::Chain, 0, 2, 0, {0, 2, 5, 6}), op(ir::OpShape::Chain, 2, 3, 3, {3, 1}),
+                           op(ir::OpShape::Star, 3, 4, 4, {4, 0, 6})}});
+  moving.steps.push_back({ir::Phase::Broadcast, 1, {op(ir::OpShape::Chain, 0, 4, 6, {6, 4, 2, 1, 0})}});
+  ir::Schedule padded = moving;
+  padded.algorithm = "padded";
+  auto& steps = padded.steps.edit();
+  steps[0].ops.insert(steps[0].ops.begin() + 1, op(ir::OpShape::Star, 0, 4, 5, {5}));
+  steps[0].ops.push_back(op(ir::OpShape::Chain, 1, 1, 2, {2, 3, 4}));
+  steps[1].ops.insert(steps[1].ops.begin(), op(ir::OpShape::Chain, 3, 3, 0, {0, 1}));
+  CostParams params;
+  params.hop_overhead = 3e-6;
+  for (uint32_t slices : {1u, 2u, 5u}) {
+    const auto priced = [&](const ir::Schedule& schedule) {
+      return evaluate_schedule(topo, slices == 1 ? schedule : ir::compact_pipeline(schedule, slices), params);
+    };
+    const auto want = priced(moving), got = priced(padded);
+    ASSERT_EQ(got.step_count(), want.step_count());
+    for (double n : {0.0, 8.0, 3e5, 5e7, 4e9}) EXPECT_EQ(got.at(n), want.at(n)) << "@" << slices << " n " << n;
+  }
+  ir::Schedule zero = moving;
+  zero.slices = 0;
+  EXPECT_THROW(evaluate_schedule(topo, zero), std::invalid_argument);
 }
 
 // The evaluator's price of `plan`'s schedule equals `closed_form` on 300 random trees, every
