@@ -510,14 +510,15 @@ class Run {
     }
     if (infer) {
       if (machines >= 3) {
-        std::vector<std::vector<double>> rate(static_cast<size_t>(machines), std::vector<double>(static_cast<size_t>(machines), 0));
-        for (const auto& entry : pair_results_) rate[static_cast<size_t>(entry.first.first)][static_cast<size_t>(entry.first.second)] = entry.second.value();
-        std::vector<double> out, in;
-        for (int mach = 0; mach < machines; ++mach) {
-          out.push_back(m_.machine_out[static_cast<size_t>(mach)].value());
-          in.push_back(m_.machine_in[static_cast<size_t>(mach)].value());
+        // Marginal evidence (noise near the contrast a switch makes) gets more all-to-all
+        // samples while the budget leaves room for them and the uplink tests after.
+        for (int pass = 3;; pass += 2) {
+          infer_from_all_to_all();
+          if (!inference_.marginal || pass > 6 || remaining() < test_cost() * 9) break;
+          progress(fmt::format("the split is marginal: two more all-to-all passes ({} so far)", pass - 1));
+          all_to_all_pass(pass);
+          all_to_all_pass(pass + 1);
         }
-        m_.groups = infer_groups(rate, 0.2, &m_.tree_note, out, in);
       } else {
         m_.tree_note = "flat: fewer than three machines cannot show a shared bottleneck";
       }
@@ -588,6 +589,13 @@ class Run {
     for (const auto& gr : m_.groups)
       j["switches"].push_back({{"name", gr.name}, {"machines", gr.machines}, {"out", fig(gr.out)}, {"in", fig(gr.in)},
                                {"confidence", gr.confidence}, {"evidence", gr.evidence}});
+    if (!pair_results_.empty()) {
+      // The evidence the tree was inferred from: every flow's samples, bytes/s, by machine pair.
+      for (const auto& entry : pair_results_)
+        j["all_to_all"].push_back({{"from", entry.first.first}, {"to", entry.first.second}, {"samples", entry.second.samples}});
+      j["inference"] = {{"t", inference_.t}, {"t_needed", inference_.t_needed}, {"t_marginal", inference_.t_marginal},
+                        {"contrast", inference_.contrast}, {"dof", inference_.dof}, {"marginal", inference_.marginal}};
+    }
     for (size_t r = 0; r < m_.learner_bandwidth.size(); ++r)
       j["learners"].push_back({{"rank", r}, {"bandwidth", fig(m_.learner_bandwidth[r])},
                                {"latency_s", m_.learner_latency[r].value()}});
@@ -753,6 +761,21 @@ class Run {
     return std::min(receivers, senders);
   }
 
+  // The switch tree from the all-to-all's samples so far (each flow's median).
+  void infer_from_all_to_all() {
+    const int machines = static_cast<int>(g_.names.size());
+    std::vector<std::vector<double>> rate(static_cast<size_t>(machines), std::vector<double>(static_cast<size_t>(machines), 0));
+    for (const auto& entry : pair_results_) rate[static_cast<size_t>(entry.first.first)][static_cast<size_t>(entry.first.second)] = entry.second.value();
+    std::vector<double> out, in;
+    for (int mach = 0; mach < machines; ++mach) {
+      out.push_back(m_.machine_out[static_cast<size_t>(mach)].value());
+      in.push_back(m_.machine_in[static_cast<size_t>(mach)].value());
+    }
+    inference_ = infer_tree(rate, 0.2, out, in);
+    m_.groups = inference_.groups;
+    m_.tree_note = inference_.note;
+  }
+
   // Every machine sends to every other at once; what each machine's flows to each other one
   // reached (the inference reads which flows a shared uplink slowed).
   void all_to_all_pass(int pass) {
@@ -814,7 +837,15 @@ class Run {
                              format_bandwidth(g.in.value())));
         continue;
       }
-      kept.push_back(g);
+      // Kept: the uplink test confirms what the all-to-all suggested, the more surely the
+      // further below what its machines and the rest allow it stayed.
+      Group confirmed = g;
+      const double ratio = std::min(std::min(own_out, take) > 0 ? g.out.value() / std::min(own_out, take) : 1,
+                                    std::min(own_in, send) > 0 ? g.in.value() / std::min(own_in, send) : 1);
+      confirmed.evidence += fmt::format("; its uplink carried {:.2f}x of what its machines and the rest allow", ratio);
+      confirmed.confidence = std::max(confirmed.confidence, std::clamp((1 - ratio) / (2 * margin), 0.0, 1.0));
+      if (g.twin) confirmed.confidence = std::min(confirmed.confidence, 0.5);
+      kept.push_back(confirmed);
     }
     if (kept.size() != m_.groups.size()) {
       for (size_t gi = 0; gi < kept.size(); ++gi) kept[gi].name = fmt::format("group{}", gi);
@@ -867,6 +898,7 @@ class Run {
   double duration_ = 0.3;
   std::vector<std::vector<std::pair<int, int>>> intra_rounds_, machine_rounds_;
   std::map<std::pair<int, int>, Figure> pair_results_;
+  Inference inference_;
 };
 
 // Past twice the budget and a minute a probe process gives up (the watchdog below).

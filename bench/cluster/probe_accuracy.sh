@@ -8,7 +8,8 @@
 #   bench/cluster/probe_accuracy.sh [--build build] [--out DIR] [--only NAME,...] [--budget 60s]
 #                                   [--size 8M] [--iters 4] [--hop-overhead 1ms]
 #
-# Needs root and what cluster.sh needs. Uses its own cluster (EMU_PREFIX fxpb, 10.79.0).
+# Needs root and what cluster.sh needs. Uses its own cluster (EMU_PREFIX, EMU_SUBNET: fxpb, 10.79.0
+# unless set).
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -25,7 +26,7 @@ while [ $# -gt 0 ]; do
     *) sed -n '2,12p' "$0"; exit 2 ;;
   esac
 done
-export EMU_PREFIX=fxpb EMU_SUBNET=10.79.0
+export EMU_PREFIX=${EMU_PREFIX:-fxpb} EMU_SUBNET=${EMU_SUBNET:-10.79.0}
 CLUSTER=$HERE/cluster.sh
 OUT=${OUT:-$BUILD/probe-results}
 mkdir -p "$OUT"
