@@ -471,12 +471,14 @@ Inference infer_tree(const std::vector<std::vector<double>>& measured, double th
   if (judged) {
     const auto& null = null_t(mm);
     result.t_needed = quantile(null, 0.995);
-    result.t_marginal = quantile(null, 0.90);
+    result.t_candidate = quantile(null, 0.50);
   }
   const bool found = best_score.valid() && (judged ? result.t > result.t_needed && result.contrast >= 1 + threshold / 2
                                                    : result.contrast >= 1 + threshold);
-  result.marginal = best_score.valid() && !found && result.contrast >= 1 + threshold / 4 &&
-                    (judged ? result.t > result.t_marginal : result.contrast >= 1 + threshold / 2);
+  // Not enough to name a switch from the all-to-all alone, but a split more telling than half
+  // of those in noise, and wide enough to matter: a candidate, for the uplink test to decide.
+  const bool candidate = best_score.valid() && !found && result.contrast >= 1 + threshold / 2 &&
+                         (!judged || result.t > result.t_candidate);
   const auto describe = [&] {
     return judged ? fmt::format("the weakest cluster's pairs inside {:.2f}x those across, t = {:.1f} over {} degrees of "
                                 "freedom (a switch needs t above {:.1f}, the most found in 99.5% of flat clusters, and {:.2f}x)",
@@ -485,17 +487,17 @@ Inference infer_tree(const std::vector<std::vector<double>>& measured, double th
                                 "scatter: a switch needs {:.2f}x)",
                                 result.contrast, 1 + threshold);
   };
-  if (!found) {
+  if (!found && !candidate) {
     result.note = best_score.valid()
                       ? fmt::format("inferred: no shared bottleneck between machines (flat switch): best split of the "
-                                    "all-to-all's {} machines: {}{}",
-                                    m, describe(), result.marginal ? "; marginal" : "")
+                                    "all-to-all's {} machines: {}",
+                                    m, describe())
                       : "inferred: no shared bottleneck between machines (flat switch)";
     return result;
   }
   std::map<int, std::vector<int>> members;
   for (int a = 0; a < m; ++a) members[best[static_cast<size_t>(a)]].push_back(a);
-  std::vector<Group>& groups = result.groups;
+  std::vector<Group>& groups = found ? result.groups : result.candidates;
   for (const auto& entry : members) {
     if (entry.second.size() < 2) continue;
     Group g;
@@ -550,9 +552,12 @@ Inference infer_tree(const std::vector<std::vector<double>>& measured, double th
       gr.twin = true;
     }
   }
-  result.note = fmt::format("inferred: {} switch group(s) from shared bottlenecks in the all-to-all; {} of {} machine "
-                            "pairs agree with the tree; {}",
-                            groups.size(), agree_all, pairs_all, describe());
+  result.note = found ? fmt::format("inferred: {} switch group(s) from shared bottlenecks in the all-to-all; {} of {} "
+                                    "machine pairs agree with the tree; {}",
+                                    groups.size(), agree_all, pairs_all, describe())
+                      : fmt::format("inferred: {} candidate switch group(s), for their uplinks' tests to confirm: the "
+                                    "all-to-all alone does not tell them from noise; {} of {} machine pairs agree; {}",
+                                    groups.size(), agree_all, pairs_all, describe());
   return result;
 }
 
@@ -561,6 +566,41 @@ std::vector<Group> infer_groups(const std::vector<std::vector<double>>& measured
   Inference r = infer_tree(measured, threshold, out, in);
   if (note) *note = r.note;
   return std::move(r.groups);
+}
+
+UplinkVerdict judge_uplink(const std::vector<Group>& groups, size_t gi, const std::vector<Figure>& machine_out,
+                           const std::vector<Figure>& machine_in, double margin) {
+  const Group& g = groups[gi];
+  double own_out = 0, own_in = 0;
+  for (int mach : g.machines) {
+    own_out += machine_out[static_cast<size_t>(mach)].value();
+    own_in += machine_in[static_cast<size_t>(mach)].value();
+  }
+  // What the rest can take and send, each other group at most its uplink.
+  double take = 0, send = 0;
+  std::set<int> counted(g.machines.begin(), g.machines.end());
+  for (size_t hi = 0; hi < groups.size(); ++hi) {
+    if (hi == gi) continue;
+    const Group& h = groups[hi];
+    double h_in = 0, h_out = 0;
+    for (int mach : h.machines) {
+      h_in += machine_in[static_cast<size_t>(mach)].value();
+      h_out += machine_out[static_cast<size_t>(mach)].value();
+      counted.insert(mach);
+    }
+    take += h.in.known() ? std::min(h_in, h.in.value()) : h_in;
+    send += h.out.known() ? std::min(h_out, h.out.value()) : h_out;
+  }
+  for (size_t mach = 0; mach < machine_out.size(); ++mach) {
+    if (counted.count(static_cast<int>(mach))) continue;
+    take += machine_in[mach].value();
+    send += machine_out[mach].value();
+  }
+  const double allow_out = std::min(own_out, take), allow_in = std::min(own_in, send);
+  UplinkVerdict v;
+  v.ratio = std::min(allow_out > 0 ? g.out.value() / allow_out : 1, allow_in > 0 ? g.in.value() / allow_in : 1);
+  v.limits = v.ratio < 1 - margin;
+  return v;
 }
 
 std::vector<double> fit_machine_latency(const std::vector<std::vector<double>>& pair_latency) {

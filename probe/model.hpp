@@ -100,8 +100,8 @@ std::vector<Group> groups_from_slurm(const SlurmTopology& slurm, const MachineGr
 // the search's choice among many partitions is what inflates t) and its weakest cluster's pairs
 // inside are 1 + threshold/2 times those across; with fewer than three degrees of freedom
 // (three machines) the scatter cannot be judged and the contrast must reach 1 + threshold.
-// Marginal: not found, but past the flat clusters' 90th percentile (more samples may settle
-// it). About one flat cluster in 200 still shows a false switch here: the probe measures every
+// Candidates: not found, but past the flat clusters' median t and 1 + threshold/2 wide; the
+// probe tests their uplinks, which decide. About one flat cluster in 200 still shows a false switch here: the probe measures every
 // switch's uplink after, and drops one that limits nothing. Two groups that split the machines
 // between them explain each other (every flow of one goes into the other): the smaller is kept
 // (the first on a tie), with confidence 0.5 at most. A group's confidence is the fraction of the
@@ -110,15 +110,27 @@ std::vector<Group> groups_from_slurm(const SlurmTopology& slurm, const MachineGr
 struct Inference {
   std::vector<Group> groups;
   std::string note;
-  double t = 0, t_needed = 0, t_marginal = 0, contrast = 1;
+  // Not found, but the best split is more telling than half of those in flat clusters and
+  // wide enough to matter: worth an uplink test each (the probe runs them; they decide).
+  std::vector<Group> candidates;
+  double t = 0, t_needed = 0, t_candidate = 0, contrast = 1;
   int dof = 0;
-  bool marginal = false;
 };
 Inference infer_tree(const std::vector<std::vector<double>>& rate, double threshold, const std::vector<double>& out = {},
                      const std::vector<double>& in = {});
 // infer_tree's groups, its note in `note`.
 std::vector<Group> infer_groups(const std::vector<std::vector<double>>& rate, double threshold, std::string* note,
                                 const std::vector<double>& out = {}, const std::vector<double>& in = {});
+// Whether group `gi`'s uplink, as measured (its out and in figures: every machine under it
+// sending to every machine outside at once, and the reverse), limited anything: below 1 - margin
+// of what its machines could send and the rest take (each other group at most its own uplink),
+// either way. ratio: the smaller of the two directions' measured / allowed.
+struct UplinkVerdict {
+  bool limits = false;
+  double ratio = 1;
+};
+UplinkVerdict judge_uplink(const std::vector<Group>& groups, size_t gi, const std::vector<Figure>& machine_out,
+                           const std::vector<Figure>& machine_in, double margin);
 // The max-min fair rates of an all-to-all (every machine to every other) on one flat switch.
 std::vector<std::vector<double>> fair_all_to_all(const std::vector<double>& out, const std::vector<double>& in);
 

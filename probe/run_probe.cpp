@@ -510,15 +510,7 @@ class Run {
     }
     if (infer) {
       if (machines >= 3) {
-        // Marginal evidence (noise near the contrast a switch makes) gets more all-to-all
-        // samples while the budget leaves room for them and the uplink tests after.
-        for (int pass = 3;; pass += 2) {
-          infer_from_all_to_all();
-          if (!inference_.marginal || pass > 6 || remaining() < test_cost() * 9) break;
-          progress(fmt::format("the split is marginal: two more all-to-all passes ({} so far)", pass - 1));
-          all_to_all_pass(pass);
-          all_to_all_pass(pass + 1);
-        }
+        infer_from_all_to_all();
       } else {
         m_.tree_note = "flat: fewer than three machines cannot show a shared bottleneck";
       }
@@ -593,8 +585,8 @@ class Run {
       // The evidence the tree was inferred from: every flow's samples, bytes/s, by machine pair.
       for (const auto& entry : pair_results_)
         j["all_to_all"].push_back({{"from", entry.first.first}, {"to", entry.first.second}, {"samples", entry.second.samples}});
-      j["inference"] = {{"t", inference_.t}, {"t_needed", inference_.t_needed}, {"t_marginal", inference_.t_marginal},
-                        {"contrast", inference_.contrast}, {"dof", inference_.dof}, {"marginal", inference_.marginal}};
+      j["inference"] = {{"t", inference_.t}, {"t_needed", inference_.t_needed}, {"t_candidate", inference_.t_candidate},
+                        {"contrast", inference_.contrast}, {"dof", inference_.dof}, {"candidates", !inference_.candidates.empty()}};
     }
     for (size_t r = 0; r < m_.learner_bandwidth.size(); ++r)
       j["learners"].push_back({{"rank", r}, {"bandwidth", fig(m_.learner_bandwidth[r])},
@@ -772,7 +764,8 @@ class Run {
       in.push_back(m_.machine_in[static_cast<size_t>(mach)].value());
     }
     inference_ = infer_tree(rate, 0.2, out, in);
-    m_.groups = inference_.groups;
+    // Candidates are measured as switches are; their uplinks' tests keep or drop them.
+    m_.groups = inference_.groups.empty() ? inference_.candidates : inference_.groups;
     m_.tree_note = inference_.note;
   }
 
@@ -804,47 +797,20 @@ class Run {
     std::vector<Group> kept;
     for (size_t gi = 0; gi < m_.groups.size(); ++gi) {
       const Group& g = m_.groups[gi];
-      double own_out = 0, own_in = 0;
-      for (int mach : g.machines) {
-        own_out += m_.machine_out[static_cast<size_t>(mach)].value();
-        own_in += m_.machine_in[static_cast<size_t>(mach)].value();
-      }
-      // What the rest can take and send, each other group at most its uplink.
-      double take = 0, send = 0;
-      std::set<int> counted(g.machines.begin(), g.machines.end());
-      for (size_t hi = 0; hi < m_.groups.size(); ++hi) {
-        if (hi == gi) continue;
-        const Group& h = m_.groups[hi];
-        double h_in = 0, h_out = 0;
-        for (int mach : h.machines) {
-          h_in += m_.machine_in[static_cast<size_t>(mach)].value();
-          h_out += m_.machine_out[static_cast<size_t>(mach)].value();
-          counted.insert(mach);
-        }
-        take += h.in.known() ? std::min(h_in, h.in.value()) : h_in;
-        send += h.out.known() ? std::min(h_out, h.out.value()) : h_out;
-      }
-      for (int mach = 0; mach < static_cast<int>(g_.names.size()); ++mach) {
-        if (counted.count(mach)) continue;
-        take += m_.machine_in[static_cast<size_t>(mach)].value();
-        send += m_.machine_out[static_cast<size_t>(mach)].value();
-      }
-      const bool out_free = g.out.value() >= (1 - margin) * std::min(own_out, take);
-      const bool in_free = g.in.value() >= (1 - margin) * std::min(own_in, send);
-      if (out_free && in_free) {
-        progress(fmt::format("  {} (machines {}) dropped: its uplink carried {} out and {} in, all that its machines and "
-                             "the rest allow: no bottleneck", g.name, names_of(g.machines), format_bandwidth(g.out.value()),
-                             format_bandwidth(g.in.value())));
+      const UplinkVerdict v = judge_uplink(m_.groups, gi, m_.machine_out, m_.machine_in, margin);
+      if (!v.limits) {
+        progress(fmt::format("  {} (machines {}) dropped: its uplink carried {} out and {} in, {:.2f}x of all that its "
+                             "machines and the rest allow: no bottleneck", g.name, names_of(g.machines),
+                             format_bandwidth(g.out.value()), format_bandwidth(g.in.value()), v.ratio));
         continue;
       }
       // Kept: the uplink test confirms what the all-to-all suggested, the more surely the
       // further below what its machines and the rest allow it stayed.
       Group confirmed = g;
-      const double ratio = std::min(std::min(own_out, take) > 0 ? g.out.value() / std::min(own_out, take) : 1,
-                                    std::min(own_in, send) > 0 ? g.in.value() / std::min(own_in, send) : 1);
-      confirmed.evidence += fmt::format("; its uplink carried {:.2f}x of what its machines and the rest allow", ratio);
-      confirmed.confidence = std::max(confirmed.confidence, std::clamp((1 - ratio) / (2 * margin), 0.0, 1.0));
+      confirmed.evidence += fmt::format("; its uplink carried {:.2f}x of what its machines and the rest allow", v.ratio);
+      confirmed.confidence = std::max(confirmed.confidence, std::clamp((1 - v.ratio) / (2 * margin), 0.0, 1.0));
       if (g.twin) confirmed.confidence = std::min(confirmed.confidence, 0.5);
+      progress(fmt::format("  {} (machines {}) confirmed: {}", g.name, names_of(g.machines), confirmed.evidence));
       kept.push_back(confirmed);
     }
     if (kept.size() != m_.groups.size()) {

@@ -227,19 +227,91 @@ TEST(ProbeModel, GivesAFlatClusterNoRackThroughNoise) {
   EXPECT_TRUE(infer_tree(fair, 0.2, mixed, mixed).groups.empty());
 }
 
-TEST(ProbeModel, MarginalWhereTheNoiseHidesTheRack) {
-  // The rack of four with every flow 20% off: not enough to name a switch, but often enough
-  // for the probe to take more samples; never a wrong one.
+TEST(ProbeModel, CandidateWhereTheNoiseHidesTheRack) {
+  // The rack of four with every flow 15% off: mostly not enough to name a switch from the
+  // all-to-all alone, but a candidate for the uplink test, nearly always the right machines (or
+  // the other half, which carries every flow alike); a switch named outright is never wrong.
   const std::vector<double> link(8, 12e6);
-  int marginal = 0;
+  int candidates_only = 0, halves = 0;
   for (unsigned seed = 1; seed <= 20; ++seed) {
-    const Inference inf = infer_tree(noisy(all_to_all({0, 0, 0, 0, 1, 1, 1, 1}, 2e6, 1.5e6), 0.20, seed), 0.2, link, link);
-    marginal += inf.marginal;
-    if (!inf.groups.empty()) {
-      EXPECT_EQ(inf.groups[0].machines, (std::vector<int>{0, 1, 2, 3})) << inf.note;
-    }
+    const Inference inf = infer_tree(noisy(all_to_all({0, 0, 0, 0, 1, 1, 1, 1}, 2e6, 1.5e6), 0.15, seed), 0.2, link, link);
+    for (const auto& g : inf.groups)  // named outright: one half (either carries every flow alike)
+      EXPECT_TRUE(g.machines == (std::vector<int>{0, 1, 2, 3}) || g.machines == (std::vector<int>{4, 5, 6, 7}))
+          << "seed " << seed << ": " << inf.note;
+    const auto& proposed = inf.groups.empty() ? inf.candidates : inf.groups;
+    EXPECT_FALSE(proposed.empty()) << "seed " << seed << ": " << inf.note;
+    halves += std::any_of(proposed.begin(), proposed.end(), [](const Group& g) {
+      return g.machines == std::vector<int>{0, 1, 2, 3} || g.machines == std::vector<int>{4, 5, 6, 7};
+    });
+    candidates_only += inf.groups.empty();
   }
-  EXPECT_GE(marginal, 5);
+  EXPECT_GE(halves, 16);  // 18 of 20 as written; the others propose a near miss, which its uplink test drops
+  EXPECT_GT(candidates_only, 0);
+}
+
+TEST(ProbeModel, TheMeasuredRackOfFourIsACandidateAndItsUplinkConfirmsIt) {
+  // The all-to-all as measured on the emulated m8-rack (2026-11-29, MB/s, the median of two
+  // passes): eight machines of 100 Mbit/s, n0-n3 behind 200 Mbit/s. The split is right and
+  // 1.3x wide, but TCP's shares scatter 20% from flow to flow, and that scatter persists from
+  // pass to pass: the all-to-all alone cannot tell it from noise at 99.5%.
+  const std::vector<std::vector<double>> mb = {
+      {0.00, 2.05, 1.76, 1.71, 1.27, 1.52, 1.50, 1.44}, {1.44, 0.00, 2.14, 1.76, 1.65, 1.57, 1.18, 1.17},
+      {1.65, 2.23, 0.00, 1.89, 1.34, 1.28, 1.47, 1.32}, {1.69, 1.59, 2.23, 0.00, 1.61, 1.53, 1.65, 1.57},
+      {1.38, 1.30, 1.14, 1.36, 0.00, 2.35, 2.10, 1.70}, {1.54, 1.39, 1.25, 1.30, 2.98, 0.00, 1.92, 1.57},
+      {1.13, 1.41, 1.64, 1.59, 1.48, 1.76, 0.00, 2.47}, {2.06, 1.58, 1.84, 1.01, 1.44, 1.59, 2.07, 0.00}};
+  std::vector<std::vector<double>> r = mb;
+  for (auto& row : r)
+    for (auto& x : row) x *= 1e6;
+  const std::vector<double> out{11.90e6, 11.94e6, 11.95e6, 12.00e6, 12.03e6, 12.04e6, 12.00e6, 12.07e6};
+  const std::vector<double> in{12.00e6, 12.03e6, 12.17e6, 12.08e6, 12.04e6, 12.03e6, 12.06e6, 11.96e6};
+  const Inference inf = infer_tree(r, 0.2, out, in);
+  EXPECT_TRUE(inf.groups.empty()) << inf.note;
+  ASSERT_EQ(inf.candidates.size(), 1u) << inf.note;
+  EXPECT_EQ(inf.candidates[0].machines, (std::vector<int>{0, 1, 2, 3})) << inf.note;
+  EXPECT_GT(inf.contrast, 1.25);
+  // The uplink test: the four sending out at once carried 24 MB/s of the 48 their links allow
+  // (and the reverse alike): a bottleneck.
+  std::vector<Figure> mo, mi;
+  for (size_t k = 0; k < 8; ++k) {
+    mo.push_back(Figure{{out[k]}});
+    mi.push_back(Figure{{in[k]}});
+  }
+  std::vector<Group> groups = inf.candidates;
+  groups[0].out.samples = {23.9e6};
+  groups[0].in.samples = {23.9e6};
+  const UplinkVerdict v = judge_uplink(groups, 0, mo, mi, 0.1);
+  EXPECT_TRUE(v.limits);
+  EXPECT_NEAR(v.ratio, 0.5, 0.01);
+  // The same group on a flat switch carries what its machines send: no bottleneck, dropped.
+  groups[0].out.samples = {47.6e6};
+  groups[0].in.samples = {47.8e6};
+  EXPECT_FALSE(judge_uplink(groups, 0, mo, mi, 0.1).limits);
+}
+
+TEST(ProbeModel, AFlatClustersCandidatesAreDroppedByTheirUplinks) {
+  // Whatever the noise proposes on one switch, the group's uplink carries all that its
+  // machines send (here within 3%): no switch is written.
+  for (const int m : {4, 8}) {
+    const std::vector<double> link(static_cast<size_t>(m), 12e6);
+    const auto fair = fair_all_to_all(link, link);
+    std::vector<Figure> mo(static_cast<size_t>(m), Figure{{12e6}}), mi = mo;
+    int proposed = 0;
+    for (unsigned seed = 1; seed <= 50; ++seed) {
+      const Inference inf = infer_tree(noisy(fair, 0.15, seed), 0.2, link, link);
+      std::vector<Group> groups = inf.groups.empty() ? inf.candidates : inf.groups;
+      for (size_t g = 0; g < groups.size(); ++g) {
+        const double own = 12e6 * static_cast<double>(groups[g].machines.size());
+        const double rest = 12e6 * static_cast<double>(m - static_cast<int>(groups[g].machines.size()));
+        groups[g].out.samples = {0.97 * std::min(own, rest)};
+        groups[g].in.samples = {0.98 * std::min(own, rest)};
+      }
+      for (size_t g = 0; g < groups.size(); ++g) {
+        ++proposed;
+        EXPECT_FALSE(judge_uplink(groups, g, mo, mi, 0.1).limits) << m << " machines, seed " << seed;
+      }
+    }
+    EXPECT_GT(proposed, 0) << "the test tried no group";
+  }
 }
 
 TEST(ProbeModel, LatencyFit) {
