@@ -41,6 +41,8 @@ CONFIGS=(
   "m4-rack|200mbit 200mbit 100mbit 100mbit|2 2 1 1|0 0 - -|200mbit|"
   "m4-rack-given|200mbit 200mbit 100mbit 100mbit|2 2 1 1|0 0 - -|200mbit|--topology TRUE"
   "m4-rack2|200mbit 200mbit 200mbit 200mbit|2 2 1 1|0 0 - -|200mbit|"
+  "m4-rack250|200mbit 200mbit 100mbit 100mbit|2 2 1 1|0 0 - -|250mbit|"
+  "m4-rack250-given|200mbit 200mbit 100mbit 100mbit|2 2 1 1|0 0 - -|250mbit|--topology TRUE"
   "m2-100-200|100mbit 200mbit|2 3||"
   "m2-100-400|100mbit 400mbit|2 3||"
   "m3-mixed|400mbit 100mbit 200mbit|1 4 2||"
