@@ -816,8 +816,10 @@ class Run {
     if (kept.size() != m_.groups.size()) {
       for (size_t gi = 0; gi < kept.size(); ++gi) kept[gi].name = fmt::format("group{}", gi);
       m_.tree_note += fmt::format("; {} kept after measuring their uplinks", kept.size());
-      m_.groups = kept;
+    } else if (!kept.empty()) {
+      m_.tree_note += "; confirmed by measuring their uplinks";
     }
+    m_.groups = kept;  // with the confirmed groups' evidence and confidence
   }
 
   void group_test(size_t gi, bool out, int pass) {
