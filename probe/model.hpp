@@ -43,6 +43,7 @@ struct Group {
   // Inferred groups: how sure (0..1) and why.
   double confidence = 1;
   std::string evidence;
+  bool twin = false;  // another group over every other machine would carry every flow alike
 };
 
 struct Measurements {
@@ -83,20 +84,53 @@ std::vector<Group> groups_from_topology(const Topology& topo, const MachineGroup
 // does not use are left out; a machine of the job the file lacks is a ProbeInputError naming it.
 std::vector<Group> groups_from_slurm(const SlurmTopology& slurm, const MachineGrouping& machines);
 
-// Shared bottlenecks from one all-to-all test: every machine sends to every other at once, and
+// Shared bottlenecks from the all-to-all test: every machine sends to every other at once, and
 // rate[a][b] is what a's flows to b reached. A shared uplink slows the flows that cross it, and
-// the flows that stay inside take what their machines' links have left: each machine's flows
-// split at their widest gap, if it is wider than 1 + `threshold`, into a fast side and a slow
-// one. Machines on each other's fast side share a switch; the groups are the connected
-// components with two machines or more. Two groups that split the machines between them explain
-// each other (every flow of one goes into the other): the smaller is kept (the first on a tie),
-// with confidence 0.5 at most. A group's confidence is the fraction of flow pairs touching it
-// that agree with it, lowered where its gap is near the threshold.
-// Given the machines' measured rates out and in, each flow is first divided by its share in the
-// same all-to-all on one flat switch (fair_all_to_all), so that a slow machine's flows do not
-// pass for a switch's.
+// the flows that stay inside take what their machines' links have left. Given the machines'
+// measured rates out and in, each flow is first divided by its share in the same all-to-all on
+// one flat switch (fair_all_to_all), so that a slow machine's flows do not pass for a switch's;
+// a pair of machines counts at the slower of its two directions.
+// The machines are clustered (average linkage on the pairs' values, every level kept, the best
+// refined by moving one machine at a time) and each partition scored as a block model: a mean
+// inside each cluster of two machines or more, one mean across, and the weakest cluster's
+// separation from the pairs across in units of the pairs' scatter (a t statistic). Averages
+// over every pair of a group, not single flows, decide, so per-flow noise does not split a rack.
+// The best partition is a switch tree when its t is above what the same search finds in 99.5%
+// of flat clusters of as many machines with noise alone (simulated, seeded, once per size:
+// the search's choice among many partitions is what inflates t) and its weakest cluster's pairs
+// inside are 1 + threshold/2 times those across; with fewer than three degrees of freedom
+// (three machines) the scatter cannot be judged and the contrast must reach 1 + threshold.
+// Candidates: not found, but past the flat clusters' median t and 1 + threshold/2 wide; the
+// probe tests their uplinks, which decide. About one flat cluster in 200 still shows a false switch here: the probe measures every
+// switch's uplink after, and drops one that limits nothing. Two groups that split the machines
+// between them explain each other (every flow of one goes into the other): the smaller is kept
+// (the first on a tie), with confidence 0.5 at most. A group's confidence is the fraction of the
+// pairs touching it on the right side of the midpoint between the means, lowered where t (or
+// the contrast) is less than twice what is needed.
+struct Inference {
+  std::vector<Group> groups;
+  std::string note;
+  // Not found, but the best split is more telling than half of those in flat clusters and
+  // wide enough to matter: worth an uplink test each (the probe runs them; they decide).
+  std::vector<Group> candidates;
+  double t = 0, t_needed = 0, t_candidate = 0, contrast = 1;
+  int dof = 0;
+};
+Inference infer_tree(const std::vector<std::vector<double>>& rate, double threshold, const std::vector<double>& out = {},
+                     const std::vector<double>& in = {});
+// infer_tree's groups, its note in `note`.
 std::vector<Group> infer_groups(const std::vector<std::vector<double>>& rate, double threshold, std::string* note,
                                 const std::vector<double>& out = {}, const std::vector<double>& in = {});
+// Whether group `gi`'s uplink, as measured (its out and in figures: every machine under it
+// sending to every machine outside at once, and the reverse), limited anything: below 1 - margin
+// of what its machines could send and the rest take (each other group at most its own uplink),
+// either way. ratio: the smaller of the two directions' measured / allowed.
+struct UplinkVerdict {
+  bool limits = false;
+  double ratio = 1;
+};
+UplinkVerdict judge_uplink(const std::vector<Group>& groups, size_t gi, const std::vector<Figure>& machine_out,
+                           const std::vector<Figure>& machine_in, double margin);
 // The max-min fair rates of an all-to-all (every machine to every other) on one flat switch.
 std::vector<std::vector<double>> fair_all_to_all(const std::vector<double>& out, const std::vector<double>& in);
 

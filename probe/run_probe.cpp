@@ -510,14 +510,7 @@ class Run {
     }
     if (infer) {
       if (machines >= 3) {
-        std::vector<std::vector<double>> rate(static_cast<size_t>(machines), std::vector<double>(static_cast<size_t>(machines), 0));
-        for (const auto& entry : pair_results_) rate[static_cast<size_t>(entry.first.first)][static_cast<size_t>(entry.first.second)] = entry.second.value();
-        std::vector<double> out, in;
-        for (int mach = 0; mach < machines; ++mach) {
-          out.push_back(m_.machine_out[static_cast<size_t>(mach)].value());
-          in.push_back(m_.machine_in[static_cast<size_t>(mach)].value());
-        }
-        m_.groups = infer_groups(rate, 0.2, &m_.tree_note, out, in);
+        infer_from_all_to_all();
       } else {
         m_.tree_note = "flat: fewer than three machines cannot show a shared bottleneck";
       }
@@ -588,6 +581,13 @@ class Run {
     for (const auto& gr : m_.groups)
       j["switches"].push_back({{"name", gr.name}, {"machines", gr.machines}, {"out", fig(gr.out)}, {"in", fig(gr.in)},
                                {"confidence", gr.confidence}, {"evidence", gr.evidence}});
+    if (!pair_results_.empty()) {
+      // The evidence the tree was inferred from: every flow's samples, bytes/s, by machine pair.
+      for (const auto& entry : pair_results_)
+        j["all_to_all"].push_back({{"from", entry.first.first}, {"to", entry.first.second}, {"samples", entry.second.samples}});
+      j["inference"] = {{"t", inference_.t}, {"t_needed", inference_.t_needed}, {"t_candidate", inference_.t_candidate},
+                        {"contrast", inference_.contrast}, {"dof", inference_.dof}, {"candidates", !inference_.candidates.empty()}};
+    }
     for (size_t r = 0; r < m_.learner_bandwidth.size(); ++r)
       j["learners"].push_back({{"rank", r}, {"bandwidth", fig(m_.learner_bandwidth[r])},
                                {"latency_s", m_.learner_latency[r].value()}});
@@ -753,6 +753,22 @@ class Run {
     return std::min(receivers, senders);
   }
 
+  // The switch tree from the all-to-all's samples so far (each flow's median).
+  void infer_from_all_to_all() {
+    const int machines = static_cast<int>(g_.names.size());
+    std::vector<std::vector<double>> rate(static_cast<size_t>(machines), std::vector<double>(static_cast<size_t>(machines), 0));
+    for (const auto& entry : pair_results_) rate[static_cast<size_t>(entry.first.first)][static_cast<size_t>(entry.first.second)] = entry.second.value();
+    std::vector<double> out, in;
+    for (int mach = 0; mach < machines; ++mach) {
+      out.push_back(m_.machine_out[static_cast<size_t>(mach)].value());
+      in.push_back(m_.machine_in[static_cast<size_t>(mach)].value());
+    }
+    inference_ = infer_tree(rate, 0.2, out, in);
+    // Candidates are measured as switches are; their uplinks' tests keep or drop them.
+    m_.groups = inference_.groups.empty() ? inference_.candidates : inference_.groups;
+    m_.tree_note = inference_.note;
+  }
+
   // Every machine sends to every other at once; what each machine's flows to each other one
   // reached (the inference reads which flows a shared uplink slowed).
   void all_to_all_pass(int pass) {
@@ -781,46 +797,29 @@ class Run {
     std::vector<Group> kept;
     for (size_t gi = 0; gi < m_.groups.size(); ++gi) {
       const Group& g = m_.groups[gi];
-      double own_out = 0, own_in = 0;
-      for (int mach : g.machines) {
-        own_out += m_.machine_out[static_cast<size_t>(mach)].value();
-        own_in += m_.machine_in[static_cast<size_t>(mach)].value();
-      }
-      // What the rest can take and send, each other group at most its uplink.
-      double take = 0, send = 0;
-      std::set<int> counted(g.machines.begin(), g.machines.end());
-      for (size_t hi = 0; hi < m_.groups.size(); ++hi) {
-        if (hi == gi) continue;
-        const Group& h = m_.groups[hi];
-        double h_in = 0, h_out = 0;
-        for (int mach : h.machines) {
-          h_in += m_.machine_in[static_cast<size_t>(mach)].value();
-          h_out += m_.machine_out[static_cast<size_t>(mach)].value();
-          counted.insert(mach);
-        }
-        take += h.in.known() ? std::min(h_in, h.in.value()) : h_in;
-        send += h.out.known() ? std::min(h_out, h.out.value()) : h_out;
-      }
-      for (int mach = 0; mach < static_cast<int>(g_.names.size()); ++mach) {
-        if (counted.count(mach)) continue;
-        take += m_.machine_in[static_cast<size_t>(mach)].value();
-        send += m_.machine_out[static_cast<size_t>(mach)].value();
-      }
-      const bool out_free = g.out.value() >= (1 - margin) * std::min(own_out, take);
-      const bool in_free = g.in.value() >= (1 - margin) * std::min(own_in, send);
-      if (out_free && in_free) {
-        progress(fmt::format("  {} (machines {}) dropped: its uplink carried {} out and {} in, all that its machines and "
-                             "the rest allow: no bottleneck", g.name, names_of(g.machines), format_bandwidth(g.out.value()),
-                             format_bandwidth(g.in.value())));
+      const UplinkVerdict v = judge_uplink(m_.groups, gi, m_.machine_out, m_.machine_in, margin);
+      if (!v.limits) {
+        progress(fmt::format("  {} (machines {}) dropped: its uplink carried {} out and {} in, {:.2f}x of all that its "
+                             "machines and the rest allow: no bottleneck", g.name, names_of(g.machines),
+                             format_bandwidth(g.out.value()), format_bandwidth(g.in.value()), v.ratio));
         continue;
       }
-      kept.push_back(g);
+      // Kept: the uplink test confirms what the all-to-all suggested, the more surely the
+      // further below what its machines and the rest allow it stayed.
+      Group confirmed = g;
+      confirmed.evidence += fmt::format("; its uplink carried {:.2f}x of what its machines and the rest allow", v.ratio);
+      confirmed.confidence = std::max(confirmed.confidence, std::clamp((1 - v.ratio) / (2 * margin), 0.0, 1.0));
+      if (g.twin) confirmed.confidence = std::min(confirmed.confidence, 0.5);
+      progress(fmt::format("  {} (machines {}) confirmed: {}", g.name, names_of(g.machines), confirmed.evidence));
+      kept.push_back(confirmed);
     }
     if (kept.size() != m_.groups.size()) {
       for (size_t gi = 0; gi < kept.size(); ++gi) kept[gi].name = fmt::format("group{}", gi);
       m_.tree_note += fmt::format("; {} kept after measuring their uplinks", kept.size());
-      m_.groups = kept;
+    } else if (!kept.empty()) {
+      m_.tree_note += "; confirmed by measuring their uplinks";
     }
+    m_.groups = kept;  // with the confirmed groups' evidence and confidence
   }
 
   void group_test(size_t gi, bool out, int pass) {
@@ -867,6 +866,7 @@ class Run {
   double duration_ = 0.3;
   std::vector<std::vector<std::pair<int, int>>> intra_rounds_, machine_rounds_;
   std::map<std::pair<int, int>, Figure> pair_results_;
+  Inference inference_;
 };
 
 // Past twice the budget and a minute a probe process gives up (the watchdog below).

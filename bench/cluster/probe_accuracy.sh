@@ -8,7 +8,8 @@
 #   bench/cluster/probe_accuracy.sh [--build build] [--out DIR] [--only NAME,...] [--budget 60s]
 #                                   [--size 8M] [--iters 4] [--hop-overhead 1ms]
 #
-# Needs root and what cluster.sh needs. Uses its own cluster (EMU_PREFIX fxpb, 10.79.0).
+# Needs root and what cluster.sh needs. Uses its own cluster (EMU_PREFIX, EMU_SUBNET: fxpb, 10.79.0
+# unless set).
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -25,7 +26,7 @@ while [ $# -gt 0 ]; do
     *) sed -n '2,12p' "$0"; exit 2 ;;
   esac
 done
-export EMU_PREFIX=fxpb EMU_SUBNET=10.79.0
+export EMU_PREFIX=${EMU_PREFIX:-fxpb} EMU_SUBNET=${EMU_SUBNET:-10.79.0}
 CLUSTER=$HERE/cluster.sh
 OUT=${OUT:-$BUILD/probe-results}
 mkdir -p "$OUT"
@@ -40,6 +41,8 @@ CONFIGS=(
   "m4-rack|200mbit 200mbit 100mbit 100mbit|2 2 1 1|0 0 - -|200mbit|"
   "m4-rack-given|200mbit 200mbit 100mbit 100mbit|2 2 1 1|0 0 - -|200mbit|--topology TRUE"
   "m4-rack2|200mbit 200mbit 200mbit 200mbit|2 2 1 1|0 0 - -|200mbit|"
+  "m4-rack250|200mbit 200mbit 100mbit 100mbit|2 2 1 1|0 0 - -|250mbit|"
+  "m4-rack250-given|200mbit 200mbit 100mbit 100mbit|2 2 1 1|0 0 - -|250mbit|--topology TRUE"
   "m2-100-200|100mbit 200mbit|2 3||"
   "m2-100-400|100mbit 400mbit|2 3||"
   "m3-mixed|400mbit 100mbit 200mbit|1 4 2||"
