@@ -58,6 +58,7 @@ void Operation::restart(uint64_t sequence, const ir::Schedule& schedule, const c
   input_ = static_cast<const std::byte*>(args.send);
   buffer_ = args.recv == nullptr ? work_.get() : static_cast<std::byte*>(args.recv);
   if (input_ == nullptr) input_ = buffer_;
+  runs_ahead_ = 0;
   window_.resize(std::max(1u, context_.steps_in_flight));
   for (StepRuns& step : window_) retire_runs(step.runs);
   step_lo_ = step_hi_ = 0;
@@ -242,6 +243,7 @@ void Operation::enter_step(size_t step) {
 void Operation::start_run(TaskRun& run) {
   const codegen::Task& task = *run.task;
   run.state = RunState::Running;
+  if (run.step > step_lo_) ++runs_ahead_;
   if (run.elements == 0) {  // one empty message
     run.chunk_elements = 0;
     run.chunks = 1;

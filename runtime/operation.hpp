@@ -139,6 +139,9 @@ class Operation {
   std::chrono::steady_clock::time_point started() const { return started_; }
   uint64_t bytes() const { return static_cast<uint64_t>(args_.count) * element_size_; }
   std::span<const double> step_seconds() const { return step_seconds_; }
+  // Tasks this call started while an earlier step of it was still under way on this rank
+  // (overlapping steps; 0 step by step). For tests and FLEXPLAN_STATS.
+  size_t runs_started_ahead() const { return runs_ahead_; }
   // Per peer, what this rank's transfers with it took (call_stats.hpp; time_steps only).
   const PeerWaits& peer_waits() const { return peer_waits_; }
 
@@ -320,6 +323,7 @@ class Operation {
   // pump() takes them from the heads.
   std::vector<TaskRun*> startable_, completed_;
   size_t startable_head_ = 0, completed_head_ = 0;
+  size_t runs_ahead_ = 0;
   std::vector<Transfer*> ready_;  // completed, not yet handled
   size_t sends_in_flight_ = 0;
   size_t sends_on_host_in_flight_ = 0;
