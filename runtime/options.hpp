@@ -63,8 +63,9 @@ struct Options {
   // FLEXPLAN_STEP_OVERLAP=0|1. Local: ranks may differ.
   bool step_overlap = true;
   // With step_overlap: at most this many steps have tasks set up at once on a rank (memory
-  // stays bounded: each holds its runs' chunk windows). FLEXPLAN_STEP_WINDOW, 1 to 1024.
-  unsigned step_window = 16;
+  // stays bounded; only tasks whose dependencies finished hold chunk windows and scratch). 64:
+  // as many slices as the planner's pipelined trees take. FLEXPLAN_STEP_WINDOW, 1 to 1024.
+  unsigned step_window = 64;
   // FLEXPLAN_RANK_MAPPING=mpi|name.
   RankMapping rank_mapping = RankMapping::MpiRank;
   // With RankMapping::Name: the learner this process is, as its full name
