@@ -54,7 +54,9 @@ inline constexpr double kMeasuredIncastLoss = 0.16;
 // receives.
 enum class SliceProgress {
   // All of the rank's tasks of the step before: the runtime step by step (FLEXPLAN_STEP_OVERLAP=0,
-  // or drift checks on).
+  // or drift checks on), an upper bound of it with its steps overlapping. The default: priced
+  // per slice, a faster link can make the written plan slower more often (docs/planner-quality.md,
+  // "Priced as the runtime now runs them"), which the planner must fix first.
   PerRank,
   // Only its own slice's step before (each slice its own sequence of steps; a rank's progress
   // thread still does all of its hops' overheads, which bounds its end): the runtime with its
@@ -76,7 +78,7 @@ struct CostParams {
   // more than their bytes (0.16: 16% more; kMeasuredIncastLoss); 0: not modelled.
   double incast_loss = 0;
   // How the critical path lets a rank's slices progress (SliceProgress above).
-  SliceProgress slice_progress = SliceProgress::PerSlice;
+  SliceProgress slice_progress = SliceProgress::PerRank;
 };
 
 // Where a star op's flows meet: on its root's side of the tree, the link above an ancestor x of

@@ -35,7 +35,7 @@ namespace flexplan {
 // The result is one StepCost: the bound above as its bandwidth term, the envelope's lines as
 // chains of share 1 whose two paces are equal (linear in n whatever their chunk count).
 // What a rank's step waits for besides the data it receives: CostParams::slice_progress
-// (cost_model.hpp), the runtime's per-slice progress by default.
+// (cost_model.hpp).
 ScheduleCost critical_path_cost(const Topology&, const ir::Schedule& base, uint32_t slices,
                                 const CostParams& = {});
 ScheduleCost critical_path_cost(const Topology&, const ir::Schedule& base, uint32_t slices, const CostParams&,
