@@ -193,7 +193,85 @@ class RankShare {
   std::vector<Receives> receives_;  // by slot
 };
 
+// Who touched each unit last, for link_tasks: disjoint pieces covering every unit, by start,
+// each with its last writer and the readers since that writer.
+class UnitHistory {
+ public:
+  struct Piece {
+    uint64_t end = 0;
+    bool written = false;
+    TaskRef writer;
+    std::vector<TaskRef> readers;  // since the writer, in program order
+  };
+  UnitHistory() { pieces_.emplace(0, Piece{UINT64_MAX, false, {}, {}}); }
+
+  // The pieces that make up [begin, end), split at its ends; calls f(piece) on each.
+  template <class F>
+  void each(uint64_t begin, uint64_t end, F&& f) {
+    if (begin >= end) return;
+    split(begin);
+    if (end != UINT64_MAX) split(end);
+    for (auto it = pieces_.find(begin); it != pieces_.end() && it->first < end; ++it) f(it->second);
+  }
+
+ private:
+  // Makes `at` the start of a piece.
+  void split(uint64_t at) {
+    auto it = std::prev(pieces_.upper_bound(at));
+    if (it->first == at) return;
+    Piece tail = it->second;
+    it->second.end = at;
+    pieces_.emplace_hint(std::next(it), at, std::move(tail));
+  }
+  std::map<uint64_t, Piece> pieces_;  // begin -> piece
+};
+
 }  // namespace
+
+void link_tasks(RankProgram& program) {
+  UnitHistory history;
+  std::vector<TaskRef> deps;
+  for (size_t s = 0; s < program.steps.size(); ++s) {
+    std::vector<Task>& tasks = program.steps[s].tasks;
+    // Against what earlier steps did: every task of the step sees the units as of its start.
+    for (Task& task : tasks) {
+      task.after.clear();
+      task.wakes.clear();
+      const bool writes = task.writes();
+      if (!writes && !task.reads_own()) continue;
+      deps.clear();
+      history.each(task.unit_begin, task.unit_end, [&](const UnitHistory::Piece& piece) {
+        if (piece.written) deps.push_back(piece.writer);
+        if (writes) deps.insert(deps.end(), piece.readers.begin(), piece.readers.end());
+      });
+      std::sort(deps.begin(), deps.end());
+      deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+      task.after = deps;
+    }
+    // Then what the step did: its writers first (a reader of the step read the units before
+    // them, and a staged writer lands only once the whole step, that reader included, is done).
+    for (uint32_t k = 0; k < tasks.size(); ++k) {
+      if (!tasks[k].writes()) continue;
+      history.each(tasks[k].unit_begin, tasks[k].unit_end, [&](UnitHistory::Piece& piece) {
+        piece.written = true;
+        piece.writer = {static_cast<uint32_t>(s), k};
+        piece.readers.clear();
+      });
+    }
+    for (uint32_t k = 0; k < tasks.size(); ++k) {
+      if (tasks[k].writes() || !tasks[k].reads_own()) continue;
+      history.each(tasks[k].unit_begin, tasks[k].unit_end, [&](UnitHistory::Piece& piece) {
+        piece.readers.push_back({static_cast<uint32_t>(s), k});
+      });
+    }
+  }
+  for (size_t s = 0; s < program.steps.size(); ++s) {
+    for (uint32_t k = 0; k < program.steps[s].tasks.size(); ++k) {
+      for (const TaskRef& before : program.steps[s].tasks[k].after)
+        program.steps[before.step].tasks[before.task].wakes.push_back({static_cast<uint32_t>(s), k});
+    }
+  }
+}
 
 RankProgram lower_rank_program(const ir::Schedule& schedule, int32_t rank) {
   // A compact pipeline is lowered from its base, step by step of its expansion

@@ -21,6 +21,15 @@ struct Link {
   friend bool operator==(const Link&, const Link&) = default;
 };
 
+// A task of a rank program: its step and its index among the step's tasks.
+struct TaskRef {
+  uint32_t step = 0, task = 0;
+  friend bool operator==(const TaskRef&, const TaskRef&) = default;
+  friend bool operator<(const TaskRef& a, const TaskRef& b) {
+    return a.step != b.step ? a.step < b.step : a.task < b.task;
+  }
+};
+
 // This rank's part in one op. A chain member receives from at most one rank and sends to at
 // most one; a star reduce's root receives from every other member, a star broadcast's root
 // sends to every other member, and those members exchange with the root alone.
@@ -45,6 +54,10 @@ struct Task {
   // No earlier step wrote the range this task reads: read it straight from the send buffer
   // (out of place, the receive buffer then needs no initial copy of the input).
   bool own_from_send = false;
+  // Filled by link_tasks (empty before): the tasks of earlier steps on this rank that must
+  // finish before this one starts, and the tasks of later steps that wait for this one. A task
+  // may start before the rest of the step before it (runtime/operation.hpp, Overlapping steps).
+  std::vector<TaskRef> after, wakes;
 
   bool receives() const { return !sources.empty(); }
   bool sends() const { return !destinations.empty(); }
@@ -72,6 +85,19 @@ struct RankProgram {
   std::vector<UnitRange> copy_at_end;
   friend bool operator==(const RankProgram&, const RankProgram&) = default;
 };
+
+// The dependencies between a rank's tasks of different steps (Task::after and wakes), from the
+// hazards on the unit ranges each touches, in the buffer or in the input read in place: a task
+// waits for the last task of an earlier step that wrote a unit it reads or writes (read after
+// write, write after write), and a writer also for every task that read the unit since
+// (write after read; a sender reads until its send completed). What a task touches:
+//   reads its range: reads_own() (its own data, combined or sent as is);
+//   writes its range: writes() (a reduce's root, a broadcast receiver, which forwards what it wrote).
+// Tasks of one step never wait for each other (the IR's step semantics; overlapping writers are
+// staged and land when their whole step has finished, so a task that waits for a staged writer
+// waits for that step). Steps stay the tags' and the lowering's unit; only the executor's order
+// loosens. Run once per (schedule, rank), beside the lowering: about O(T log T) for T tasks.
+void link_tasks(RankProgram& program);
 
 // The lowering pass: rank `rank`'s slice of a schedule. The schedule should be verified
 // (ir::verify_schedule); ranks outside [0, world) simply take part in nothing.

@@ -50,6 +50,20 @@ inline constexpr double kMeasuredHopOverhead = 0.71e-6;
 // --incast-loss says otherwise; CostParams{} keeps 0 so that the model's own tests stay exact.
 inline constexpr double kMeasuredIncastLoss = 0.16;
 
+// What a rank's step waits for, in the critical path (critical_path.hpp), besides the data it
+// receives.
+enum class SliceProgress {
+  // All of the rank's tasks of the step before: the runtime step by step (FLEXPLAN_STEP_OVERLAP=0,
+  // or drift checks on), an upper bound of it with its steps overlapping. The default: priced
+  // per slice, a faster link can make the written plan slower more often (docs/planner-quality.md,
+  // "Priced as the runtime now runs them"), which the planner must fix first.
+  PerRank,
+  // Only its own slice's step before (each slice its own sequence of steps; a rank's progress
+  // thread still does all of its hops' overheads, which bounds its end): the runtime with its
+  // steps overlapping (runtime/operation.hpp), its default.
+  PerSlice,
+};
+
 struct CostParams {
   // Seconds added per hop: software cost of one send/receive. A star op's root handles its
   // members' hops one after another, so the k-th of them (from 1) pays k overheads.
@@ -63,6 +77,8 @@ struct CostParams {
   // A star op's flows load the links where two or more of them meet (star_incast) this much
   // more than their bytes (0.16: 16% more; kMeasuredIncastLoss); 0: not modelled.
   double incast_loss = 0;
+  // How the critical path lets a rank's slices progress (SliceProgress above).
+  SliceProgress slice_progress = SliceProgress::PerRank;
 };
 
 // Where a star op's flows meet: on its root's side of the tree, the link above an ancestor x of

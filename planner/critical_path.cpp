@@ -340,6 +340,11 @@ class CriticalPath {
 }  // namespace
 
 ScheduleCost critical_path_cost(const Topology& topo, const ir::Schedule& base, uint32_t slices,
+                                const CostParams& params) {
+  return critical_path_cost(topo, base, slices, params, params.slice_progress);
+}
+
+ScheduleCost critical_path_cost(const Topology& topo, const ir::Schedule& base, uint32_t slices,
                                 const CostParams& params, SliceProgress progress) {
   ir::require_materialized(base, "critical_path_cost");
   uint64_t work = 0;
@@ -350,13 +355,13 @@ ScheduleCost critical_path_cost(const Topology& topo, const ir::Schedule& schedu
   // A compact pipeline's steps and units are its base's.
   uint64_t work = 0;
   return *CriticalPath(topo, schedule, params)
-              .cost(std::max<uint32_t>(schedule.slices, 1), SliceProgress::PerRank, std::numeric_limits<uint64_t>::max(), work);
+              .cost(std::max<uint32_t>(schedule.slices, 1), params.slice_progress, std::numeric_limits<uint64_t>::max(), work);
 }
 
 std::optional<ScheduleCost> critical_path_cost_within(const Topology& topo, const ir::Schedule& base, uint32_t slices,
                                                       const CostParams& params, uint64_t budget, uint64_t& work) {
   ir::require_materialized(base, "critical_path_cost");
-  return CriticalPath(topo, base, params).cost(slices, SliceProgress::PerRank, budget, work);
+  return CriticalPath(topo, base, params).cost(slices, params.slice_progress, budget, work);
 }
 
 

@@ -1,6 +1,7 @@
-// Pricing a schedule by its critical path, the way the runtime runs it: every rank enters its
-// step s + 1 as soon as its own part of step s is done (runtime/operation.hpp), not when every
-// rank's is, so a pipelined tree's slices overlap and its price is its longest dependency chain,
+// Pricing a schedule by its critical path, the way the runtime runs it: a rank's step of slice j
+// starts once its own step of slice j before and the data it receives are done
+// (runtime/operation.hpp, Overlapping steps), not when every rank's step is, so a pipelined
+// tree's slices overlap and its price is its longest dependency chain,
 // not the sum of its steps (docs/cost-model.md, "The critical path").
 #pragma once
 
@@ -33,18 +34,12 @@ namespace flexplan {
 // step's price to any rank otherwise).
 // The result is one StepCost: the bound above as its bandwidth term, the envelope's lines as
 // chains of share 1 whose two paces are equal (linear in n whatever their chunk count).
-// What a rank's step waits for besides the data it receives.
-enum class SliceProgress {
-  // All of the rank's tasks of the step before: the runtime as it is, what the planner prices.
-  PerRank,
-  // Only its own slice's step before (each slice its own sequence of steps; a rank's progress
-  // thread still does all of its hops' overheads, which bounds its end): a runtime that does not
-  // exist yet, priced to measure what it would give (bench/planning/plan_quality.cpp).
-  PerSlice,
-};
-
+// What a rank's step waits for besides the data it receives: CostParams::slice_progress
+// (cost_model.hpp).
 ScheduleCost critical_path_cost(const Topology&, const ir::Schedule& base, uint32_t slices,
-                                const CostParams& = {}, SliceProgress = SliceProgress::PerRank);
+                                const CostParams& = {});
+ScheduleCost critical_path_cost(const Topology&, const ir::Schedule& base, uint32_t slices, const CostParams&,
+                                SliceProgress);
 // A schedule as built: a compact pipeline (ir/pipeline_form.hpp) is priced over its slices.
 ScheduleCost critical_path_cost(const Topology&, const ir::Schedule& schedule, const CostParams& = {});
 

@@ -83,7 +83,7 @@ std::vector<int32_t> Engine::load_and_agree(const std::function<ir::Fingerprinte
       // another plan fails creation on every rank.
       generated_ = std::make_unique<GeneratedPrograms>(options_.program_library, plan_);
       for (size_t s = 0; s < plan_.schedules.size(); ++s)
-        programs_.emplace(&plan_.schedules[s], generated_->program(s, rank_));
+        codegen::link_tasks(programs_.emplace(&plan_.schedules[s], generated_->program(s, rank_)).first->second);
     }
   } catch (const std::exception& e) {
     error = fmt::format("plan '{}': {}", source, e.what());
@@ -360,7 +360,10 @@ void Engine::force_algorithm(const std::string& algorithm) {
 
 const codegen::RankProgram& Engine::program_for(const ir::Schedule& schedule) {
   auto it = programs_.find(&schedule);
-  if (it == programs_.end()) it = programs_.emplace(&schedule, codegen::lower_rank_program(schedule, rank_)).first;
+  if (it == programs_.end()) {
+    it = programs_.emplace(&schedule, codegen::lower_rank_program(schedule, rank_)).first;
+    codegen::link_tasks(it->second);  // (for overlapping steps; once per schedule, beside the lowering)
+  }
   return it->second;
 }
 
@@ -517,6 +520,8 @@ std::shared_ptr<Operation> Engine::launch(const ir::Schedule& schedule, const Op
                           check_calls_,         sink_.get(),     sink_bytes_,
                           timing_,              timing_ && options_.replan != Replan::Off};
       context.fused_part_bytes = pool_.arithmetic().folds_in_parts() ? options_.fused_read_bytes : 0;
+      // Drift checks compare each step's time with its price: steps run one after another then.
+      context.steps_in_flight = options_.step_overlap && options_.replan == Replan::Off ? options_.step_window : 1;
       operation = std::make_shared<Operation>(context, next_sequence_++, schedule, program, args);
       // Kept for reuse; beyond kMaxSpares the oldest is let go.
       if (spares_.size() == kMaxSpares) spares_.erase(spares_.begin());

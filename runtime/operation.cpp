@@ -58,9 +58,13 @@ void Operation::restart(uint64_t sequence, const ir::Schedule& schedule, const c
   input_ = static_cast<const std::byte*>(args.send);
   buffer_ = args.recv == nullptr ? work_.get() : static_cast<std::byte*>(args.recv);
   if (input_ == nullptr) input_ = buffer_;
-  step_ = 0;
-  retire_runs();
-  incomplete_runs_ = 0;
+  runs_ahead_ = 0;
+  window_.resize(std::max(1u, context_.steps_in_flight));
+  for (StepRuns& step : window_) retire_runs(step.runs);
+  step_lo_ = step_hi_ = 0;
+  startable_.clear();
+  completed_.clear();
+  startable_head_ = completed_head_ = 0;
   ready_.clear();
   sends_in_flight_ = 0;
   sends_on_host_in_flight_ = 0;
@@ -74,7 +78,7 @@ void Operation::restart(uint64_t sequence, const ir::Schedule& schedule, const c
   // Out of place, the result forms in the receive buffer while the input is read where it
   // is: the send buffer is never written, and never copied whole.
   try {
-    start_step();
+    pump();
   } catch (const std::exception& e) {  // out of memory: no request may outlive its transfer
     set_error(fmt::format("{}: starting failed: {}", describe(), e.what()));
     release_requests();
@@ -141,9 +145,9 @@ std::string Operation::peer(int32_t rank) const {
 
 std::string Operation::where(const TaskRun& run) const {
   // Program steps and op indices are the whole schedule's; a compact one finds them in its base.
-  const auto& step = schedule_->steps[ir::expanded_step_label(*schedule_, step_)];
-  const auto [op, offset] = ir::expanded_op(*schedule_, step_, run.task->op_index);
-  return fmt::format("step {} ({}, level {}), op {} ({} of units [{}, {}) to root {})", step_,
+  const auto& step = schedule_->steps[ir::expanded_step_label(*schedule_, run.step)];
+  const auto [op, offset] = ir::expanded_op(*schedule_, run.step, run.task->op_index);
+  return fmt::format("step {} ({}, level {}), op {} ({} of units [{}, {}) to root {})", run.step,
                      ir::to_string(step.phase), step.level, run.task->op_index,
                      ir::to_string(op->kind), op->begin + offset, op->end + offset, op->root);
 }
@@ -163,87 +167,184 @@ void Operation::set_error(const std::string& message) {
 
 // --- steps -----------------------------------------------------------------------------------
 
-void Operation::start_step() {
-  for (; step_ < program_->steps.size(); ++step_) {
-    retire_runs();
-    copy_input(program_->steps[step_].copy_in, 0, args_.count);
-    for (const codegen::Task& task : program_->steps[step_].tasks) {
-      const uint64_t begin = map_(task.unit_begin);
-      const uint64_t end = map_(task.unit_end);
-      if (begin == end) continue;  // fewer elements than units: every rank skips it alike
-      // A spare run keeps its slots' storage; every field is set anew.
-      TaskRun& run = runs_.emplace_back();
-      if (!spare_runs_.empty()) {
-        run = std::move(spare_runs_.back());
-        spare_runs_.pop_back();
-      }
-      run.task = &task;
-      run.first_element = begin;
-      run.elements = args_.count == 0 ? 0 : end - begin;
-      if (run.elements == 0) {  // one empty message
-        run.chunk_elements = 0;
-        run.chunks = 1;
-      } else {
-        // The one chunking rule, which the cost model prices too.
-        const auto chunking = codegen::chunk_range(run.elements, element_size_, context_.chunk_bytes);
-        run.chunk_elements = chunking.chunk_elements;
-        run.chunks = chunking.chunks;
-      }
-      run.own = (task.own_from_send ? input_ : buffer_) + begin * element_size_;
-      run.stage = {};
-      if (task.stage_writes) {
-        run.stage = context_.pool->acquire(run.elements * element_size_);
-        run.dest = run.stage.get();
-      } else {
-        run.dest = buffer_ + begin * element_size_;
-      }
-      run.lo = run.hi = 0;
-      run.slots.resize(std::min<size_t>(context_.window, run.chunks));
+bool Operation::pump() {
+  bool moved = false;
+  while (!failed()) {
+    if (completed_head_ == completed_.size()) {
+      completed_.clear();
+      completed_head_ = 0;
     }
-    if (runs_.empty()) continue;
-    incomplete_runs_ = runs_.size();
-    for (uint32_t r = 0; r < runs_.size(); ++r) {
-      const codegen::Task& task = *runs_[r].task;
-      const size_t transfers = task.sources.size() + task.destinations.size();
-      for (uint32_t s = 0; s < runs_[r].slots.size(); ++s) {
-        Slot& slot = runs_[r].slots[s];
-        slot.chunk = 0;
-        slot.state = ChunkState::Idle;
-        slot.pending = 0;
-        slot.transfers.resize(transfers);
-        // Only where a chunk (the first is the longest) is long enough to go by single copy.
-        if (context_.transport->single_copy_on() && runs_[r].chunks > 0 &&
-            chunk_bytes(runs_[r], 0) >= context_.transport->single_copy_min_bytes())
-          slot.descriptors = context_.pool->acquire(transfers * sizeof(single_copy::Descriptor));
-        if (context_.check_calls && slot.frames.capacity < transfers * sizeof(Frame)) {
-          if (slot.frames) context_.pool->release(std::move(slot.frames));
-          slot.frames = context_.pool->acquire(transfers * sizeof(Frame));
-        }
-        slot.scratch.clear();  // (its buffers were released with the slot's last chunk)
-        if (task.reduce) slot.scratch.resize(task.sources.size());
-        slot.deferred.assign(task.reduce ? task.sources.size() : 0, 0);
-        for (uint32_t t = 0; t < transfers; ++t) {
-          Transfer& transfer = slot.transfers[t];
-          transfer.request = nullptr;
-          transfer.status = {};
-          transfer.length = 0;
-          transfer.tag = 0;
-          transfer.awaiting_ack = false;
-          transfer.owner = this;
-          transfer.run = r;
-          transfer.slot = s;
-          transfer.index = t;
-          transfer.notify = &Operation::on_completion;
-        }
-      }
+    if (startable_head_ == startable_.size()) {
+      startable_.clear();
+      startable_head_ = 0;
     }
-    // Sends that complete at once may finish runs, even the step: advance() moves on then.
-    for (TaskRun& run : runs_) {
-      if (failed()) return;
-      slide_window(run);
+    if (completed_head_ < completed_.size()) {
+      run_complete(*completed_[completed_head_++]);
+    } else if (startable_head_ < startable_.size()) {
+      start_run(*startable_[startable_head_++]);
+    } else if (step_lo_ < step_hi_ && window_at(step_lo_).incomplete == 0) {
+      retire_step();
+    } else if (step_hi_ < program_->steps.size() && step_hi_ - step_lo_ < window_.size()) {
+      enter_step(step_hi_++);
+    } else {
+      break;
     }
-    return;
+    moved = true;
   }
+  if (!failed() && !steps_done_ && step_lo_ == program_->steps.size()) {
+    finish_steps();
+    moved = true;
+  }
+  return moved;
+}
+
+void Operation::enter_step(size_t step) {
+  const codegen::StepProgram& program = program_->steps[step];
+  // The parts of this step's reads that no earlier step wrote hold the input: no task in
+  // flight writes them, and one that reads them reads the same values.
+  copy_input(program.copy_in, 0, args_.count);
+  StepRuns& entry = window_at(step);
+  entry.step = step;
+  entry.incomplete = 0;
+  entry.tasks = false;
+  // Every run of the step exists before any starts: transfers point into this vector.
+  entry.runs.reserve(program.tasks.size());
+  for (const codegen::Task& task : program.tasks) {
+    // A spare run keeps its slots' storage; every field is set anew.
+    TaskRun& run = entry.runs.emplace_back();
+    if (!spare_runs_.empty()) {
+      run = std::move(spare_runs_.back());
+      spare_runs_.pop_back();
+    }
+    run.task = &task;
+    run.step = step;
+    run.stage = {};
+    run.lo = run.hi = run.chunks = 0;
+    const uint64_t begin = map_(task.unit_begin);
+    const uint64_t end = map_(task.unit_end);
+    if (begin == end) {  // fewer elements than units: every rank skips it alike
+      run.state = RunState::Finished;
+      continue;
+    }
+    run.first_element = begin;
+    run.elements = args_.count == 0 ? 0 : end - begin;
+    run.state = RunState::Waiting;
+    run.waiting = 0;
+    for (const codegen::TaskRef& before : task.after) {
+      if (before.step >= step_lo_ && window_at(before.step).runs[before.task].state != RunState::Finished)
+        ++run.waiting;
+    }
+    ++entry.incomplete;
+    entry.tasks = true;
+    if (run.waiting == 0) startable_.push_back(&run);
+  }
+}
+
+void Operation::start_run(TaskRun& run) {
+  const codegen::Task& task = *run.task;
+  run.state = RunState::Running;
+  if (run.step > step_lo_) ++runs_ahead_;
+  if (run.elements == 0) {  // one empty message
+    run.chunk_elements = 0;
+    run.chunks = 1;
+  } else {
+    // The one chunking rule, which the cost model prices too.
+    const auto chunking = codegen::chunk_range(run.elements, element_size_, context_.chunk_bytes);
+    run.chunk_elements = chunking.chunk_elements;
+    run.chunks = chunking.chunks;
+  }
+  run.own = (task.own_from_send ? input_ : buffer_) + run.first_element * element_size_;
+  if (task.stage_writes) {
+    run.stage = context_.pool->acquire(run.elements * element_size_);
+    run.dest = run.stage.get();
+  } else {
+    run.dest = buffer_ + run.first_element * element_size_;
+  }
+  run.lo = run.hi = 0;
+  run.slots.resize(std::min<size_t>(context_.window, run.chunks));
+  const size_t transfers = task.sources.size() + task.destinations.size();
+  for (uint32_t s = 0; s < run.slots.size(); ++s) {
+    Slot& slot = run.slots[s];
+    slot.chunk = 0;
+    slot.state = ChunkState::Idle;
+    slot.pending = 0;
+    slot.transfers.resize(transfers);
+    // Only where a chunk (the first is the longest) is long enough to go by single copy.
+    if (context_.transport->single_copy_on() && run.chunks > 0 &&
+        chunk_bytes(run, 0) >= context_.transport->single_copy_min_bytes())
+      slot.descriptors = context_.pool->acquire(transfers * sizeof(single_copy::Descriptor));
+    if (context_.check_calls && slot.frames.capacity < transfers * sizeof(Frame)) {
+      if (slot.frames) context_.pool->release(std::move(slot.frames));
+      slot.frames = context_.pool->acquire(transfers * sizeof(Frame));
+    }
+    slot.scratch.clear();  // (its buffers were released with the slot's last chunk)
+    if (task.reduce) slot.scratch.resize(task.sources.size());
+    slot.deferred.assign(task.reduce ? task.sources.size() : 0, 0);
+    for (uint32_t t = 0; t < transfers; ++t) {
+      Transfer& transfer = slot.transfers[t];
+      transfer.request = nullptr;
+      transfer.status = {};
+      transfer.length = 0;
+      transfer.tag = 0;
+      transfer.awaiting_ack = false;
+      transfer.owner = this;
+      transfer.run = &run;
+      transfer.ack_send = false;
+      transfer.slot = s;
+      transfer.index = t;
+      transfer.notify = &Operation::on_completion;
+    }
+  }
+  // Sends that complete at once may complete the run: pump() takes it from completed_.
+  slide_window(run);
+}
+
+void Operation::run_complete(TaskRun& run) {
+  for (Slot& slot : run.slots)
+    if (slot.descriptors) context_.pool->release(std::move(slot.descriptors));
+  run.state = RunState::Complete;
+  StepRuns& step = window_at(run.step);
+  if (!run.task->stage_writes) finish_run(run);
+  if (--step.incomplete == 0) step_complete(step);
+}
+
+void Operation::step_complete(StepRuns& step) {
+  // Every op of the step has read its ranges: staged results may land.
+  for (TaskRun& run : step.runs) {
+    if (run.state != RunState::Complete) continue;
+    if (run.stage) {
+      if (run.elements > 0) {
+        std::memcpy(buffer_ + run.first_element * element_size_, run.stage.get(), run.elements * element_size_);
+      }
+      context_.pool->release(std::move(run.stage));
+    }
+    finish_run(run);
+  }
+}
+
+void Operation::finish_run(TaskRun& run) {
+  run.state = RunState::Finished;
+  for (const codegen::TaskRef& later : run.task->wakes) {
+    if (later.step >= step_hi_) continue;  // not entered yet: it counts what is finished then
+    TaskRun& waiter = window_at(later.step).runs[later.task];
+    if (waiter.state == RunState::Waiting && --waiter.waiting == 0) startable_.push_back(&waiter);
+  }
+}
+
+void Operation::retire_step() {
+  StepRuns& step = window_at(step_lo_);
+  if (context_.time_steps && step.tasks) {
+    // One clock read a step: a step begins where the one before ended on this rank (with steps
+    // overlapping, where the one before was retired: the times still add up to the call's).
+    const auto now = std::chrono::steady_clock::now();
+    step_seconds_[step_lo_] = std::chrono::duration<double>(now - step_began_).count();
+    step_began_ = now;
+  }
+  retire_runs(step.runs);
+  ++step_lo_;
+}
+
+void Operation::finish_steps() {
   // All steps done: ranges of the result no step wrote hold this rank's input (one rank
   // alone), and avg is the sum over the world.
   copy_input(program_->copy_at_end, args_.result_begin, args_.result_end);
@@ -264,36 +365,13 @@ void Operation::start_step() {
   done_ = ack_sends_in_flight_ == 0;
 }
 
-void Operation::finish_step() {
-  for (TaskRun& run : runs_) {
-    for (Slot& slot : run.slots)
-      if (slot.descriptors) context_.pool->release(std::move(slot.descriptors));
-    if (run.stage) {
-      if (run.elements > 0) {
-        std::memcpy(buffer_ + run.first_element * element_size_, run.stage.get(),
-                    run.elements * element_size_);
-      }
-      context_.pool->release(std::move(run.stage));
-    }
-  }
-  retire_runs();
-  if (context_.time_steps) {
-    // One clock read a step: a step begins where the one before ended on this rank.
-    const auto now = std::chrono::steady_clock::now();
-    step_seconds_[step_] = std::chrono::duration<double>(now - step_began_).count();
-    step_began_ = now;
-  }
-  ++step_;
-  start_step();
-}
-
-void Operation::retire_runs() {
+void Operation::retire_runs(std::vector<TaskRun>& runs) {
   // In reverse, so that the next step's first task takes the first run back. A step of more
   // tasks than that is large anyway: its storage is not kept for the communicator's lifetime.
   constexpr size_t kMaxSpareRuns = 1024;
-  for (auto it = runs_.rbegin(); it != runs_.rend() && spare_runs_.size() < kMaxSpareRuns; ++it)
+  for (auto it = runs.rbegin(); it != runs.rend() && spare_runs_.size() < kMaxSpareRuns; ++it)
     spare_runs_.push_back(std::move(*it));
-  runs_.clear();
+  runs.clear();
 }
 
 bool Operation::advance() {
@@ -311,8 +389,9 @@ bool Operation::advance() {
       return true;
     }
     if (steps_done_) return moved;  // acks still leaving; done_ is set when the last has
-    if (incomplete_runs_ > 0) return moved;
-    finish_step();  // and go straight on with the next step's transfers
+    // Runs that completed, runs that may start now, steps to retire and enter; their
+    // transfers may have completed at once (queued on ready_): go round again.
+    if (!pump()) return moved;
     moved = true;
     if (done_ || failed()) {
       if (failed()) release_requests();
@@ -338,11 +417,11 @@ void Operation::handle_completion(Transfer& transfer) {
     on_ack();
     return;
   }
-  if (transfer.run == kAckSend) {
+  if (transfer.ack_send) {
     on_ack_sent(transfer);
     return;
   }
-  TaskRun& run = runs_[transfer.run];
+  TaskRun& run = *transfer.run;
   Slot& slot = run.slots[transfer.slot];
   context_.transport->release(transfer.request);
   transfer.request = nullptr;
@@ -386,7 +465,7 @@ void Operation::slide_window(TaskRun& run) {
       slid = true;
     }
   }
-  if (!was_complete && run.complete()) --incomplete_runs_;
+  if (!was_complete && run.complete()) completed_.push_back(&run);
 }
 
 void Operation::start_chunk(TaskRun& run, size_t chunk) {
@@ -781,7 +860,7 @@ bool Operation::acknowledge(const TaskRun& run, const Slot& slot, int32_t from, 
     ack = ack_sends_.emplace_back(std::make_unique<Transfer>()).get();
     ack->owner = this;
     ack->notify = &Operation::on_completion;
-    ack->run = kAckSend;
+    ack->ack_send = true;
   }
   ack->index = static_cast<uint32_t>(from);
   Transport::Request request = nullptr;
@@ -853,7 +932,7 @@ void Operation::on_ack() {
   --acks_awaited_;
   --sends_on_host_in_flight_;
   post_ack_receive();
-  TaskRun& run = runs_[sent.run];
+  TaskRun& run = *sent.run;
   Slot& slot = run.slots[sent.slot];
   if (--slot.pending == 0) finish_chunk(slot);
   if (!failed()) slide_window(run);
@@ -862,7 +941,9 @@ void Operation::on_ack() {
 // --- failure ---------------------------------------------------------------------------------
 
 std::string Operation::waiting_for() const {
-  for (const TaskRun& run : runs_) {
+  for (size_t step = step_lo_; step < step_hi_; ++step) {
+   for (const TaskRun& run : window_[step % window_.size()].runs) {
+    if (run.state != RunState::Running) continue;
     const codegen::Task& task = *run.task;
     for (size_t chunk = run.lo; chunk < run.hi; ++chunk) {
       const Slot& slot = run.slots[chunk % run.slots.size()];
@@ -880,10 +961,11 @@ std::string Operation::waiting_for() const {
                            tag_of(to, chunk));
       }
     }
+   }
   }
   if (ack_sends_in_flight_ > 0)
-    return fmt::format("step {}: {} single-copy acknowledgements still leaving", step_, ack_sends_in_flight_);
-  return fmt::format("step {}", step_);
+    return fmt::format("step {}: {} single-copy acknowledgements still leaving", step_lo_, ack_sends_in_flight_);
+  return fmt::format("step {}", step_lo_);
 }
 
 void Operation::fail(const std::string& why) {
@@ -893,7 +975,9 @@ void Operation::fail(const std::string& why) {
 }
 
 void Operation::release_requests() {
-  for (TaskRun& run : runs_) {
+  for (size_t step = step_lo_; step < step_hi_; ++step) {
+   for (TaskRun& run : window_[step % window_.size()].runs) {
+    if (run.state == RunState::Waiting) continue;  // (its slots are a former run's, idle)
     for (Slot& slot : run.slots) {
       bool in_flight = false;
       for (size_t t = 0; t < slot.transfers.size(); ++t) {
@@ -919,6 +1003,7 @@ void Operation::release_requests() {
       slot.state = ChunkState::Idle;
     }
     if (run.stage) context_.quarantine->push_back(std::move(run.stage));
+   }
   }
   // A peer may still read it (single copy) or UCX write it until the transport closes.
   if (work_) context_.quarantine->push_back(std::move(work_));
@@ -937,11 +1022,14 @@ void Operation::release_requests() {
   ack_sends_.clear();
   free_ack_sends_.clear();
   ack_sends_in_flight_ = 0;
-  runs_.clear();
+  for (StepRuns& step : window_) step.runs.clear();
+  step_lo_ = step_hi_ = 0;
+  startable_.clear();
+  completed_.clear();
+  startable_head_ = completed_head_ = 0;
   ready_.clear();
   sends_in_flight_ = 0;
   sends_on_host_in_flight_ = 0;
-  incomplete_runs_ = 0;
 }
 
 }  // namespace flexplan

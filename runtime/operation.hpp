@@ -7,8 +7,17 @@
 // one receive per source (into scratch slots for reduces, straight into its buffer for a
 // broadcast's one source), and once all arrived a reduce combines them with its own data in the
 // task's fixed order and sends the result on (or, at the root, writes it), and a broadcast
-// member forwards what landed. A rank enters step s+1 only once all its step-s tasks finished,
-// sends included; tags carry the step, so no barrier is needed.
+// member forwards what landed. Tags carry the step, so no barrier is needed.
+//
+// Overlapping steps: a task of a later step starts as soon as the tasks of earlier steps on this
+// rank that it depends on finished (codegen::link_tasks: hazards on the units it reads or
+// writes; a send is finished when it completed, a single-copy one when its ack came), not once
+// the whole step before it did. A pipelined tree's slices then move on their own: slice j's
+// hop does not wait for slice j - 1's hop of the step before on another branch. At most
+// ExecContext::steps_in_flight steps have tasks set up at once (a rank enters step s only once
+// steps up to s - steps_in_flight are done), which bounds memory; 1 runs step by step, as
+// FLEXPLAN_STEP_OVERLAP=0 and drift checks ask. Results are the same bits either way: every
+// combine reads the same data in the same order.
 //
 // Between processes of one host, long chunks go by single copy (single_copy.hpp): the sender
 // sends a descriptor instead of the data and its send completes when the receiver's
@@ -67,6 +76,9 @@ struct ExecContext {
   // (combine_fused); 0: whole chunks. Options::fused_read_bytes where the arithmetic folds in
   // parts (LocalArithmetic::folds_in_parts), else 0.
   size_t fused_part_bytes = 0;
+  // Steps whose tasks may be under way at once on this rank (operation.hpp, Overlapping steps);
+  // 1: step by step. Local: ranks may differ.
+  unsigned steps_in_flight = 1;
 };
 
 // A call as the operation runs it: the engine's translation of the user's call (engine.cpp).
@@ -127,18 +139,23 @@ class Operation {
   std::chrono::steady_clock::time_point started() const { return started_; }
   uint64_t bytes() const { return static_cast<uint64_t>(args_.count) * element_size_; }
   std::span<const double> step_seconds() const { return step_seconds_; }
+  // Tasks this call started while an earlier step of it was still under way on this rank
+  // (overlapping steps; 0 step by step). For tests and FLEXPLAN_STATS.
+  size_t runs_started_ahead() const { return runs_ahead_; }
   // Per peer, what this rank's transfers with it took (call_stats.hpp; time_steps only).
   const PeerWaits& peer_waits() const { return peer_waits_; }
 
  private:
   enum class ChunkState : uint8_t { Idle, Receiving, Sending, Done };
+  struct TaskRun;
   // One message in flight: a chunk's receive from one source or send to one destination. The
   // transport tells its completion through the Completion base (from inside its progress), which
   // queues it on ready_: a pass handles what completed rather than polling every request, so
   // its cost does not grow with the tasks of a step.
   struct Transfer : Transport::Completion {
     Operation* owner = nullptr;
-    uint32_t run = 0;    // index in runs_
+    TaskRun* run = nullptr;  // (stable while the run's step is in flight: its runs never grow then)
+    bool ack_send = false;   // an ack this rank sends, of no run
     uint32_t slot = 0;   // index in the run's slots
     uint32_t index = 0;  // a source's index, or sources + a destination's index
     Transport::Request request = nullptr;
@@ -178,8 +195,14 @@ class Operation {
     std::byte packed[224];
     Transport::Piece iov[Transport::kMaxPieces];
   };
+  // Waiting for the tasks it depends on; running; complete but staged, its result landing when
+  // its step is done; finished (its dependents may start).
+  enum class RunState : uint8_t { Waiting, Running, Complete, Finished };
   struct TaskRun {
     const codegen::Task* task = nullptr;
+    size_t step = 0;        // the program step it belongs to
+    uint32_t waiting = 0;   // tasks of `after` not finished yet
+    RunState state = RunState::Waiting;
     size_t first_element = 0, elements = 0;
     size_t chunk_elements = 0, chunks = 0;
     std::byte* dest = nullptr;       // where this task's result lands (buffer or stage)
@@ -190,15 +213,38 @@ class Operation {
     bool complete() const { return lo == chunks; }
   };
 
-  // Sets up the tasks of the next step that has any (from step_ on) and starts their windows;
-  // with none left, finishes the operation.
-  void start_step();
+  // The runs of one step in flight: one per task of the program's step, in its order (a task
+  // over no element finished at once).
+  struct StepRuns {
+    size_t step = 0;
+    std::vector<TaskRun> runs;
+    size_t incomplete = 0;  // runs not complete yet
+    bool tasks = false;     // whether any run moves data (only those steps are timed)
+  };
+  StepRuns& window_at(size_t step) { return window_[step % window_.size()]; }
+  // Moves the operation on as far as it can without the transport: accounts completed runs,
+  // starts the runs whose dependencies finished, retires done steps and enters new ones; once
+  // every step is done, finishes the operation. True if it did anything.
+  bool pump();
+  // Sets up step `step`'s runs (its copy-in first) and queues those that wait for nothing.
+  void enter_step(size_t step);
+  // Sets up a run's slots and starts its window.
+  void start_run(TaskRun& run);
+  // A run's chunks all done: it finishes (now, or with its step where it is staged).
+  void run_complete(TaskRun& run);
+  // Every run of the step complete: staged results land, and those runs finish.
+  void step_complete(StepRuns& step);
+  // Marks the run finished and queues its dependents that wait for nothing more.
+  void finish_run(TaskRun& run);
+  // The oldest step in flight is done: times it, and keeps its runs' storage.
+  void retire_step();
+  // After the last step: what no step wrote, avg's division, the delivery.
+  void finish_steps();
   // Out of place: copies the input's unit ranges, within elements [lo, hi), from the send to the
   // receive buffer.
   void copy_input(const std::vector<codegen::UnitRange>& ranges, uint64_t lo, uint64_t hi);
-  void finish_step();
-  // Moves the current step's runs to spare_runs_, their buffers already released.
-  void retire_runs();
+  // Moves a step's runs to spare_runs_, their buffers already released.
+  void retire_runs(std::vector<TaskRun>& runs);
   static void on_completion(Transport::Completion* completion, TransportStatus status, size_t length,
                             uint64_t tag);
   void handle_completion(Transfer& transfer);
@@ -244,7 +290,6 @@ class Operation {
   void post_ack_receive();
   void on_ack();
   void on_ack_sent(Transfer& ack);
-  static constexpr uint32_t kAckSend = ~uint32_t{0};  // Transfer::run of an ack being sent
 
   size_t chunk_bytes(const TaskRun& run, size_t chunk) const;
   uint64_t tag_of(const codegen::Link& link, size_t chunk) const;
@@ -268,11 +313,17 @@ class Operation {
   size_t element_size_;
   const std::byte* input_;  // the send buffer (== buffer_ in place)
   std::byte* buffer_;       // the receive buffer, where the result forms
-  size_t step_ = 0;
-  std::vector<TaskRun> runs_;  // the current step's tasks
+  // Steps [step_lo_, step_hi_) are in flight, step s at window_at(s); the ring's size is
+  // steps_in_flight (capacity kept across restarts).
+  std::vector<StepRuns> window_;
+  size_t step_lo_ = 0, step_hi_ = 0;
   // Runs of finished steps, kept for their slots' storage (a restarted operation reuses them).
   std::vector<TaskRun> spare_runs_;
-  size_t incomplete_runs_ = 0;  // of the current step
+  // Runs to start (their dependencies finished) and runs whose chunks all completed, in order;
+  // pump() takes them from the heads.
+  std::vector<TaskRun*> startable_, completed_;
+  size_t startable_head_ = 0, completed_head_ = 0;
+  size_t runs_ahead_ = 0;
   std::vector<Transfer*> ready_;  // completed, not yet handled
   size_t sends_in_flight_ = 0;
   size_t sends_on_host_in_flight_ = 0;

@@ -73,6 +73,14 @@ Options Options::from_env() {
     if (window > 1024) throw InputError(fmt::format("FLEXPLAN_WINDOW='{}': at most 1024", v));
     options.window = static_cast<unsigned>(window);
   });
+  take(options, "FLEXPLAN_STEP_OVERLAP", [&](std::string_view v) {
+    options.step_overlap = parse_flag("FLEXPLAN_STEP_OVERLAP", v);
+  });
+  take(options, "FLEXPLAN_STEP_WINDOW", [&](std::string_view v) {
+    const uint64_t steps = parse_positive("FLEXPLAN_STEP_WINDOW", v);
+    if (steps > 1024) throw InputError(fmt::format("FLEXPLAN_STEP_WINDOW='{}': at most 1024", v));
+    options.step_window = static_cast<unsigned>(steps);
+  });
   take(options, "FLEXPLAN_RANK_MAPPING", [&](std::string_view v) {
     if (v == "mpi") {
       options.rank_mapping = RankMapping::MpiRank;

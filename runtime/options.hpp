@@ -56,6 +56,16 @@ struct Options {
   size_t max_chunks_per_range = 0;
   // Chunks in flight per hop (receives posted ahead, sends outstanding). FLEXPLAN_WINDOW.
   unsigned window = 4;
+  // Let a rank start a task of a later step as soon as the tasks of earlier steps it depends
+  // on (on this rank) finished, instead of once its whole step before has (docs/runtime.md,
+  // Overlapping steps): a pipelined tree's slices then move on their own. Results are the same
+  // bits either way. Off while drift checks run (FLEXPLAN_REPLAN), which time each step.
+  // FLEXPLAN_STEP_OVERLAP=0|1. Local: ranks may differ.
+  bool step_overlap = true;
+  // With step_overlap: at most this many steps have tasks set up at once on a rank (memory
+  // stays bounded; only tasks whose dependencies finished hold chunk windows and scratch). 64:
+  // as many slices as the planner's pipelined trees take. FLEXPLAN_STEP_WINDOW, 1 to 1024.
+  unsigned step_window = 64;
   // FLEXPLAN_RANK_MAPPING=mpi|name.
   RankMapping rank_mapping = RankMapping::MpiRank;
   // With RankMapping::Name: the learner this process is, as its full name

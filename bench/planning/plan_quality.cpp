@@ -6,13 +6,15 @@
 // first results were measured against. A second table gives the latency side (issue 42's
 // goals): the written plan at 8 B over the diameter latency D, at 64 KiB and 1 MiB over the
 // reference n/w + D (w: the bandwidth floor's bottleneck), at 256 MiB over the floor, priced
-// with the runtime's measured hop overhead unless --hop-overhead-us says otherwise. --per-slice
-// adds a third table: 64 KiB and 1 MiB if each slice of a pipeline progressed on its own
-// (critical_path.hpp, SliceProgress::PerSlice; the runtime does not do that yet), the written
-// plan or a centre, double or switch tree of 1 to 64 slices priced so, whichever is cheaper.
+// with the runtime's measured hop overhead unless --hop-overhead-us says otherwise.
+// --plan-per-slice plans with critical-path rows priced with each slice progressing on its own,
+// as the runtime runs them with its steps overlapping (CostParams::slice_progress = PerSlice;
+// the planner's default is PerRank, the runtime step by step). --per-slice adds a third table:
+// 64 KiB and 1 MiB with the written plan or a centre, double or switch tree of 1 to 64 slices
+// priced per slice, whichever is cheaper.
 //
 //   flexplan_plan_quality [--trees N] [--seed S] [--family realistic|adversarial|both] [--verbose]
-//                         [--dump DIR] [--hop-overhead-us X] [--leave-out A,B] [--per-slice]
+//                         [--dump DIR] [--hop-overhead-us X] [--leave-out A,B] [--per-slice] [--plan-per-slice]
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -59,6 +61,7 @@ int main(int argc, char** argv) {
     else if (arg == "--family" && i + 1 < argc) family = argv[++i];
     else if (arg == "--verbose") verbose = true;
     else if (arg == "--per-slice") per_slice = true;
+    else if (arg == "--plan-per-slice") options.cost.slice_progress = SliceProgress::PerSlice;
     else if (arg == "--dump" && i + 1 < argc) dump = argv[++i];
     else if (arg == "--hop-overhead-us" && i + 1 < argc) options.cost.hop_overhead = std::stod(argv[++i]) * 1e-6;
     else if (arg == "--incast-loss" && i + 1 < argc) options.cost.incast_loss = std::stod(argv[++i]);

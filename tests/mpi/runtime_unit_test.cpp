@@ -273,6 +273,22 @@ TEST(Options, EnvironmentOverridesDefaults) {
   ASSERT_EQ(bad_part.errors.size(), 1u);
   EXPECT_EQ(bad_part.errors[0], "FLEXPLAN_FUSED_READ_BYTES='4k': expected a positive integer");
   unsetenv("FLEXPLAN_FUSED_READ_BYTES");
+  // Overlapping steps: on by default, 0 runs step by step; the window of steps is 1 to 1024.
+  EXPECT_TRUE(Options().step_overlap);
+  EXPECT_EQ(Options().step_window, 64u);
+  setenv("FLEXPLAN_STEP_OVERLAP", "0", 1);
+  setenv("FLEXPLAN_STEP_WINDOW", "3", 1);
+  EXPECT_FALSE(Options::from_env().step_overlap);
+  EXPECT_EQ(Options::from_env().step_window, 3u);
+  setenv("FLEXPLAN_STEP_OVERLAP", "sometimes", 1);
+  setenv("FLEXPLAN_STEP_WINDOW", "1025", 1);
+  const Options bad_steps = Options::from_env();
+  ASSERT_EQ(bad_steps.errors.size(), 2u);
+  EXPECT_EQ(bad_steps.errors[0], "FLEXPLAN_STEP_OVERLAP='sometimes': expected 0 or 1");
+  EXPECT_EQ(bad_steps.errors[1], "FLEXPLAN_STEP_WINDOW='1025': at most 1024");
+  EXPECT_TRUE(bad_steps.step_overlap) << "a bad value leaves the default";
+  unsetenv("FLEXPLAN_STEP_OVERLAP");
+  unsetenv("FLEXPLAN_STEP_WINDOW");
 }
 
 

@@ -494,3 +494,108 @@ TEST(Lowering, HopsFollowTheChainOrderAndAppendAlike) {
 
 }  // namespace
 }  // namespace flexplan::codegen
+
+namespace flexplan::codegen {
+namespace {
+
+// The dependency lists of a hand-made program: rank 0 reads [0, 2) and [2, 4) in step 0, writes
+// [0, 2) and reads [2, 4) in step 1, and reads and writes [0, 4) in step 2.
+TEST(LinkedTasks, HazardsOfAHandMadeProgram) {
+  ir::Schedule schedule;
+  schedule.units = 4;
+  ir::Step steps[3];
+  steps[0].ops.push_back(op(ir::OpKind::Reduce, 0, 2, 1, {0, 1}));     // 0 -> 1: reads
+  steps[0].ops.push_back(op(ir::OpKind::Broadcast, 2, 4, 0, {0, 1}));  // 0 -> 1: reads
+  steps[1].ops.push_back(op(ir::OpKind::Broadcast, 0, 2, 1, {1, 0}));  // 1 -> 0: writes
+  steps[1].ops.push_back(op(ir::OpKind::Reduce, 2, 4, 1, {0, 1}));     // 0 -> 1: reads
+  steps[2].ops.push_back(op(ir::OpKind::Reduce, 0, 4, 0, {1, 0}));     // 1 -> 0: both
+  for (const ir::Step& step : steps) schedule.steps.push_back(step);
+  RankProgram zero = lower_rank_program(schedule, 0);
+  link_tasks(zero);
+  ASSERT_EQ(zero.steps[1].tasks.size(), 2u);
+  ASSERT_TRUE(zero.steps[1].tasks[0].writes());
+  ASSERT_TRUE(zero.steps[2].tasks[0].writes() && zero.steps[2].tasks[0].reads_own());
+  EXPECT_TRUE(zero.steps[0].tasks[0].after.empty());
+  EXPECT_TRUE(zero.steps[0].tasks[1].after.empty());
+  // Write after read: the broadcast lands where step 0's reduce was sending from.
+  EXPECT_EQ(zero.steps[1].tasks[0].after, (std::vector<TaskRef>{{0, 0}}));
+  EXPECT_TRUE(zero.steps[1].tasks[1].after.empty());  // read after read: no wait
+  // Read and write after: the writer of [0, 2) (its reader of step 0 came before it) and every
+  // reader of [2, 4), which nobody wrote.
+  EXPECT_EQ(zero.steps[2].tasks[0].after, (std::vector<TaskRef>{{0, 1}, {1, 0}, {1, 1}}));
+  EXPECT_EQ(zero.steps[0].tasks[0].wakes, (std::vector<TaskRef>{{1, 0}}));
+  EXPECT_EQ(zero.steps[0].tasks[1].wakes, (std::vector<TaskRef>{{2, 0}}));
+  EXPECT_EQ(zero.steps[1].tasks[1].wakes, (std::vector<TaskRef>{{2, 0}}));
+  // Rank 1 receives step 0's two ops (writes [0, 4)) and sends [0, 2) at step 1: waits for the
+  // reduce's root it was.
+  RankProgram one = lower_rank_program(schedule, 1);
+  link_tasks(one);
+  ASSERT_EQ(one.steps[1].tasks.size(), 2u);
+  EXPECT_EQ(one.steps[1].tasks[0].after, (std::vector<TaskRef>{{0, 0}}));
+}
+
+// Over every pipelining algorithm on random trees, with staged writes as the runtime treats them
+// (a task that waits for a staged writer waits for its whole step): every pair of tasks of
+// different steps of a rank that touch a common unit, one of them writing it, is ordered by the
+// dependencies, directly or through others; no task waits for one of its own step or a later one.
+TEST(LinkedTasks, EveryHazardIsOrdered) {
+  size_t hazards = 0, direct = 0;
+  testing::for_each_random_pipeline(20261129, 6, 16, [&](const Topology& topo, const ir::Schedule& base,
+                                                         uint32_t slices, int tree) {
+    const ir::Schedule whole = ir::expand_pipeline(base, slices);
+    for (int32_t rank = 0; rank < topo.num_learners(); ++rank) {
+      RankProgram program = lower_rank_program(whole, rank);
+      link_tasks(program);
+      // Flat task numbers, and what each task waits for through the chain of waits.
+      std::vector<size_t> first(program.steps.size() + 1, 0);
+      for (size_t s = 0; s < program.steps.size(); ++s) first[s + 1] = first[s] + program.steps[s].tasks.size();
+      const size_t total = first.back();
+      const size_t words = (total + 63) / 64;
+      std::vector<std::vector<uint64_t>> waits(total, std::vector<uint64_t>(words, 0));
+      const auto waits_for = [&](size_t b, size_t a) { return (waits[b][a / 64] >> (a % 64)) & 1; };
+      for (size_t s = 0; s < program.steps.size(); ++s) {
+        for (size_t k = 0; k < program.steps[s].tasks.size(); ++k) {
+          const Task& task = program.steps[s].tasks[k];
+          auto& mine = waits[first[s] + k];
+          for (const TaskRef& before : task.after) {
+            ASSERT_LT(before.step, s) << whole.algorithm << " tree " << tree << " rank " << rank;
+            const Task& other = program.steps[before.step].tasks[before.task];
+            EXPECT_NE(std::find(other.wakes.begin(), other.wakes.end(), TaskRef{uint32_t(s), uint32_t(k)}),
+                      other.wakes.end());
+            // A staged writer finishes with its whole step.
+            const size_t from = other.stage_writes ? first[before.step] : first[before.step] + before.task;
+            const size_t to = other.stage_writes ? first[before.step + 1] : from + 1;
+            for (size_t w = from; w < to; ++w) {
+              mine[w / 64] |= uint64_t{1} << (w % 64);
+              for (size_t x = 0; x < words; ++x) mine[x] |= waits[w][x];
+            }
+          }
+        }
+      }
+      for (size_t sb = 0; sb < program.steps.size(); ++sb) {
+        for (size_t kb = 0; kb < program.steps[sb].tasks.size(); ++kb) {
+          const Task& b = program.steps[sb].tasks[kb];
+          for (size_t sa = 0; sa < sb; ++sa) {
+            for (size_t ka = 0; ka < program.steps[sa].tasks.size(); ++ka) {
+              const Task& a = program.steps[sa].tasks[ka];
+              const bool overlap = a.unit_begin < b.unit_end && b.unit_begin < a.unit_end;
+              const bool hazard = overlap && ((a.writes() && (b.reads_own() || b.writes())) ||
+                                              (a.reads_own() && b.writes()));
+              if (!hazard) continue;
+              ++hazards;
+              direct += std::find(b.after.begin(), b.after.end(), TaskRef{uint32_t(sa), uint32_t(ka)}) != b.after.end();
+              EXPECT_TRUE(waits_for(first[sb] + kb, first[sa] + ka))
+                  << whole.algorithm << " tree " << tree << " rank " << rank << ": step " << sb << " task " << kb
+                  << " does not wait for step " << sa << " task " << ka;
+            }
+          }
+        }
+      }
+    }
+  });
+  EXPECT_GT(hazards, 1000u);
+  EXPECT_LT(direct, hazards);  // some are ordered through others: the lists are not every pair
+}
+
+}  // namespace
+}  // namespace flexplan::codegen

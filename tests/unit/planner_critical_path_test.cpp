@@ -47,10 +47,19 @@ TEST(CriticalPath, TwoStepsInTwoSlicesByHand) {
   //           b is done at max(4 + 2pn, 3.5 + pn + 0.5 + pn) = 4 + 2pn.
   //   step 2: b sends slice 1: c has it at 4 + 2pn + 5.5 + pn = 9.5 us + 3pn.
   // Step by step it would be 3.5 + 5.5 + 5.5 = 14.5 us + 3pn.
+  // (This is the runtime step by step on each rank: SliceProgress::PerRank, the planner's default.)
   const double p = 0.5e-9;
-  const auto cost = critical_path_cost(topo, base, 2, params);
+  const auto cost = critical_path_cost(topo, base, 2, params, SliceProgress::PerRank);
   for (const double n : {0.0, 8.0, 65536.0, 1e6})
     EXPECT_NEAR(cost.at(n), 9.5e-6 + 3 * p * n, 1e-15 + 1e-12 * cost.at(n)) << n;
+  // With steps overlapping (PerSlice, the runtime's default), a sends slice 1 at once, and b
+  // forwards each slice as it lands: c has both at 3.5 + pn + 5.5 + pn = 9 us + 2pn, unless the
+  // bandwidth bound (1 ns a byte + 5.5 us) is above that.
+  CostParams per_slice = params;
+  per_slice.slice_progress = SliceProgress::PerSlice;
+  const auto overlapped = critical_path_cost(topo, base, 2, per_slice);
+  for (const double n : {0.0, 8.0, 65536.0, 1e6})
+    EXPECT_NEAR(overlapped.at(n), std::max(9e-6 + 2 * p * n, 1e-9 * n + 5.5e-6), 1e-15 + 1e-12 * overlapped.at(n)) << n;
   const auto steps = evaluate_schedule(topo, pipeline_slices(base, 2), params);
   EXPECT_NEAR(steps.at(1e6), 14.5e-6 + 3 * p * 1e6, 1e-15);
   // Its bandwidth bound: every direction carries the whole message once, 1 ns a byte, plus the

@@ -12,6 +12,7 @@
 #include "ir/pipeline_form.hpp"
 #include "ir/plan_binary.hpp"
 #include "ir/verify.hpp"
+#include "planner/algorithm_table.hpp"
 #include "planner/cost_model.hpp"
 #include "planner/critical_path.hpp"
 #include "planner/pipeline.hpp"
@@ -126,9 +127,14 @@ TEST(PlannerBuildPlan, ChoosesTheCheapestScheduleForEverySizeRange) {
     multi_range_plans += plan.schedules.size() > 1;
     for (const auto& schedule : plan.schedules) {
       // Priced again as the planner priced it: the latency rows by their critical path.
+      // A pipeline written whole (not compact) is priced from its base, so that each slice
+      // progresses on its own (SliceProgress::PerSlice) as the planner priced it.
       const bool by_path = report.find(schedule.algorithm)->priced_by == "critical path";
-      const auto chosen = by_path ? critical_path_cost(topo, schedule, options.cost)
-                                  : evaluate_schedule(topo, schedule, options.cost);
+      const AlgorithmChoice choice = find_algorithm(schedule.algorithm);
+      const bool whole_pipeline = schedule.slices == 1 && choice.slices > 1;
+      const auto chosen = !by_path         ? evaluate_schedule(topo, schedule, options.cost)
+                          : whole_pipeline ? critical_path_cost(topo, choice.row->build(topo), choice.slices, options.cost)
+                                           : critical_path_cost(topo, schedule, options.cost);
       std::vector<double> probes{static_cast<double>(schedule.min_bytes)};
       if (schedule.max_bytes) probes.push_back(static_cast<double>(*schedule.max_bytes - 1));
       for (double n : probes)
