@@ -409,6 +409,45 @@ std::vector<ir::UnitRange> complement_runs(const std::vector<ir::UnitRange>& run
   return out;
 }
 
+// The runs of `from` less those of `less` (both sorted, disjoint).
+std::vector<ir::UnitRange> subtract_runs(const std::vector<ir::UnitRange>& from,
+                                         const std::vector<ir::UnitRange>& less) {
+  std::vector<ir::UnitRange> out;
+  size_t k = 0;
+  for (ir::UnitRange run : from) {
+    while (k < less.size() && less[k].end <= run.begin) ++k;
+    for (size_t j = k; j < less.size() && less[j].begin < run.end; ++j) {
+      if (run.begin < less[j].begin) out.push_back({run.begin, less[j].begin});
+      run.begin = std::max(run.begin, less[j].end);
+    }
+    if (run.begin < run.end) out.push_back(run);
+  }
+  return out;
+}
+
+// Runs sorted, with adjacent ones joined.
+std::vector<ir::UnitRange> merged_runs(std::vector<ir::UnitRange> runs) {
+  std::sort(runs.begin(), runs.end(),
+            [](const ir::UnitRange& a, const ir::UnitRange& b) { return a.begin < b.begin; });
+  std::vector<ir::UnitRange> merged;
+  for (const ir::UnitRange& run : runs) {
+    if (!merged.empty() && merged.back().end == run.begin)
+      merged.back().end = run.end;
+    else
+      merged.push_back(run);
+  }
+  return merged;
+}
+
+// Whether a branch's chain down runs on through the other learners of its child `c` (see
+// plan_relay_tree_allgather): c is a machine (every child a learner, two or more) whose parent
+// chains what lies outside it (not the root, two or more children).
+bool folded_into_parent(const Topology& topo, NodeId c, bool through_machines) {
+  if (!through_machines || !topo.is_machine(c) || topo.degree(c) < 2) return false;
+  const NodeId v = topo.parent(c);
+  return v >= 0 && v != topo.root() && topo.degree(v) >= 2;
+}
+
 // Each branch's relay (a learner under it): its child's whose path up to the branch is widest
 // (the narrowest uplink on the way), the first such child in depth-first order.
 std::vector<int32_t> relays_of(const Topology& topo) {
@@ -437,8 +476,8 @@ std::vector<int32_t> relays_of(const Topology& topo) {
 
 }  // namespace
 
-ir::Schedule plan_relay_tree_allgather(const Topology& topo) {
-  ir::Schedule schedule = sharded(topo, "relay-tree");
+ir::Schedule plan_relay_tree_allgather(const Topology& topo, bool through_machines) {
+  ir::Schedule schedule = sharded(topo, through_machines ? "relay-machines" : "relay-tree");
   const int32_t p = topo.num_learners();
   if (p < 2) return schedule;
   const bool in_order = depth_first_is_rank_order(topo);
@@ -470,6 +509,11 @@ ir::Schedule plan_relay_tree_allgather(const Topology& topo) {
   // its links hop for hop, and a small op's one chunk then waits on the large one at every hop
   // (the evaluator prices it so): the run before goes through the children in reverse order,
   // and a run under an eighth of the other goes in a step of its own after the depth's.
+  const auto small_run = [&](const ir::UnitRange& run, const std::vector<ir::UnitRange>& runs) {
+    uint64_t largest = 0;
+    for (const ir::UnitRange& r : runs) largest = std::max(largest, r.end - r.begin);
+    return in_order && 8 * (run.end - run.begin) < largest;
+  };
   std::vector<ir::Step> down;
   for (NodeId v = 0; v < topo.num_nodes(); ++v) {
     if (topo.is_learner(v) || v == topo.root() || topo.degree(v) < 2) continue;
@@ -477,20 +521,40 @@ ir::Schedule plan_relay_tree_allgather(const Topology& topo) {
     ir::RankList chain{from};
     for (const NodeId c : topo.children(v))
       if (relay_of(c) != from) chain.push_back(relay_of(c));
-    ir::RankList reversed{from};
-    for (size_t k = chain.size(); k-- > 1;) reversed.push_back(chain[k]);
+    // Through machines: a machine child's other learners follow its relay in the chains of the
+    // large runs, so that those reach them over the machine's own links in this step, beside
+    // its NIC's, rather than in a step of its own; the machine's chain then carries only its
+    // siblings' blocks and the small runs (whose one chunk would cross every learner).
+    ir::RankList through{from};
+    for (const NodeId c : topo.children(v)) {
+      if (relay_of(c) != from) through.push_back(relay_of(c));
+      if (folded_into_parent(topo, c, through_machines))
+        for (const NodeId g : topo.children(c))
+          if (topo.rank_of(g) != relay_of(c)) through.push_back(topo.rank_of(g));
+    }
+    const auto reverse_of = [&](const ir::RankList& forward) {
+      ir::RankList backward{from};
+      for (size_t k = forward.size(); k-- > 1;) backward.push_back(forward[k]);
+      return backward;
+    };
     const std::vector<ir::UnitRange> block = subtree_runs(topo, schedule, in_order, v);
-    const std::vector<ir::UnitRange> outside = complement_runs(block, schedule.units);
+    std::vector<ir::UnitRange> outside = complement_runs(block, schedule.units);
+    if (folded_into_parent(topo, v, through_machines)) {
+      const std::vector<ir::UnitRange> parent = subtree_runs(topo, schedule, in_order, topo.parent(v));
+      std::vector<ir::UnitRange> runs = subtract_runs(parent, block);
+      for (const ir::UnitRange& run : complement_runs(parent, schedule.units))
+        if (small_run(run, complement_runs(parent, schedule.units))) runs.push_back(run);
+      outside = merged_runs(std::move(runs));
+    }
     const size_t depth = static_cast<size_t>(topo.depth(v));
     while (down.size() < 2 * depth) down.push_back(step_of(ir::Phase::Broadcast, 0));
-    uint64_t largest = 0;
-    for (const ir::UnitRange& run : outside) largest = std::max(largest, run.end - run.begin);
     for (const ir::UnitRange& run : outside) {
       const bool before = in_order && !block.empty() && run.end <= block.front().begin;
-      const bool small = in_order && 8 * (run.end - run.begin) < largest;
+      const bool small = small_run(run, outside);
+      const ir::RankList& forward = small ? chain : through;
       ir::Step& step = down[2 * (depth - 1) + (small ? 1 : 0)];
       step.level = std::max(step.level, topo.level(v));
-      step.ops.push_back(copy(run.begin, run.end, from, before ? reversed : chain));
+      step.ops.push_back(copy(run.begin, run.end, from, before ? reverse_of(forward) : forward));
     }
   }
   for (ir::Step& step : down)
@@ -498,19 +562,27 @@ ir::Schedule plan_relay_tree_allgather(const Topology& topo) {
   return schedule;
 }
 
-RelayTreeSize relay_tree_size(const Topology& topo) {
+RelayTreeSize relay_tree_size(const Topology& topo, bool through_machines) {
   RelayTreeSize size;
   const bool in_order = depth_first_is_rank_order(topo);
   for (NodeId v = 0; v < topo.num_nodes(); ++v) {
     if (topo.is_learner(v) || topo.degree(v) < 2) continue;
     const uint64_t d = static_cast<uint64_t>(topo.degree(v));
-    const uint64_t learners = topo.learners_under(v).size();
+    const bool folded = folded_into_parent(topo, v, through_machines);
+    // The learners whose runs a chain down may cover: v's, or its parent's where v's chain
+    // carries only its siblings' blocks.
+    const uint64_t learners = topo.learners_under(folded ? topo.parent(v) : v).size();
     // Runs: one per child and two outside when ranks follow the depth-first order; else at
     // most a run per learner under it, and one more outside.
-    const uint64_t exchange = in_order ? d : learners;
+    const uint64_t exchange = in_order ? topo.degree(v) : topo.learners_under(v).size();
     const uint64_t down = v == topo.root() ? 0 : in_order ? 2 : learners + 1;
+    // A chain down goes through the children's relays, and the other learners of the
+    // machines among them when they follow.
+    uint64_t chain = d;
+    for (const NodeId c : topo.children(v))
+      if (folded_into_parent(topo, c, through_machines)) chain += static_cast<uint64_t>(topo.degree(c)) - 1;
     size.ops += exchange + down;
-    size.members += (exchange + down) * d;
+    size.members += exchange * d + down * chain;
   }
   return size;
 }

@@ -43,11 +43,16 @@ ir::Schedule plan_machine_chains_allgather(const Topology&);
 // relay is its child's with the widest path up (the relays of one path are one learner, which
 // sends the outside data once per level it relays). About 2 ops per child and fan-out squared
 // group members per branch; relay_tree_size gives both without building.
-ir::Schedule plan_relay_tree_allgather(const Topology&);
+// Through machines ("relay-machines"): a branch's chains down run on, after each machine
+// child's relay, through that machine's other learners, so that the outside data reaches every
+// learner of a machine in its parent's step (over the machine's own links, beside its NIC's);
+// the machine's own chain then carries only its siblings' blocks. One step fewer's worth of
+// data at large sizes, longer chains (a chunk's way through every learner) at small ones.
+ir::Schedule plan_relay_tree_allgather(const Topology&, bool through_machines = false);
 struct RelayTreeSize {
   uint64_t ops = 0, members = 0;
 };
-RelayTreeSize relay_tree_size(const Topology&);
+RelayTreeSize relay_tree_size(const Topology&, bool through_machines = false);
 
 // Whether the ranks are numbered in the tree's depth-first order (then every subtree's shards
 // are one run of units).

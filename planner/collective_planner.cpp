@@ -82,6 +82,13 @@ const CollectiveRow kRows[] = {
      .build = [](const Topology& t, int32_t) { return plan_relay_tree_allgather(t); },
      .ops = [](const Topology& t) { return relay_tree_size(t).ops; },
      .members = [](const Topology& t) { return relay_tree_size(t).members; }},
+    {.name = "relay-machines",
+     .summary = "relay-tree whose chains down run on through each machine's learners, so that "
+                "a machine takes in the outside data in one step (large messages)",
+     .sharded = true,
+     .build = [](const Topology& t, int32_t) { return plan_relay_tree_allgather(t, true); },
+     .ops = [](const Topology& t) { return relay_tree_size(t, true).ops; },
+     .members = [](const Topology& t) { return relay_tree_size(t, true).members; }},
     {.name = "bruck",
      .summary = "Bruck's exchange: ceil(log2 P) rounds at distances 1, 2, 4, ... (small messages)",
      .sharded = true,

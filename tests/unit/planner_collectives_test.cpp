@@ -279,7 +279,7 @@ TEST(PlannerCollectives, TransposesCostWhatTheirCopiesCost) {
           const ir::Schedule combined = transpose_copies(copies);
           // relay-tree's steps hold chains of different lengths (each branch's fan-out): its
           // transpose is priced on its own (ACombiningPlanIsItsMirrorTransposed).
-          if (name == "relay-tree") continue;
+          if (name == "relay-tree" || name == "relay-machines") continue;
           EXPECT_TRUE(transposes_at_same_price(copies, overhead)) << topo.name() << " " << variant;
           EXPECT_FALSE(transposes_at_same_price(copies, reductions));
           for (const CostParams& cost : {CostParams{}, overhead}) {
@@ -437,6 +437,8 @@ std::string replay_error(const ir::Schedule& schedule, int32_t p) {
 // relay-tree on random trees numbered both ways: the verifier and the replay above accept its
 // all-gather and its reduce-scatter, every chain is one branch's children long, and its price
 // is never below the floor.
+// relay-machines likewise, its chains down at most a branch's fan-out plus its machine
+// children's other learners long.
 TEST(PlannerCollectives, RelayTreeVerifiesAndReplaysOnRandomTrees) {
   testing::RandomTrees trees(0x4E1A7);
   int checked = 0;
@@ -447,8 +449,20 @@ TEST(PlannerCollectives, RelayTreeVerifiesAndReplaysOnRandomTrees) {
       int fan_out = 0;
       for (NodeId n = 0; n < topo.num_nodes(); ++n) fan_out = std::max(fan_out, topo.degree(n));
       const CostFloor floor = collective_floor(topo, ir::Collective::AllGather);
+      for (const bool machines : {false, true})
       for (const ir::Collective collective : {ir::Collective::AllGather, ir::Collective::ReduceScatter}) {
-        const ir::Schedule schedule = plan_collective_algorithm(topo, collective, "relay-tree");
+        const ir::Schedule schedule =
+            plan_collective_algorithm(topo, collective, machines ? "relay-machines" : "relay-tree");
+        // The longest chain relay-machines may build: a branch's relays and its machine
+        // children's other learners.
+        size_t longest = static_cast<size_t>(fan_out);
+        if (machines)
+          for (NodeId n = 0; n < topo.num_nodes(); ++n) {
+            size_t members = static_cast<size_t>(topo.degree(n));
+            for (const NodeId c : topo.children(n))
+              if (topo.is_machine(c)) members += static_cast<size_t>(topo.degree(c)) - 1;
+            longest = std::max(longest, members);
+          }
         EXPECT_NO_THROW(ir::verify_schedule(schedule, p)) << topo.name() << " " << ir::to_string(collective);
         EXPECT_EQ(replay_error(schedule, p), "") << topo.name() << " " << ir::to_string(collective);
         if (!schedule.steps.empty()) {  // the replay can fail: without an op it does
@@ -456,13 +470,13 @@ TEST(PlannerCollectives, RelayTreeVerifiesAndReplaysOnRandomTrees) {
           mutant.steps.edit()[t % schedule.steps.size()].ops.pop_back();
           EXPECT_NE(replay_error(mutant, p), "") << topo.name() << " " << ir::to_string(collective);
         }
-        const RelayTreeSize size = relay_tree_size(topo);
+        const RelayTreeSize size = relay_tree_size(topo, machines);
         uint64_t ops = 0, members = 0;
         for (const ir::Step& step : schedule.steps)
           for (const ir::Op& op : step.ops) {
             ++ops;
             members += op.group.size();
-            EXPECT_LE(op.group.size(), static_cast<size_t>(fan_out)) << topo.name();
+            EXPECT_LE(op.group.size(), longest) << topo.name();
           }
         EXPECT_LE(ops, size.ops) << topo.name();
         EXPECT_LE(members, size.members) << topo.name();
@@ -474,7 +488,7 @@ TEST(PlannerCollectives, RelayTreeVerifiesAndReplaysOnRandomTrees) {
       }
     }
   }
-  EXPECT_EQ(checked, 800);
+  EXPECT_EQ(checked, 1600);
 }
 
 // At a large P the schedule stays small: a generated-like tree of 64,000 learners (racks of
@@ -511,6 +525,44 @@ TEST(PlannerCollectives, RelayTreeStaysSmallAtLargeP) {
   EXPECT_LE(members, size.members);
   EXPECT_LT(ops, 4 * static_cast<uint64_t>(topo.num_learners()));
   EXPECT_LE(schedule.steps.size(), static_cast<size_t>(3 * topo.num_levels()));
+  // relay-machines too: its chains grow by the machines' learners, its ops do not.
+  const RelayTreeSize through = relay_tree_size(topo, true);
+  EXPECT_TRUE(schedule_fits_limits({through.ops, through.members}));
+  const ir::Schedule through_machines = plan_relay_tree_allgather(topo, true);
+  uint64_t machine_ops = 0, machine_members = 0;
+  for (const ir::Step& step : through_machines.steps)
+    for (const ir::Op& op : step.ops) {
+      ++machine_ops;
+      machine_members += op.group.size();
+    }
+  EXPECT_LE(machine_ops, through.ops);
+  EXPECT_LE(machine_members, through.members);
+  EXPECT_GT(machine_members, members);
+}
+
+// On racks of multi-learner machines under NICs slower than the machines' own links,
+// relay-machines brings the outside data into a machine in its rack's step: at 256 MiB it is
+// cheaper than relay-tree, whose machines' own step moves nearly all the data again; at 64 KiB
+// its longer chains (a chunk through every learner) cost more.
+TEST(PlannerCollectives, RelayMachinesSavesTheMachinesStepAtLargeSizes) {
+  testing::TreeBuilder b("racks");
+  for (int pod = 0; pod < 2; ++pod) {
+    const NodeId p = b.add_switch(b.root(), "pod" + std::to_string(pod), {50e9, 2e-6});
+    for (int rack = 0; rack < 3; ++rack) {
+      const NodeId r = b.add_switch(p, "rack" + std::to_string(rack), {25e9, 2e-6});
+      for (int m = 0; m < 4; ++m) {
+        const NodeId machine = b.add_switch(r, "m" + std::to_string(m), {3.125e9, 5e-6});
+        for (int g = 0; g < 4; ++g) b.add_learner(machine, "gpu" + std::to_string(g), {12e9, 2e-6});
+      }
+    }
+  }
+  const Topology topo = b.build();
+  const ScheduleCost relay =
+      evaluate_schedule(topo, plan_collective_algorithm(topo, ir::Collective::AllGather, "relay-tree"));
+  const ScheduleCost machines =
+      evaluate_schedule(topo, plan_collective_algorithm(topo, ir::Collective::AllGather, "relay-machines"));
+  EXPECT_LT(machines.at(268435456.0), 0.95 * relay.at(268435456.0));
+  EXPECT_GT(machines.at(65536.0), relay.at(65536.0));
 }
 
 }  // namespace
