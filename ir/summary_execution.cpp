@@ -66,10 +66,6 @@ struct Cursor {
 
 enum class Outcome { Done, Fault, OverBudget };
 
-// The per-rank state kept between calls while a KeepExecutionState lives on this thread.
-thread_local int keepers = 0;
-thread_local std::vector<RankState> kept_ranks;
-
 class WindowExecution {
  public:
   WindowExecution(const Schedule& schedule, int32_t world_size, size_t budget)
@@ -77,12 +73,7 @@ class WindowExecution {
         world_size_(world_size),
         budget_(budget),
         total_(all_contributions(world_size)),
-        ranks_(take_kept(world_size)) {}
-  ~WindowExecution() {
-    if (keepers > 0) kept_ranks = std::move(ranks_);
-  }
-  WindowExecution(const WindowExecution&) = delete;
-  WindowExecution& operator=(const WindowExecution&) = delete;
+        ranks_(static_cast<size_t>(world_size)) {}
 
   Outcome run(uint64_t low, uint64_t high, bool unlimited, std::optional<SummaryFault>& fault) {
     low_ = low;
@@ -129,15 +120,6 @@ class WindowExecution {
       segments_ += ranks_[rank].segments.assign(at, std::min(run.end, high_), high_,
                                        std::span<const Segment>(&piece, 1), scratch_, hint);
     }
-  }
-
-  // The kept state if it has this world size; run() resets every rank before use.
-  static std::vector<RankState> take_kept(int32_t world_size) {
-    std::vector<RankState> ranks = std::move(kept_ranks);
-    kept_ranks.clear();
-    // A plan's schedules share one world size; another size starts afresh.
-    if (ranks.size() != static_cast<size_t>(world_size)) ranks = std::vector<RankState>(static_cast<size_t>(world_size));
-    return ranks;
   }
 
   bool clip(const Op& op, uint64_t& begin, uint64_t& end) const {
@@ -385,11 +367,6 @@ size_t default_budget(const Schedule& schedule, int32_t world_size) {
 }
 
 }  // namespace
-
-KeepExecutionState::KeepExecutionState() { ++keepers; }
-KeepExecutionState::~KeepExecutionState() {
-  if (--keepers == 0) std::vector<RankState>().swap(kept_ranks);
-}
 
 std::optional<SummaryFault> execute_summaries(const Schedule& schedule, int32_t world_size,
                                               uint64_t low, uint64_t high, size_t segment_budget) {

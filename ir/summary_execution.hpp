@@ -29,18 +29,6 @@ struct SummaryFault {
 // proportional to the schedule's size, at least 2^20); a window whose state would exceed it is
 // split into smaller windows, down to single units if need be, where the state is one segment
 // per rank.
-// While one of these lives on a thread, execute_summaries there keeps its per-rank state (a
-// hundred-odd bytes a rank) for its next call instead of freeing it: a plan's schedules verified
-// one after another then fault that memory in once rather than once each (at a million ranks,
-// 30-odd thousand pages a schedule). The last one to go frees it. Not shared between threads.
-class KeepExecutionState {
- public:
-  KeepExecutionState();
-  ~KeepExecutionState();
-  KeepExecutionState(const KeepExecutionState&) = delete;
-  KeepExecutionState& operator=(const KeepExecutionState&) = delete;
-};
-
 std::optional<SummaryFault> execute_summaries(const Schedule& schedule, int32_t world_size,
                                               uint64_t low, uint64_t high,
                                               size_t segment_budget = 0);

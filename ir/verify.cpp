@@ -581,7 +581,6 @@ bool receives_each_unit_once(const Schedule& copies, int32_t world_size) {
 
 void verify_plan(const Plan& plan) {
   check_plan_fields(plan);
-  const detail::KeepExecutionState keep;  // the schedules reuse one per-rank state
   const std::vector<size_t> repeated = repeated_schedules(plan);
   // A reduce-scatter or reduce that is the transpose of an all-gather or broadcast of the plan
   // is proven through it (transposes_to) where that one verifies and meets the conditions;
@@ -681,7 +680,6 @@ void verify_plan_slice(const Plan& plan, int32_t part, int32_t slices) {
   if (slices < 1 || part < 0 || part >= slices)
     throw std::invalid_argument(fmt::format("slice {} of {} does not exist", part, slices));
   check_plan_fields(plan);
-  const detail::KeepExecutionState keep;  // the schedules reuse one per-rank state
   const std::vector<size_t> repeated = repeated_schedules(plan);
   for (size_t i = 0; i < plan.schedules.size(); ++i) {
     const Schedule& schedule = plan.schedules[i];
