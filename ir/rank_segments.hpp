@@ -7,15 +7,12 @@
 // Stored as a gap buffer: the segments before the gap, a gap of free slots, the segments after
 // it. A write moves the gap to where it writes, so writes that walk a rank's buffer in small
 // strides (a ring hands on one chunk after another) cost O(1) each instead of shifting the
-// whole tail of a vector. The first kInline slots live in the object itself: at a million ranks
-// most hold one or two segments, and a heap buffer each would cost a million allocations, their
-// page faults and their frees per schedule verified.
+// whole tail of a vector.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <memory>
 #include <span>
 #include <vector>
 
@@ -31,14 +28,14 @@ class RankSegments {
 
   // One segment holding `value` from `low` on; keeps the storage for reuse.
   void reset(uint64_t low, const Value& value) {
-    if (!heap_) capacity_ = kInline;
-    data()[0] = Segment{low, value};
+    if (slots_.empty()) slots_.resize(2);
+    slots_[0] = Segment{low, value};
     gap_begin_ = 1;
-    gap_end_ = capacity_;
+    gap_end_ = slots_.size();
   }
 
-  size_t size() const { return capacity_ - (gap_end_ - gap_begin_); }
-  const Segment& at(size_t i) const { return data()[physical(i)]; }
+  size_t size() const { return slots_.size() - (gap_end_ - gap_begin_); }
+  const Segment& at(size_t i) const { return slots_[physical(i)]; }
   uint64_t end_of(size_t i, uint64_t high) const { return i + 1 < size() ? at(i + 1).begin : high; }
 
   // The index of the segment holding `unit`, looked for first at `hint` and its successor.
@@ -91,14 +88,9 @@ class RankSegments {
     return static_cast<ptrdiff_t>(size()) - static_cast<ptrdiff_t>(before);
   }
 
-  size_t capacity_bytes() const { return heap_ ? capacity_ * sizeof(Segment) : 0; }
+  size_t capacity_bytes() const { return slots_.capacity() * sizeof(Segment); }
 
  private:
-  static constexpr size_t kInline = 2;
-
-  Segment* data() { return heap_ ? heap_.get() : inline_; }
-  const Segment* data() const { return heap_ ? heap_.get() : inline_; }
-
   size_t physical(size_t i) const { return i < gap_begin_ ? i : i + (gap_end_ - gap_begin_); }
 
   // Replaces segments [from, to) with `fresh`.
@@ -106,19 +98,19 @@ class RankSegments {
     move_gap(from);
     gap_end_ += to - from;
     if (gap_end_ - gap_begin_ < fresh.size()) grow(fresh.size());
-    std::copy(fresh.begin(), fresh.end(), data() + gap_begin_);
+    std::copy(fresh.begin(), fresh.end(), slots_.begin() + static_cast<ptrdiff_t>(gap_begin_));
     gap_begin_ += fresh.size();
   }
 
   void move_gap(size_t to) {
     if (to < gap_begin_) {
       const size_t n = gap_begin_ - to;
-      std::memmove(data() + gap_end_ - n, data() + to, n * sizeof(Segment));
+      std::memmove(slots_.data() + gap_end_ - n, slots_.data() + to, n * sizeof(Segment));
       gap_begin_ = to;
       gap_end_ -= n;
     } else if (to > gap_begin_) {
       const size_t n = to - gap_begin_;
-      std::memmove(data() + gap_begin_, data() + gap_end_, n * sizeof(Segment));
+      std::memmove(slots_.data() + gap_begin_, slots_.data() + gap_end_, n * sizeof(Segment));
       gap_begin_ += n;
       gap_end_ += n;
     }
@@ -126,22 +118,18 @@ class RankSegments {
 
   // Room for at least `needed` free slots, keeping the layout before/gap/after.
   void grow(size_t needed) {
-    const size_t after = capacity_ - gap_end_;
-    const size_t capacity = std::max(capacity_ * 2, gap_begin_ + after + needed + 2);
-    std::unique_ptr<Segment[]> larger(new Segment[capacity]);
-    const Segment* old = data();
-    std::copy(old, old + gap_begin_, larger.get());
-    std::copy(old + gap_end_, old + capacity_, larger.get() + capacity - after);
-    heap_ = std::move(larger);
-    capacity_ = capacity;
-    gap_end_ = capacity_ - after;
+    const size_t after = slots_.size() - gap_end_;
+    const size_t capacity = std::max(slots_.size() * 2, gap_begin_ + after + needed + 2);
+    std::vector<Segment> larger(capacity);
+    std::copy(slots_.begin(), slots_.begin() + static_cast<ptrdiff_t>(gap_begin_), larger.begin());
+    std::copy(slots_.begin() + static_cast<ptrdiff_t>(gap_end_), slots_.end(),
+              larger.end() - static_cast<ptrdiff_t>(after));
+    slots_.swap(larger);
+    gap_end_ = slots_.size() - after;
   }
 
-  // The bookkeeping first and then the first slot: a rank of one segment is read in one line.
-  std::unique_ptr<Segment[]> heap_;  // the slots once more than kInline are needed
-  size_t capacity_ = 0;              // slots in inline_ or heap_ (0 before the first reset)
+  std::vector<Segment> slots_;
   size_t gap_begin_ = 0, gap_end_ = 0;
-  Segment inline_[kInline];
 };
 
 }  // namespace flexplan::ir::detail

@@ -49,14 +49,6 @@ struct DeferredWrite {
   auto key() const { return std::tuple(rank, begin, op); }
 };
 
-// Everything the execution keeps per rank, together: ops name ranks scattered over a world of up
-// to millions, and one place per rank costs one or two cache misses instead of three or four.
-struct RankState {
-  Segments segments;
-  size_t hint = 0;  // the segment last looked up
-  WriteMark mark;
-};
-
 struct Cursor {
   int32_t rank;
   size_t index;
@@ -73,7 +65,9 @@ class WindowExecution {
         world_size_(world_size),
         budget_(budget),
         total_(all_contributions(world_size)),
-        ranks_(static_cast<size_t>(world_size)) {}
+        ranks_(static_cast<size_t>(world_size)),
+        hints_(static_cast<size_t>(world_size), 0),
+        marks_(static_cast<size_t>(world_size)) {}
 
   Outcome run(uint64_t low, uint64_t high, bool unlimited, std::optional<SummaryFault>& fault) {
     low_ = low;
@@ -82,8 +76,8 @@ class WindowExecution {
     segments_ = 0;
     for (int32_t rank = 0; rank < world_size_; ++rank) {
       start_state(rank);
-      ranks_[rank].hint = 0;
-      ranks_[rank].mark.stamp = 0;
+      hints_[rank] = 0;
+      marks_[rank].stamp = 0;
     }
     for (size_t s = 0; s < schedule_.steps.size(); ++s) {
       const Outcome outcome = run_step(s, fault);
@@ -111,13 +105,13 @@ class WindowExecution {
 
   void start_state(int32_t rank) {
     HoldingRun run = contract_.before(rank, low_);
-    ranks_[rank].segments.reset(low_, initial_value(run, rank));
+    ranks_[rank].reset(low_, initial_value(run, rank));
     ++segments_;
     size_t hint = 0;
     for (uint64_t at = run.end; at < high_; at = run.end) {
       run = contract_.before(rank, at);
       const Segment piece{at, initial_value(run, rank)};
-      segments_ += ranks_[rank].segments.assign(at, std::min(run.end, high_), high_,
+      segments_ += ranks_[rank].assign(at, std::min(run.end, high_), high_,
                                        std::span<const Segment>(&piece, 1), scratch_, hint);
     }
   }
@@ -159,8 +153,7 @@ class WindowExecution {
           fault = std::move(conflict);
           return Outcome::Fault;
         }
-        RankState& state = ranks_[rank];
-        segments_ += state.segments.assign(act.begin, act.end, high_, pieces, scratch_, state.hint);
+        segments_ += ranks_[rank].assign(act.begin, act.end, high_, pieces, scratch_, hints_[rank]);
         return segments_ > limit_ ? Outcome::OverBudget : Outcome::Done;
       };
       if (op.kind == OpKind::Reduce) {
@@ -189,9 +182,8 @@ class WindowExecution {
     cursors_.clear();
     Summary sum;
     for (int32_t member : op.group) {
-      RankState& state = ranks_[member];
-      const Segments& segments = state.segments;
-      const size_t index = state.hint = segments.find(begin, state.hint);
+      const Segments& segments = ranks_[member];
+      const size_t index = hints_[member] = segments.find(begin, hints_[member]);
       const Summary& value = segments.at(index).value;
       cursors_.push_back({member, index, segments.end_of(index, high_), value});
       sum += value;
@@ -204,7 +196,7 @@ class WindowExecution {
       if (next >= end) return;
       for (Cursor& cursor : cursors_) {
         if (cursor.end != next) continue;
-        const Segments& segments = ranks_[cursor.rank].segments;
+        const Segments& segments = ranks_[cursor.rank];
         sum -= cursor.value;
         ++cursor.index;
         cursor.value = segments.at(cursor.index).value;
@@ -216,9 +208,8 @@ class WindowExecution {
   }
 
   void compute_broadcast(const Op& op, uint64_t begin, uint64_t end) {
-    RankState& state = ranks_[op.root];
-    const Segments& segments = state.segments;
-    size_t index = state.hint = segments.find(begin, state.hint);
+    const Segments& segments = ranks_[op.root];
+    size_t index = hints_[op.root] = segments.find(begin, hints_[op.root]);
     for (;; ++index) {
       pieces_.push_back({std::max(segments.at(index).begin, begin), segments.at(index).value});
       if (segments.end_of(index, high_) >= end) return;
@@ -236,7 +227,7 @@ class WindowExecution {
   // they do in the schedules the planner writes) are checked in O(1) against the latest end.
   std::optional<SummaryFault> note_write(int32_t rank, const Active& act, uint32_t stamp,
                                          size_t step_index) {
-    WriteMark& mark = ranks_[rank].mark;
+    WriteMark& mark = marks_[rank];
     const uint32_t op = static_cast<uint32_t>(act.op);
     if (mark.stamp != stamp) mark = WriteMark{0, stamp, 0, -1, false};
     if (mark.deferred) {
@@ -292,7 +283,7 @@ class WindowExecution {
 
   std::optional<SummaryFault> check_final_state() const {
     for (int32_t rank = 0; rank < world_size_; ++rank) {
-      const Segments& segments = ranks_[rank].segments;
+      const Segments& segments = ranks_[rank];
       for (size_t j = 0; j < segments.size(); ++j) {
         const Summary& held = segments.at(j).value;
         const uint64_t begin = segments.at(j).begin, end = segments.end_of(j, high_);
@@ -348,7 +339,9 @@ class WindowExecution {
   uint64_t low_ = 0, high_ = 0;
   size_t limit_ = 0;
   size_t segments_ = 0;  // held by all ranks together
-  std::vector<RankState> ranks_;
+  std::vector<Segments> ranks_;
+  std::vector<size_t> hints_;  // per rank: the segment last looked up
+  std::vector<WriteMark> marks_;
   std::vector<ExtraWrite> extra_;
   std::vector<DeferredWrite> deferred_;
   // Per step: the ops touching the window and their result pieces.
