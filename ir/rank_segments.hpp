@@ -64,6 +64,17 @@ class RankSegments {
                    std::vector<Segment>& scratch, size_t hint) {
     const size_t before = size();
     const size_t first = find(begin, hint);
+    // The common case of a few units a rank (the latency algorithms' one or two, a pipeline's
+    // slices sent whole): one value over exactly one segment whose neighbours hold others. It
+    // takes the segment's place as it is; the general path below would do the same, slower.
+    if (pieces.size() == 1 && at(first).begin == begin && end_of(first, high) == end) {
+      const Value& value = pieces.front().value;
+      if ((first == 0 || !(at(first - 1).value == value)) &&
+          (first + 1 == before || !(at(first + 1).value == value))) {
+        slots_[physical(first)].value = value;
+        return 0;
+      }
+    }
     const size_t last = find(end - 1, first);
     const uint64_t last_end = end_of(last, high);
     // Segments [remove_from, remove_to) go; the new ones take their place.
