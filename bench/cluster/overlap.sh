@@ -5,8 +5,8 @@
 # cost, one priced per slice (--slice-progress slice) and the default one, and predict both with
 # each pricing; then, ROUNDS times in turn, flexbench all-reduce at 8 B and 64 KiB-4 MiB in three
 # modes: (a) the per-slice plan with FLEXPLAN_STEP_OVERLAP=1, (b) the same plan with
-# FLEXPLAN_STEP_OVERLAP=0, (c) the default plan with FLEXPLAN_STEP_OVERLAP=1, Open MPI's
-# MPI_Allreduce beside (a). Results: OUT/CONFIG/*; the table: overlap_table.py OUT (docs/results.md).
+# FLEXPLAN_STEP_OVERLAP=0, (c) the default plan with FLEXPLAN_STEP_OVERLAP=1, then (m) Open
+# MPI's MPI_Allreduce beside (a) in a run of its own. Results: OUT/CONFIG/*; the table: overlap_table.py OUT (docs/results.md).
 #   bench/cluster/overlap.sh [--build build] [--out DIR] [--iters N] [--rounds R] [--only 2+3+2,2+3]
 # EMU_PREFIX / EMU_SUBNET (cluster.sh) keep this cluster apart from others on the host.
 set -u
@@ -94,10 +94,12 @@ run_config() {
   done
   local r
   for ((r = 1; r <= ROUNDS; r++)); do
-    log "  round $r: a (per-slice plan, overlap), b (per-slice plan, step by step), c (default plan, overlap)"
-    bench "$dir" a$r plan-slice.bin 1 1
+    log "  round $r: a (per-slice plan, overlap), b (per-slice plan, step by step), c (default plan, overlap), m (MPI beside a)"
+    bench "$dir" a$r plan-slice.bin 1 0
     bench "$dir" b$r plan-slice.bin 0 0
     bench "$dir" c$r plan-rank.bin 1 0
+    # MPI in a run of its own: timed side by side, its calls alternate with (a)'s and slow them
+    bench "$dir" m$r plan-slice.bin 1 1
   done
   "$CLUSTER" down > /dev/null
 }

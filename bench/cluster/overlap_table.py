@@ -6,7 +6,9 @@ rounds of flexbench's medians) beside its prediction, and Open MPI's MPI_Allredu
 
 Modes: a = the plan priced per slice, run with its steps overlapping (FLEXPLAN_STEP_OVERLAP=1),
 predicted per slice; b = the same plan step by step (FLEXPLAN_STEP_OVERLAP=0), its rows predicted
-per rank; c = the default plan (priced per rank) with overlap, predicted per rank.
+per rank; c = the default plan (priced per rank) with overlap, predicted per rank; m = (a) with
+Open MPI's MPI_Allreduce timed beside it (older runs: MPI beside a itself), whose flexplan times
+the table leaves out.
 """
 import glob
 import json
@@ -25,7 +27,7 @@ def load_config(d):
     # measured[mode][bytes] = [median seconds per round]; rows[mode][bytes] = the schedule run
     measured, rows, mpi, wrong = {}, {}, {}, 0
     for path in sorted(glob.glob(os.path.join(d, "bench-*.json"))):
-        m = re.match(r"bench-([abc])\d+-\d+\.json", os.path.basename(path))
+        m = re.match(r"bench-([abcm])\d+-\d+\.json", os.path.basename(path))
         if not m:
             continue
         mode = m.group(1)
