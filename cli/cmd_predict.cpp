@@ -186,14 +186,16 @@ void print_text(const PredictCommand& command, const Sweep& sweep, const Topolog
                 ir::Collective collective) {
   const int learners = topo.num_learners();
   const double factor = bus_factor(collective, learners);
-  fmt::print("# flexplan predict: {}{}, topology {} ({})\n# {} ({} B), hop overhead {}, incast loss {:g}{}\n",
+  fmt::print("# flexplan predict: {}{}, topology {} ({})\n# {} ({} B), hop overhead {}, incast loss {:g}{}, "
+             "slices progress per {}\n",
              ir::to_string(collective),
              ir::has_root(collective) ? fmt::format(" from root {}", command.root) : "",
              topo.name(), describe_topology(topo), command.dtype, sweep.element,
              format_seconds(sweep.cost.hop_overhead), sweep.cost.incast_loss,
              sweep.cost.reduce_bandwidth > 0
                  ? ", reductions at " + format_bandwidth(sweep.cost.reduce_bandwidth)
-                 : std::string());
+                 : std::string(),
+             sweep.cost.slice_progress == SliceProgress::PerSlice ? "slice" : "rank");
   if (floor.per_byte > 0)
     fmt::print("# floor: the larger of n / {} (bandwidth, set by {})\n#   and {} (latency: {})\n",
                format_gbps(1 / floor.per_byte), floor.bound_by, format_seconds(floor.latency),
@@ -294,6 +296,7 @@ void print_json(const PredictCommand& command, const Sweep& sweep, const Topolog
                 {"element_bytes", sweep.element},
                 {"hop_overhead_seconds", sweep.cost.hop_overhead},
                 {"incast_loss", sweep.cost.incast_loss},
+                {"slice_progress", sweep.cost.slice_progress == SliceProgress::PerSlice ? "slice" : "rank"},
                 {"reduce_bytes_per_second", sweep.cost.reduce_bandwidth > 0
                                                 ? json(sweep.cost.reduce_bandwidth)
                                                 : json(nullptr)},

@@ -1,6 +1,6 @@
 // The cost model's options shared by the commands that plan or predict (plan, predict, whatif):
-// --hop-overhead, --incast-loss and --reduce-bandwidth, their help and their parsing into CostParams (the
-// reduction rate defaulting to the topology's).
+// --hop-overhead, --incast-loss, --reduce-bandwidth and --slice-progress, their help and their parsing
+// into CostParams (the reduction rate defaulting to the topology's).
 #pragma once
 
 #include <stdexcept>
@@ -19,6 +19,8 @@ struct CostOptions {
   std::string reduce_bandwidth;  // empty: the topology's rate; "none": not modelled
   // Default: the star ops' measured loss to incast (planner/cost_model.hpp, kMeasuredIncastLoss).
   double incast_loss = kMeasuredIncastLoss;
+  // Empty: the library's default (CostParams::slice_progress), so that the flag follows it.
+  std::string slice_progress;
 
   void add_to(CLI::App& app) {
     app.add_option("--hop-overhead", hop_overhead,
@@ -36,6 +38,12 @@ struct CostOptions {
                    "\"none\" not to model reductions; default: the topology's "
                    "\"reduce_bandwidth\", else none). Learners that reduce on the CPU over "
                    "shared memory: see docs/cost-model.md");
+    app.add_option("--slice-progress", slice_progress,
+                   "how a pipelined plan's critical path lets a rank's slices progress: \"rank\" "
+                   "(a step waits for all of the rank's previous step: the runtime step by step, "
+                   "FLEXPLAN_STEP_OVERLAP=0) or \"slice\" (only its own slice's: the runtime with "
+                   "its steps overlapping); default: the library's, " +
+                       std::string(CostParams{}.slice_progress == SliceProgress::PerSlice ? "slice" : "rank"));
   }
 
   // The topology's reduction rate, where --reduce-bandwidth did not give one.
@@ -62,6 +70,12 @@ struct CostOptions {
         throw std::invalid_argument(std::string("--reduce-bandwidth: ") + e.what());
       }
     }
+    if (slice_progress == "rank")
+      params.slice_progress = SliceProgress::PerRank;
+    else if (slice_progress == "slice")
+      params.slice_progress = SliceProgress::PerSlice;
+    else if (!slice_progress.empty())
+      throw std::invalid_argument("--slice-progress: \"" + slice_progress + "\" is not rank or slice");
     return params;
   }
 };
