@@ -3,6 +3,11 @@
 // and the plan's price using it for the latency rows.
 #include <gtest/gtest.h>
 
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <optional>
+#include <random>
 #include <string>
 
 #include "planner/algorithm_table.hpp"
@@ -15,6 +20,8 @@
 #include "planner/plan_price.hpp"
 #include "planner/prediction.hpp"
 #include "planner_test_trees.hpp"
+#include "whatif/editable_tree.hpp"
+#include "whatif/variation.hpp"
 
 namespace flexplan {
 namespace {
@@ -147,6 +154,50 @@ TEST(CriticalPath, ThePlannerPredictAndThePlansPriceUseIt) {
       EXPECT_DOUBLE_EQ(cost.at(65536), critical_path_cost(topo, plan_centre_tree(topo), 4, options.cost).at(65536));
     }
   }
+}
+
+// A fixed schedule's price never rises when a link gets faster, step by step or per slice: the
+// what-if property (docs/whatif.md, "Faster links, slower plans") counts slower plans, and they
+// must come from the planner's choices, not from the pricing of one schedule.
+TEST(CriticalPath, AFixedScheduleNeverGetsSlowerWithAFasterLink) {
+  testing::RandomTrees trees(20261130);
+  std::mt19937_64 rng(4142);
+  CostParams params;
+  params.hop_overhead = kMeasuredHopOverhead;
+  params.incast_loss = kMeasuredIncastLoss;
+  int compared = 0;
+  for (int i = 0; i < 40; ++i) {
+    const auto topo = trees.next(12);
+    const std::string targets[] = {"link:" + topo.full_name(std::uniform_int_distribution<int>(1, topo.num_nodes() - 1)(rng)),
+                                   "machines", "learners", "all"};
+    const double factors[] = {1.5, 2, 4, 10};
+    const std::string text = fmt::format("{}.{}*=1,{}", targets[i % 4 == 0 ? 1 + i / 4 % 3 : 0], i % 3 == 2 ? "latency" : "bandwidth",
+                                         i % 3 == 2 ? 0.25 : factors[std::uniform_int_distribution<int>(0, 3)(rng)]);
+    const std::vector<whatif::Variation> variations{whatif::parse_variation(text)};
+    std::optional<Topology> faster;
+    try {
+      faster.emplace(whatif::to_topology(whatif::vary(whatif::editable_copy(topo), variations, whatif::grid_point(variations, 1))));
+    } catch (const whatif::VariationError&) {
+      continue;  // (no link of the tree in the class)
+    }
+    for (const auto& row : algorithm_table()) {
+      if (!row.critical_path || (row.unsuitable && !row.unsuitable(topo).empty())) continue;
+      const ir::Schedule base = row.build(topo);
+      for (const uint32_t slices : {1u, 4u, 16u}) {
+        if (slices > 1 && !row.pipelines) continue;
+        for (const SliceProgress progress : {SliceProgress::PerRank, SliceProgress::PerSlice}) {
+          const auto was = critical_path_cost(topo, base, slices, params, progress);
+          const auto is = critical_path_cost(*faster, base, slices, params, progress);
+          for (const double n : {8.0, 65536.0, 1048576.0, 268435456.0})
+            EXPECT_LE(is.at(n), was.at(n) * (1 + 1e-12))
+                << row.name << "@" << slices << (progress == SliceProgress::PerSlice ? " per slice " : " per rank ")
+                << topo.name() << " " << text << " n " << n;
+          ++compared;
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 100);
 }
 
 }  // namespace
