@@ -368,6 +368,20 @@ ir::Schedule plan_machine_chains_allgather(const Topology& topo) {
 
 namespace {
 
+// Runs sorted, with adjacent ones joined.
+std::vector<ir::UnitRange> merged_runs(std::vector<ir::UnitRange> runs) {
+  std::sort(runs.begin(), runs.end(),
+            [](const ir::UnitRange& a, const ir::UnitRange& b) { return a.begin < b.begin; });
+  std::vector<ir::UnitRange> merged;
+  for (const ir::UnitRange& run : runs) {
+    if (!merged.empty() && merged.back().end == run.begin)
+      merged.back().end = run.end;
+    else
+      merged.push_back(run);
+  }
+  return merged;
+}
+
 // The runs of units a subtree's learners own, in unit order: one run when ranks follow the
 // depth-first order, else the learners' shards merged.
 std::vector<ir::UnitRange> subtree_runs(const Topology& topo, const ir::Schedule& schedule,
@@ -385,16 +399,7 @@ std::vector<ir::UnitRange> subtree_runs(const Topology& topo, const ir::Schedule
     const ir::UnitRange shard = ir::shard_of(schedule, p, rank);
     if (shard.begin < shard.end) runs.push_back(shard);
   }
-  std::sort(runs.begin(), runs.end(),
-            [](const ir::UnitRange& a, const ir::UnitRange& b) { return a.begin < b.begin; });
-  std::vector<ir::UnitRange> merged;
-  for (const ir::UnitRange& run : runs) {
-    if (!merged.empty() && merged.back().end == run.begin)
-      merged.back().end = run.end;
-    else
-      merged.push_back(run);
-  }
-  return merged;
+  return merged_runs(std::move(runs));
 }
 
 // [0, units) less the runs (sorted, disjoint).
@@ -423,20 +428,6 @@ std::vector<ir::UnitRange> subtract_runs(const std::vector<ir::UnitRange>& from,
     if (run.begin < run.end) out.push_back(run);
   }
   return out;
-}
-
-// Runs sorted, with adjacent ones joined.
-std::vector<ir::UnitRange> merged_runs(std::vector<ir::UnitRange> runs) {
-  std::sort(runs.begin(), runs.end(),
-            [](const ir::UnitRange& a, const ir::UnitRange& b) { return a.begin < b.begin; });
-  std::vector<ir::UnitRange> merged;
-  for (const ir::UnitRange& run : runs) {
-    if (!merged.empty() && merged.back().end == run.begin)
-      merged.back().end = run.end;
-    else
-      merged.push_back(run);
-  }
-  return merged;
 }
 
 // Whether a branch's chain down runs on through the other learners of its child `c` (see
