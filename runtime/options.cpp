@@ -27,6 +27,13 @@ uint64_t parse_positive(const char* name, std::string_view text) {
   return value;
 }
 
+// A window's size: a positive integer no larger than 1024 (a bound on what is in flight).
+unsigned parse_window(const char* name, std::string_view text) {
+  const uint64_t value = parse_positive(name, text);
+  if (value > 1024) throw InputError(fmt::format("{}='{}': at most 1024", name, text));
+  return static_cast<unsigned>(value);
+}
+
 bool parse_flag(const char* name, std::string_view text) {
   if (text == "1" || text == "true" || text == "yes" || text == "on") return true;
   if (text == "0" || text == "false" || text == "no" || text == "off") return false;
@@ -69,17 +76,13 @@ Options Options::from_env() {
     options.chunk_bytes = parse_positive("FLEXPLAN_CHUNK_BYTES", v);
   });
   take(options, "FLEXPLAN_WINDOW", [&](std::string_view v) {
-    const uint64_t window = parse_positive("FLEXPLAN_WINDOW", v);
-    if (window > 1024) throw InputError(fmt::format("FLEXPLAN_WINDOW='{}': at most 1024", v));
-    options.window = static_cast<unsigned>(window);
+    options.window = parse_window("FLEXPLAN_WINDOW", v);
   });
   take(options, "FLEXPLAN_STEP_OVERLAP", [&](std::string_view v) {
     options.step_overlap = parse_flag("FLEXPLAN_STEP_OVERLAP", v);
   });
   take(options, "FLEXPLAN_STEP_WINDOW", [&](std::string_view v) {
-    const uint64_t steps = parse_positive("FLEXPLAN_STEP_WINDOW", v);
-    if (steps > 1024) throw InputError(fmt::format("FLEXPLAN_STEP_WINDOW='{}': at most 1024", v));
-    options.step_window = static_cast<unsigned>(steps);
+    options.step_window = parse_window("FLEXPLAN_STEP_WINDOW", v);
   });
   take(options, "FLEXPLAN_RANK_MAPPING", [&](std::string_view v) {
     if (v == "mpi") {
