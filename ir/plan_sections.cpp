@@ -438,8 +438,10 @@ BlockTable parse_block_table(std::span<const uint8_t> bytes, const std::string& 
           const uint64_t more = in.varint("progression count");
           const uint64_t stride = in.varint("progression stride");
           const auto world = static_cast<uint64_t>(header.world_size);
-          // first + more * stride < world, without overflow.
-          if (gap >= world || static_cast<uint64_t>(after) + gap >= world || stride == 0 || stride >= world ||
+          // first + more * stride < world, without overflow. A lone rank is written with stride 1,
+          // which a world of one rank must accept too.
+          const bool stride_fits = more == 0 ? stride == 1 : stride != 0 && stride < world;
+          if (gap >= world || static_cast<uint64_t>(after) + gap >= world || !stride_fits ||
               more > (world - 1 - static_cast<uint64_t>(after) - gap) / stride)
             in.fail_at(at, fmt::format("block {}'s ranks reach beyond the world of {}", next, header.world_size));
           const auto first = static_cast<int32_t>(after + static_cast<int64_t>(gap));

@@ -13,6 +13,7 @@
 #include "ir/pipeline_form.hpp"
 #include "ir/plan_binary.hpp"
 #include "ir/plan_sections.hpp"
+#include "ir/plan_text.hpp"
 #include "ir/verify.hpp"
 #include "tests/unit/ir_test_plans.hpp"
 
@@ -61,6 +62,18 @@ TEST(IrBinary, RoundTripsExactly) {
   // Format 6 files are still read.
   EXPECT_EQ(decode_plan(encode_plan_version6(plan), "mem"), plan);
   EXPECT_EQ(decode_plan(encode_plan_version6(bare), "mem"), bare);
+}
+
+// A world of one rank: its ops name rank 0 alone, written as a progression of stride 1, which
+// the reader once refused as reaching beyond the world (found by the plan_text fuzzer).
+TEST(IrBinary, AWorldOfOneRankRoundTrips) {
+  const Plan plan = parse_plan_text(
+      "flexplan-plan 1\nworld_size 1\ntopology \"t\" -\n"
+      "schedule one allreduce bytes 0..inf units 2\n"
+      "  step reduce level 0\n    reduce [0,2) root 0 group 0\n",
+      "one.plan");
+  ASSERT_EQ(plan.world_size, 1);
+  EXPECT_EQ(decode_plan(encode_plan(plan), "mem"), plan);
 }
 
 // The fingerprint the ranks compare: the same for the same plan however it reaches them (decoded
