@@ -34,12 +34,14 @@ struct WriteMark {
   uint64_t max_end = 0;   // the end of the write that ends last
   uint32_t stamp = 0;     // step index + 1 of the step these writes belong to
   uint32_t count = 0;     // writes to the rank in this step
-  int64_t last = -1;      // index of the latest write in extra_; each links to the one before
+  int64_t last = -1;      // index of the latest run in extra_; each links to the one before
   bool deferred = false;  // its writes go to deferred_, to be sorted at the end of the step
 };
+// A run of one rank's writes in a step, each starting where the one before it ended (a
+// chain's receiver takes block after block): the checks need only the union they wrote.
 struct ExtraWrite {
   uint64_t begin, end;
-  uint32_t op;
+  uint32_t op;  // the op of the run's first write
   int64_t next;
 };
 struct DeferredWrite {
@@ -149,7 +151,7 @@ class WindowExecution {
       const std::span<const Segment> pieces(pieces_.data() + act.first_piece,
                                             active_[a + 1].first_piece - act.first_piece);
       auto write = [&](int32_t rank) {
-        if (auto conflict = note_write(rank, act, stamp, step_index)) {
+        if (auto conflict = note_write(rank, a, stamp, step_index)) {
           fault = std::move(conflict);
           return Outcome::Fault;
         }
@@ -225,8 +227,9 @@ class WindowExecution {
   // Records that op act.op writes `rank` on its range in this step; the conflict if another op
   // of the step wrote an overlapping range of that rank. Writes that come in unit order (as
   // they do in the schedules the planner writes) are checked in O(1) against the latest end.
-  std::optional<SummaryFault> note_write(int32_t rank, const Active& act, uint32_t stamp,
+  std::optional<SummaryFault> note_write(int32_t rank, size_t a, uint32_t stamp,
                                          size_t step_index) {
+    const Active& act = active_[a];
     WriteMark& mark = marks_[rank];
     const uint32_t op = static_cast<uint32_t>(act.op);
     if (mark.stamp != stamp) mark = WriteMark{0, stamp, 0, -1, false};
@@ -242,13 +245,18 @@ class WindowExecution {
       } else {
         for (int64_t i = mark.last; i >= 0; i = extra_[i].next) {
           if (act.begin < extra_[i].end && extra_[i].begin < act.end)
-            return conflict(rank, step_index, extra_[i].op, op);
+            return conflict(rank, step_index,
+                            latest_overlapping_write(rank, a, extra_[i].op, step_index), op);
         }
       }
     }
     if (!mark.deferred) {
-      extra_.push_back({act.begin, act.end, op, mark.last});
-      mark.last = static_cast<int64_t>(extra_.size()) - 1;
+      if (mark.last >= 0 && extra_[mark.last].end == act.begin) {
+        extra_[mark.last].end = act.end;
+      } else {
+        extra_.push_back({act.begin, act.end, op, mark.last});
+        mark.last = static_cast<int64_t>(extra_.size()) - 1;
+      }
     }
     mark.max_end = std::max(mark.max_end, act.end);
     ++mark.count;
@@ -260,10 +268,46 @@ class WindowExecution {
               [](const DeferredWrite& a, const DeferredWrite& b) { return a.key() < b.key(); });
     for (size_t i = 1; i < deferred_.size(); ++i) {
       const DeferredWrite &a = deferred_[i - 1], &b = deferred_[i];
-      if (a.rank == b.rank && b.begin < a.end)
-        return conflict(a.rank, step_index, std::min(a.op, b.op), std::max(a.op, b.op));
+      if (a.rank == b.rank && b.begin < a.end) return first_conflict_of(a.rank, step_index);
     }
     return std::nullopt;
+  }
+
+  static bool writes(const Op& op, int32_t rank) {
+    if (op.kind == OpKind::Reduce) return op.root == rank;
+    return rank != op.root && std::find(op.group.begin(), op.group.end(), rank) != op.group.end();
+  }
+
+  // The latest op before active_[a] whose write to `rank` overlaps active_[a]'s, found in the
+  // run of writes that starts with op `first_op` (a run keeps only its first op).
+  size_t latest_overlapping_write(int32_t rank, size_t a, uint32_t first_op, size_t step_index) const {
+    const std::vector<Op>& ops = schedule_.steps[step_index].ops;
+    const Active& act = active_[a];
+    for (size_t b = a; b-- > 0 && active_[b].op >= first_op;) {
+      const Active& earlier = active_[b];
+      if (earlier.begin < act.end && act.begin < earlier.end && writes(ops[earlier.op], rank))
+        return earlier.op;
+    }
+    return first_op;
+  }
+
+  // The conflict the step's writes to `rank` hold, each write on its own: the first two that
+  // overlap in order of their begin, then op. Paid only when reporting a fault (the deferred
+  // list holds runs of writes, not their ops).
+  SummaryFault first_conflict_of(int32_t rank, size_t step_index) const {
+    const std::vector<Op>& ops = schedule_.steps[step_index].ops;
+    std::vector<std::pair<uint64_t, uint64_t>> writes_to;  // (begin, active index)
+    for (size_t b = 0; b + 1 < active_.size(); ++b)
+      if (writes(ops[active_[b].op], rank)) writes_to.emplace_back(active_[b].begin, b);
+    std::sort(writes_to.begin(), writes_to.end(), [&](const auto& x, const auto& y) {
+      return std::pair(x.first, active_[x.second].op) < std::pair(y.first, active_[y.second].op);
+    });
+    for (size_t i = 1; i < writes_to.size(); ++i) {
+      const Active &x = active_[writes_to[i - 1].second], &y = active_[writes_to[i].second];
+      if (y.begin < x.end)
+        return conflict(rank, step_index, std::min(x.op, y.op), std::max(x.op, y.op));
+    }
+    return conflict(rank, step_index, 0, 0);  // not reached: the runs overlap only where writes do
   }
 
   SummaryFault conflict(int32_t rank, size_t step_index, size_t first_op, size_t second_op) const {

@@ -215,6 +215,27 @@ TEST(IrVerify, ManyWritesToOneRankInOneStep) {
   }
 }
 
+// A rank's adjacent writes in a step are kept as one run (a chain's receiver takes block after
+// block); a write overlapping the run still names the latest op it overlaps, in a short step
+// (checked write by write) and past the writes checked one by one.
+TEST(IrVerify, AConflictInsideARunOfWritesNamesTheLatestOp) {
+  for (uint64_t writes : {10, 40}) {
+    Schedule schedule;
+    schedule.algorithm = "run";
+    schedule.units = writes;
+    Step gather{Phase::Reduce, 0, {}};
+    for (uint64_t u = 0; u < writes; ++u) gather.ops.push_back(Op{OpKind::Reduce, u, u + 1, 0, {0, 1}});
+    gather.ops.push_back(Op{OpKind::Reduce, 5, 7, 0, {1, 0}});
+    schedule.steps = {gather, Step{Phase::Broadcast, 0, {Op{OpKind::Broadcast, 0, writes, 0, {0, 1}}}}};
+    // Write by write the latest overlapping op is 6; sorted by begin, op 5 comes first.
+    const std::string first = writes == 10 ? "op 6 (reduce [6,7) root 0 group 0 1)"
+                                            : "op 5 (reduce [5,6) root 0 group 0 1)";
+    EXPECT_REJECTED(schedule, 2, "step 0: " + first,
+                    "op " + std::to_string(writes) + " (reduce [5,7) root 0 group 1 0)",
+                    writes == 10 ? "both write rank 0 on units [6,7)" : "both write rank 0 on units [5,6)");
+  }
+}
+
 TEST(IrVerify, BroadcastAndReduceWritingOneRankConflict) {
   Schedule schedule = tree_schedule(4, 6);
   // Step 0 reduces 0<-1 and 2<-3 on [0,6); a broadcast from 3 into 2's [2,4) collides.
