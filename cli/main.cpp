@@ -32,6 +32,7 @@ int& exit_status() {
 
 int main(int argc, char** argv) {
   using namespace flexplan;
+  cli::ask_for_huge_pages(argv);
   cli::keep_freed_memory();
   CLI::App app{"flexplan: plans all-reduce for asymmetric cluster trees (FlexReduce, ring, "
                "BlueConnect, hierarchical) and predicts their cost."};
