@@ -20,9 +20,13 @@ void keep_freed_memory() {
   // The largest threshold mallopt takes (half of glibc's 64 MiB heap on 64-bit hosts); above
   // it a block is still mapped on its own and returned when freed.
   constexpr int kLargestHeapBlock = 32 << 20;
-  // Fixing either setting also stops glibc from adjusting them as blocks are freed.
-  mallopt(M_MMAP_THRESHOLD, kLargestHeapBlock);
-  mallopt(M_TRIM_THRESHOLD, INT_MAX);  // the free top of the heap is never given back
+  // Fixing either setting also stops glibc from adjusting them as blocks are freed. One the
+  // user gave as a tunable is left as given.
+  const char* given = std::getenv("GLIBC_TUNABLES");
+  const auto user_set = [&](const char* tunable) { return given != nullptr && std::strstr(given, tunable) != nullptr; };
+  if (!user_set("glibc.malloc.mmap_threshold")) mallopt(M_MMAP_THRESHOLD, kLargestHeapBlock);
+  if (!user_set("glibc.malloc.trim_threshold"))
+    mallopt(M_TRIM_THRESHOLD, INT_MAX);  // the free top of the heap is never given back
 #endif
 }
 
