@@ -8,6 +8,7 @@
 
 #include <fmt/core.h>
 
+#include "allocator_tuning.hpp"
 #include "command.hpp"
 #include "flexplan/version.hpp"
 #include "ir/errors.hpp"
@@ -31,6 +32,8 @@ int& exit_status() {
 
 int main(int argc, char** argv) {
   using namespace flexplan;
+  cli::ask_for_huge_pages(argv);
+  cli::keep_freed_memory();
   CLI::App app{"flexplan: plans all-reduce for asymmetric cluster trees (FlexReduce, ring, "
                "BlueConnect, hierarchical) and predicts their cost."};
   app.set_version_flag("--version", std::string("flexplan ") + kVersion);

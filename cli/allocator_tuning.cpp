@@ -1,0 +1,57 @@
+// keep_freed_memory and ask_for_huge_pages: glibc's malloc told to reuse freed memory and to
+// back the heap with huge pages.
+#include "allocator_tuning.hpp"
+
+#include <climits>  // (and, with glibc, __GLIBC__)
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#include <unistd.h>
+#endif
+
+namespace flexplan::cli {
+
+void keep_freed_memory() {
+#if defined(__GLIBC__)
+  // The largest threshold mallopt takes (half of glibc's 64 MiB heap on 64-bit hosts); above
+  // it a block is still mapped on its own and returned when freed.
+  constexpr int kLargestHeapBlock = 32 << 20;
+  // Fixing either setting also stops glibc from adjusting them as blocks are freed. One the
+  // user gave as a tunable is left as given.
+  const char* given = std::getenv("GLIBC_TUNABLES");
+  const auto user_set = [&](const char* tunable) { return given != nullptr && std::strstr(given, tunable) != nullptr; };
+  if (!user_set("glibc.malloc.mmap_threshold")) mallopt(M_MMAP_THRESHOLD, kLargestHeapBlock);
+  if (!user_set("glibc.malloc.trim_threshold"))
+    mallopt(M_TRIM_THRESHOLD, INT_MAX);  // the free top of the heap is never given back
+#endif
+}
+
+void ask_for_huge_pages(char** argv) {
+#if defined(__GLIBC__) && defined(__linux__)
+  constexpr const char* kTunable = "glibc.malloc.hugetlb";
+  const char* given = std::getenv("GLIBC_TUNABLES");
+  if (given != nullptr && std::strstr(given, kTunable) != nullptr) return;  // ours, or the user's
+  // "always [madvise] never": the bracketed mode is the kernel's. Under "always" the heap gets
+  // huge pages anyway, under "never" asking does nothing.
+  std::string modes;
+  std::getline(std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled"), modes);
+  if (modes.find("[madvise]") == std::string::npos) return;
+  const std::string tunables = (given != nullptr && *given != '\0' ? std::string(given) + ":" : std::string()) +
+                               kTunable + "=1";
+  if (setenv("GLIBC_TUNABLES", tunables.c_str(), 1) != 0) return;
+  execv("/proc/self/exe", argv);
+  // Not started again: run on as before, without leaving the tunable to child processes.
+  if (given != nullptr)
+    setenv("GLIBC_TUNABLES", given, 1);
+  else
+    unsetenv("GLIBC_TUNABLES");
+#else
+  (void)argv;
+#endif
+}
+
+}  // namespace flexplan::cli

@@ -1,0 +1,23 @@
+// How the flexplan program asks the C library's allocator to keep the memory it frees and to
+// back it with huge pages.
+#pragma once
+
+namespace flexplan::cli {
+
+// Large blocks (up to 32 MiB) come from the heap instead of mappings of their own, and freed
+// memory stays with the process instead of going back to the system: a million-learner plan
+// allocates and frees arrays of a few to tens of MiB again and again (per-rank state of each
+// price, each verified schedule), and every fresh mapping is faulted in and zeroed page by page
+// (docs/planning-speed.md). A no-op where the C library is not glibc; a threshold given in
+// GLIBC_TUNABLES is left as given.
+void keep_freed_memory();
+
+// Where the host gives transparent huge pages only to memory that asks for them (the kernel's
+// "madvise" mode), runs this program again, once, with glibc's malloc asking for them
+// (GLIBC_TUNABLES=glibc.malloc.hugetlb=1, which only the environment at start sets): a
+// million-learner plan touches gigabytes, and with 4 KiB pages it spends much of its time in
+// page faults and TLB misses. Returns (and the program runs on as it is) where that mode is
+// not set, the tunable is already given, or the new start fails.
+void ask_for_huge_pages(char** argv);
+
+}  // namespace flexplan::cli
