@@ -22,10 +22,28 @@ namespace flexplan {
 // second-cheapest member where there is one, so that the stars' incast falls on two learners.
 // `exchange_at_centre`: the members meeting at the centre node exchange directly (each reduces
 // all of them, as `direct`), so the sum crosses the top once instead of up to one root and back.
+// How each node's root is chosen (`roots`):
+// - ByPrice: the member the 64 KiB star estimate above prices cheapest.
+// - ByShape: from the tree's shape alone, never its link figures: the member whose sum is ready
+//   last in steps (the deepest subtree, so that no chain takes a hop more), then the one heading
+//   the most learners, then the lower rank; the second tree takes the second in that order.
+// - ByLearners: from the shape alone too, the member heading the most learners first, then as
+//   ByShape.
+// - ByRootedPrice: a dynamic programme over (node, which learner of its subtree is its root):
+//   each subtree's root is the learner for which the 64 KiB reduce up to the centre is done
+//   earliest, over every learner, with each member's ready time counted (one tree; a second
+//   tree, where asked, is rooted ByPrice).
+// A tree rooted by the shape is the same schedule whatever the links' rates, so a faster link
+// never makes it dearer (CriticalPath.AFixedScheduleNeverGetsSlowerWithAFasterLink); raced beside
+// the trees rooted by price, it keeps the old roots' shape available after an upgrade moves
+// theirs (docs/whatif.md, "The switch trees' roots").
+enum class SwitchRoots { ByPrice, ByShape, ByLearners, ByRootedPrice };
+
 struct SwitchTreeShape {
   uint32_t fanout = 0;
   uint32_t trees = 1;
   bool exchange_at_centre = false;
+  SwitchRoots roots = SwitchRoots::ByPrice;
 };
 ir::Schedule plan_switch_tree(const Topology&, const SwitchTreeShape&);
 

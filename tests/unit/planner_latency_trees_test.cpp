@@ -197,7 +197,11 @@ TEST(SwitchTree, ThePlanWithItIsNeverDearerAndItWinsSomewhere) {
   PlanOptions with;
   with.cost.hop_overhead = kMeasuredHopOverhead;
   PlanOptions without = with;
-  without.leave_out = {"switch-tree", "switch-double-tree", "switch-exchange", "switch-double-exch"};
+  without.leave_out = {"switch-tree", "switch-double-tree", "switch-exchange", "switch-double-exch",
+                       "switch-shape-tree", "switch-shape-double-tree", "switch-shape-exchange",
+                       "switch-shape-double-exch", "switch-heavy-tree", "switch-heavy-double-tree",
+                       "switch-heavy-exchange", "switch-heavy-double-exch", "switch-rooted-tree",
+                       "switch-rooted-exchange"};
   int won = 0;
   for (int i = 0; i < 8; ++i) {
     const auto topo = i % 2 == 0 ? trees.next(30) : machines({4, 4, 2, 8, 1, 3}, testing::kPcie, testing::kEthernet);
