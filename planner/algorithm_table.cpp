@@ -185,12 +185,6 @@ ir::Schedule plan_switch_shape_tree(const Topology& topo) { return plan_switch_t
 ir::Schedule plan_switch_shape_double_tree(const Topology& topo) { return plan_switch_tree(topo, SwitchTreeShape{0, 2, false, SwitchRoots::ByShape}); }
 ir::Schedule plan_switch_shape_exchange(const Topology& topo) { return plan_switch_tree(topo, SwitchTreeShape{0, 1, true, SwitchRoots::ByShape}); }
 ir::Schedule plan_switch_shape_double_exchange(const Topology& topo) { return plan_switch_tree(topo, SwitchTreeShape{0, 2, true, SwitchRoots::ByShape}); }
-ir::Schedule plan_switch_heavy_tree(const Topology& topo) { return plan_switch_tree(topo, SwitchTreeShape{0, 1, false, SwitchRoots::ByLearners}); }
-ir::Schedule plan_switch_heavy_double_tree(const Topology& topo) { return plan_switch_tree(topo, SwitchTreeShape{0, 2, false, SwitchRoots::ByLearners}); }
-ir::Schedule plan_switch_heavy_exchange(const Topology& topo) { return plan_switch_tree(topo, SwitchTreeShape{0, 1, true, SwitchRoots::ByLearners}); }
-ir::Schedule plan_switch_heavy_double_exchange(const Topology& topo) { return plan_switch_tree(topo, SwitchTreeShape{0, 2, true, SwitchRoots::ByLearners}); }
-ir::Schedule plan_switch_rooted_tree(const Topology& topo) { return plan_switch_tree(topo, SwitchTreeShape{0, 1, false, SwitchRoots::ByRootedPrice}); }
-ir::Schedule plan_switch_rooted_exchange(const Topology& topo) { return plan_switch_tree(topo, SwitchTreeShape{0, 1, true, SwitchRoots::ByRootedPrice}); }
 ScheduleSize switch_tree_one(const Topology& topo) { return switch_tree_size(topo, 1, false); }
 ScheduleSize switch_tree_two(const Topology& topo) { return switch_tree_size(topo, 2, false); }
 ScheduleSize switch_exchange_one(const Topology& topo) { return switch_tree_size(topo, 1, true); }
@@ -346,54 +340,6 @@ const AlgorithmRow kTable[] = {
      .summary = "the switch double exchange with its roots chosen from the tree's shape alone",
      .build = plan_switch_shape_double_exchange,
      .estimate = switch_exchange_two,
-     .unsuitable = switch_tree_unsuitable,
-     .pipelines = true,
-     .max_slices = 64,
-     .critical_path = true},
-    {.name = "switch-heavy-tree",
-     .summary = "the switch tree with each node's root heading the most learners (no link figures)",
-     .build = plan_switch_heavy_tree,
-     .estimate = switch_tree_one,
-     .unsuitable = switch_tree_unsuitable,
-     .pipelines = true,
-     .max_slices = 64,
-     .critical_path = true},
-    {.name = "switch-heavy-double-tree",
-     .summary = "the switch double tree with roots heading the most learners",
-     .build = plan_switch_heavy_double_tree,
-     .estimate = switch_tree_two,
-     .unsuitable = switch_tree_unsuitable,
-     .pipelines = true,
-     .max_slices = 64,
-     .critical_path = true},
-    {.name = "switch-heavy-exchange",
-     .summary = "the switch exchange with roots heading the most learners",
-     .build = plan_switch_heavy_exchange,
-     .estimate = switch_exchange_one,
-     .unsuitable = switch_tree_unsuitable,
-     .pipelines = true,
-     .max_slices = 64,
-     .critical_path = true},
-    {.name = "switch-heavy-double-exch",
-     .summary = "the switch double exchange with roots heading the most learners",
-     .build = plan_switch_heavy_double_exchange,
-     .estimate = switch_exchange_two,
-     .unsuitable = switch_tree_unsuitable,
-     .pipelines = true,
-     .max_slices = 64,
-     .critical_path = true},
-    {.name = "switch-rooted-tree",
-     .summary = "the switch tree with each subtree's root chosen over all its learners by a dynamic programme at 64 KiB",
-     .build = plan_switch_rooted_tree,
-     .estimate = switch_tree_one,
-     .unsuitable = switch_tree_unsuitable,
-     .pipelines = true,
-     .max_slices = 64,
-     .critical_path = true},
-    {.name = "switch-rooted-exchange",
-     .summary = "the switch exchange with roots chosen by the dynamic programme",
-     .build = plan_switch_rooted_exchange,
-     .estimate = switch_exchange_one,
      .unsuitable = switch_tree_unsuitable,
      .pipelines = true,
      .max_slices = 64,

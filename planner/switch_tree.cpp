@@ -67,10 +67,9 @@ struct Member {
 };
 
 // Members in the order SwitchRoots::ByShape takes them as roots: ready last first, then heading
-// more learners, then the lower rank (ByLearners: most learners first). Reads no link figure.
-void order_by_shape(std::vector<Member>& members, bool heaviest_first) {
-  std::stable_sort(members.begin(), members.end(), [&](const Member& x, const Member& y) {
-    if (heaviest_first && x.learners != y.learners) return x.learners > y.learners;
+// more learners, then the lower rank. Reads no link figure.
+void order_by_shape(std::vector<Member>& members) {
+  std::stable_sort(members.begin(), members.end(), [](const Member& x, const Member& y) {
     if (x.ready != y.ready) return x.ready > y.ready;
     if (x.learners != y.learners) return x.learners > y.learners;
     return x.rank < y.rank;
@@ -104,143 +103,6 @@ void order_by_price(std::vector<Member>& members) {
   members = std::move(sorted);
 }
 
-// SwitchRoots::ByRootedPrice: a learner that could head a subtree, with the time at which its
-// subtree's 64 KiB sum would be at it, and its path to the node the entry is seen from.
-struct RootedEntry {
-  int32_t rank = 0;
-  double up = 0;
-  double latency = 0;
-  double bandwidth = kInfinity;
-};
-
-// One subtree meeting at a node (or the node itself, child -1), its entries by the time their
-// data takes to cross their paths (kDesignBytes / bandwidth, ascending), with the least
-// up + latency of every prefix and the least up + latency + crossing of every suffix, so that
-// the member it sends to a root whose own path takes `crossing` is found by one search.
-struct RootedGroup {
-  NodeId child = -1;
-  std::vector<RootedEntry> entries;
-  std::vector<double> crossing;
-  std::vector<std::pair<double, int32_t>> prefix, suffix;  // (time, rank); suffix has one more
-
-  void index() {
-    std::stable_sort(entries.begin(), entries.end(), [](const RootedEntry& x, const RootedEntry& y) {
-      return x.bandwidth > y.bandwidth;
-    });
-    const size_t n = entries.size();
-    crossing.resize(n);
-    prefix.resize(n);
-    suffix.assign(n + 1, {kInfinity, -1});
-    for (size_t i = 0; i < n; ++i) {
-      crossing[i] = kDesignBytes / entries[i].bandwidth;
-      const std::pair<double, int32_t> here{entries[i].up + entries[i].latency, entries[i].rank};
-      prefix[i] = i == 0 ? here : std::min(prefix[i - 1], here);
-    }
-    for (size_t i = n; i-- > 0;)
-      suffix[i] = std::min(suffix[i + 1], {entries[i].up + entries[i].latency + crossing[i], entries[i].rank});
-  }
-  // The member whose data reaches a root soonest, the root's own path taking `own` to cross
-  // and no latency: (time, rank). A hop crosses at its path's narrowest link.
-  std::pair<double, int32_t> best_for(double own) const {
-    const size_t at = static_cast<size_t>(std::upper_bound(crossing.begin(), crossing.end(), own) - crossing.begin());
-    std::pair<double, int32_t> best = suffix[at];
-    if (at > 0) best = std::min(best, {prefix[at - 1].first + own, prefix[at - 1].second});
-    return best;
-  }
-  double earliest() const { return prefix.empty() ? kInfinity : prefix.back().first; }
-};
-
-// The learner heading each node's subtree (the topology taken from `centre`; `order` top-down,
-// `from` each node's neighbour towards the centre) under SwitchRoots::ByRootedPrice, -1 where
-// the subtree has no learner. Bottom up, each learner r of a node's subtree is priced as its
-// root: the star's members are, per other subtree meeting there, the learner whose sum reaches
-// r soonest (its own ready time, the two paths' latencies, the bytes at the narrower path's
-// pace), and r's link takes the others' bytes in one after another; r's time is the latest of
-// those and its own subtree's. Top down, the centre's root is the learner done soonest and every
-// subtree's root the member its parent's root took.
-std::vector<int32_t> rooted_price_heads(const Topology& topo, NodeId centre, const std::vector<NodeId>& order,
-                                        const std::vector<NodeId>& from, bool exchange_at_centre) {
-  const size_t nodes = static_cast<size_t>(topo.num_nodes());
-  std::vector<std::vector<RootedGroup>> groups(nodes);
-  std::vector<std::vector<RootedEntry>> heads(nodes);  // every learner below, as its node's root
-  const auto link_to = [&](NodeId child, NodeId v) -> const Link& {
-    return topo.parent(child) == v ? topo.uplink(child) : topo.uplink(v);
-  };
-  for (size_t i = order.size(); i-- > 0;) {
-    const NodeId v = order[i];
-    auto& meeting = groups[static_cast<size_t>(v)];
-    if (topo.is_learner(v)) {
-      RootedGroup self;
-      self.entries.push_back(RootedEntry{topo.rank_of(v), 0, 0, kInfinity});
-      meeting.push_back(std::move(self));
-    }
-    for (RootedGroup& group : meeting) group.index();
-    const size_t k = meeting.size();
-    auto& mine = heads[static_cast<size_t>(v)];
-    for (size_t j = 0; j < k; ++j) {
-      for (const RootedEntry& r : meeting[j].entries) {
-        const double own = kDesignBytes / r.bandwidth;
-        double done = r.up;
-        if (k > 1) {
-          double arrivals = 0, first = 0;
-          for (size_t g = 0; g < k; ++g) {
-            if (g == j) continue;
-            arrivals = std::max(arrivals, meeting[g].best_for(own).first);
-            first = std::max(first, meeting[g].earliest());
-          }
-          done = std::max({done, arrivals + r.latency, first + r.latency + static_cast<double>(k - 1) * own});
-        }
-        mine.push_back(RootedEntry{r.rank, done, r.latency, r.bandwidth});
-      }
-    }
-    if (v == centre || mine.empty()) continue;
-    const NodeId up = from[static_cast<size_t>(v)];
-    const Link& link = link_to(v, up);
-    RootedGroup group;
-    group.child = v;
-    for (const RootedEntry& r : mine)
-      group.entries.push_back(RootedEntry{r.rank, r.up, r.latency + link.latency, std::min(r.bandwidth, link.bandwidth)});
-    groups[static_cast<size_t>(up)].push_back(std::move(group));
-  }
-  std::vector<int32_t> head(nodes, -1);
-  std::vector<std::pair<NodeId, int32_t>> todo;  // (node, the learner heading it)
-  const auto& top = groups[static_cast<size_t>(centre)];
-  if (exchange_at_centre && top.size() > 1) {
-    // Each member takes in every other's bytes: per subtree, the learner whose sum is ready
-    // and in soonest.
-    for (const RootedGroup& group : top) {
-      std::pair<double, int32_t> best{kInfinity, -1};
-      for (const RootedEntry& r : group.entries)
-        best = std::min(best, {r.up + r.latency + static_cast<double>(top.size() - 1) * kDesignBytes / r.bandwidth, r.rank});
-      if (group.child >= 0) todo.emplace_back(group.child, best.second);
-    }
-  } else {
-    std::pair<double, int32_t> best{kInfinity, -1};
-    for (const RootedEntry& r : heads[static_cast<size_t>(centre)]) best = std::min(best, {r.up, r.rank});
-    if (best.second >= 0) todo.emplace_back(centre, best.second);
-  }
-  while (!todo.empty()) {
-    const auto [v, rank] = todo.back();
-    todo.pop_back();
-    head[static_cast<size_t>(v)] = rank;
-    const auto& meeting = groups[static_cast<size_t>(v)];
-    double own = 0;
-    size_t j = meeting.size();
-    for (size_t g = 0; g < meeting.size() && j == meeting.size(); ++g)
-      for (const RootedEntry& r : meeting[g].entries)
-        if (r.rank == rank) {
-          own = kDesignBytes / r.bandwidth;
-          j = g;
-          break;
-        }
-    for (size_t g = 0; g < meeting.size(); ++g) {
-      if (meeting[g].child < 0) continue;
-      todo.emplace_back(meeting[g].child, g == j ? rank : meeting[g].best_for(own).second);
-    }
-  }
-  return head;
-}
-
 // One tree on [begin, end): its ops going up by step, those coming down by the step they
 // mirror (taken in reverse order), and the centre's exchange, if any (between them).
 struct Tree {
@@ -265,9 +127,6 @@ Tree build_tree(const Topology& topo, NodeId centre, const SwitchTreeShape& shap
     for (NodeId child : topo.children(v)) visit(child);
     visit(topo.parent(v));
   }
-  const bool rooted = shape.roots == SwitchRoots::ByRootedPrice && pick == 0;
-  const std::vector<int32_t> heads =
-      rooted ? rooted_price_heads(topo, centre, order, from, shape.exchange_at_centre) : std::vector<int32_t>{};
   std::vector<Member> root(static_cast<size_t>(topo.num_nodes()), Member{-1, 0, {}, 0});
   std::vector<std::vector<Member>> meeting(static_cast<size_t>(topo.num_nodes()));
   Tree tree;
@@ -284,15 +143,8 @@ Tree build_tree(const Topology& topo, NodeId centre, const SwitchTreeShape& shap
     if (!members.empty()) {
       uint32_t learners = 0;
       for (const Member& member : members) learners += member.learners;
-      if (rooted) {
-        // The programme's root first, the others by rank.
-        const int32_t head = heads[static_cast<size_t>(v)];
-        std::stable_sort(members.begin(), members.end(), [&](const Member& x, const Member& y) {
-          if ((x.rank == head) != (y.rank == head)) return x.rank == head;
-          return x.rank < y.rank;
-        });
-      } else if (shape.roots == SwitchRoots::ByShape || shape.roots == SwitchRoots::ByLearners) {
-        order_by_shape(members, shape.roots == SwitchRoots::ByLearners);
+      if (shape.roots == SwitchRoots::ByShape) {
+        order_by_shape(members);
       } else {
         for (Member& member : members)
           if (member.rank != (topo.is_learner(v) ? topo.rank_of(v) : -1))
@@ -374,7 +226,7 @@ NodeId switch_tree_centre(const Topology& topo) {
 ir::Schedule plan_switch_tree(const Topology& topo, const SwitchTreeShape& shape) {
   ir::Schedule schedule;
   const uint32_t trees = std::max<uint32_t>(shape.trees, 1);
-  schedule.algorithm = fmt::format("switch-{}{}{}{}{}", shape.roots == SwitchRoots::ByShape ? "shape-" : shape.roots == SwitchRoots::ByLearners ? "heavy-" : shape.roots == SwitchRoots::ByRootedPrice ? "rooted-" : "", trees == 2 ? "double-" : "",
+  schedule.algorithm = fmt::format("switch-{}{}{}{}{}", shape.roots == SwitchRoots::ByShape ? "shape-" : "", trees == 2 ? "double-" : "",
                                    shape.exchange_at_centre ? (trees == 2 ? "exch" : "exchange") : "tree",
                                    trees > 2 ? fmt::format("s-{}", trees) : "",
                                    shape.fanout > 0 ? fmt::format("-fan-out-{}", shape.fanout) : "");

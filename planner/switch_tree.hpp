@@ -27,17 +27,11 @@ namespace flexplan {
 // - ByShape: from the tree's shape alone, never its link figures: the member whose sum is ready
 //   last in steps (the deepest subtree, so that no chain takes a hop more), then the one heading
 //   the most learners, then the lower rank; the second tree takes the second in that order.
-// - ByLearners: from the shape alone too, the member heading the most learners first, then as
-//   ByShape.
-// - ByRootedPrice: a dynamic programme over (node, which learner of its subtree is its root):
-//   each subtree's root is the learner for which the 64 KiB reduce up to the centre is done
-//   earliest, over every learner, with each member's ready time counted (one tree; a second
-//   tree, where asked, is rooted ByPrice).
-// A tree rooted by the shape is the same schedule whatever the links' rates, so a faster link
-// never makes it dearer (CriticalPath.AFixedScheduleNeverGetsSlowerWithAFasterLink); raced beside
-// the trees rooted by price, it keeps the old roots' shape available after an upgrade moves
-// theirs (docs/whatif.md, "The switch trees' roots").
-enum class SwitchRoots { ByPrice, ByShape, ByLearners, ByRootedPrice };
+// A tree rooted by the shape is the same schedule whatever the links' bandwidths, so a faster
+// link never makes it dearer (CriticalPath.AFixedScheduleNeverGetsSlowerWithAFasterLink); raced
+// beside the trees rooted by price, it keeps that shape available after an upgrade moves their
+// roots (docs/whatif.md, "The switch trees' roots").
+enum class SwitchRoots { ByPrice, ByShape };
 
 struct SwitchTreeShape {
   uint32_t fanout = 0;

@@ -2,8 +2,8 @@
 // trees (the verifier and an independent interpreter), the direct exchange costs the diameter
 // latency, a star's root pays one hop overhead per member, the centre tree's root is the centre,
 // and the planner takes them for small messages only where they price cheapest. The switch trees
-// (planner/switch_tree.cpp) compute the all-reduce, are rooted at the centre, and the plan with
-// them is never dearer than without them.
+// (planner/switch_tree.cpp), rooted by price or by the shape, compute the all-reduce, are rooted
+// at the centre, and the plan with them is never dearer than without them.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -103,7 +103,8 @@ TEST(SwitchTree, ComputesTheAllReduceOnRandomTrees) {
     const auto topo = trees.next(30);
     std::vector<std::pair<std::string, ir::Schedule>> schedules;
     for (const char* name : {"switch-tree", "switch-tree@3", "switch-double-tree", "switch-double-tree@2",
-                             "switch-exchange", "switch-exchange@2", "switch-double-exch@3"})
+                             "switch-exchange", "switch-exchange@2", "switch-double-exch@3", "switch-shape-tree",
+                             "switch-shape-double-tree@2", "switch-shape-exchange", "switch-shape-double-exch@3"})
       schedules.emplace_back(name, plan_algorithm(topo, name));
     // The builder's other shapes: a binary heap per node, three trees.
     schedules.emplace_back("fan-out 2", plan_switch_tree(topo, SwitchTreeShape{2, 1}));
@@ -113,14 +114,15 @@ TEST(SwitchTree, ComputesTheAllReduceOnRandomTrees) {
       EXPECT_EQ(testing::reference_allreduce_error(schedule, topo.num_learners()), "") << name << " on " << topo.name();
     }
     // The size estimate bounds what is built.
-    for (const bool exchange : {false, true}) {
-      const auto built = plan_switch_tree(topo, SwitchTreeShape{0, 2, exchange});
-      uint64_t ops = 0, members = 0;
-      for (const auto& step : built.steps)
-        for (const auto& op : step.ops) ++ops, members += op.group.size();
-      EXPECT_LE(ops, switch_tree_size(topo, 2, exchange).ops) << topo.name();
-      EXPECT_LE(members, switch_tree_size(topo, 2, exchange).group_members) << topo.name();
-    }
+    for (const bool exchange : {false, true})
+      for (const SwitchRoots roots : {SwitchRoots::ByPrice, SwitchRoots::ByShape}) {
+        const auto built = plan_switch_tree(topo, SwitchTreeShape{0, 2, exchange, roots});
+        uint64_t ops = 0, members = 0;
+        for (const auto& step : built.steps)
+          for (const auto& op : step.ops) ++ops, members += op.group.size();
+        EXPECT_LE(ops, switch_tree_size(topo, 2, exchange).ops) << topo.name();
+        EXPECT_LE(members, switch_tree_size(topo, 2, exchange).group_members) << topo.name();
+      }
   }
 }
 
@@ -199,9 +201,7 @@ TEST(SwitchTree, ThePlanWithItIsNeverDearerAndItWinsSomewhere) {
   PlanOptions without = with;
   without.leave_out = {"switch-tree", "switch-double-tree", "switch-exchange", "switch-double-exch",
                        "switch-shape-tree", "switch-shape-double-tree", "switch-shape-exchange",
-                       "switch-shape-double-exch", "switch-heavy-tree", "switch-heavy-double-tree",
-                       "switch-heavy-exchange", "switch-heavy-double-exch", "switch-rooted-tree",
-                       "switch-rooted-exchange"};
+                       "switch-shape-double-exch"};
   int won = 0;
   for (int i = 0; i < 8; ++i) {
     const auto topo = i % 2 == 0 ? trees.next(30) : machines({4, 4, 2, 8, 1, 3}, testing::kPcie, testing::kEthernet);

@@ -169,7 +169,8 @@ PropertyRun run_property(uint64_t tree_seed, uint64_t variation_seed, int tree_c
 // cost model; 7 (worst 11.95%) with the switch trees, whose roots are chosen by a 64 KiB price
 // (two of them theirs); 2 (worst 0.57%, random28 at 1 MiB) with the loss counted on the links
 // above a learner too and the machines' splits loading their links least step by step, before
-// the switch trees; with both, 2 (worst 4.51%, both switch trees' at 1 MiB) (docs/whatif.md, "Faster links, slower plans": the
+// the switch trees; with both, 2 (worst 4.51%, both switch trees' at 1 MiB); the same 2 with the
+// rows rooted by the shape raced beside them (docs/whatif.md, "Faster links, slower plans": the
 // count is what remains, not a goal met).
 TEST(WhatifPlanProperty, WhatifTimesAreThePlanCommandsOnRandomVariations) {
   const PropertyRun run = run_property(60'417, 5'903, 50);
@@ -213,16 +214,14 @@ TEST(WhatifPlanProperty, SwitchTreesRootedByShapeIgnoreBandwidths) {
     }
     for (const bool exchange : {false, true})
       for (const uint32_t count : {1u, 2u}) {
-        for (const SwitchRoots roots : {SwitchRoots::ByShape, SwitchRoots::ByLearners}) {
-          const SwitchTreeShape shape{0, count, exchange, roots};
-          EXPECT_EQ(plan_switch_tree(base, shape), plan_switch_tree(varied, shape)) << base.name() << " " << i;
-          ++compared;
-        }
+        const SwitchTreeShape by_shape{0, count, exchange, SwitchRoots::ByShape};
+        EXPECT_EQ(plan_switch_tree(base, by_shape), plan_switch_tree(varied, by_shape)) << base.name() << " " << i;
+        ++compared;
         const SwitchTreeShape by_price{0, count, exchange};
         moved += plan_switch_tree(base, by_price) != plan_switch_tree(varied, by_price);
       }
   }
-  EXPECT_GT(compared, 100);
+  EXPECT_GT(compared, 60);
   EXPECT_GT(moved, 0);
 }
 
