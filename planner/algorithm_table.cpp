@@ -181,10 +181,6 @@ ir::Schedule plan_switch_star_tree(const Topology& topo) { return plan_switch_tr
 ir::Schedule plan_switch_double_tree(const Topology& topo) { return plan_switch_tree(topo, SwitchTreeShape{0, 2}); }
 ir::Schedule plan_switch_exchange(const Topology& topo) { return plan_switch_tree(topo, SwitchTreeShape{0, 1, true}); }
 ir::Schedule plan_switch_double_exchange(const Topology& topo) { return plan_switch_tree(topo, SwitchTreeShape{0, 2, true}); }
-ir::Schedule plan_switch_shape_tree(const Topology& topo) { return plan_switch_tree(topo, SwitchTreeShape{0, 1, false, SwitchRoots::ByShape}); }
-ir::Schedule plan_switch_shape_double_tree(const Topology& topo) { return plan_switch_tree(topo, SwitchTreeShape{0, 2, false, SwitchRoots::ByShape}); }
-ir::Schedule plan_switch_shape_exchange(const Topology& topo) { return plan_switch_tree(topo, SwitchTreeShape{0, 1, true, SwitchRoots::ByShape}); }
-ir::Schedule plan_switch_shape_double_exchange(const Topology& topo) { return plan_switch_tree(topo, SwitchTreeShape{0, 2, true, SwitchRoots::ByShape}); }
 ScheduleSize switch_tree_one(const Topology& topo) { return switch_tree_size(topo, 1, false); }
 ScheduleSize switch_tree_two(const Topology& topo) { return switch_tree_size(topo, 2, false); }
 ScheduleSize switch_exchange_one(const Topology& topo) { return switch_tree_size(topo, 1, true); }
@@ -307,38 +303,6 @@ const AlgorithmRow kTable[] = {
     {.name = "switch-double-exch",
      .summary = "the switch double tree with the centre's exchange",
      .build = plan_switch_double_exchange,
-     .estimate = switch_exchange_two,
-     .unsuitable = switch_tree_unsuitable,
-     .pipelines = true,
-     .max_slices = 64,
-     .critical_path = true},
-    {.name = "switch-shape-tree",
-     .summary = "the switch tree with its roots chosen from the tree's shape alone (last ready, most learners), not the links' rates",
-     .build = plan_switch_shape_tree,
-     .estimate = switch_tree_one,
-     .unsuitable = switch_tree_unsuitable,
-     .pipelines = true,
-     .max_slices = 64,
-     .critical_path = true},
-    {.name = "switch-shape-double-tree",
-     .summary = "the switch double tree with its roots chosen from the tree's shape alone",
-     .build = plan_switch_shape_double_tree,
-     .estimate = switch_tree_two,
-     .unsuitable = switch_tree_unsuitable,
-     .pipelines = true,
-     .max_slices = 64,
-     .critical_path = true},
-    {.name = "switch-shape-exchange",
-     .summary = "the switch exchange with its roots chosen from the tree's shape alone",
-     .build = plan_switch_shape_exchange,
-     .estimate = switch_exchange_one,
-     .unsuitable = switch_tree_unsuitable,
-     .pipelines = true,
-     .max_slices = 64,
-     .critical_path = true},
-    {.name = "switch-shape-double-exch",
-     .summary = "the switch double exchange with its roots chosen from the tree's shape alone",
-     .build = plan_switch_shape_double_exchange,
      .estimate = switch_exchange_two,
      .unsuitable = switch_tree_unsuitable,
      .pipelines = true,

@@ -226,7 +226,8 @@ NodeId switch_tree_centre(const Topology& topo) {
 ir::Schedule plan_switch_tree(const Topology& topo, const SwitchTreeShape& shape) {
   ir::Schedule schedule;
   const uint32_t trees = std::max<uint32_t>(shape.trees, 1);
-  schedule.algorithm = fmt::format("switch-{}{}{}{}{}", shape.roots == SwitchRoots::ByShape ? "shape-" : "", trees == 2 ? "double-" : "",
+  schedule.algorithm = fmt::format("switch-{}{}{}{}{}", shape.roots == SwitchRoots::ByShape ? "shape-" : "",
+                                   trees == 2 ? "double-" : "",
                                    shape.exchange_at_centre ? (trees == 2 ? "exch" : "exchange") : "tree",
                                    trees > 2 ? fmt::format("s-{}", trees) : "",
                                    shape.fanout > 0 ? fmt::format("-fan-out-{}", shape.fanout) : "");

@@ -27,10 +27,10 @@ namespace flexplan {
 // - ByShape: from the tree's shape alone, never its link figures: the member whose sum is ready
 //   last in steps (the deepest subtree, so that no chain takes a hop more), then the one heading
 //   the most learners, then the lower rank; the second tree takes the second in that order.
-// A tree rooted by the shape is the same schedule whatever the links' bandwidths, so a faster
-// link never makes it dearer (CriticalPath.AFixedScheduleNeverGetsSlowerWithAFasterLink); raced
-// beside the trees rooted by price, it keeps that shape available after an upgrade moves their
-// roots (docs/whatif.md, "The switch trees' roots").
+// A tree rooted by the shape is the same schedule whatever the links' bandwidths. Not raced:
+// raced beside the trees rooted by price it removed some upgrades predicted slower and added
+// none, but the critical path prices one of its schedules 0.71 us dearer after a latency
+// quartered (docs/whatif.md, "Roots that read no link, raced beside").
 enum class SwitchRoots { ByPrice, ByShape };
 
 struct SwitchTreeShape {

@@ -169,8 +169,7 @@ PropertyRun run_property(uint64_t tree_seed, uint64_t variation_seed, int tree_c
 // cost model; 7 (worst 11.95%) with the switch trees, whose roots are chosen by a 64 KiB price
 // (two of them theirs); 2 (worst 0.57%, random28 at 1 MiB) with the loss counted on the links
 // above a learner too and the machines' splits loading their links least step by step, before
-// the switch trees; with both, 2 (worst 4.51%, both switch trees' at 1 MiB); the same 2 with the
-// rows rooted by the shape raced beside them (docs/whatif.md, "Faster links, slower plans": the
+// the switch trees; with both, 2 (worst 4.51%, both switch trees' at 1 MiB) (docs/whatif.md, "Faster links, slower plans": the
 // count is what remains, not a goal met).
 TEST(WhatifPlanProperty, WhatifTimesAreThePlanCommandsOnRandomVariations) {
   const PropertyRun run = run_property(60'417, 5'903, 50);
@@ -192,9 +191,8 @@ TEST(WhatifPlanProperty, FewUpgradesPredictedSlowerOnHeldOutTrees) {
 }
 
 // The switch trees rooted by the shape read no bandwidth: after any bandwidth change their
-// schedules are the same (so a faster link never makes them dearer,
-// CriticalPath.AFixedScheduleNeverGetsSlowerWithAFasterLink), where the trees rooted by price
-// do move (the reason they are raced beside them).
+// schedules are the same, where the trees rooted by price do move (docs/whatif.md, "Roots that
+// read no link, raced beside").
 TEST(WhatifPlanProperty, SwitchTreesRootedByShapeIgnoreBandwidths) {
   testing::RandomTrees trees(90'417);
   std::mt19937_64 rng(3'301);
