@@ -63,7 +63,18 @@ struct Member {
   int32_t rank = 0;
   uint32_t ready = 0;
   Path path;
+  uint32_t learners = 1;  // in the subtree it heads
 };
+
+// Members in the order SwitchRoots::ByShape takes them as roots: ready last first, then heading
+// more learners, then the lower rank. Reads no link figure.
+void order_by_shape(std::vector<Member>& members) {
+  std::stable_sort(members.begin(), members.end(), [](const Member& x, const Member& y) {
+    if (x.ready != y.ready) return x.ready > y.ready;
+    if (x.learners != y.learners) return x.learners > y.learners;
+    return x.rank < y.rank;
+  });
+}
 
 // Members cheapest first as the root of their star at kDesignBytes (ties: the lower rank): the
 // others' data into its link, the farthest of them, and the sum carried on over its own path.
@@ -116,7 +127,7 @@ Tree build_tree(const Topology& topo, NodeId centre, const SwitchTreeShape& shap
     for (NodeId child : topo.children(v)) visit(child);
     visit(topo.parent(v));
   }
-  std::vector<Member> root(static_cast<size_t>(topo.num_nodes()), Member{-1, 0, {}});
+  std::vector<Member> root(static_cast<size_t>(topo.num_nodes()), Member{-1, 0, {}, 0});
   std::vector<std::vector<Member>> meeting(static_cast<size_t>(topo.num_nodes()));
   Tree tree;
   // An op going up at `step`, and the one coming down in its place.
@@ -128,12 +139,18 @@ Tree build_tree(const Topology& topo, NodeId centre, const SwitchTreeShape& shap
   for (size_t i = order.size(); i-- > 0;) {
     const NodeId v = order[i];
     auto& members = meeting[static_cast<size_t>(v)];
-    if (topo.is_learner(v)) members.push_back(Member{topo.rank_of(v), 0, Path{}});
+    if (topo.is_learner(v)) members.push_back(Member{topo.rank_of(v), 0, Path{}, 1});
     if (!members.empty()) {
-      for (Member& member : members)
-        if (member.rank != (topo.is_learner(v) ? topo.rank_of(v) : -1))
-          member.path = path_between(topo, topo.learner_node(member.rank), v);
-      order_by_price(members);
+      uint32_t learners = 0;
+      for (const Member& member : members) learners += member.learners;
+      if (shape.roots == SwitchRoots::ByShape) {
+        order_by_shape(members);
+      } else {
+        for (Member& member : members)
+          if (member.rank != (topo.is_learner(v) ? topo.rank_of(v) : -1))
+            member.path = path_between(topo, topo.learner_node(member.rank), v);
+        order_by_price(members);
+      }
       const size_t top = std::min(pick, members.size() - 1);
       std::rotate(members.begin(), members.begin() + static_cast<std::ptrdiff_t>(top),
                   members.begin() + static_cast<std::ptrdiff_t>(top) + 1);
@@ -161,7 +178,7 @@ Tree build_tree(const Topology& topo, NodeId centre, const SwitchTreeShape& shap
         add(start + levels - 1 - level[p], star(topo, ir::OpKind::Reduce, begin, end, members[p].rank, group),
             star(topo, ir::OpKind::Broadcast, begin, end, members[p].rank, group));
       }
-      root[static_cast<size_t>(v)] = Member{members[0].rank, start + levels, {}};
+      root[static_cast<size_t>(v)] = Member{members[0].rank, start + levels, {}, learners};
     }
     if (v != centre && root[static_cast<size_t>(v)].rank >= 0)
       meeting[static_cast<size_t>(from[static_cast<size_t>(v)])].push_back(root[static_cast<size_t>(v)]);
@@ -209,7 +226,8 @@ NodeId switch_tree_centre(const Topology& topo) {
 ir::Schedule plan_switch_tree(const Topology& topo, const SwitchTreeShape& shape) {
   ir::Schedule schedule;
   const uint32_t trees = std::max<uint32_t>(shape.trees, 1);
-  schedule.algorithm = fmt::format("switch-{}{}{}{}", trees == 2 ? "double-" : "",
+  schedule.algorithm = fmt::format("switch-{}{}{}{}{}", shape.roots == SwitchRoots::ByShape ? "shape-" : "",
+                                   trees == 2 ? "double-" : "",
                                    shape.exchange_at_centre ? (trees == 2 ? "exch" : "exchange") : "tree",
                                    trees > 2 ? fmt::format("s-{}", trees) : "",
                                    shape.fanout > 0 ? fmt::format("-fan-out-{}", shape.fanout) : "");

@@ -22,10 +22,22 @@ namespace flexplan {
 // second-cheapest member where there is one, so that the stars' incast falls on two learners.
 // `exchange_at_centre`: the members meeting at the centre node exchange directly (each reduces
 // all of them, as `direct`), so the sum crosses the top once instead of up to one root and back.
+// How each node's root is chosen (`roots`):
+// - ByPrice: the member the 64 KiB star estimate above prices cheapest.
+// - ByShape: from the tree's shape alone, never its link figures: the member whose sum is ready
+//   last in steps (the deepest subtree, so that no chain takes a hop more), then the one heading
+//   the most learners, then the lower rank; the second tree takes the second in that order.
+// A tree rooted by the shape is the same schedule whatever the links' bandwidths. Not raced:
+// raced beside the trees rooted by price it removed some upgrades predicted slower and added
+// none, but the critical path prices one of its schedules 0.71 us dearer after a latency
+// quartered (docs/whatif.md, "Roots that read no link, raced beside").
+enum class SwitchRoots { ByPrice, ByShape };
+
 struct SwitchTreeShape {
   uint32_t fanout = 0;
   uint32_t trees = 1;
   bool exchange_at_centre = false;
+  SwitchRoots roots = SwitchRoots::ByPrice;
 };
 ir::Schedule plan_switch_tree(const Topology&, const SwitchTreeShape&);
 

@@ -20,8 +20,8 @@ bool reads_link_figures(const AlgorithmChoice& choice) {
 
 }  // namespace
 
-Pricer::Pricer(std::vector<std::string> algorithms, CostParams cost)
-    : algorithms_(std::move(algorithms)), cost_(cost) {
+Pricer::Pricer(std::vector<std::string> algorithms, CostParams cost, std::vector<std::string> leave_out)
+    : algorithms_(std::move(algorithms)), cost_(cost), leave_out_rows_(std::move(leave_out)) {
   for (const auto& name : algorithms_) find_algorithm(name);  // unknown names throw here
 }
 
@@ -32,6 +32,7 @@ void Pricer::note_left_out(const std::string& name) {
 PlanPrice Pricer::price(const Topology& topo) {
   PlanOptions options;
   options.cost = cost_;
+  options.leave_out = leave_out_rows_;
   // The sweep runs its own worker threads; the planner's helper thread would only add a
   // thread start per upgrade candidate (same plan either way, plan_builder.hpp).
   options.prepare_bases_in_parallel = false;

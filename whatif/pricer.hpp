@@ -21,8 +21,9 @@ class Pricer {
  public:
   // `algorithms` as the plan command's --algorithms: empty is its default race (every suitable
   // row, with pipelined variants); one name alone forces it. Named rows that do not suit a
-  // point's tree are left out there (the plan command would refuse the tree).
-  Pricer(std::vector<std::string> algorithms, CostParams cost);
+  // point's tree are left out there (the plan command would refuse the tree). `leave_out`: rows
+  // the default race leaves out (PlanOptions::leave_out).
+  Pricer(std::vector<std::string> algorithms, CostParams cost, std::vector<std::string> leave_out = {});
 
   // The plan the plan command would write for this topology, priced (price_plan).
   PlanPrice price(const Topology&);
@@ -44,6 +45,7 @@ class Pricer {
 
   std::vector<std::string> algorithms_;
   CostParams cost_;
+  std::vector<std::string> leave_out_rows_;
   // The shape key of the last topology asked about, to avoid recomputing it per algorithm.
   const Topology* keyed_ = nullptr;
   uint64_t keyed_hash_ = 0;

@@ -74,7 +74,7 @@ Sweep run_sweep(const Topology& base, const std::string& file, std::vector<Varia
 
   const unsigned jobs = std::max(1u, std::min<unsigned>(sweep_options.jobs, static_cast<unsigned>(total)));
   std::vector<Pricer> pricers;
-  for (unsigned j = 0; j < jobs; ++j) pricers.emplace_back(sweep_options.algorithms, sweep_options.cost);
+  for (unsigned j = 0; j < jobs; ++j) pricers.emplace_back(sweep_options.algorithms, sweep_options.cost, sweep_options.leave_out);
   std::vector<std::thread> workers;
   for (unsigned j = 0; j < jobs; ++j) workers.emplace_back(work, std::ref(pricers[j]));
   // The calling thread only tells progress.

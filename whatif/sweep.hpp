@@ -31,6 +31,8 @@ struct SweepOptions {
   std::vector<std::string> algorithms;  // for the Pricer: empty is the plan command's default race
   CostParams cost;
   unsigned jobs = 1;  // worker threads, each with its own Pricer (and schedule cache)
+  // Rows the default race leaves out (PlanOptions::leave_out), for comparisons with and without.
+  std::vector<std::string> leave_out{};
 };
 
 // Points are shared among the workers; progress(done, total) is called from the calling thread

@@ -2,11 +2,13 @@
 // trees (the verifier and an independent interpreter), the direct exchange costs the diameter
 // latency, a star's root pays one hop overhead per member, the centre tree's root is the centre,
 // and the planner takes them for small messages only where they price cheapest. The switch trees
-// (planner/switch_tree.cpp) compute the all-reduce, are rooted at the centre, and the plan with
-// them is never dearer than without them.
+// (planner/switch_tree.cpp), rooted by price or by the shape, compute the all-reduce, are rooted
+// at the centre, and the plan with them is never dearer than without them.
 #include <gtest/gtest.h>
 
 #include <string>
+
+#include <fmt/core.h>
 
 #include "ir/verify.hpp"
 #include "planner/algorithm_table.hpp"
@@ -105,6 +107,11 @@ TEST(SwitchTree, ComputesTheAllReduceOnRandomTrees) {
     for (const char* name : {"switch-tree", "switch-tree@3", "switch-double-tree", "switch-double-tree@2",
                              "switch-exchange", "switch-exchange@2", "switch-double-exch@3"})
       schedules.emplace_back(name, plan_algorithm(topo, name));
+    // Rooted by the shape alone (not raced: docs/whatif.md, "Roots that read no link").
+    for (const bool exchange : {false, true})
+      for (const uint32_t count : {1u, 2u})
+        schedules.emplace_back(fmt::format("by shape, {} tree(s), exchange {}", count, exchange),
+                               plan_switch_tree(topo, SwitchTreeShape{0, count, exchange, SwitchRoots::ByShape}));
     // The builder's other shapes: a binary heap per node, three trees.
     schedules.emplace_back("fan-out 2", plan_switch_tree(topo, SwitchTreeShape{2, 1}));
     schedules.emplace_back("fan-out 1, 3 trees, exchange at the centre", plan_switch_tree(topo, SwitchTreeShape{1, 3, true}));
@@ -113,14 +120,15 @@ TEST(SwitchTree, ComputesTheAllReduceOnRandomTrees) {
       EXPECT_EQ(testing::reference_allreduce_error(schedule, topo.num_learners()), "") << name << " on " << topo.name();
     }
     // The size estimate bounds what is built.
-    for (const bool exchange : {false, true}) {
-      const auto built = plan_switch_tree(topo, SwitchTreeShape{0, 2, exchange});
-      uint64_t ops = 0, members = 0;
-      for (const auto& step : built.steps)
-        for (const auto& op : step.ops) ++ops, members += op.group.size();
-      EXPECT_LE(ops, switch_tree_size(topo, 2, exchange).ops) << topo.name();
-      EXPECT_LE(members, switch_tree_size(topo, 2, exchange).group_members) << topo.name();
-    }
+    for (const bool exchange : {false, true})
+      for (const SwitchRoots roots : {SwitchRoots::ByPrice, SwitchRoots::ByShape}) {
+        const auto built = plan_switch_tree(topo, SwitchTreeShape{0, 2, exchange, roots});
+        uint64_t ops = 0, members = 0;
+        for (const auto& step : built.steps)
+          for (const auto& op : step.ops) ++ops, members += op.group.size();
+        EXPECT_LE(ops, switch_tree_size(topo, 2, exchange).ops) << topo.name();
+        EXPECT_LE(members, switch_tree_size(topo, 2, exchange).group_members) << topo.name();
+      }
   }
 }
 

@@ -12,6 +12,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <random>
 #include <string>
@@ -19,6 +21,7 @@
 
 #include "planner/plan_builder.hpp"
 #include "planner/plan_price.hpp"
+#include "planner/switch_tree.hpp"
 #include "planner_test_trees.hpp"
 #include "whatif/analysis.hpp"
 #include "whatif/editable_tree.hpp"
@@ -31,19 +34,28 @@ namespace {
 constexpr uint64_t kSizes[] = {8, 1 << 12, 1 << 16, 1 << 20, 1 << 24, 1 << 28};
 
 // The commands' cost model: the runtime's hop overhead and the star ops' incast loss, as
-// measured (cli/cost_options.hpp).
-CostParams command_cost() {
+// measured (cli/cost_options.hpp), and the critical path's slice progress (the default unless
+// a run asks for the other).
+CostParams command_cost(SliceProgress progress = CostParams{}.slice_progress) {
   CostParams cost;
   cost.hop_overhead = kMeasuredHopOverhead;
   cost.incast_loss = kMeasuredIncastLoss;
+  cost.slice_progress = progress;
   return cost;
 }
 
+// What a run prices with: the cost model, and rows the default race leaves out (to compare).
+struct PropertyModel {
+  CostParams cost = command_cost();
+  std::vector<std::string> leave_out;
+};
+
 // The plan command's prediction: its report, winners built, compact pipelines.
-PlanReport plan_command_report(const Topology& topo) {
+PlanReport plan_command_report(const Topology& topo, const PropertyModel& model) {
   PlanOptions options;
   options.compact_pipelines = true;
-  options.cost = command_cost();
+  options.cost = model.cost;
+  options.leave_out = model.leave_out;
   return build_plan_report(topo, options);
 }
 
@@ -94,7 +106,8 @@ struct PropertyRun {
 };
 
 // `tree_count` random trees of `tree_seed`, ten random variations each (`variation_seed`).
-PropertyRun run_property(uint64_t tree_seed, uint64_t variation_seed, int tree_count) {
+PropertyRun run_property(uint64_t tree_seed, uint64_t variation_seed, int tree_count,
+                         const PropertyModel& model = {}) {
   testing::RandomTrees trees(tree_seed);
   std::mt19937_64 rng(variation_seed);
   AnalysisOptions options;
@@ -107,7 +120,7 @@ PropertyRun run_property(uint64_t tree_seed, uint64_t variation_seed, int tree_c
       RandomVariation variation = random_variation(base, rng);
       Sweep sweep;
       try {
-        sweep = run_sweep(base, base.name(), {parse_variation(variation.text)}, options, SweepOptions{{}, command_cost(), 1});
+        sweep = run_sweep(base, base.name(), {parse_variation(variation.text)}, options, SweepOptions{{}, model.cost, 1, model.leave_out});
       } catch (const std::exception& e) {
         // "under:" of a learner's parent that is the root, and the like: not a variation.
         EXPECT_NE(dynamic_cast<const VariationError*>(&e), nullptr) << variation.text << ": " << e.what();
@@ -116,7 +129,7 @@ PropertyRun run_property(uint64_t tree_seed, uint64_t variation_seed, int tree_c
       EXPECT_EQ(sweep.points.size(), 2u);
       if (sweep.points.size() != 2) continue;
       const Topology varied = to_topology(vary(editable_copy(base), sweep.variations, grid_point(sweep.variations, 1)));
-      const PlanReport report = plan_command_report(varied);
+      const PlanReport report = plan_command_report(varied, model);
       const PointResult& before = sweep.points[0].result;
       const PointResult& after = sweep.points[1].result;
       EXPECT_EQ(after.topology_hash, varied.hash_hex());
@@ -175,6 +188,77 @@ TEST(WhatifPlanProperty, FewUpgradesPredictedSlowerOnHeldOutTrees) {
   EXPECT_GT(run.upgrades, 400u);
   EXPECT_LE(run.slower.size(), 2u);
   EXPECT_LE(run.worst, 1.0044);
+}
+
+// The switch trees rooted by the shape read no bandwidth: after any bandwidth change their
+// schedules are the same, where the trees rooted by price do move (docs/whatif.md, "Roots that
+// read no link, raced beside").
+TEST(WhatifPlanProperty, SwitchTreesRootedByShapeIgnoreBandwidths) {
+  testing::RandomTrees trees(90'417);
+  std::mt19937_64 rng(3'301);
+  int moved = 0, compared = 0;
+  for (int i = 0; i < 30; ++i) {
+    const Topology base = trees.next(16);
+    const std::string targets[] = {"link:" + base.full_name(std::uniform_int_distribution<int>(1, base.num_nodes() - 1)(rng)),
+                                   "machines", "learners", "all"};
+    const double factors[] = {0.25, 1.5, 4, 10};
+    const std::vector<Variation> variation{parse_variation(
+        fmt::format("{}.bandwidth*=1,{}", targets[i % 4], factors[std::uniform_int_distribution<int>(0, 3)(rng)]))};
+    Topology varied = base;
+    try {
+      varied = to_topology(vary(editable_copy(base), variation, grid_point(variation, 1)));
+    } catch (const VariationError&) {
+      continue;
+    }
+    for (const bool exchange : {false, true})
+      for (const uint32_t count : {1u, 2u}) {
+        const SwitchTreeShape by_shape{0, count, exchange, SwitchRoots::ByShape};
+        EXPECT_EQ(plan_switch_tree(base, by_shape), plan_switch_tree(varied, by_shape)) << base.name() << " " << i;
+        ++compared;
+        const SwitchTreeShape by_price{0, count, exchange};
+        moved += plan_switch_tree(base, by_price) != plan_switch_tree(varied, by_price);
+      }
+  }
+  EXPECT_GT(compared, 60);
+  EXPECT_GT(moved, 0);
+}
+
+// More seeds, and the per-slice pricing, on request (not in the default run: minutes each):
+//   FLEXPLAN_PROPERTY_RUNS="424242:1717:30,90210:3141:30" (tree seed:variation seed:trees),
+//   FLEXPLAN_PROPERTY_SLICE_PROGRESS=per-slice|per-rank, FLEXPLAN_PROPERTY_LEAVE_OUT=row,row
+//   flexplan_unit_tests --gtest_also_run_disabled_tests --gtest_filter='*DISABLED_SeedsFromEnvironment'
+// Each run prints its slower pairs; the test asserts only that what-if and the plan command agree.
+std::vector<std::string> comma_list(const char* text) {
+  std::vector<std::string> items;
+  std::string item;
+  for (const char* c = text; c != nullptr && *c != '\0'; ++c) {
+    if (*c != ',') item += *c;
+    if (*c == ',' || c[1] == '\0') {
+      if (!item.empty()) items.push_back(item);
+      item.clear();
+    }
+  }
+  return items;
+}
+
+TEST(WhatifPlanProperty, DISABLED_SeedsFromEnvironment) {
+  PropertyModel model;
+  if (const char* progress = std::getenv("FLEXPLAN_PROPERTY_SLICE_PROGRESS")) {
+    const std::string name = progress;
+    ASSERT_TRUE(name == "per-slice" || name == "per-rank") << "FLEXPLAN_PROPERTY_SLICE_PROGRESS: " << name;
+    model.cost = command_cost(name == "per-slice" ? SliceProgress::PerSlice : SliceProgress::PerRank);
+  }
+  model.leave_out = comma_list(std::getenv("FLEXPLAN_PROPERTY_LEAVE_OUT"));
+  const char* runs = std::getenv("FLEXPLAN_PROPERTY_RUNS");
+  const auto specs = comma_list(runs != nullptr ? runs : "60417:5903:50,71209:8861:20,424242:1717:30,90210:3141:30");
+  for (const auto& spec : specs) {
+    uint64_t tree_seed = 0, variation_seed = 0;
+    int trees = 0;
+    ASSERT_EQ(std::sscanf(spec.c_str(), "%lu:%lu:%d", &tree_seed, &variation_seed, &trees), 3)
+        << "FLEXPLAN_PROPERTY_RUNS: '" << spec << "' is not TREE_SEED:VARIATION_SEED:TREES";
+    std::cout << "seeds " << spec << ":\n";
+    run_property(tree_seed, variation_seed, trees, model);
+  }
 }
 
 }  // namespace
