@@ -52,8 +52,7 @@ constexpr double kTestGrace = 20.0;
 // scheduler or a retransmission timer, which a second try does not meet again.
 constexpr double kLateAfter = 5.0;
 // Seconds kept back from the budget for the end: closing the transport, writing the files and
-// the launcher's own start before the process and its end (mpirun's: 3-6 s in all on the emulated
-// cluster, part of it before the process started).
+// the launcher's own end.
 constexpr double kEndReserve = 5.0;
 // Seconds the hop-overhead test is given: a communicator's start and about a second of
 // all-reduces.
@@ -61,25 +60,54 @@ constexpr double kHopTestReserve = 3.0;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// When this process started (/proc/self/stat), on the steady clock: the launcher's start-up
-// after it (MPI's, Python's) counts against the budget. Now, where it cannot be read.
-Clock::time_point process_start() {
-  std::ifstream f("/proc/self/stat");
+// A process's parent, name and start time (clock ticks after boot) from /proc/PID/stat; false
+// where it cannot be read.
+bool read_stat(const std::string& pid, int* parent, std::string* name, double* start_ticks) {
+  std::ifstream f("/proc/" + pid + "/stat");
   std::string text;
   std::getline(f, text);
-  const size_t close = text.rfind(')');
-  if (close == std::string::npos) return Clock::now();
+  const size_t open = text.find('('), close = text.rfind(')');
+  if (open == std::string::npos || close == std::string::npos || close < open) return false;
+  *name = text.substr(open + 1, close - open - 1);
   std::istringstream rest(text.substr(close + 1));
   std::string field;
-  for (int i = 3; i <= 22 && rest >> field; ++i) {}  // field 22: start time, clock ticks after boot
+  try {
+    for (int i = 3; i <= 22 && rest >> field; ++i) {
+      if (i == 4) *parent = std::stoi(field);
+      if (i == 22) *start_ticks = std::stod(field);
+    }
+  } catch (const std::exception&) {
+    return false;
+  }
+  return true;
+}
+
+// When the run started as its user sees it, on the steady clock: the launcher's start where it
+// is this process's ancestor on this host (mpirun started rank 0 here: its start-up before the
+// processes counts too), else this process's start (its MPI or Python start-up counts). Now,
+// where neither can be read.
+Clock::time_point run_start() {
+  static const std::set<std::string> launchers{"mpirun", "mpiexec", "orterun", "prterun", "prun", "torchrun", "srun"};
+  int parent = 0;
+  std::string name;
+  double ticks_at_start = -1, own = -1;
+  if (!read_stat("self", &parent, &name, &own)) return Clock::now();
+  ticks_at_start = own;
+  for (int hops = 0; parent > 1 && hops < 32; ++hops) {
+    int next = 0;
+    double started = -1;
+    if (!read_stat(std::to_string(parent), &next, &name, &started)) break;
+    if (launchers.count(name)) {
+      ticks_at_start = started;
+      break;
+    }
+    parent = next;
+  }
   timespec boot{};
   const long ticks = sysconf(_SC_CLK_TCK);
-  double age = -1;
-  try {
-    if (ticks > 0 && clock_gettime(CLOCK_BOOTTIME, &boot) == 0)
-      age = static_cast<double>(boot.tv_sec) + 1e-9 * static_cast<double>(boot.tv_nsec) - std::stod(field) / static_cast<double>(ticks);
-  } catch (const std::exception&) {
-  }
+  if (ticks <= 0 || clock_gettime(CLOCK_BOOTTIME, &boot) != 0) return Clock::now();
+  const double age = static_cast<double>(boot.tv_sec) + 1e-9 * static_cast<double>(boot.tv_nsec) -
+                     ticks_at_start / static_cast<double>(ticks);
   if (!(age >= 0 && age < 600)) return Clock::now();
   return Clock::now() - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(age));
 }
@@ -614,8 +642,8 @@ std::vector<std::vector<std::pair<int, int>>> rounds_of(const std::vector<int>& 
 // The whole probe, on rank 0 (plans, records, infers) and the others (run what is broadcast).
 class Run {
  public:
-  Run(const Settings& s, Prober& p, Clock::time_point process_start)
-      : s_(s), p_(p), g_(p.grouping()), start_(process_start) {
+  Run(const Settings& s, Prober& p, Clock::time_point run_start)
+      : s_(s), p_(p), g_(p.grouping()), start_(run_start) {
     const size_t machines = g_.names.size();
     m_.machine_names = g_.names;
     m_.machine_of_rank = g_.machine_of_rank;
@@ -659,10 +687,9 @@ class Run {
     const size_t group_guess = given.empty() ? (infer ? 2 : 0) : given.size();
     const size_t tests = intra_rounds_.size() + (machines >= 2 ? 2 * static_cast<size_t>(machines) : 0) +
                          (all_to_all ? 1 : 0) + 2 * group_guess;
-    // Two passes of every test must fit in most of the budget, with the setup and latencies;
-    // each test costs about 0.15 s more than its length.
-    // Counted from the process's start, with the end and the hop test kept back; the rest
-    // goes to repeats.
+    // Two passes of every test must fit in most of the budget, with the setup and latencies
+    // (counted from run_start), the end and the hop test kept back, each test costing
+    // test_overhead_ more than its length; the rest goes to repeats.
     duration_ = std::clamp((s_.budget_s * 0.8 - elapsed() - kEndReserve - kHopTestReserve - 2.0) /
                                    std::max(1.0, 2.0 * static_cast<double>(tests)) -
                                test_overhead_,
@@ -778,8 +805,8 @@ class Run {
 
  private:
   double elapsed() const { return seconds_since(start_); }
-  // The budget holds for the whole run as its user sees it: from the process's start (the
-  // launcher's start-up before it is not ours to see), and ending kEndReserve before it for
+  // The budget holds for the whole run as its user sees it: from the launcher's start where it
+  // is rank 0's ancestor, else the process's (run_start), and ending kEndReserve before it for
   // closing, writing and the launcher's end.
   double remaining() const { return s_.budget_s - kEndReserve - elapsed(); }
   double test_cost() const { return duration_ + test_overhead_; }
@@ -1167,7 +1194,7 @@ class Watchdog {
 namespace flexplan::probe {
 
 int run_probe(bootstrap::Group& group, int argc, const char* const* argv, const std::string& launch) {
-  const Clock::time_point started = process_start();
+  const Clock::time_point started = run_start();
   const int rank = group.rank(), world = group.size();
   auto finish = [](int code) { return code; };
   auto fail = [&](int code, const std::string& message) {
