@@ -279,6 +279,8 @@ void print_json(const Topology& topo, const PlanCommand& command, const PlanRepo
                               {"hash", topo.hash_hex()}}},
                 {"output", command.output},
                 {"file_bytes", std::filesystem::file_size(command.output)},
+                {"hop_overhead_seconds", params.hop_overhead},
+                {"hop_overhead_from", command.cost.hop_overhead_source(topo)},
                 {"schedules", schedules}};
   if (all_reduce) {
     const auto ring = ring_cost(topo, params);
@@ -386,6 +388,10 @@ void run(const PlanCommand& command, CostParams cost) {
   if (command.format == "json") return print_json(topo, command, report, options.cost, all_reduce);
   fmt::print("flexplan: topology {} ({}), hash {}\n", topo.name(), describe_topology(topo),
              topo.hash_hex());
+  // Which hop overhead priced the plan: said with -v, and always where it is not the default.
+  const std::string hop_source = command.cost.hop_overhead_source(topo);
+  if (command.verbose || hop_source != "the default")
+    fmt::print("flexplan: priced with a hop overhead of {} (from {})\n", format_latency(options.cost.hop_overhead), hop_source);
   print_schedules(report, command.output, all_reduce, command.verbose);
   if (all_reduce) print_predictions(topo, report, options.cost);
   if (report.flexreduce_calls) print_calls(*report.flexreduce_calls);

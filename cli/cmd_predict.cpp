@@ -186,12 +186,12 @@ void print_text(const PredictCommand& command, const Sweep& sweep, const Topolog
                 ir::Collective collective) {
   const int learners = topo.num_learners();
   const double factor = bus_factor(collective, learners);
-  fmt::print("# flexplan predict: {}{}, topology {} ({})\n# {} ({} B), hop overhead {}, incast loss {:g}{}, "
+  fmt::print("# flexplan predict: {}{}, topology {} ({})\n# {} ({} B), hop overhead {} (from {}), incast loss {:g}{}, "
              "slices progress per {}\n",
              ir::to_string(collective),
              ir::has_root(collective) ? fmt::format(" from root {}", command.root) : "",
              topo.name(), describe_topology(topo), command.dtype, sweep.element,
-             format_seconds(sweep.cost.hop_overhead), sweep.cost.incast_loss,
+             format_seconds(sweep.cost.hop_overhead), command.cost.hop_overhead_source(topo), sweep.cost.incast_loss,
              sweep.cost.reduce_bandwidth > 0
                  ? ", reductions at " + format_bandwidth(sweep.cost.reduce_bandwidth)
                  : std::string(),
@@ -295,6 +295,7 @@ void print_json(const PredictCommand& command, const Sweep& sweep, const Topolog
                 {"dtype", command.dtype},
                 {"element_bytes", sweep.element},
                 {"hop_overhead_seconds", sweep.cost.hop_overhead},
+                {"hop_overhead_from", command.cost.hop_overhead_source(topo)},
                 {"incast_loss", sweep.cost.incast_loss},
                 {"slice_progress", sweep.cost.slice_progress == SliceProgress::PerSlice ? "slice" : "rank"},
                 {"reduce_bytes_per_second", sweep.cost.reduce_bandwidth > 0

@@ -1,6 +1,6 @@
 // The cost model's options shared by the commands that plan or predict (plan, predict, whatif):
 // --hop-overhead, --incast-loss, --reduce-bandwidth and --slice-progress, their help and their parsing
-// into CostParams (the reduction rate defaulting to the topology's).
+// into CostParams (the hop overhead and the reduction rate defaulting to the topology's).
 #pragma once
 
 #include <stdexcept>
@@ -14,8 +14,9 @@
 namespace flexplan::cli {
 
 struct CostOptions {
-  // Default: the runtime's measured per-hop cost (planner/cost_model.hpp, kMeasuredHopOverhead).
-  std::string hop_overhead = "0.71 us";
+  // Empty: the topology's "hop_overhead" (flexplan probe measures it), else the runtime's
+  // measured per-hop cost (planner/cost_model.hpp, kMeasuredHopOverhead).
+  std::string hop_overhead;
   std::string reduce_bandwidth;  // empty: the topology's rate; "none": not modelled
   // Default: the star ops' measured loss to incast (planner/cost_model.hpp, kMeasuredIncastLoss).
   double incast_loss = kMeasuredIncastLoss;
@@ -25,8 +26,8 @@ struct CostOptions {
   void add_to(CLI::App& app) {
     app.add_option("--hop-overhead", hop_overhead,
                    "software cost of one hop, added to every hop's latency (\"2 us\"; default: the "
-                   "runtime's measured figure, docs/cost-model.md)")
-        ->capture_default_str();
+                   "topology's \"hop_overhead\", as flexplan probe measures it, else the runtime's "
+                   "figure measured on one host, " + format_latency(kMeasuredHopOverhead) + "; docs/cost-model.md)");
     app.add_option("--incast-loss", incast_loss,
                    "how much more a star op's flows load a link between machines than their "
                    "bytes where two or more of them share it (0.16: 16%; 0: the plain "
@@ -46,9 +47,17 @@ struct CostOptions {
                        std::string(CostParams{}.slice_progress == SliceProgress::PerSlice ? "slice" : "rank"));
   }
 
-  // The topology's reduction rate, where --reduce-bandwidth did not give one.
+  // The topology's reduction rate and hop overhead, where the command line did not give them.
   void apply_topology(CostParams& params, const Topology& topo) const {
     if (reduce_bandwidth.empty()) params.reduce_bandwidth = topo.reduce_bandwidth();
+    if (hop_overhead.empty() && topo.hop_overhead()) params.hop_overhead = *topo.hop_overhead();
+  }
+
+  // Where the hop overhead apply_topology left in the parameters came from, for the commands'
+  // reports: "--hop-overhead", "the topology" or "the default".
+  std::string hop_overhead_source(const Topology& topo) const {
+    if (!hop_overhead.empty()) return "--hop-overhead";
+    return topo.hop_overhead() ? "the topology" : "the default";
   }
 
   // Throws std::invalid_argument naming the option.
@@ -58,10 +67,15 @@ struct CostOptions {
       throw std::invalid_argument(std::string("--incast-loss: ") + std::to_string(incast_loss) +
                                   " is not a loss from 0 to 10");
     params.incast_loss = incast_loss;
-    try {
-      params.hop_overhead = parse_latency(hop_overhead);
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(std::string("--hop-overhead: ") + e.what());
+    params.hop_overhead = kMeasuredHopOverhead;  // apply_topology puts the topology's in its place
+    if (!hop_overhead.empty()) {
+      try {
+        params.hop_overhead = parse_latency(hop_overhead);
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(std::string("--hop-overhead: ") + e.what());
+      }
+      if (params.hop_overhead > Topology::kMaxHopOverhead)
+        throw std::invalid_argument("--hop-overhead: \"" + hop_overhead + "\" is above 1 s per hop, the most flexplan accepts");
     }
     if (!reduce_bandwidth.empty() && reduce_bandwidth != "none") {
       try {

@@ -665,10 +665,14 @@ nlohmann::json to_topology_json(const Measurements& m, const std::string& name) 
     }
     return kids;
   };
+  auto with_hop_overhead = [&](json doc) {
+    if (m.hop_overhead.known()) doc["hop_overhead"] = latency_text(m.hop_overhead.value());
+    return doc;
+  };
   if (machines == 1) {
-    return {{"name", name},
-            {"description", "Measured by flexplan probe: one machine"},
-            {"root", {{"name", m.machine_names[0]}, {"children", learners(0)}}}};
+    return with_hop_overhead({{"name", name},
+                              {"description", "Measured by flexplan probe: one machine"},
+                              {"root", {{"name", m.machine_names[0]}, {"children", learners(0)}}}});
   }
   // The innermost group of each machine.
   std::vector<int> innermost(static_cast<size_t>(machines), -1);
@@ -707,10 +711,11 @@ nlohmann::json to_topology_json(const Measurements& m, const std::string& name) 
     for (auto& k : kids) out.push_back(std::move(k.second));
     return out;
   };
-  return {{"name", name},
-          {"description", fmt::format("Measured by flexplan probe: {} machines, {} learners; switch tree {}", machines,
-                                      m.machine_of_rank.size(), m.tree_note.empty() ? "flat" : m.tree_note)},
-          {"root", {{"name", "switch"}, {"children", children_of(-1)}}}};
+  return with_hop_overhead(
+      {{"name", name},
+       {"description", fmt::format("Measured by flexplan probe: {} machines, {} learners; switch tree {}", machines,
+                                   m.machine_of_rank.size(), m.tree_note.empty() ? "flat" : m.tree_note)},
+       {"root", {{"name", "switch"}, {"children", children_of(-1)}}}});
 }
 
 bool Comparison::any_off() const {
@@ -747,6 +752,8 @@ std::map<std::pair<std::vector<int>, std::string>, NodeId> link_keys(const Topol
 Comparison compare(const Topology& declared, const Topology& measured, double tolerance, double latency_floor,
                    const std::vector<std::string>& floor_nodes) {
   Comparison c;
+  c.declared_hop_overhead = declared.hop_overhead();
+  c.measured_hop_overhead = measured.hop_overhead();
   const auto d = link_keys(declared);
   const auto m = link_keys(measured);
   for (const auto& [key, dn] : d) {
@@ -799,6 +806,11 @@ std::string format_comparison(const Comparison& c, double tolerance) {
     off += r.bandwidth_off || r.latency_off;
   }
   for (const auto& u : c.unmatched) out += "  unmatched: " + u + "\n";
+  if (c.declared_hop_overhead || c.measured_hop_overhead) {
+    auto text = [](const std::optional<double>& v) { return v ? format_latency(*v) : std::string("none (the commands' default)"); };
+    out += fmt::format("hop overhead: declared {}, measured {} (not compared: no link's figure)\n", text(c.declared_hop_overhead),
+                       text(c.measured_hop_overhead));
+  }
   out += fmt::format("{} of {} links off by more than {:.0f}% (marked !)\n", off, c.rows.size(), 100 * tolerance);
   return out;
 }

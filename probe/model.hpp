@@ -59,6 +59,10 @@ struct Measurements {
   std::vector<Group> groups;  // switches below the root, parents before children
   bool tree_given = false;
   std::string tree_note;  // how the tree was found, and how sure
+  // The software cost of one hop beyond its link's latency and bytes, seconds: what the
+  // planner's cost model adds per hop (CostParams::hop_overhead), one sample per batch of the
+  // runtime's all-reduces (run_probe.cpp, hop_overhead_test). Unknown: not measured.
+  Figure hop_overhead;
 };
 
 // Ranks grouped by machine: a machine's index is its order of first appearance by rank.
@@ -140,7 +144,8 @@ std::vector<std::vector<double>> fair_all_to_all(const std::vector<double>& out,
 std::vector<double> fit_machine_latency(const std::vector<std::vector<double>>& pair_latency);
 
 // The topology JSON (docs/topology.md): root "switch", groups as switches, machines by name,
-// learners "learner{rank}" with explicit ranks. Links are min(in, out) of what was measured.
+// learners "learner{rank}" with explicit ranks. Links are min(in, out) of what was measured;
+// "hop_overhead" where it was measured.
 nlohmann::json to_topology_json(const Measurements& m, const std::string& name);
 
 // The comparison of a declared topology with the measured one: one row per link matched by the
@@ -156,6 +161,9 @@ struct CompareRow {
 };
 struct Comparison {
   std::vector<CompareRow> rows;
+  // Each topology's "hop_overhead" (nullopt: none given, the commands' default). Shown, never
+  // flagged: a declared topology rarely has one, and it is no link's figure.
+  std::optional<double> declared_hop_overhead, measured_hop_overhead;
   std::vector<std::string> unmatched;  // links of one side with no counterpart on the other
   bool any_off() const;
 };

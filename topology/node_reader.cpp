@@ -293,7 +293,7 @@ class TreeReader : public PathSource {
     const Where top(*this, kDocument);
     const json& document = document_ ? *document_ : empty_;
     expect_type(document, json::value_t::object, top, "an object with \"name\" and \"root\"");
-    check_fields(document, top, {"name", "description", "reduce_bandwidth", "root"});
+    check_fields(document, top, {"name", "description", "reduce_bandwidth", "hop_overhead", "root"});
     const json& name = require(document, top, "name");
     expect_type(name, json::value_t::string, top.field("name"), "a string");
     if (name.get<std::string>().empty()) throw TopologyError("name", "cannot be empty");
@@ -312,8 +312,20 @@ class TreeReader : public PathSource {
         throw TopologyError("reduce_bandwidth", e.what());
       }
     }
+    std::optional<double> hop_overhead;
+    if (auto cost = document.find("hop_overhead"); cost != document.end()) {
+      expect_type(*cost, json::value_t::string, top.field("hop_overhead"), "a latency string such as \"40 us\"");
+      try {
+        hop_overhead = parse_latency(cost->get<std::string>());
+      } catch (const std::invalid_argument& e) {
+        throw TopologyError("hop_overhead", e.what());
+      }
+      if (*hop_overhead > Topology::kMaxHopOverhead)
+        throw TopologyError("hop_overhead", fmt::format("\"{}\" is above {} s per hop, the most flexplan accepts",
+                                                        cost->get<std::string>(), Topology::kMaxHopOverhead));
+    }
     if (first_fault_) throw *first_fault_;
-    TopologyText result{name.get<std::string>(), reduce_bandwidth, std::move(root_)};
+    TopologyText result{name.get<std::string>(), reduce_bandwidth, hop_overhead, std::move(root_)};
     return result;
   }
 

@@ -40,6 +40,7 @@ struct NodeSpec {
 struct TopologyText {
   std::string name;
   double reduce_bandwidth = 0;  // "reduce_bandwidth", bytes/s; 0 when not given
+  std::optional<double> hop_overhead;  // "hop_overhead", seconds; nullopt when not given
   std::unique_ptr<NodeSpec> root;  // on the heap, so that its children's parent stays put
 };
 

@@ -82,6 +82,10 @@ uint64_t content_hash(const Topology& topo, std::span<const NodeId> preorder) {
     h.bytes("reduce_bandwidth");
     h.f64(topo.reduce_bandwidth());
   }
+  if (topo.hop_overhead()) {
+    h.bytes("hop_overhead");
+    h.f64(*topo.hop_overhead());
+  }
   return h.value();
 }
 
@@ -363,6 +367,13 @@ void Topology::set_reduce_bandwidth(double rate) {
     throw TopologyError("reduce_bandwidth",
                         fmt::format("must be positive and finite (or 0 for none), got {}", rate));
   reduce_bandwidth_ = rate;
+  hash_.forget();
+}
+
+void Topology::set_hop_overhead(std::optional<double> seconds) {
+  if (seconds && (!std::isfinite(*seconds) || *seconds < 0 || *seconds > kMaxHopOverhead))
+    throw TopologyError("hop_overhead", fmt::format("must be from 0 to {} s per hop, got {} s", kMaxHopOverhead, *seconds));
+  hop_overhead_ = seconds;
   hash_.forget();
 }
 

@@ -116,6 +116,14 @@ class Topology {
   // already held it to the bandwidths a link may have).
   void set_reduce_bandwidth(double rate);
 
+  // The software cost of one hop (posting, matching, completing a send and its receive) on this
+  // cluster, seconds, as the topology gives it ("hop_overhead", written by `flexplan probe`);
+  // nullopt when it gives none. The commands price with it unless --hop-overhead says otherwise.
+  std::optional<double> hop_overhead() const { return hop_overhead_; }
+  // Throws TopologyError unless `seconds` is nullopt or from 0 to kMaxHopOverhead.
+  void set_hop_overhead(std::optional<double> seconds);
+  static constexpr double kMaxHopOverhead = 1.0;  // a second per hop: far beyond any runtime's
+
   // Stable content hash: same structure, names, link figures and ranks give the same hash
   // however the JSON was written (key order, `count` vs spelled out, unit spelling).
   uint64_t hash() const;
@@ -190,6 +198,7 @@ class Topology {
   std::vector<int> first_, count_;
   bool symmetric_ = false;
   double reduce_bandwidth_ = 0;
+  std::optional<double> hop_overhead_;
   mutable CachedHash hash_;
   uint64_t edits_ = 0;  // set_uplinks calls in force (not undone), to match undos
 };

@@ -204,6 +204,7 @@ Topology parse_topology(const std::string& json_text, const std::string& source,
 
   Topology topology(text.name, build_graph(root, size, explicit_ranks));
   topology.set_reduce_bandwidth(text.reduce_bandwidth);
+  topology.set_hop_overhead(text.hop_overhead);
   return topology;
 }
 

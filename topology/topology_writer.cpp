@@ -31,6 +31,7 @@ std::string topology_to_json(const Topology& topo) {
   doc["name"] = topo.name();
   if (topo.reduce_bandwidth() > 0)
     doc["reduce_bandwidth"] = fmt::format("{:.17g} B/s", topo.reduce_bandwidth());
+  if (topo.hop_overhead()) doc["hop_overhead"] = fmt::format("{:.17g} s", *topo.hop_overhead());
   doc["root"] = node_json(topo, topo.root());
   return doc.dump(1) + "\n";
 }

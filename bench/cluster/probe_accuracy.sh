@@ -3,10 +3,13 @@
 # was set up with (docs/probe.md, docs/results.md "The probe"). Per configuration: bring the
 # cluster up (racks where it has them), run the gate, write the true topology from the set
 # figures (set_topology.py), run the probe with --compare against it, plan both topologies and
-# time the two plans' all-reduces with flexbench, alternately (true, probed, true, probed).
+# time the two plans' all-reduces with flexbench, alternately (true, probed, true, probed). The
+# probed topology carries the measured hop overhead, which its plan is made with; the true one
+# has none (the commands' default), as a user's hand-written file. With --hop-overhead T both
+# are also planned and timed with T given on the command line (none: skipped).
 #
 #   bench/cluster/probe_accuracy.sh [--build build] [--out DIR] [--only NAME,...] [--budget 60s]
-#                                   [--size 8M] [--iters 4] [--hop-overhead 1ms]
+#                                   [--size 8M] [--iters 4] [--hop-overhead 1ms|none]
 #
 # Needs root and what cluster.sh needs. Uses its own cluster (EMU_PREFIX, EMU_SUBNET: fxpb, 10.79.0
 # unless set).
@@ -56,8 +59,10 @@ print(f"{statistics.median(times):.0f}")
 PY
 }
 
-printf '%-14s %5s %6s %8s %9s %10s %10s %7s %10s %10s %7s\n' config ranks probe_s compare links_off true_us probed_us ratio \
-  hop_true hop_probed ratio | tee "$OUT/summary.txt"
+printf '%-16s %5s %6s %8s %9s %10s %10s %10s %7s %10s %10s %7s\n' config ranks probe_s compare links_off probed_hop \
+  true_us probed_us ratio hop_true hop_probed ratio | tee "$OUT/summary.txt"
+variants="true probed"
+[ "$HOP" != none ] && variants="true probed true-hop probed-hop"
 for entry in "${CONFIGS[@]}"; do
   IFS='|' read -r name rates learners racks rack_rates args <<< "$entry"
   [ -n "$ONLY" ] && [[ ",$ONLY," != *",$name,"* ]] && continue
@@ -81,11 +86,12 @@ for entry in "${CONFIGS[@]}"; do
   # host's is 0-1.2 ms, docs/testbed.md), which decides how deep a pipeline pays.
   for t in true probed; do
     "$BUILD/flexplan" "$dir/$t.json" -o "$dir/$t.bin" > "$dir/plan-$t.txt" 2>&1 || log "$name: planning $t failed"
+    [ "$HOP" = none ] && continue
     "$BUILD/flexplan" "$dir/$t.json" -o "$dir/$t-hop.bin" --hop-overhead "$HOP" > "$dir/plan-$t-hop.txt" 2>&1 \
       || log "$name: planning $t with --hop-overhead failed"
   done
   for round in 1 2; do
-    for t in true probed true-hop probed-hop; do
+    for t in $variants; do
       FLEXPLAN_BLOCKING=1 timeout 300 "$CLUSTER" mpirun -np $ranks nice -n -10 "$BUILD/flexbench" "$dir/$t.bin" \
         -b "$SIZE" -e "$SIZE" -n "$ITERS" -w 1 --mpi 0 --blocking --json "$dir/bench-$t-$round.json" \
         > "$dir/bench-$t-$round.txt" 2>&1 || log "$name: flexbench $t failed"
@@ -97,7 +103,9 @@ for entry in "${CONFIGS[@]}"; do
   h_true=$(median_us "$dir"/bench-true-hop-*.json 2>/dev/null || echo nan)
   h_probed=$(median_us "$dir"/bench-probed-hop-*.json 2>/dev/null || echo nan)
   h_ratio=$(awk -v a="$h_probed" -v b="$h_true" 'BEGIN{if (b > 0) printf "%.3f", a / b; else print "nan"}')
-  printf '%-14s %5s %6s %8s %9s %10s %10s %7s %10s %10s %7s\n' "$name" $ranks "$seconds" "exit$code" "$off" "$t_true" \
-    "$t_probed" "$ratio" "$h_true" "$h_probed" "$h_ratio" | tee -a "$OUT/summary.txt"
+  hop=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("hop_overhead", "-"))' "$dir/probed.json" \
+    2>/dev/null | tr -d ' ' || echo -)
+  printf '%-16s %5s %6s %8s %9s %10s %10s %10s %7s %10s %10s %7s\n' "$name" $ranks "$seconds" "exit$code" "$off" "$hop" \
+    "$t_true" "$t_probed" "$ratio" "$h_true" "$h_probed" "$h_ratio" | tee -a "$OUT/summary.txt"
   "$CLUSTER" down >/dev/null 2>&1
 done

@@ -17,6 +17,8 @@ expect 0 "probe 4 ranks as 2 machines" mpi -np 4 "$probe" --machine-of-rank a,a,
   -o "$work/probed.json" --report "$work/report.json"
 contains "machine a: out" "the figures are printed"
 contains "learner links (pass 2)" "a progress line per phase and pass"
+contains "hop overhead: the runtime's ring all-reduce" "the hop-overhead test ran the runtime"
+contains "  hop overhead " "the hop overhead is in the summary"
 expect 0 "the probed topology reads back" "$flexplan" topo show "$work/probed.json"
 contains "a  " "machine a is in the tree"
 expect 0 "and plans" "$flexplan" "$work/probed.json" -o "$work/plan.bin"
@@ -26,6 +28,13 @@ t = json.load(open(sys.argv[1]))
 machines = t["root"]["children"]
 assert [m["name"] for m in machines] == ["a", "b"], machines
 assert [[l["rank"] for l in m["children"]] for m in machines] == [[0, 1], [2, 3]]
+# the hop overhead: written as a latency, from the report's five batches
+assert t["hop_overhead"].endswith(" us"), t.get("hop_overhead")
+report = json.load(open(sys.argv[1].replace("probed.json", "report.json")))
+hop = report["hop_overhead"]
+assert len(hop["samples_s"]) == 5 and len(hop["allreduce_s"]) == 5, hop
+assert abs(hop["hops"] - 6) < 1e-6 and all(s >= 0 for s in hop["samples_s"]), hop  # a ring of 4: 2(4-1) steps
+assert abs(float(t["hop_overhead"].split()[0]) * 1e-6 - hop["value_s"]) <= 1e-9 + 1e-6 * hop["value_s"], (t["hop_overhead"], hop)
 # declared: the same tree with machine a's link a tenth of the measured figure (below it, so
 # that a measurement that is only a floor, ">=", on a busy host still finds it off)
 for m in machines:
@@ -47,6 +56,7 @@ json.dump(r, open(sys.argv[4], "w"))
 PY
 expect 0 "--compare of a file with itself" "$flexplan" probe --compare "$work/probed.json" "$work/probed.json"
 contains "0 of 6 links off" "no link off"
+contains "hop overhead: declared" "the hop overhead is shown"
 expect 1 "--compare with a link ten times off" "$flexplan" probe --compare "$work/declared.json" "$work/probed.json"
 contains "1 of 6 links off" "one link off"
 expect 2 "--compare with a missing file" "$flexplan" probe --compare "$work/none.json" "$work/probed.json"

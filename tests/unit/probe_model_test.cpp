@@ -404,5 +404,24 @@ TEST(ProbeModel, CompareFlagsLinksOffByMoreThanTheTolerance) {
   EXPECT_EQ(c2.unmatched.size(), 1u);
 }
 
+// The measured hop overhead goes in the topology (the median of its samples) and --compare
+// shows it beside the declared one without flagging it; none measured, none written.
+TEST(ProbeModel, WritesTheHopOverheadAndComparesIt) {
+  Measurements m = three_machines();
+  EXPECT_FALSE(parse_topology(to_topology_json(m, "probed").dump()).hop_overhead().has_value());
+  m.hop_overhead.samples = {41e-6, 38e-6, 40e-6};
+  const Topology measured = parse_topology(to_topology_json(m, "probed").dump());
+  ASSERT_TRUE(measured.hop_overhead().has_value());
+  EXPECT_NEAR(*measured.hop_overhead(), 40e-6, 1e-12);
+  const Topology declared = parse_topology(to_topology_json(three_machines(), "declared").dump());
+  const auto c = compare(declared, measured, 0.10, 50e-6);
+  EXPECT_FALSE(c.any_off());
+  EXPECT_FALSE(c.declared_hop_overhead.has_value());
+  ASSERT_TRUE(c.measured_hop_overhead.has_value());
+  const std::string text = format_comparison(c, 0.10);
+  EXPECT_NE(text.find("hop overhead: declared none (the commands' default), measured 40 us"), std::string::npos) << text;
+  EXPECT_EQ(format_comparison(compare(declared, declared, 0.10, 50e-6), 0.10).find("hop overhead"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace flexplan::probe
