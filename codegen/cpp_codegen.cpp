@@ -12,25 +12,28 @@ namespace {
 
 std::string range_text(uint64_t begin, uint64_t end) { return fmt::format("[{},{})", begin, end); }
 
-std::string links_text(const std::vector<Link>& links) {
+// "4 (#7)", or "4 (#7.1)" in a star reduce that shares the chunk field with its sources' places.
+std::string links_text(const std::vector<Link>& links, bool places) {
   std::string out;
   for (const Link& link : links)
     out += fmt::format("{}{} (#{}", out.empty() ? "" : ", ", link.rank, link.message) +
-           (link.source == 0 ? ")" : fmt::format(".{})", link.source));
+           (places ? fmt::format(".{})", link.source) : ")");
   return out;
 }
 
 // "step 2 op 1: reduce [0,6) root 3: receive #4 from 4, add own, write (staged)"
 std::string describe(const ir::Schedule& schedule, size_t step, const Task& task) {
   const ir::Op& op = schedule.steps[step].ops[task.op_index];
+  const bool places = task.max_chunks != kMaxChunksPerRange;
   std::string what;
   if (!task.receives()) {
-    what = fmt::format("send own{} to {}", task.own_from_send ? " (input)" : "", links_text(task.destinations));
+    what = fmt::format("send own{} to {}", task.own_from_send ? " (input)" : "",
+                       links_text(task.destinations, places));
   } else {
-    what = fmt::format("receive from {}", links_text(task.sources));
+    what = fmt::format("receive from {}", links_text(task.sources, places));
     if (task.reduce && task.add_own) what += task.own_from_send ? ", add own (input)" : ", add own";
     if (task.writes()) what += task.stage_writes ? ", write (staged)" : ", write";
-    if (task.sends()) what += fmt::format(", send to {}", links_text(task.destinations));
+    if (task.sends()) what += fmt::format(", send to {}", links_text(task.destinations, places));
   }
   return fmt::format("step {} op {}: {} {} root {}: {}", step, task.op_index, ir::to_string(op.kind),
                      range_text(op.begin, op.end), op.root, what);

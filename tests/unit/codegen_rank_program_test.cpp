@@ -328,7 +328,7 @@ std::string check_hops(const ir::Schedule& schedule, int world) {
         const auto out = find(from->second->destinations, hop.dst);
         const auto in = find(to->second->sources, hop.src);
         if (out == from->second->destinations.end() || in == to->second->sources.end() ||
-            to->second->add_own != hop.dst_contributes || *out != *in ||
+            to->second->add_own != hop.dst_contributes || out->message != in->message || out->source != in->source ||
             from->second->max_chunks != to->second->max_chunks)
           return what + " not lowered";
         if (static_cast<size_t>(in - to->second->sources.begin()) != received[hop.dst]++)
