@@ -12,24 +12,28 @@ namespace {
 
 std::string range_text(uint64_t begin, uint64_t end) { return fmt::format("[{},{})", begin, end); }
 
-std::string links_text(const std::vector<Link>& links) {
+// "4 (#7)", or "4 (#7.1)" in a star reduce that shares the chunk field with its sources' places.
+std::string links_text(const std::vector<Link>& links, bool places) {
   std::string out;
   for (const Link& link : links)
-    out += fmt::format("{}{} (#{})", out.empty() ? "" : ", ", link.rank, link.receive_index);
+    out += fmt::format("{}{} (#{}", out.empty() ? "" : ", ", link.rank, link.message) +
+           (places ? fmt::format(".{})", link.source) : ")");
   return out;
 }
 
 // "step 2 op 1: reduce [0,6) root 3: receive #4 from 4, add own, write (staged)"
 std::string describe(const ir::Schedule& schedule, size_t step, const Task& task) {
   const ir::Op& op = schedule.steps[step].ops[task.op_index];
+  const bool places = task.max_chunks != kMaxChunksPerRange;
   std::string what;
   if (!task.receives()) {
-    what = fmt::format("send own{} to {}", task.own_from_send ? " (input)" : "", links_text(task.destinations));
+    what = fmt::format("send own{} to {}", task.own_from_send ? " (input)" : "",
+                       links_text(task.destinations, places));
   } else {
-    what = fmt::format("receive from {}", links_text(task.sources));
+    what = fmt::format("receive from {}", links_text(task.sources, places));
     if (task.reduce && task.add_own) what += task.own_from_send ? ", add own (input)" : ", add own";
     if (task.writes()) what += task.stage_writes ? ", write (staged)" : ", write";
-    if (task.sends()) what += fmt::format(", send to {}", links_text(task.destinations));
+    if (task.sends()) what += fmt::format(", send to {}", links_text(task.destinations, places));
   }
   return fmt::format("step {} op {}: {} {} root {}: {}", step, task.op_index, ir::to_string(op.kind),
                      range_text(op.begin, op.end), op.root, what);
@@ -47,27 +51,41 @@ std::string flags(const Task& task) {
 }
 
 std::string peer(const std::vector<Link>& links) { return links.empty() ? "kNone" : std::to_string(links[0].rank); }
-uint64_t number(const std::vector<Link>& links) { return links.empty() ? 0 : links[0].receive_index; }
-
 std::string initializer(const std::vector<Link>& links) {
   std::string out = "{";
   for (const Link& link : links)
-    out += fmt::format("{}{{{}, {}}}", out.size() > 1 ? ", " : "", link.rank, link.receive_index);
+    out += fmt::format("{}{{{}, {}, {}}}", out.size() > 1 ? ", " : "", link.rank, link.message, link.source);
   return out + "}";
 }
 
+// Whether every link of the task names the same message with no source place (a chain's).
+bool one_message(const Task& task) {
+  std::vector<Link> links = task.sources;
+  links.insert(links.end(), task.destinations.begin(), task.destinations.end());
+  for (const Link& link : links)
+    if (link.source != 0 || link.message != links[0].message) return false;
+  return true;
+}
+
 // One call per task: a chain member's compact form (Emitter::reduce / broadcast), which implies
-// own_position, else the general one of a star root.
+// own_position and names both messages by the op's number, else the general one of a star's
+// root or a star reduce's member.
 std::string task_call(const Task& task) {
   const bool chain = task.sources.size() <= 1 && task.destinations.size() <= 1 &&
-                     task.own_position == (task.add_own ? 1u : 0u);
-  if (chain)
-    return fmt::format("e.{}({}, {}, {}, {}, {}, {}, {}, {});", task.reduce ? "reduce" : "broadcast", task.op_index,
+                     task.own_position == (task.add_own ? 1u : 0u) && task.max_chunks == kMaxChunksPerRange &&
+                     one_message(task);
+  if (chain) {
+    const uint64_t message = task.receives() ? task.sources[0].message
+                             : task.sends()  ? task.destinations[0].message
+                                             : 0;
+    return fmt::format("e.{}({}, {}, {}, {}, {}, {}, {});", task.reduce ? "reduce" : "broadcast", task.op_index,
                        task.unit_begin, task.unit_end, peer(task.sources), peer(task.destinations), flags(task),
-                       number(task.sources), number(task.destinations));
+                       message);
+  }
   if (task.reduce)
-    return fmt::format("e.reduce_star({}, {}, {}, {}, {}, {}, {});", task.op_index, task.unit_begin, task.unit_end,
-                       flags(task), task.own_position, initializer(task.sources), initializer(task.destinations));
+    return fmt::format("e.reduce_star({}, {}, {}, {}, {}, {}, {}, {});", task.op_index, task.unit_begin,
+                       task.unit_end, flags(task), task.own_position, task.max_chunks, initializer(task.sources),
+                       initializer(task.destinations));
   return fmt::format("e.broadcast_star({}, {}, {}, {}, {}, {});", task.op_index, task.unit_begin, task.unit_end,
                      flags(task), initializer(task.sources), initializer(task.destinations));
 }
@@ -181,10 +199,27 @@ ProgramCollector::ProgramCollector(size_t steps, uint64_t units) : units_(units)
     task.own_position = t->own_position;
     task.stage_writes = t->stage_writes != 0;
     task.own_from_send = t->own_from_send != 0;
-    for (uint32_t i = 0; i < t->source_count; ++i)
-      task.sources.push_back({t->sources[i].rank, t->sources[i].receive_index});
-    for (uint32_t i = 0; i < t->destination_count; ++i)
-      task.destinations.push_back({t->destinations[i].rank, t->destinations[i].receive_index});
+    // A power of two that leaves every source's place room in the tag's chunk field.
+    if (t->max_chunks == 0 || t->max_chunks > kMaxChunksPerRange || (t->max_chunks & (t->max_chunks - 1)) != 0)
+      return c.fail(fmt::format("a task's chunk limit {} is not a power of two up to {}", t->max_chunks,
+                                kMaxChunksPerRange));
+    task.max_chunks = t->max_chunks;
+    const auto link = [&](const flexplan_link& l) -> std::optional<Link> {
+      if (l.source >= kMaxChunksPerRange / t->max_chunks) return std::nullopt;
+      return Link{l.rank, l.message, l.source};
+    };
+    for (uint32_t i = 0; i < t->source_count; ++i) {
+      const auto l = link(t->sources[i]);
+      if (!l) return c.fail(fmt::format("a source's place {} beyond its task's chunk limit", t->sources[i].source));
+      task.sources.push_back(*l);
+    }
+    for (uint32_t i = 0; i < t->destination_count; ++i) {
+      const auto l = link(t->destinations[i]);
+      if (!l)
+        return c.fail(
+            fmt::format("a destination's place {} beyond its task's chunk limit", t->destinations[i].source));
+      task.destinations.push_back(*l);
+    }
     task.unit_begin = t->unit_begin;
     task.unit_end = t->unit_end;
     c.program_.steps[static_cast<size_t>(c.current_)].tasks.push_back(std::move(task));

@@ -8,16 +8,19 @@
 
 #include <stdint.h>
 
-#define FLEXPLAN_PROGRAM_ABI 3
+#define FLEXPLAN_PROGRAM_ABI 4
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* One end of a message: the peer, and the message's number among the receiver's receives. */
+/* One end of a message: the peer, and what names the message on its receiver (codegen::Link):
+ * the op's number in the schedule, and a star reduce's source's place among the root's sources
+ * (0 elsewhere). */
 typedef struct flexplan_link {
   int32_t rank;
-  uint64_t receive_index;
+  uint64_t message;
+  uint32_t source;
 } flexplan_link;
 
 /* One rank's part in one op of a step: the fields of codegen::Task (codegen/rank_program.hpp).
@@ -33,6 +36,7 @@ typedef struct flexplan_task {
   const flexplan_link* sources;       /* receive each chunk from each, combined in this order */
   const flexplan_link* destinations;  /* send each chunk to each */
   uint64_t unit_begin, unit_end;
+  uint64_t max_chunks; /* the most chunks its range is cut into: 2^20, less in a star reduce */
 } flexplan_task;
 
 /* Where generated code delivers a program. Calls come in program order: step(s), then that
@@ -79,42 +83,44 @@ struct Emitter {
   void step(uint32_t s) const { sink->step(sink->context, s); }
   void copy_in(uint64_t begin, uint64_t end) const { sink->copy_in(sink->context, begin, end); }
   void copy_at_end(uint64_t begin, uint64_t end) const { sink->copy_at_end(sink->context, begin, end); }
-  /* A chain member: (op, unit range, receive from, send to, flags, this rank's receive number,
-     the receive number at `to`); kNone where it does not receive or send. */
+  /* A chain member: (op, unit range, receive from, send to, flags, the op's number, which names
+     both its messages); kNone where it does not receive or send. */
   void reduce(uint32_t op, uint64_t begin, uint64_t end, int32_t from, int32_t to, unsigned flags,
-              uint64_t receive, uint64_t next_receive) const {
-    chain(op, 1, begin, end, from, to, flags, receive, next_receive);
+              uint64_t message) const {
+    chain(op, 1, begin, end, from, to, flags, message);
   }
   void broadcast(uint32_t op, uint64_t begin, uint64_t end, int32_t from, int32_t to, unsigned flags,
-                 uint64_t receive, uint64_t next_receive) const {
-    chain(op, 0, begin, end, from, to, flags, receive, next_receive);
+                 uint64_t message) const {
+    chain(op, 0, begin, end, from, to, flags, message);
   }
-  /* A star root: (op, unit range, flags, own's place among the sources, {rank, receive number}
-     of every source, then of every destination). */
+  /* A star's root or a star reduce's member: (op, unit range, flags, own's place among the
+     sources, the most chunks of its range, {rank, op number, source's place} of every source,
+     then of every destination). */
   void reduce_star(uint32_t op, uint64_t begin, uint64_t end, unsigned flags, uint32_t own_position,
-                   std::initializer_list<flexplan_link> sources,
+                   uint64_t max_chunks, std::initializer_list<flexplan_link> sources,
                    std::initializer_list<flexplan_link> destinations) const {
-    task(op, 1, begin, end, flags, own_position, sources.begin(), static_cast<uint32_t>(sources.size()),
+    task(op, 1, begin, end, flags, own_position, max_chunks, sources.begin(), static_cast<uint32_t>(sources.size()),
          destinations.begin(), static_cast<uint32_t>(destinations.size()));
   }
   void broadcast_star(uint32_t op, uint64_t begin, uint64_t end, unsigned flags,
                       std::initializer_list<flexplan_link> sources,
                       std::initializer_list<flexplan_link> destinations) const {
-    task(op, 0, begin, end, flags, 0, sources.begin(), static_cast<uint32_t>(sources.size()),
+    task(op, 0, begin, end, flags, 0, kChainChunks, sources.begin(), static_cast<uint32_t>(sources.size()),
          destinations.begin(), static_cast<uint32_t>(destinations.size()));
   }
 
  private:
+  static constexpr uint64_t kChainChunks = uint64_t{1} << 20;
   void chain(uint32_t op, uint8_t reduce, uint64_t begin, uint64_t end, int32_t from, int32_t to,
-             unsigned flags, uint64_t receive, uint64_t next_receive) const {
-    const flexplan_link source{from, receive}, destination{to, next_receive};
+             unsigned flags, uint64_t message) const {
+    const flexplan_link source{from, message, 0}, destination{to, message, 0};
     /* A chain member adds its own after the partial sum it receives. */
-    task(op, reduce, begin, end, flags, (flags & kAddOwn) != 0 ? 1u : 0u, &source, from == kNone ? 0u : 1u,
-         &destination, to == kNone ? 0u : 1u);
+    task(op, reduce, begin, end, flags, (flags & kAddOwn) != 0 ? 1u : 0u, kChainChunks, &source,
+         from == kNone ? 0u : 1u, &destination, to == kNone ? 0u : 1u);
   }
   void task(uint32_t op, uint8_t reduce, uint64_t begin, uint64_t end, unsigned flags, uint32_t own_position,
-            const flexplan_link* sources, uint32_t source_count, const flexplan_link* destinations,
-            uint32_t destination_count) const {
+            uint64_t max_chunks, const flexplan_link* sources, uint32_t source_count,
+            const flexplan_link* destinations, uint32_t destination_count) const {
     const flexplan_task t{op,
                           reduce,
                           static_cast<uint8_t>((flags & kAddOwn) != 0),
@@ -126,7 +132,8 @@ struct Emitter {
                           sources,
                           destinations,
                           begin,
-                          end};
+                          end,
+                          max_chunks};
     sink->task(sink->context, &t);
   }
 };

@@ -1,12 +1,15 @@
 // The point-to-point lowering of a schedule, one rank at a time (rank_program.hpp).
 #include "codegen/rank_program.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <bit>
 #include <iterator>
 #include <map>
+#include <stdexcept>
 
 #include "codegen/lowering.hpp"
-#include "ir/pipeline_form.hpp"
 
 namespace flexplan::codegen {
 namespace {
@@ -85,112 +88,57 @@ void route_own_reads(RankProgram& program, uint64_t units) {
   program.copy_at_end = written.unwritten({0, units});
 }
 
-// One rank's share of a schedule's base and what it takes to number that share's messages in
-// the expansion: the rank's ops in each base step, their hops that touch the rank, and, for
-// each receiver of those hops, its receives per base step (only the steps that have some). Two
-// passes over the base, whatever the slice count; memory in the base's size, not the world's
-// or receivers times steps.
+// One rank's share of a schedule's base: the rank's ops in each base step, with their hops
+// that touch the rank and each hop's place among its op's hops, and every base step's op count
+// (which number the ops). Built from the whole base (a membership test per op) or from a
+// plan.bin slice, which holds exactly the rank's ops; lowering only the rank's ops.
 class RankShare {
  public:
   struct RankHop {
     Hop hop;
-    uint32_t slot = 0;        // the hop's receiver among the receivers
-    uint64_t base_index = 0;  // the receiver's receives before this hop in the base
+    uint32_t place = 0;  // among the op's hops (a star reduce's: its source's place)
   };
   struct RankOp {
-    uint32_t op = 0;  // index in its base step
-    std::vector<RankHop> hops;
+    uint64_t index = 0;  // in its base step
+    const ir::Op* op = nullptr;
+    uint32_t hops = 0;  // all the op's hops
+    std::vector<RankHop> mine;
   };
 
   RankShare(const ir::Schedule& base, int32_t rank) : ops_(base.steps.size()) {
-    // Pass 1: the rank's ops (a membership test per op) and the receivers of their hops.
-    std::vector<int32_t> slot_of;  // by rank: its slot, or -1
     for (size_t b = 0; b < base.steps.size(); ++b) {
       const auto& ops = base.steps[b].ops;
+      op_counts_.push_back(ops.size());
       for (size_t k = 0; k < ops.size(); ++k) {
         const ir::Op& op = ops[k];
         if (op.root != rank && std::find(op.group.begin(), op.group.end(), rank) == op.group.end()) continue;
-        RankOp mine;
-        mine.op = static_cast<uint32_t>(k);
-        for (const auto& hop : lower_op(op)) {
-          if (hop.src != rank && hop.dst != rank) continue;
-          const auto dst = static_cast<size_t>(hop.dst);
-          if (dst >= slot_of.size()) slot_of.resize(dst + 1, -1);
-          if (slot_of[dst] < 0) {
-            slot_of[dst] = static_cast<int32_t>(receives_.size());
-            receives_.emplace_back();
-          }
-          mine.hops.push_back({hop, static_cast<uint32_t>(slot_of[dst]), 0});
-        }
-        if (!mine.hops.empty()) ops_[b].push_back(std::move(mine));
-      }
-    }
-    // Pass 2: every op's hops, counting those receivers' receives in the base's (step, op,
-    // hop) order; the rank's hops take their receiver's count so far.
-    for (size_t b = 0; b < base.steps.size(); ++b) {
-      auto mine = ops_[b].begin();
-      const auto& ops = base.steps[b].ops;
-      for (size_t k = 0; k < ops.size(); ++k) {
-        RankOp* const my_op = mine != ops_[b].end() && mine->op == k ? &*mine++ : nullptr;
-        size_t my_hop = 0;
-        for (const auto& hop : lower_op(ops[k])) {
-          const auto dst = static_cast<size_t>(hop.dst);
-          const int32_t slot = dst < slot_of.size() ? slot_of[dst] : -1;
-          if (slot < 0) continue;
-          Receives& receives = receives_[static_cast<size_t>(slot)];
-          // Pass 1 kept exactly these hops of the op, in this order.
-          if (my_op && (hop.src == rank || hop.dst == rank)) my_op->hops[my_hop++].base_index = receives.total();
-          receives.add(b);
-        }
+        add(b, k, op, rank);
       }
     }
   }
-
+  RankShare(const std::vector<ir::SliceStep>& base, int32_t rank) : ops_(base.size()) {
+    for (size_t b = 0; b < base.size(); ++b) {
+      op_counts_.push_back(base[b].op_count);
+      for (const ir::SliceOp& mine : base[b].ops) add(b, mine.index, mine.op, rank);
+    }
+  }
   const std::vector<RankOp>& ops(size_t base_step) const { return ops_[base_step]; }
-  // The receiver's receives in base steps before `base_step`.
-  uint64_t before(uint32_t slot, size_t base_step) const { return receives_[slot].before(base_step).count; }
-  // The receiver's receives in the expansion steps before t of a pipeline of `slices`: base
-  // step b's receives recur in expansion steps b .. b + slices - 1, so it counts
-  // sum over b < t of R(b) min(t - b, slices) = [t C(t) - W(t)] - [u C(u) - W(u)], u = t - slices,
-  // with C(x) the receives before base step x and W(x) their sum of step numbers.
-  uint64_t before_expansion_step(uint32_t slot, size_t t, uint32_t slices) const {
-    const Receives& receives = receives_[slot];
-    const auto ramp = [&](size_t x) {
-      const Prefix prefix = receives.before(x);
-      return x * prefix.count - prefix.step_sum;
-    };
-    return ramp(t) - (t > slices ? ramp(t - slices) : 0);
-  }
+  const std::vector<uint64_t>& op_counts() const { return op_counts_; }
+  size_t steps() const { return op_counts_.size(); }
 
  private:
-  struct Prefix {
-    uint64_t count = 0, step_sum = 0;  // receives before a step, and the sum of their steps
-  };
-  // One receiver's receives: the base steps that have some, ascending, with the running
-  // totals after each.
-  class Receives {
-   public:
-    void add(size_t step) {
-      if (steps_.empty() || steps_.back() != step) {
-        steps_.push_back(step);
-        after_.push_back(after_.empty() ? Prefix{} : after_.back());
-      }
-      after_.back().count += 1;
-      after_.back().step_sum += step;
-    }
-    uint64_t total() const { return after_.empty() ? 0 : after_.back().count; }
-    Prefix before(size_t step) const {
-      const auto at = std::lower_bound(steps_.begin(), steps_.end(), step) - steps_.begin();
-      return at == 0 ? Prefix{} : after_[static_cast<size_t>(at - 1)];
-    }
-
-   private:
-    std::vector<size_t> steps_;
-    std::vector<Prefix> after_;
-  };
-
+  void add(size_t b, uint64_t k, const ir::Op& op, int32_t rank) {
+    RankOp entry;
+    entry.index = k;
+    entry.op = &op;
+    const auto hops = lower_op(op);
+    entry.hops = static_cast<uint32_t>(hops.size());
+    for (uint32_t h = 0; h < hops.size(); ++h)
+      if (hops[h].src == rank || hops[h].dst == rank) entry.mine.push_back({hops[h], h});
+    if (!entry.mine.empty()) ops_[b].push_back(std::move(entry));
+  }
   std::vector<std::vector<RankOp>> ops_;
-  std::vector<Receives> receives_;  // by slot
+  std::vector<uint64_t> op_counts_;
 };
 
 // Who touched each unit last, for link_tasks: disjoint pieces covering every unit, by start,
@@ -273,37 +221,72 @@ void link_tasks(RankProgram& program) {
   }
 }
 
-RankProgram lower_rank_program(const ir::Schedule& schedule, int32_t rank) {
+uint64_t star_source_slots(uint64_t sources) {
+  if (sources > ir::kMaxStarSources)
+    throw std::length_error(fmt::format("a star reduce of {} sources: the runtime's tags tell at most {} apart",
+                                        sources, ir::kMaxStarSources));
+  return std::bit_ceil(std::max<uint64_t>(sources, 1));
+}
+
+OpNumbers::OpNumbers(const std::vector<uint64_t>& base_ops, uint32_t slices)
+    : count_(base_ops.size() + 1, 0), step_sum_(base_ops.size() + 1, 0), slices_(std::max<uint32_t>(slices, 1)) {
+  for (size_t b = 0; b < base_ops.size(); ++b) {
+    count_[b + 1] = count_[b] + base_ops[b];
+    step_sum_[b + 1] = step_sum_[b] + b * base_ops[b];
+  }
+}
+
+// Base step b's ops recur in expansion steps b .. b + slices - 1, so the ops before step t are
+// sum over b < t of ops(b) min(t - b, slices) = [t C(t) - W(t)] - [u C(u) - W(u)], u = t - slices,
+// with C(x) the ops before base step x and W(x) their sum of step numbers (C, W constant past
+// the base's last step).
+uint64_t OpNumbers::before_step(size_t step) const {
+  const auto ramp = [&](size_t x) {
+    const size_t at = std::min(x, count_.size() - 1);
+    return x * count_[at] - step_sum_[at];
+  };
+  return ramp(step) - (step > slices_ ? ramp(step - slices_) : 0);
+}
+
+uint64_t OpNumbers::total() const { return count_.back() * slices_; }
+
+namespace {
+
+// The lowering proper, from a rank's share of a base of `units` units run on `slices` slices.
+RankProgram lower_share(const RankShare& share, uint64_t units, uint32_t slices, int32_t rank) {
   // A compact pipeline is lowered from its base, step by step of its expansion
   // (pipeline_form.hpp), taking only this rank's ops: the same program as the materialized
   // schedule's, in time about linear in the base plus the rank's share of the expansion.
   RankProgram program;
-  const RankShare share(schedule, rank);
-  program.steps.resize(ir::expanded_step_count(schedule, schedule.slices));
+  slices = std::max<uint32_t>(slices, 1);
+  const size_t base_steps = share.steps();
+  const OpNumbers numbers(share.op_counts(), slices);
+  program.steps.resize(base_steps == 0 ? 0 : base_steps + slices - 1);
   for (size_t t = 0; t < program.steps.size(); ++t) {
-    const size_t first = ir::first_slice_in_step(schedule, t);
-    const size_t last = ir::last_slice_in_step(schedule.slices, t);
-    size_t offset = 0;  // the index in step t of slice j's first op
+    const size_t first = t + 1 > base_steps ? t + 1 - base_steps : 0;
+    const size_t last = std::min<size_t>(t, slices - 1);
+    const uint64_t before = numbers.before_step(t);
+    uint64_t offset = 0;  // the index in step t of slice j's first op
     for (size_t j = first; j <= last; ++j) {
       const size_t b = t - j;
       for (const auto& mine : share.ops(b)) {
-        const ir::Op& op = schedule.steps[b].ops[mine.op];
+        const ir::Op& op = *mine.op;
         Task task;
-        task.op_index = static_cast<uint32_t>(offset + mine.op);
+        task.op_index = static_cast<uint32_t>(offset + mine.index);
         task.reduce = op.kind == ir::OpKind::Reduce;
-        task.unit_begin = op.begin + j * schedule.units;
-        task.unit_end = op.end + j * schedule.units;
+        task.unit_begin = op.begin + j * units;
+        task.unit_end = op.end + j * units;
+        const bool star_reduce = task.reduce && op.shape == ir::OpShape::Star;
+        // A star reduce's hops all end at its root, one per source, in group order.
+        if (star_reduce) task.max_chunks = kMaxChunksPerRange / star_source_slots(mine.hops);
+        const uint64_t message = before + task.op_index;
         // Hops come in chain order or, for a star, in group order: a star root's sources, and
         // so the order it combines them in, follow the group.
-        for (const auto& [hop, slot, base_index] : mine.hops) {
-          // The receiver's receives before this one: in earlier expansion steps, in this step's
-          // slices before j (base steps b + 1 .. t - first), and in base step b before it.
-          const uint64_t index = share.before_expansion_step(slot, t, schedule.slices) +
-                                 share.before(slot, t - first + 1) - share.before(slot, b + 1) +
-                                 base_index - share.before(slot, b);
-          if (hop.src == rank) task.destinations.push_back({hop.dst, index});
+        for (const auto& [hop, place] : mine.mine) {
+          const uint32_t source = star_reduce ? place : 0;
+          if (hop.src == rank) task.destinations.push_back({hop.dst, message, source});
           if (hop.dst == rank) {
-            task.sources.push_back({hop.src, index});
+            task.sources.push_back({hop.src, message, source});
             task.add_own = hop.dst_contributes;
           }
         }
@@ -318,12 +301,24 @@ RankProgram lower_rank_program(const ir::Schedule& schedule, int32_t rank) {
         }
         program.steps[t].tasks.push_back(std::move(task));
       }
-      offset += schedule.steps[b].ops.size();
+      offset += share.op_counts()[b];
     }
     mark_staged_writes(program.steps[t]);
   }
-  route_own_reads(program, ir::expanded_units(schedule));
+  route_own_reads(program, units * slices);
   return program;
+}
+
+}  // namespace
+
+RankProgram lower_rank_program(const ir::Schedule& schedule, int32_t rank) {
+  return lower_share(RankShare(schedule, rank), schedule.units, schedule.slices, rank);
+}
+
+RankProgram lower_rank_program(const ir::RankSlice& slice, size_t schedule) {
+  const ir::SliceSchedule& fields = slice.schedules.at(schedule);
+  const auto& steps = slice.schedules.at(fields.steps_of.value_or(schedule)).steps;
+  return lower_share(RankShare(steps, slice.rank), fields.fields.units, fields.fields.slices, slice.rank);
 }
 
 }  // namespace flexplan::codegen

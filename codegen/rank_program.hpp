@@ -8,16 +8,24 @@
 #include <cstdint>
 #include <vector>
 
+#include "codegen/chunking.hpp"
 #include "ir/plan.hpp"
+#include "ir/plan_slice.hpp"
 
 namespace flexplan::codegen {
 
-// One end of a message: the peer, and the message's number among the receiver's receives.
+// One end of a message: the peer, and what names the message on its receiver (the runtime's
+// tags, runtime/tag.hpp). Both ends derive it from the op alone, so a rank can number the
+// messages of its own ops without the rest of the schedule (a plan.bin slice holds enough):
 struct Link {
   int32_t rank = -1;
-  // The runtime's tags: each rank's receives in the schedule are numbered 0, 1, ... in
-  // (step, op) order, a star root's receives of one op in group order; both ends compute it.
-  uint64_t receive_index = 0;
+  // The op's number in the schedule: ops counted in (step, op) order through every step before
+  // (of a compact pipeline, through its expansion's steps). Every receiver receives at most one
+  // message per op, but a star reduce's root, which receives one from each source:
+  uint64_t message = 0;
+  // ... told apart by the source's place among the root's sources (group order, the root left
+  // out); 0 for every other message.
+  uint32_t source = 0;
   friend bool operator==(const Link&, const Link&) = default;
 };
 
@@ -45,8 +53,13 @@ struct Task {
   // Receive each chunk from every source, in this order (a reduce combines them in it).
   std::vector<Link> sources;
   // Send each chunk (a reduce: the combined data; a broadcast: what arrived, or this rank's
-  // own at the root) to every destination; receive_index is the message's number there.
+  // own at the root) to every destination; the link names the message on its receiver.
   std::vector<Link> destinations;
+  // The most chunks a range of this task may be cut into (codegen::chunk_range), a power of two:
+  // kMaxChunksPerRange, but in a star reduce, whose root's sources take the high bits of the
+  // tag's chunk field, kMaxChunksPerRange / star_source_slots(sources). Both ends of every hop
+  // of the op compute the same.
+  uint64_t max_chunks = kMaxChunksPerRange;
   // The range this task writes is read or written by another task of the same step on this
   // rank: land it in scratch and copy it in when the step ends, so that every op reads the
   // buffer as of the step's start (the IR's step semantics).
@@ -99,8 +112,33 @@ struct RankProgram {
 // loosens. Run once per (schedule, rank), beside the lowering: about O(T log T) for T tasks.
 void link_tasks(RankProgram& program);
 
+// A star reduce of `sources` sources numbers them in this many slots of the tag's chunk field:
+// the least power of two that holds them (1 for one source or none). At most kMaxChunksPerRange
+// for the ir::kMaxStarSources the verifier allows; throws std::length_error beyond.
+uint64_t star_source_slots(uint64_t sources);
+
+// The op numbers (Link::message) of a schedule's expansion: the ops in expansion steps before
+// `step` of a pipeline of `slices` slices of a base whose steps hold `base_ops[b]` ops (for a
+// schedule held whole, slices = 1: the ops of its steps before `step`). Each expansion step t
+// holds base step t - j of every slice j with 0 <= t - j < base steps.
+class OpNumbers {
+ public:
+  OpNumbers(const std::vector<uint64_t>& base_ops, uint32_t slices);
+  uint64_t before_step(size_t step) const;
+  // The expansion's ops in all (at most kMaxExpandedOps for a plan plan.bin accepts).
+  uint64_t total() const;
+
+ private:
+  // Base steps' ops before step x, and their sum of step numbers, x = 0 .. base steps.
+  std::vector<uint64_t> count_, step_sum_;
+  uint32_t slices_;
+};
+
 // The lowering pass: rank `rank`'s slice of a schedule. The schedule should be verified
 // (ir::verify_schedule); ranks outside [0, world) simply take part in nothing.
 RankProgram lower_rank_program(const ir::Schedule& schedule, int32_t rank);
+// The same from a rank's part of plan.bin alone (ir::load_rank_slice): its ops and every step's
+// op count are all the lowering needs, so the program is the whole schedule's, task for task.
+RankProgram lower_rank_program(const ir::RankSlice& slice, size_t schedule);
 
 }  // namespace flexplan::codegen

@@ -46,6 +46,12 @@ struct Op {
   friend bool operator==(const Op&, const Op&) = default;
 };
 
+// A star reduce's root receives from every other member at once, and the runtime's tags tell
+// those sources apart in the chunk field's 20 bits (runtime/tag.hpp): a star reduce has at most
+// this many sources (members other than the root). The verifier refuses more, so a plan is
+// refused when written, not when run. A million learners in one star fit (2^20 = 1,048,576).
+inline constexpr uint64_t kMaxStarSources = uint64_t{1} << 20;
+
 enum class Phase : uint8_t {
   ReduceScatter = 0,
   AllGather = 1,

@@ -109,6 +109,13 @@ void check_op(const Op& op, uint64_t units, int32_t world_size, const std::strin
   if (const auto twice = repeats.find(op.group)) {
     fail(label, fmt::format("{}: rank {} appears twice in the group", where(), *twice));
   }
+  if (op.kind == OpKind::Reduce && op.shape == OpShape::Star) {
+    const uint64_t sources = op.group.size() - (op.root_in_group() ? 1 : 0);
+    if (sources > kMaxStarSources)
+      fail(label, fmt::format("{}: a star reduce of {} sources; the runtime's tags tell at most {} apart "
+                              "(make it a tree of stars, or a chain)",
+                              where(), sources, kMaxStarSources));
+  }
 }
 
 // Checks the schedule's fields and the ops whose index, counting through all steps in order,

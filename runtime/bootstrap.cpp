@@ -170,19 +170,19 @@ int32_t plan_rank_for(const ir::Plan& plan, const Options& options, int mpi_rank
 }
 
 // plan.bin refuses pipelines beyond this (ir/pipeline_form.hpp): one fact for both.
-static_assert(ir::kMaxExpandedOps <= tag::kMaxReceives,
+static_assert(ir::kMaxExpandedOps <= tag::kMaxMessages,
               "a pipeline plan.bin accepts must be numberable by the tags");
 
 void check_tag_limits(const ir::Plan& plan) {
-  // A rank's receives in a schedule number at most the schedule's ops. Pipelines that decode are
-  // within it (the static_assert above); a schedule held whole of 2^31 - 1 ops would take a plan
-  // of tens of GB, so none that loads comes near.
+  // The tags number a schedule's ops (runtime/tag.hpp). Pipelines that decode are within it
+  // (the static_assert above); a schedule held whole of 2^31 - 1 ops would take a plan of tens
+  // of GB, so none that loads comes near. Star reduces' sources are bounded by the verifier.
   for (const auto& schedule : plan.schedules) {
     const uint64_t ops = ir::expanded_op_count(schedule);
-    if (ops > tag::kMaxReceives) {
-      throw RuntimeError(fmt::format("schedule '{}' has {} ops; the runtime's tags number at most {} "
-                                     "receives of one rank per schedule",
-                                     schedule.algorithm, ops, tag::kMaxReceives));
+    if (ops > tag::kMaxMessages) {
+      throw RuntimeError(fmt::format("schedule '{}' has {} ops; the runtime's tags number at most {} ops of "
+                                     "one schedule",
+                                     schedule.algorithm, ops, tag::kMaxMessages));
     }
   }
 }

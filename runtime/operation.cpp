@@ -157,8 +157,9 @@ size_t Operation::chunk_bytes(const TaskRun& run, size_t chunk) const {
   return std::min(run.chunk_elements, run.elements - first) * element_size_;
 }
 
-uint64_t Operation::tag_of(const codegen::Link& link, size_t chunk) const {
-  return tag::make(sequence_, link.receive_index, chunk);
+uint64_t Operation::tag_of(const codegen::Task& task, const codegen::Link& link, size_t chunk) const {
+  // A star reduce's sources take the chunk field's high bits: each has max_chunks chunks.
+  return tag::make(sequence_, link.message, link.source * task.max_chunks + chunk);
 }
 
 void Operation::set_error(const std::string& message) {
@@ -249,7 +250,7 @@ void Operation::start_run(TaskRun& run) {
     run.chunks = 1;
   } else {
     // The one chunking rule, which the cost model prices too.
-    const auto chunking = codegen::chunk_range(run.elements, element_size_, context_.chunk_bytes);
+    const auto chunking = codegen::chunk_range(run.elements, element_size_, context_.chunk_bytes, task.max_chunks);
     run.chunk_elements = chunking.chunk_elements;
     run.chunks = chunking.chunks;
   }
@@ -506,10 +507,10 @@ void Operation::start_chunk(TaskRun& run, size_t chunk) {
       frame.iov[pieces++] = {&frame.signature, sizeof(CallSignature)};
       if (length > 0) frame.iov[pieces++] = {target, length};
       frame.iov[pieces++] = {context_.sink, context_.sink_bytes};
-      status = context_.transport->recv(frame.iov, pieces, tag_of(task.sources[i], chunk), ~uint64_t{0}, &transfer,
-                                        &request);
+      status = context_.transport->recv(frame.iov, pieces, tag_of(task, task.sources[i], chunk), ~uint64_t{0},
+                                        &transfer, &request);
     } else {
-      status = context_.transport->recv(target, length, tag_of(task.sources[i], chunk), &transfer, &request);
+      status = context_.transport->recv(target, length, tag_of(task, task.sources[i], chunk), &transfer, &request);
     }
     if (!status.ok()) {
       complete_receive(run, slot, i, status, 0);
@@ -536,9 +537,9 @@ void Operation::post_sends(TaskRun& run, Slot& slot, const std::byte* data) {
     Transport::Request request = nullptr;
     const TransportStatus status =
         context_.check_calls
-            ? send_framed(slot, task.sources.size() + j, to.rank, data, bytes, tag_of(to, slot.chunk), &transfer,
+            ? send_framed(slot, task.sources.size() + j, to.rank, data, bytes, tag_of(task, to, slot.chunk), &transfer,
                           &request)
-            : context_.transport->send(to.rank, data, bytes, tag_of(to, slot.chunk), &transfer, &request);
+            : context_.transport->send(to.rank, data, bytes, tag_of(task, to, slot.chunk), &transfer, &request);
     if (!status.ok()) {
       set_error(fmt::format("{}: {}: sending chunk {} to {} failed: {}", describe(), where(run), slot.chunk,
                             peer(to.rank), status.text));
@@ -826,8 +827,10 @@ void Operation::send_descriptor(TaskRun& run, Slot& slot, size_t j, const std::b
   Transport::Request request = nullptr;
   const TransportStatus status =
       context_.check_calls
-          ? send_framed(slot, index, to.rank, message, sizeof descriptor, tag_of(to, slot.chunk), nullptr, &request)
-          : context_.transport->send(to.rank, message, sizeof descriptor, tag_of(to, slot.chunk), nullptr, &request);
+          ? send_framed(slot, index, to.rank, message, sizeof descriptor, tag_of(*run.task, to, slot.chunk), nullptr,
+                        &request)
+          : context_.transport->send(to.rank, message, sizeof descriptor, tag_of(*run.task, to, slot.chunk), nullptr,
+                                     &request);
   if (!status.ok()) {
     awaiting_ack_[cookie] = nullptr;
     free_cookies_.push_back(cookie);
@@ -953,12 +956,12 @@ std::string Operation::waiting_for() const {
         if (t < task.sources.size()) {
           return fmt::format("{}: waiting to receive chunk {} of {} ({} bytes, tag {:#018x}) from {}",
                              where(run), chunk, run.chunks, chunk_bytes(run, chunk),
-                             tag_of(task.sources[t], chunk), peer(task.sources[t].rank));
+                             tag_of(task, task.sources[t], chunk), peer(task.sources[t].rank));
         }
         const codegen::Link& to = task.destinations[t - task.sources.size()];
         return fmt::format("{}: waiting for {} to take chunk {} of {} ({} bytes, tag {:#018x})",
                            where(run), peer(to.rank), chunk, run.chunks, chunk_bytes(run, chunk),
-                           tag_of(to, chunk));
+                           tag_of(task, to, chunk));
       }
     }
    }

@@ -292,7 +292,7 @@ class Operation {
   void on_ack_sent(Transfer& ack);
 
   size_t chunk_bytes(const TaskRun& run, size_t chunk) const;
-  uint64_t tag_of(const codegen::Link& link, size_t chunk) const;
+  uint64_t tag_of(const codegen::Task& task, const codegen::Link& link, size_t chunk) const;
   std::string where(const TaskRun& run) const;  // step, op and range
   std::string peer(int32_t rank) const;         // "rank 3 (switch/m1/gpu0)"
   bool on_host(int32_t rank) const;

@@ -687,7 +687,7 @@ void run_sparse_allreduce(const SparseContext& context, const SparseArgs& args) 
   if (args.iterations < 0 || args.iterations > 64) {
     throw InputError(fmt::format("flexplan sparse_allreduce: {} MSTopK iterations (0 to 64)", args.iterations));
   }
-  if (context.exchange->schedule.steps.size() >= (size_t{1} << (tag::kReceiveBits - kSenderBits))) {
+  if (context.exchange->schedule.steps.size() >= (size_t{1} << (tag::kMessageBits - kSenderBits))) {
     throw InputError(fmt::format("flexplan sparse_allreduce: the exchange has {} steps, more than its tags number",
                                  context.exchange->schedule.steps.size()));
   }

@@ -1,11 +1,21 @@
-// UCX tag layout. A tag names one chunk of one hop on its receiver: (sequence, receive index,
-// chunk), high bits to low. The receive index numbers the receiver's receives within the
-// schedule, in (step, op) order: both ends compute it from the schedule (rank_program.hpp), and
-// since every op's chain has one sender per receiver, on a given receiver the tag alone names
-// the message, whichever peer sends it and however operations overlap.
+// UCX tag layout. A tag names one chunk of one hop on its receiver: (sequence, message, chunk
+// field), high bits to low. The message number is the op's number in the schedule: ops counted
+// in (step, op) order through the steps before (a compact pipeline's through its expansion),
+// which both ends derive from their own ops and the steps' op counts (rank_program.hpp
+// OpNumbers), so a rank numbers its messages without its peers' ops. A receiver receives at
+// most one message per op (a chain visits each member once, a star broadcast sends once to each
+// member) except a star reduce's root, which receives from every source: there the source's
+// place among them fills the chunk field's high bits, and the op's chunks its low bits
+// (Task::max_chunks = 2^20 / star_source_slots(sources)). So on a given receiver the tag alone
+// names the message, whichever peer sends it and however steps and operations overlap.
 //
-//   63        52 51   50                      20 19          0
-//   [ seq 12    ][ack][ receive index 31        ][ chunk 20   ]
+//   63        52 51   50                      20 19              0
+//   [ seq 12    ][ack][ message (op number) 31][ source | chunk 20 ]
+//
+// A schedule has at most 2^31 - 1 ops (ir::kMaxExpandedOps for pipelines plan.bin accepts, and
+// checked at creation for the rest), so op numbers stay below the top one, which abort notices
+// take; a star reduce has at most 2^20 sources (ir::kMaxStarSources, which the verifier checks
+// when a plan is written), so its sources always fit the chunk field.
 //
 // Tags with the ack bit set are single-copy acknowledgements (single_copy.hpp): a receiver that
 // read a chunk straight out of its sender's memory tells the sender so under ack(sequence,
@@ -25,31 +35,35 @@
 #include <cstdint>
 
 #include "codegen/chunking.hpp"
+#include "ir/plan.hpp"
 
 namespace flexplan::tag {
 
 inline constexpr int kChunkBits = 20;
-inline constexpr int kReceiveBits = 31;
+inline constexpr int kMessageBits = 31;
 inline constexpr int kAckBits = 1;
 inline constexpr int kSequenceBits = 12;
-static_assert(kChunkBits + kReceiveBits + kAckBits + kSequenceBits == 64);
+static_assert(kChunkBits + kMessageBits + kAckBits + kSequenceBits == 64);
 static_assert(codegen::kMaxChunksPerRange == uint64_t{1} << kChunkBits,
               "the chunking rule must never cut more chunks than the tag numbers");
+static_assert(ir::kMaxStarSources <= uint64_t{1} << kChunkBits,
+              "a star reduce's sources must fit the chunk field");
 
-// The highest receive index is reserved for abort notices (abort_tag).
-inline constexpr uint64_t kMaxReceives = (uint64_t{1} << kReceiveBits) - 1;
+// The highest message number is reserved for abort notices (abort_tag).
+inline constexpr uint64_t kMaxMessages = (uint64_t{1} << kMessageBits) - 1;
 inline constexpr uint64_t kMaxAhead = uint64_t{1} << (kSequenceBits - 1);
 
 inline constexpr uint64_t kFullMask = ~uint64_t{0};
 
-inline uint64_t make(uint64_t sequence, uint64_t receive_index, uint64_t chunk) {
+// `chunk_field`: the chunk, and a star reduce's source above it (Operation::tag_of).
+inline uint64_t make(uint64_t sequence, uint64_t message, uint64_t chunk_field) {
   constexpr uint64_t sequence_mask = (uint64_t{1} << kSequenceBits) - 1;
-  return ((sequence & sequence_mask) << (kAckBits + kReceiveBits + kChunkBits)) |
-         (receive_index << kChunkBits) | chunk;
+  return ((sequence & sequence_mask) << (kAckBits + kMessageBits + kChunkBits)) | (message << kChunkBits) |
+         chunk_field;
 }
 
-inline constexpr uint64_t kAckBit = uint64_t{1} << (kReceiveBits + kChunkBits);
-inline constexpr uint64_t kMaxCookie = (uint64_t{1} << (kReceiveBits + kChunkBits)) - 1;
+inline constexpr uint64_t kAckBit = uint64_t{1} << (kMessageBits + kChunkBits);
+inline constexpr uint64_t kMaxCookie = (uint64_t{1} << (kMessageBits + kChunkBits)) - 1;
 
 // A single-copy acknowledgement of operation `sequence`, naming the sender's cookie.
 inline uint64_t ack(uint64_t sequence, uint64_t cookie) { return make(sequence, 0, 0) | kAckBit | cookie; }
@@ -57,7 +71,7 @@ inline uint64_t ack(uint64_t sequence, uint64_t cookie) { return make(sequence, 
 inline constexpr uint64_t kAckMask = ~kMaxCookie;
 inline uint64_t cookie_of(uint64_t ack_tag) { return ack_tag & kMaxCookie; }
 
-// The one tag of abort notices (no data message has this receive index).
-inline constexpr uint64_t abort_tag() { return kMaxReceives << kChunkBits; }
+// The one tag of abort notices (no data message has this number).
+inline constexpr uint64_t abort_tag() { return kMaxMessages << kChunkBits; }
 
 }  // namespace flexplan::tag

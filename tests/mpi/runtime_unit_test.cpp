@@ -12,10 +12,13 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <set>
+#include <stdexcept>
 #include <tuple>
 #include <type_traits>
 #include <vector>
 
+#include "codegen/rank_program.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/half.hpp"
 #include "runtime/host_check.hpp"
@@ -162,16 +165,16 @@ TEST(Kernels, Float16SumRoundsOncePerCombine) {
 }
 
 TEST(Tags, FieldsDoNotOverlapAndSequenceWraps) {
-  const uint64_t t = tag::make(5, tag::kMaxReceives - 1, codegen::kMaxChunksPerRange - 1);
+  const uint64_t t = tag::make(5, tag::kMaxMessages - 1, codegen::kMaxChunksPerRange - 1);
   EXPECT_EQ(t >> 52, 5u);
-  EXPECT_EQ((t >> 20) & 0x7fffffff, tag::kMaxReceives - 1);
+  EXPECT_EQ((t >> 20) & 0x7fffffff, tag::kMaxMessages - 1);
   EXPECT_EQ(t & tag::kAckBit, 0u);
   EXPECT_EQ(t & 0xfffff, codegen::kMaxChunksPerRange - 1);
   EXPECT_EQ(tag::make(5 + (uint64_t{1} << tag::kSequenceBits), 1, 2), tag::make(5, 1, 2));
   EXPECT_NE(tag::make(5, 1, 2), tag::make(5, 2, 1));
   // No data tag is the abort tag, whatever its sequence number and chunk.
-  EXPECT_NE(tag::make(0, tag::kMaxReceives - 1, codegen::kMaxChunksPerRange - 1), tag::abort_tag());
-  EXPECT_EQ(tag::abort_tag() >> 20, tag::kMaxReceives);
+  EXPECT_NE(tag::make(0, tag::kMaxMessages - 1, codegen::kMaxChunksPerRange - 1), tag::abort_tag());
+  EXPECT_EQ(tag::abort_tag() >> 20, tag::kMaxMessages);
   // Acks carry the ack bit, which no data or abort tag has; the mask takes every ack of one
   // operation and none of another's.
   const uint64_t a = tag::ack(5, tag::kMaxCookie);
@@ -183,6 +186,41 @@ TEST(Tags, FieldsDoNotOverlapAndSequenceWraps) {
   EXPECT_NE(tag::abort_tag() & tag::kAckMask, tag::ack(0, 0));
   // Two operations in flight are less than 2^12 apart, so their tags differ.
   EXPECT_LE(2 * tag::kMaxAhead, uint64_t{1} << tag::kSequenceBits);
+}
+
+// A star reduce's sources take the chunk field's high bits (runtime/tag.hpp): for every count of
+// sources up to ir::kMaxStarSources, each source's chunks (at most Task::max_chunks, which the
+// chunking rule respects by growing its chunks) get tags of their own, all with the op's number.
+TEST(Tags, StarSourcesAndChunksShareTheChunkField) {
+  std::mt19937_64 random(39);
+  for (const uint64_t sources : {uint64_t{0}, uint64_t{1}, uint64_t{2}, uint64_t{3}, uint64_t{1000}, uint64_t{65537},
+                                 uint64_t{999999}, ir::kMaxStarSources}) {
+    const uint64_t slots = codegen::star_source_slots(sources);
+    ASSERT_GE(slots, std::max<uint64_t>(sources, 1));
+    ASSERT_LT(slots, 2 * std::max<uint64_t>(sources, 1));
+    const uint64_t max_chunks = codegen::kMaxChunksPerRange / slots;
+    ASSERT_EQ(max_chunks * slots, codegen::kMaxChunksPerRange) << sources;
+    // Ranges of every length around the limit are cut into at most max_chunks chunks.
+    for (const uint64_t elements : {max_chunks - 1, max_chunks, max_chunks + 1, 3 * max_chunks + 7,
+                                    uint64_t{1} << 33, random() % (uint64_t{1} << 40) + 1}) {
+      if (elements == 0) continue;
+      const auto chunking = codegen::chunk_range(elements, 4, 4, max_chunks);
+      EXPECT_LE(chunking.chunks, max_chunks) << sources << " sources, " << elements << " elements";
+      EXPECT_GE(chunking.chunks * chunking.chunk_elements, elements);
+    }
+    // The corners of the field: distinct tags, each naming the op.
+    std::set<uint64_t> tags;
+    const uint64_t message = tag::kMaxMessages - 1;
+    for (const uint64_t source : {uint64_t{0}, slots - 1})
+      for (const uint64_t chunk : {uint64_t{0}, max_chunks - 1}) {
+        const uint64_t t = tag::make(7, message, source * max_chunks + chunk);
+        EXPECT_EQ((t >> tag::kChunkBits) & tag::kMaxMessages, message);
+        EXPECT_EQ(t & tag::kAckBit, 0u);
+        tags.insert(t);
+      }
+    EXPECT_EQ(tags.size(), slots == 1 && max_chunks == 1 ? 1u : slots == 1 || max_chunks == 1 ? 2u : 4u);
+  }
+  EXPECT_THROW(codegen::star_source_slots(ir::kMaxStarSources + 1), std::length_error);
 }
 
 // The runtime's transport sends every message eagerly, however long (docs/runtime.md, Eager

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -16,6 +17,8 @@
 #include "codegen/lowering.hpp"
 #include "codegen/rank_program.hpp"
 #include "ir/pipeline_form.hpp"
+#include "ir/plan_binary.hpp"
+#include "ir/plan_slice.hpp"
 #include "ir/verify.hpp"
 #include "planner/algorithm_table.hpp"
 #include "planner/algorithms.hpp"
@@ -73,14 +76,15 @@ TEST(RankProgram, RootOutsideTheGroupOnlyReceives) {
   EXPECT_FALSE(first.steps[0].tasks[0].receives());
 }
 
-// A star reduce's root receives from every other member in group order, numbering those
-// receives consecutively, and places its own data at its place in the group; the members only
-// send. A star broadcast's root sends to every other member.
+// A star reduce's root receives from every other member in group order, each message named by
+// the op's number and the source's place, in a chunk field left with 2^20 / (places rounded up
+// to a power of two) chunks; it places its own data at its place in the group; the members only
+// send. A star broadcast's root sends to every other member, all under the op's number.
 TEST(RankProgram, StarRootsReceiveFromOrSendToEveryMember) {
   ir::Schedule schedule;
   schedule.units = 4;
   ir::Step step;
-  step.ops.push_back(op(ir::OpKind::Reduce, 0, 1, 0, {1, 0}));           // chain 1 -> 0: receive #0
+  step.ops.push_back(op(ir::OpKind::Reduce, 0, 1, 0, {1, 0}));           // chain 1 -> 0: op #0
   step.ops.push_back(star(ir::OpKind::Reduce, 0, 2, 2, {3, 0, 2, 1}));   // 3, 0, 1 -> 2
   step.ops.push_back(star(ir::OpKind::Broadcast, 2, 4, 1, {0, 1, 3}));   // 1 -> 0, 3
   step.ops.push_back(star(ir::OpKind::Reduce, 2, 4, 3, {1, 2}));         // root outside: 1, 2 -> 3
@@ -88,28 +92,32 @@ TEST(RankProgram, StarRootsReceiveFromOrSendToEveryMember) {
   const RankProgram two = lower_rank_program(schedule, 2);
   ASSERT_EQ(two.steps[0].tasks.size(), 2u);
   const Task& root = two.steps[0].tasks[0];
-  EXPECT_EQ(root.sources, (std::vector<Link>{{3, 0}, {0, 1}, {1, 2}}));
+  EXPECT_EQ(root.sources, (std::vector<Link>{{3, 1, 0}, {0, 1, 1}, {1, 1, 2}}));
+  EXPECT_EQ(root.max_chunks, kMaxChunksPerRange / 4);  // 3 places take 2 bits
   EXPECT_TRUE(root.destinations.empty());
   EXPECT_TRUE(root.add_own);
   EXPECT_EQ(root.own_position, 2u);  // 3, 0, own, 1
   EXPECT_TRUE(root.writes());
   EXPECT_TRUE(root.reads_own());
-  EXPECT_EQ(two.steps[0].tasks[1].destinations, (std::vector<Link>{{3, 2}}));  // after 1 -> 3 twice
+  EXPECT_EQ(two.steps[0].tasks[1].destinations, (std::vector<Link>{{3, 3, 1}}));  // op #3, after 1
+  EXPECT_EQ(two.steps[0].tasks[1].max_chunks, kMaxChunksPerRange / 2);
   const RankProgram zero = lower_rank_program(schedule, 0);
   ASSERT_EQ(zero.steps[0].tasks.size(), 3u);
-  EXPECT_EQ(zero.steps[0].tasks[1].destinations, (std::vector<Link>{{2, 1}}));  // its second receive
-  EXPECT_EQ(zero.steps[0].tasks[2].sources, (std::vector<Link>{{1, 1}}));
+  EXPECT_EQ(zero.steps[0].tasks[1].destinations, (std::vector<Link>{{2, 1, 1}}));  // the root's second source
+  EXPECT_EQ(zero.steps[0].tasks[1].max_chunks, kMaxChunksPerRange / 4);          // as at the root
+  EXPECT_EQ(zero.steps[0].tasks[2].sources, (std::vector<Link>{{1, 2, 0}}));
+  EXPECT_EQ(zero.steps[0].tasks[2].max_chunks, kMaxChunksPerRange);
   EXPECT_TRUE(zero.steps[0].tasks[2].writes());
   const RankProgram one = lower_rank_program(schedule, 1);
   ASSERT_EQ(one.steps[0].tasks.size(), 4u);
   const Task& broadcaster = one.steps[0].tasks[2];
   EXPECT_TRUE(broadcaster.sources.empty());
-  EXPECT_EQ(broadcaster.destinations, (std::vector<Link>{{0, 1}, {3, 0}}));
+  EXPECT_EQ(broadcaster.destinations, (std::vector<Link>{{0, 2, 0}, {3, 2, 0}}));
   EXPECT_TRUE(broadcaster.reads_own());
   EXPECT_FALSE(broadcaster.writes());
   const RankProgram three = lower_rank_program(schedule, 3);
   const Task& outside = three.steps[0].tasks[2];
-  EXPECT_EQ(outside.sources, (std::vector<Link>{{1, 1}, {2, 2}}));
+  EXPECT_EQ(outside.sources, (std::vector<Link>{{1, 3, 0}, {2, 3, 1}}));
   EXPECT_FALSE(outside.add_own);
   EXPECT_FALSE(outside.reads_own());
   EXPECT_EQ(check_hops(schedule, 4), "");  // not an all-reduce: run_programs does not apply
@@ -283,8 +291,9 @@ std::string run_programs(const ir::Schedule& schedule, int world, uint64_t count
 }
 
 // Every hop that lower_op gives appears once at its sender (as a destination) and once at its
-// receiver (as a source), in the same step and op, and nowhere else; both number it alike among
-// the receiver's receives, and a star root lists its sources in group order.
+// receiver (as a source), in the same step and op, and nowhere else; both name it alike (the
+// op's number in the schedule, a star reduce's source's place, the chunk limit), and a star root
+// lists its sources in group order.
 std::string check_hops(const ir::Schedule& schedule, int world) {
   std::map<std::tuple<size_t, uint32_t, int>, const Task*> task_of;
   std::vector<RankProgram> programs;
@@ -319,7 +328,8 @@ std::string check_hops(const ir::Schedule& schedule, int world) {
         const auto out = find(from->second->destinations, hop.dst);
         const auto in = find(to->second->sources, hop.src);
         if (out == from->second->destinations.end() || in == to->second->sources.end() ||
-            to->second->add_own != hop.dst_contributes || out->receive_index != in->receive_index)
+            to->second->add_own != hop.dst_contributes || out->message != in->message || out->source != in->source ||
+            from->second->max_chunks != to->second->max_chunks)
           return what + " not lowered";
         if (static_cast<size_t>(in - to->second->sources.begin()) != received[hop.dst]++)
           return what + ": sources out of hop order";
@@ -327,15 +337,36 @@ std::string check_hops(const ir::Schedule& schedule, int world) {
     }
   if (tasks != members) return std::to_string(tasks) + " tasks for " + std::to_string(members) + " op members";
   if (links != 2 * hops_total) return std::to_string(links) + " links for " + std::to_string(hops_total) + " hops";
-  // Each rank's receives are numbered 0, 1, ... in (step, op) order (the runtime's tags).
+  // The runtime's tags (runtime/tag.hpp): a message is the op's number, ops counted in (step,
+  // op) order, and a star reduce's source place, within the chunk field's 20 bits with the
+  // task's chunks; no rank receives two messages under one name.
   for (int r = 0; r < world; ++r) {
-    uint64_t expected = 0;
-    for (const StepProgram& step : programs[r].steps)
-      for (const Task& task : step.tasks)
-        for (const Link& source : task.sources)
-          if (source.receive_index != expected++)
-            return "rank " + std::to_string(r) + ": receive numbered " + std::to_string(source.receive_index) +
-                   ", expected " + std::to_string(expected - 1);
+    std::set<std::pair<uint64_t, uint32_t>> names;
+    uint64_t ops_before = 0;
+    for (size_t s = 0; s < programs[r].steps.size(); ++s) {
+      for (const Task& task : programs[r].steps[s].tasks) {
+        const uint64_t number = ops_before + task.op_index;
+        const ir::Op& op = schedule.steps[s].ops[task.op_index];
+        const bool star_reduce = op.kind == ir::OpKind::Reduce && op.shape == ir::OpShape::Star;
+        const uint64_t slots = star_reduce ? star_source_slots(lower_op(op).size()) : 1;
+        if (task.max_chunks * slots != kMaxChunksPerRange)
+          return "rank " + std::to_string(r) + ": chunk limit " + std::to_string(task.max_chunks) + " with " +
+                 std::to_string(slots) + " source slots";
+        for (const auto* links : {&task.sources, &task.destinations})
+          for (const Link& link : *links)
+            if (link.message != number || link.source >= slots)
+              return "rank " + std::to_string(r) + ": step " + std::to_string(s) + " op " +
+                     std::to_string(task.op_index) + " named " + std::to_string(link.message) + "." +
+                     std::to_string(link.source) + ", expected op number " + std::to_string(number);
+        for (size_t i = 0; i < task.sources.size(); ++i) {
+          if (star_reduce && task.sources[i].source != i)
+            return "rank " + std::to_string(r) + ": source places out of order";
+          if (!names.insert({task.sources[i].message, task.sources[i].source}).second)
+            return "rank " + std::to_string(r) + ": two receives named " + std::to_string(task.sources[i].message);
+        }
+      }
+      ops_before += schedule.steps[s].ops.size();
+    }
   }
   return "";
 }
@@ -595,6 +626,42 @@ TEST(LinkedTasks, EveryHazardIsOrdered) {
   });
   EXPECT_GT(hazards, 1000u);
   EXPECT_LT(direct, hazards);  // some are ordered through others: the lists are not every pair
+}
+
+}  // namespace
+}  // namespace flexplan::codegen
+
+namespace flexplan::codegen {
+namespace {
+
+// A rank's part of plan.bin alone (ir::read_rank_slice: its ops and every step's op count)
+// lowers to the very program the whole schedule gives, message numbers included, so a rank can
+// run from its part: for schedules held whole, pipelines held compact, and a schedule that
+// names another's steps, on random trees with every pipelining algorithm (star ones included).
+TEST(RankProgram, RankSlicesLowerAsTheWholeSchedule) {
+  int compared = 0;
+  testing::for_each_random_pipeline(20261139, 8, 20, [&](const Topology& topo, const ir::Schedule& base,
+                                                         uint32_t slices, int tree) {
+    ir::Plan plan;
+    plan.world_size = topo.num_learners();
+    ir::Schedule whole = base, again = base;
+    whole.max_bytes = 100;
+    again.min_bytes = 100;
+    again.max_bytes = 1000;  // the same steps: written once, named by the second
+    ir::Schedule compact = ir::compact_pipeline(base, slices);
+    compact.min_bytes = 1000;
+    plan.schedules = {whole, again, compact};
+    const std::vector<uint8_t> bytes = ir::encode_plan(plan);
+    for (int32_t rank = 0; rank < plan.world_size; ++rank) {
+      const ir::RankSlice slice = ir::read_rank_slice(bytes, "plan.bin", rank);
+      for (size_t s = 0; s < plan.schedules.size(); ++s) {
+        EXPECT_EQ(lower_rank_program(slice, s), lower_rank_program(plan.schedules[s], rank))
+            << plan.schedules[s].algorithm << " tree " << tree << " rank " << rank << " schedule " << s;
+        ++compared;
+      }
+    }
+  });
+  EXPECT_GT(compared, 500);
 }
 
 }  // namespace

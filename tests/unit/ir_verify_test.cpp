@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "ir/verify.hpp"
 #include "tests/unit/ir_test_plans.hpp"
@@ -271,6 +272,41 @@ TEST(IrVerify, DuplicateMemberAndEmptyGroupAreRejected) {
   ring = ring_schedule(4);
   ring.steps.edit()[1].ops[2].group.clear();
   EXPECT_REJECTED(ring, 4, "step 1 op 2", "empty group");
+}
+
+// The runtime's tags tell at most 2^20 sources of a star reduce apart (runtime/tag.hpp): a plan
+// with more is refused when it is verified, that is when it is written, naming the op; 2^20
+// pass, and a star broadcast or a chain of any size is not limited.
+TEST(IrVerify, StarReducesBeyondTheTagsSourcesAreRejected) {
+  const auto star = [](OpKind kind, OpShape shape, int32_t members, int32_t root) {
+    Schedule schedule;
+    schedule.units = 1;
+    std::vector<int32_t> group(static_cast<size_t>(members));
+    for (int32_t r = 0; r < members; ++r) group[static_cast<size_t>(r)] = r;
+    schedule.steps.push_back({Phase::Reduce, 0, {Op{kind, 0, 1, root, RankList(group), shape}}});
+    return schedule;
+  };
+  const auto limit = static_cast<int32_t>(kMaxStarSources);
+  const auto message = [](const Schedule& schedule, int32_t world) -> std::string {
+    try {
+      check_structure(schedule, world);
+    } catch (const VerifyError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  // The root in the group: members - 1 sources; outside it: every member is one.
+  EXPECT_EQ(message(star(OpKind::Reduce, OpShape::Star, limit + 1, 0), limit + 1), "");
+  EXPECT_EQ(message(star(OpKind::Reduce, OpShape::Star, limit, limit), limit + 1), "");
+  const std::string over = message(star(OpKind::Reduce, OpShape::Star, limit + 2, 0), limit + 2);
+  EXPECT_NE(over.find("step 0 op 0"), std::string::npos) << over;
+  EXPECT_NE(over.find("a star reduce of 1048577 sources"), std::string::npos) << over;
+  EXPECT_NE(message(star(OpKind::Reduce, OpShape::Star, limit + 1, limit + 1), limit + 2), "");
+  EXPECT_EQ(message(star(OpKind::Broadcast, OpShape::Star, limit + 2, 0), limit + 2), "");
+  EXPECT_EQ(message(star(OpKind::Reduce, OpShape::Chain, limit + 2, 0), limit + 2), "");
+  // A rank's part of plan.bin checks each of its ops so (ir/plan_slice.hpp).
+  const Schedule beyond = star(OpKind::Reduce, OpShape::Star, limit + 2, 0);
+  EXPECT_THROW(check_op_structure(beyond.steps[0].ops[0], 1, limit + 2, "schedule", 0, 0), VerifyError);
 }
 
 TEST(IrVerify, ScheduleFieldsAreChecked) {
