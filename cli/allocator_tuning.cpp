@@ -30,6 +30,12 @@ void keep_freed_memory() {
 #endif
 }
 
+bool may_plan_at_scale(int argc, char** argv) {
+  if (argc < 2) return false;  // usage only
+  const std::string first = argv[1];
+  return first != "topo" && first != "probe" && first != "--help" && first != "-h" && first != "--version";
+}
+
 void ask_for_huge_pages(char** argv) {
 #if defined(__GLIBC__) && defined(__linux__)
   constexpr const char* kTunable = "glibc.malloc.hugetlb";

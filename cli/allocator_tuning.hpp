@@ -20,4 +20,10 @@ void keep_freed_memory();
 // not set, the tunable is already given, or the new start fails.
 void ask_for_huge_pages(char** argv);
 
+// Whether a command line may plan or expand a large schedule, which is what the two settings
+// above are for. False for the commands that never do (`topo`, `probe`, which runs under a
+// launcher and starts the runtime, and a bare --help or --version): they keep the C library's
+// defaults and start once.
+bool may_plan_at_scale(int argc, char** argv);
+
 }  // namespace flexplan::cli

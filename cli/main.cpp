@@ -32,8 +32,10 @@ int& exit_status() {
 
 int main(int argc, char** argv) {
   using namespace flexplan;
-  cli::ask_for_huge_pages(argv);
-  cli::keep_freed_memory();
+  if (cli::may_plan_at_scale(argc, argv)) {
+    cli::ask_for_huge_pages(argv);
+    cli::keep_freed_memory();
+  }
   CLI::App app{"flexplan: plans all-reduce for asymmetric cluster trees (FlexReduce, ring, "
                "BlueConnect, hierarchical) and predicts their cost."};
   app.set_version_flag("--version", std::string("flexplan ") + kVersion);
