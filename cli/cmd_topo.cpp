@@ -176,6 +176,7 @@ void show_json(const Topology& topo) {
       {"asymmetry", topo.is_symmetric() ? json(nullptr) : json(why)},
       {"reduce_bytes_per_second",
        topo.reduce_bandwidth() > 0 ? json(topo.reduce_bandwidth()) : json(nullptr)},
+      {"hop_overhead_seconds", topo.hop_overhead() ? json(*topo.hop_overhead()) : json(nullptr)},
       {"level_summary", rows},
       {"bottleneck", {{"bytes_per_second", slowest}, {"uplinks_of", links}}}};
   fmt::print("{}\n", document.dump(2));
@@ -190,6 +191,9 @@ void show(const ShowOptions& options) {
   fmt::print("hash {}\n", topo.hash_hex());
   if (topo.reduce_bandwidth() > 0)
     fmt::print("reductions at {} per learner\n", format_bandwidth(topo.reduce_bandwidth()));
+  if (topo.hop_overhead())
+    fmt::print("software cost per hop {} (\"hop_overhead\"; the commands use it unless --hop-overhead is given)\n",
+               format_latency(*topo.hop_overhead()));
   fmt::print("\n");
   print_levels(topo);
   fmt::print("\n");

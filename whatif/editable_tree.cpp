@@ -19,7 +19,8 @@ TreeNode copy_subtree(const Topology& topo, NodeId n) {
 }  // namespace
 
 EditableTree editable_copy(const Topology& topo) {
-  return EditableTree{topo.name(), copy_subtree(topo, topo.root()), false, topo.reduce_bandwidth()};
+  return EditableTree{topo.name(), copy_subtree(topo, topo.root()), false, topo.reduce_bandwidth(),
+                      topo.hop_overhead()};
 }
 
 Topology to_topology(const EditableTree& tree) {
@@ -41,6 +42,7 @@ Topology to_topology(const EditableTree& tree) {
   add(tree.root, -1);
   Topology topology(tree.name, std::move(graph));
   topology.set_reduce_bandwidth(tree.reduce_bandwidth);
+  topology.set_hop_overhead(tree.hop_overhead);
   return topology;
 }
 

@@ -2,6 +2,7 @@
 // conversion from and back to a Topology.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@ struct EditableTree {
   TreeNode root;
   bool shape_changed = false;  // set by edits that add or remove nodes
   double reduce_bandwidth = 0;  // the topology's reduction rate (0: none given)
+  std::optional<double> hop_overhead;  // the topology's "hop_overhead", where it gives one
 };
 
 EditableTree editable_copy(const Topology&);

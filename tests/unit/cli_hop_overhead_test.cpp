@@ -76,6 +76,25 @@ TEST_F(CliHopOverhead, CommandLineThenTopologyThenTheConstant) {
   EXPECT_EQ(planned["hop_overhead_from"], "--hop-overhead");
 }
 
+TEST_F(CliHopOverhead, TopoShowPrintsTheTopologysFigure) {
+  const std::string plain = path("plain.json"), given = path("given.json");
+  std::ofstream(plain) << topology_text("");
+  std::ofstream(given) << topology_text(R"("hop_overhead": "250 us",)");
+  auto run = run_flexplan("topo show " + given);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("software cost per hop 250 us"), std::string::npos) << run.output;
+  run = run_flexplan("topo show " + plain);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output.find("cost per hop"), std::string::npos) << run.output;
+
+  run = run_flexplan("topo show " + given + " --format json", "2>/dev/null");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(run.output)["hop_overhead_seconds"].get<double>(), 250e-6);
+  run = run_flexplan("topo show " + plain + " --format json", "2>/dev/null");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_TRUE(nlohmann::json::parse(run.output)["hop_overhead_seconds"].is_null());
+}
+
 TEST_F(CliHopOverhead, BadFiguresExitTwoNamingTheirSource) {
   const std::string file = path("bad.json");
   for (const char* bad : {R"("slow")", "5", R"("-3 us")", R"("5 s")"}) {

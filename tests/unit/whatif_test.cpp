@@ -161,6 +161,20 @@ TEST(WhatifVariation, KeepsTheReductionRate) {
   EXPECT_DOUBLE_EQ(changed.reduce_bandwidth(), 6e9);
 }
 
+// So does the probe's cost per hop, which is in the hash where a topology gives it.
+TEST(WhatifVariation, KeepsTheHopOverhead) {
+  std::string text = kTwoRacks;
+  text.replace(text.find("\"root\""), 0, "\"hop_overhead\": \"40 us\", ");
+  const Topology base = parse_topology(text, "racks");
+  ASSERT_TRUE(base.hop_overhead());
+  EXPECT_DOUBLE_EQ(*base.hop_overhead(), 40e-6);
+  EXPECT_EQ(to_topology(editable_copy(base)).hash(), base.hash());
+  const auto variation = parse_variation("count:core/rack0/m0=4");
+  const Topology changed = to_topology(vary(editable_copy(base), {variation}, grid_point({variation}, 0)));
+  EXPECT_EQ(changed.hop_overhead(), base.hop_overhead());
+  EXPECT_FALSE(to_topology(editable_copy(parse_topology(kTwoRacks, "racks"))).hop_overhead());
+}
+
 TEST(WhatifVariation, GridVariesTheFirstAxisSlowest) {
   const std::vector<Variation> v{parse_variation("machines.bandwidth=1Gbit/s,2Gbit/s"),
                                  parse_variation("gpus:*=1,2,3")};
