@@ -3,6 +3,7 @@
 # (idempotent; does nothing when all are there), configures with CMake and builds.
 #
 #   ./setup.sh            install what is missing, build into build/ (gcc)
+#   ./setup.sh deps       only install what is missing
 #   ./setup.sh test       ... then run every test (ctest)
 #   ./setup.sh asan       build with clang, AddressSanitizer and UBSan into build-asan/, then
 #                         run the unit and MPI tests there
@@ -19,6 +20,12 @@
 # still name every function, and a developer chasing one rebuilds with -g.
 set -euo pipefail
 cd "$(dirname "$0")"
+
+mode=${1:-build}
+case "$mode" in
+  deps|build|test|asan|fuzz) ;;
+  *) echo "setup: unknown mode '$mode' (deps, build, test, asan, fuzz)" >&2; exit 2 ;;
+esac
 
 packages=(cmake g++ ninja-build pkg-config make
           libboost-graph-dev nlohmann-json3-dev libfmt-dev libcli11-dev libgtest-dev
@@ -48,7 +55,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-mode=${1:-build}
+[ "$mode" = deps ] && exit 0
+
 jobs=${JOBS:-$(nproc)}
 cmake_args=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG")
 clang=(-DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14)
@@ -57,7 +65,6 @@ case "$mode" in
   asan) build_dir=${BUILD_DIR:-build-asan}
         cmake_args+=("${clang[@]}" -DFLEXPLAN_SANITIZE=ON "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -DNDEBUG") ;;
   fuzz) build_dir=${BUILD_DIR:-build-fuzz}; cmake_args+=("${clang[@]}" -DFLEXPLAN_FUZZ=ON) ;;
-  *) echo "setup: unknown mode '$mode' (build, test, asan, fuzz)" >&2; exit 2 ;;
 esac
 
 cmake -S . -B "$build_dir" "${cmake_args[@]}" >/dev/null
