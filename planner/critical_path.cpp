@@ -153,7 +153,10 @@ class CriticalPath {
           hop.to = topo_.learner_node(hop.dst);
           hop.sums = params_.reduce_bandwidth > 0 && hop_sums(op, lowered_hops_[h], h);
           hop.latency = links_.walk(hop.from, hop.to, share, incast,
-                                    [this](uint32_t direction, double load) { add_load(direction, load); }) +
+                                    [this](uint32_t direction, double load) {
+                                      add_load(direction, load);
+                                      ++walked_;
+                                    }) +
                         params_.hop_overhead;
           if (hop.sums) add_load(2 * nodes_ + static_cast<uint32_t>(hop.to), share);
           if (op.shape == ir::OpShape::Chain && h > 0) hop.after = static_cast<int32_t>(hops.size() - 1);
@@ -205,6 +208,7 @@ class CriticalPath {
     size_t t = 0;  // the pipeline's step
     for (const auto& [bounds, repeat] : pipeline_windows(steps_.size(), slices)) {
       lower_through(bounds.second);
+      work += std::exchange(walked_, 0);  // a link walked costs about what a line compared does
       const std::vector<double>& paces = window_paces(bounds.first, bounds.second);
       for (uint64_t r = 0; r < repeat; ++r, ++t) {
         size_t k = 0;
@@ -334,6 +338,7 @@ class CriticalPath {
   size_t lowered_ = 0;
   std::vector<codegen::Hop> lowered_hops_;  // one op's, while lowering
   double slowest_hop_ = 0;
+  uint64_t walked_ = 0;  // link directions walked while lowering, not yet counted as work
   std::map<std::pair<size_t, size_t>, std::vector<double>> paces_;
 };
 

@@ -530,7 +530,15 @@ class PlanBuilder {
   // critical path is begun (critical_path_price then prices it step by step without trying).
   bool critical_path_out_of_budget(const AlgorithmRow& row, uint32_t slices) {
     if (!schedule_fits_limits(base_size(row))) return true;
-    return critical_path_spent_[&row] + 2 * base_members(row) * slices > options_.critical_path_budget;
+    return critical_path_spent_[&row] + critical_path_least_work(row, slices) > options_.critical_path_budget;
+  }
+  // What a variant's critical path costs at least: every hop raises two envelopes each slice,
+  // and lowering the base walks every hop's links (as many as its floors walked, where found:
+  // at a million learners that alone can pass the budget).
+  uint64_t critical_path_least_work(const AlgorithmRow& row, uint32_t slices) {
+    const auto found = floors_.find(&row);
+    const uint64_t walked = found != floors_.end() && found->second ? found->second->links_walked : 0;
+    return 2 * base_members(row) * slices + walked;
   }
   uint64_t base_members(const AlgorithmRow& row) {
     auto& members = base_members_[&row];
@@ -543,11 +551,10 @@ class PlanBuilder {
   std::optional<ScheduleCost> critical_path_price(const AlgorithmChoice& choice) {
     if (!choice.row->critical_path || !schedule_fits_limits(base_size(*choice.row))) return std::nullopt;
     auto& spent = critical_path_spent_[choice.row];
-    // Every hop raises two envelopes each slice: what it costs at least.
-    const uint64_t members = base_members(*choice.row);
-    if (spent + 2 * members * choice.slices > options_.critical_path_budget) {
-      note(fmt::format("{}: priced step by step: its critical path would compare at least {} envelope lines "
-                       "({} left of {})", choice.name(), 2 * members * choice.slices,
+    const uint64_t least = critical_path_least_work(*choice.row, choice.slices);
+    if (spent + least > options_.critical_path_budget) {
+      note(fmt::format("{}: priced step by step: its critical path would take at least {} units of work "
+                       "(envelope lines compared, links walked; {} left of {})", choice.name(), least,
                        options_.critical_path_budget - std::min(spent, options_.critical_path_budget),
                        options_.critical_path_budget));
       return std::nullopt;
@@ -560,7 +567,7 @@ class PlanBuilder {
     if (cost)
       note(fmt::format("{}: priced by its critical path in {:.3f} s", choice.name(), seconds_since(start)));
     else
-      note(fmt::format("{}: priced step by step: its critical path passed the budget ({} envelope lines) "
+      note(fmt::format("{}: priced step by step: its critical path passed the budget ({} units of work: envelope lines compared, links walked) "
                        "after {:.3f} s", choice.name(), options_.critical_path_budget, seconds_since(start)));
     return cost;
   }

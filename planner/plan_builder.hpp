@@ -50,8 +50,9 @@ struct PlanOptions {
   // (about 0.02 s; pricing it from its windows costs several times as much): cheaper bases are
   // priced anyway, so that the plan summary shows their curves.
   uint64_t costly_base_links = 1'000'000;
-  // Envelope lines a critical-path row may compare or sort over all its variants
-  // (critical_path_cost_within): about 0.2 s on this host (13 ns a line, 16k learners); beyond it
+  // Envelope lines a critical-path row may compare or sort, and links of its base's hops it may
+  // walk, over all its variants (critical_path_cost_within): about 0.2 s on this host (13 ns a
+  // line, 16k learners); beyond it
   // the rest of its variants are priced step by step, and pruned on their steps' floors like
   // any row's. Lower only for tests of that fallback.
   uint64_t critical_path_budget = kCriticalPathBudget;

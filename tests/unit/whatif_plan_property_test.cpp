@@ -22,6 +22,7 @@
 #include "planner/plan_builder.hpp"
 #include "planner/plan_price.hpp"
 #include "planner/switch_tree.hpp"
+#include "topology/topology_writer.hpp"
 #include "planner_test_trees.hpp"
 #include "whatif/analysis.hpp"
 #include "whatif/editable_tree.hpp"
@@ -148,6 +149,13 @@ PropertyRun run_property(uint64_t tree_seed, uint64_t variation_seed, int tree_c
         const std::string what = fmt::format("{} {} at {} B: {} -> {} s ({} -> {})", base.name(), variation.text,
                                              bytes, was, is, before.sizes[k].algorithm, after.sizes[k].algorithm);
         run.slower.push_back(what);
+        // To look into a pair: the tree as topology JSON, for `flexplan whatif TREE -V ...`.
+        if (const char* dump = std::getenv("FLEXPLAN_PROPERTY_DUMP")) {
+          if (FILE* file = std::fopen(fmt::format("{}/{}.json", dump, base.name()).c_str(), "w")) {
+            std::fputs(topology_to_json(base).c_str(), file);
+            std::fclose(file);
+          }
+        }
         // Only where a row that plans from the bandwidths took part: its new schedule
         // (docs/whatif.md, "Faster links, slower plans").
         EXPECT_TRUE(follows_bandwidths(before.sizes[k].algorithm) || follows_bandwidths(after.sizes[k].algorithm)) << what;
