@@ -154,7 +154,7 @@ void print_schedules(const PlanReport& report, const std::string& output, bool a
       const Closest closest = closest_to_plan(price, candidate);
       fmt::print("  not chosen: {:<18} at best {:.2f}x the plan's time (at {}; {}){}\n",
                  candidate.algorithm, closest.ratio, format_bytes(static_cast<double>(closest.bytes)),
-                 candidate.priced_by, note_text(candidate));
+                 to_string(candidate.priced_by), note_text(candidate));
     } else {
       fmt::print("  not chosen: {:<18} not priced{}\n", candidate.algorithm, note_text(candidate));
     }
@@ -303,7 +303,7 @@ void print_json(const Topology& topo, const PlanCommand& command, const PlanRepo
     for (const auto& candidate : report.candidates) {
       json entry{{"algorithm", candidate.algorithm},
                  {"chosen", is_chosen(report, candidate.algorithm)},
-                 {"priced_by", candidate.priced ? json(candidate.priced_by) : json(nullptr)},
+                 {"priced_by", candidate.priced ? json(std::string(to_string(candidate.priced_by))) : json(nullptr)},
                  {"left_out_because", candidate.left_out_because.empty() ? json(nullptr)
                                                                          : json(candidate.left_out_because)},
                  {"note", candidate.note.empty() ? json(nullptr) : json(candidate.note)}};

@@ -51,6 +51,9 @@ struct AlgorithmRow {
   // of the one before is done, as the runtime runs it) instead of as the sum of its steps. The
   // latency rows, whose pipelined trees overlap their slices' latencies (docs/cost-model.md).
   bool critical_path = false;
+  // The plan summary reports the paper's reduce calls (ReduceCallStats, Eq. 12) from this
+  // row's unpipelined schedule: FlexReduce's.
+  bool reports_reduce_calls = false;
 };
 
 std::span<const AlgorithmRow> algorithm_table();

@@ -58,9 +58,9 @@ class PlanBuilder {
   // (PlanOptions::free_beside_from_ops).
   bool large() const {
     uint64_t ops = 0;
-    for (const auto& [row, base] : bases_)
-      if (base)
-        for (const auto& step : base->steps) ops += step.ops.size();
+    for (const auto& [row, state] : rows_)
+      if (state.base)
+        for (const auto& step : state.base->steps) ops += step.ops.size();
     return ops >= options_.free_beside_from_ops;
   }
 
@@ -152,17 +152,17 @@ class PlanBuilder {
   // (while unpriced, its floors' pace; infinite without floors): what its pipelines approach
   // for large messages at best.
   double base_pace(const AlgorithmRow& row) {
-    if (auto it = paces_.find(&row); it != paces_.end()) return it->second;
-    if (auto it = pricers_.find(&row); it != pricers_.end() && it->second)
-      return paces_[&row] = it->second->busiest_total();
+    RowState& state = state_of(row);
+    if (state.pace) return *state.pace;
+    if (state.pricer) return *(state.pace = state.pricer->busiest_total());
     const Candidate* base = base_candidate(row);
     if (base != nullptr && base->priced) {  // priced without windows (a closed form): the busiest
       double pace = 0;                      // step, a weaker bound
       for (const StepCost& step : base->cost.steps) pace = std::max(pace, step.per_byte);
-      return paces_[&row] = pace;
+      return *(state.pace = pace);
     }
     // Not priced yet: its floors' pace, a lower bound (not kept: pricing gives a better one).
-    if (auto it = floors_.find(&row); it != floors_.end() && it->second) return it->second->busiest_total;
+    if (const ScheduleFloors* found = floors_found(row)) return found->busiest_total;
     return std::numeric_limits<double>::infinity();
   }
 
@@ -208,7 +208,7 @@ class PlanBuilder {
       return critical_path_cannot_win(row);
     const Candidate* base = base_candidate(row);
     const ScheduleCost* base_cost = base != nullptr && base->priced ? &base->cost : nullptr;
-    if (base_cost == nullptr && floors_.contains(&row) && floors_[&row]) base_cost = &floors_[&row]->cost;
+    if (const ScheduleFloors* found = floors_found(row); base_cost == nullptr && found != nullptr) base_cost = &found->cost;
     if (base_cost == nullptr) return false;
     const double pace = base_pace(row);
     const auto& sizes = grid();
@@ -225,7 +225,7 @@ class PlanBuilder {
   // busiest link direction under all the steps' loads plus the slowest hop.
   bool critical_path_priced_base(const AlgorithmRow& row) const {
     const Candidate* base = base_candidate(row);
-    return base != nullptr && base->priced && base->priced_by == "critical path";
+    return base != nullptr && base->priced && base->priced_by == PricedBy::CriticalPath;
   }
   bool critical_path_cannot_win(const AlgorithmRow& row) {
     if (!critical_path_priced_base(row)) return false;
@@ -259,10 +259,10 @@ class PlanBuilder {
   // floors whose exact work is not counted yet, counting it walks every hop again. The same
   // variants are left out either way; null where the exact count must decide.
   std::optional<uint64_t> work_over_budget_at_least(const AlgorithmRow& row, uint32_t slices, uint64_t spent) {
-    if (!window_base(row) || pricers_.contains(&row) || work_before_.contains(&row)) return std::nullopt;
-    const auto found = floors_.find(&row);
-    if (found == floors_.end() || !found->second) return std::nullopt;
-    const auto& at_least = found->second->work_before_at_least;
+    if (!window_base(row) || state_of(row).pricer || state_of(row).work_before) return std::nullopt;
+    const ScheduleFloors* found = floors_found(row);
+    if (found == nullptr) return std::nullopt;
+    const auto& at_least = found->work_before_at_least;
     if (kPipelineWorkPerBase * at_least.back() + kPipelineWorkFloor < kPipelinePricingBudget) return std::nullopt;
     const uint64_t work = pipeline_windows_work(at_least, slices, false, [](const auto&) { return false; });
     if (spent + work <= kPipelinePricingBudget) return std::nullopt;
@@ -271,10 +271,10 @@ class PlanBuilder {
 
   // For a base left out on its floors and not priced from its windows yet: pricing_work_before.
   const std::vector<uint64_t>* work_before_without_pricer(const AlgorithmRow& row) {
-    if (!window_base(row) || pricers_.contains(&row) || floors(row) == nullptr) return nullptr;
-    auto& before = work_before_[&row];
-    if (before.empty()) before = pricing_work_before(topo_, base_schedule(row), options_.cost);
-    return &before;
+    if (!window_base(row) || state_of(row).pricer || floors(row) == nullptr) return nullptr;
+    auto& before = state_of(row).work_before;
+    if (!before || before->empty()) before = pricing_work_before(topo_, base_schedule(row), options_.cost);
+    return &*before;
   }
 
   // A pipelining row without a closed form: its base is built and priced from its windows.
@@ -323,14 +323,14 @@ class PlanBuilder {
     };
     std::deque<Prepared> work;
     for (const auto& choice : choices)
-      if (choice.slices == 1 && window_base(*choice.row) && !floors_.contains(choice.row) &&
+      if (choice.slices == 1 && window_base(*choice.row) && !state_of(*choice.row).floors &&
           std::none_of(work.begin(), work.end(), [&](const Prepared& p) { return p.row == choice.row; }))
         work.emplace_back().row = choice.row;
     // The closed forms of the unpipelined candidates run() prices first: cheap, but on the
     // planning thread they came after every base (16k learners: about 5 ms).
     const size_t bases = work.size();
     for (const auto& choice : choices)
-      if (choice.slices == 1 && choice.row->closed_form != nullptr && !closed_forms_.contains(choice.row) &&
+      if (choice.slices == 1 && choice.row->closed_form != nullptr && !state_of(*choice.row).closed_form &&
           std::none_of(work.begin(), work.end(), [&](const Prepared& p) { return p.row == choice.row; })) {
         Prepared& p = work.emplace_back();
         p.row = choice.row;
@@ -406,20 +406,21 @@ class PlanBuilder {
         next.store(work.size());  // the helper takes no more; it is joined before `work` goes
         std::rethrow_exception(p.error);
       }
+      RowState& state = state_of(*p.row);
       if (p.closed_form_only) {
-        closed_forms_[p.row] = std::move(p.closed);
+        state.closed_form = std::move(p.closed);
         return;
       }
-      auto& floors = floors_[p.row];
+      auto& floors = state.floors.emplace();  // none, unless found below
       if (p.beyond) {
         stopped(*p.row, *p.beyond, p.build_seconds);
         return;
       }
       if (!p.base) return;  // too big to build, by its estimate: no floors
       note_base_built(*p.row, *p.base, p.build_seconds);
-      bases_[p.row] = std::move(p.base);
-      if (p.footprint) footprints_[p.row] = p.footprint;
-      if (p.pricer) (floored_by_pricer(*p.row) ? pricers_ : early_pricers_)[p.row] = std::move(p.pricer);
+      state.base = std::move(p.base);
+      if (p.footprint) state.footprint = p.footprint;
+      if (p.pricer) (floored_by_pricer(*p.row) ? state.pricer : state.early_pricer) = std::move(p.pricer);
       if (!p.floors) return;
       note_floors_found(*p.row, *p.floors, p.floors_seconds);
       floors = std::move(p.floors);
@@ -441,14 +442,17 @@ class PlanBuilder {
   // The floors of a pipelining row's base (schedule_floors), building the base; null where the
   // base is too big to build.
   const ScheduleFloors* floors(const AlgorithmRow& row) {
-    auto [it, fresh] = floors_.try_emplace(&row);
-    if (fresh && schedule_fits_limits(base_size(row))) {
-      const auto start = Clock::now();
-      it->second = floored_by_pricer(row) ? floors_from_pricer(pricer(row), options_.cost)
-                                          : schedule_floors(topo_, base_schedule(row), options_.cost);
-      note_floors_found(row, *it->second, seconds_since(start));
+    auto& found = state_of(row).floors;
+    if (!found) {
+      found.emplace();
+      if (schedule_fits_limits(base_size(row))) {
+        const auto start = Clock::now();
+        *found = floored_by_pricer(row) ? floors_from_pricer(pricer(row), options_.cost)
+                                        : schedule_floors(topo_, base_schedule(row), options_.cost);
+        note_floors_found(row, **found, seconds_since(start));
+      }
     }
-    return it->second ? &*it->second : nullptr;
+    return floors_found(row);
   }
 
   void price(size_t index, const AlgorithmChoice& choice) {
@@ -466,7 +470,7 @@ class PlanBuilder {
     candidate.size = choice.sliced(base_size(*choice.row));
     if (auto closed = closed_form(choice)) {
       candidate.priced = true;
-      candidate.priced_by = "closed form";
+      candidate.priced_by = PricedBy::ClosedForm;
       candidate.cost = std::move(*closed);
     } else if (choice.slices > 1 && !(candidate.left_out_because = beyond_pipeline_limits(candidate)).empty()) {
       note(fmt::format("{}: left out: {}", candidate.algorithm, candidate.left_out_because));
@@ -477,11 +481,11 @@ class PlanBuilder {
     } else if (auto by_path = critical_path_price(choice)) {
       candidate.cost = std::move(*by_path);
       candidate.priced = true;
-      candidate.priced_by = "critical path";
+      candidate.priced_by = PricedBy::CriticalPath;
     } else if (choice.slices > 1 && schedule_fits_limits(base_size(*choice.row)) &&
                2 * base_size(*choice.row).group_members <= kPipelinePricingBudget) {
       // Priced from the base schedule's windows (pipeline.hpp); built only if it wins.
-      auto& spent = pricing_spent_[choice.row];
+      auto& spent = state_of(*choice.row).pricing_spent;
       if (const auto at_least = work_over_budget_at_least(*choice.row, choice.slices, spent)) {
         candidate.left_out_because = fmt::format(
             "pricing it would take at least {} more units of work (chain hops walked, link loads "
@@ -503,7 +507,7 @@ class PlanBuilder {
       const auto start = Clock::now();
       candidate.cost = pricer(*choice.row).cost(choice.slices);
       candidate.priced = true;
-      candidate.priced_by = "pipeline windows";
+      candidate.priced_by = PricedBy::PipelineWindows;
       note(fmt::format("{}: priced from the base schedule in {:.3f} s", candidate.algorithm,
                        seconds_since(start)));
     } else if (choice.slices == 1 && window_base(*choice.row) && costly_to_price(*choice.row) &&
@@ -513,7 +517,7 @@ class PlanBuilder {
           "at every size";
       note(fmt::format("{}: not priced: {}", candidate.algorithm, candidate.left_out_because));
       // The paper's reduce calls are reported from its schedule, built for the floors.
-      if (candidate.algorithm == "flexreduce")
+      if (reports_reduce_calls(candidate.choice))
         report_.flexreduce_calls = reduce_call_stats(topo_, base_schedule(*choice.row));
     } else if (schedule_fits_limits(candidate.size)) {
       build(index);
@@ -530,18 +534,18 @@ class PlanBuilder {
   // critical path is begun (critical_path_price then prices it step by step without trying).
   bool critical_path_out_of_budget(const AlgorithmRow& row, uint32_t slices) {
     if (!schedule_fits_limits(base_size(row))) return true;
-    return critical_path_spent_[&row] + critical_path_least_work(row, slices) > options_.critical_path_budget;
+    return state_of(row).critical_path_spent + critical_path_least_work(row, slices) > options_.critical_path_budget;
   }
   // What a variant's critical path costs at least: every hop raises two envelopes each slice,
   // and lowering the base walks every hop's links (as many as its floors walked, where found:
   // at a million learners that alone can pass the budget).
   uint64_t critical_path_least_work(const AlgorithmRow& row, uint32_t slices) {
-    const auto found = floors_.find(&row);
-    const uint64_t walked = found != floors_.end() && found->second ? found->second->links_walked : 0;
+    const ScheduleFloors* found = floors_found(row);
+    const uint64_t walked = found != nullptr ? found->links_walked : 0;
     return 2 * base_members(row) * slices + walked;
   }
   uint64_t base_members(const AlgorithmRow& row) {
-    auto& members = base_members_[&row];
+    auto& members = state_of(row).base_members;
     if (members == 0)
       for (const auto& step : base_schedule(row).steps)
         for (const auto& op : step.ops) members += op.group.size();
@@ -550,7 +554,7 @@ class PlanBuilder {
 
   std::optional<ScheduleCost> critical_path_price(const AlgorithmChoice& choice) {
     if (!choice.row->critical_path || !schedule_fits_limits(base_size(*choice.row))) return std::nullopt;
-    auto& spent = critical_path_spent_[choice.row];
+    auto& spent = state_of(*choice.row).critical_path_spent;
     const uint64_t least = critical_path_least_work(*choice.row, choice.slices);
     if (spent + least > options_.critical_path_budget) {
       note(fmt::format("{}: priced step by step: its critical path would take at least {} units of work "
@@ -574,11 +578,11 @@ class PlanBuilder {
 
   std::string too_big(const Candidate& candidate) const { return too_big(candidate.choice, candidate.size); }
   std::string too_big(const AlgorithmChoice& choice, const ScheduleSize& size) const {
-    if (const auto found = stopped_.find(choice.row); found != stopped_.end())
+    if (const auto found = rows_.find(choice.row); found != rows_.end() && found->second.stopped)
       return fmt::format("its {}schedule passed the limits while being built (it stopped at {} ops "
                          "and {} group members; limits {} and {})",
-                         choice.slices > 1 ? "base " : "", found->second.ops,
-                         found->second.group_members, kMaxScheduleOps, kMaxScheduleGroupMembers);
+                         choice.slices > 1 ? "base " : "", found->second.stopped->ops,
+                         found->second.stopped->group_members, kMaxScheduleOps, kMaxScheduleGroupMembers);
     return fmt::format("its schedule would have ~{} ops and {} group members (limits {} and {})",
                        size.ops, size.group_members, kMaxScheduleOps, kMaxScheduleGroupMembers);
   }
@@ -586,8 +590,8 @@ class PlanBuilder {
   // A base whose builder stopped past the limits (ScheduleBeyondLimits): its size is at least
   // what was built, which is beyond the limits, so every variant is left out by size.
   void stopped(const AlgorithmRow& row, const ScheduleSize& size, double seconds) {
-    stopped_[&row] = size;
-    base_sizes_[&row] = size;
+    state_of(row).stopped = size;
+    state_of(row).base_size = size;
     note(fmt::format("{}: base schedule passed the limits while being built ({} ops, {} group "
                      "members), stopped after {:.3f} s", row.name, size.ops, size.group_members, seconds));
   }
@@ -605,7 +609,7 @@ class PlanBuilder {
     note(fmt::format("{}: {} steps, {} ops built in {:.3f} s", candidate.algorithm,
                      ir::expanded_step_count(schedule, schedule.slices), candidate.size.ops,
                      seconds_since(start)));
-    if (candidate.priced_by == "pipeline windows" || candidate.priced_by == "critical path") {
+    if (candidate.priced_by == PricedBy::PipelineWindows || candidate.priced_by == PricedBy::CriticalPath) {
       // Its windows or its critical path priced exactly this schedule
       // (tests/unit/planner_pipeline_test.cpp, planner_critical_path_test.cpp).
       candidate.built = true;
@@ -631,14 +635,14 @@ class PlanBuilder {
       throw std::logic_error(fmt::format(
           "cost model: the closed form of {} ({} s at 1 MiB) disagrees with the evaluator ({} s)",
           candidate.algorithm, candidate.cost.at(1 << 20), cost.at(1 << 20)));
-    if (candidate.algorithm == "flexreduce")
+    if (reports_reduce_calls(candidate.choice))
       report_.flexreduce_calls = reduce_call_stats(topo_, schedule);
     // A closed form checked equal keeps its price, the one it raced with: the plan's times are
     // then the same whether or not the winners are built (PlanOptions::build_winners).
     if (!candidate.priced) candidate.cost = std::move(cost);
     candidate.priced = true;
     candidate.built = true;
-    if (candidate.priced_by.empty()) candidate.priced_by = "evaluator";
+    if (candidate.priced_by == PricedBy::Unpriced) candidate.priced_by = PricedBy::Evaluator;
     schedules_[index] = std::move(schedule);
   }
 
@@ -706,7 +710,7 @@ class PlanBuilder {
 
   // The unpipelined schedule of a row without a size estimate, built on first use.
   const ir::Schedule& base_schedule(const AlgorithmRow& row) {
-    auto& base = bases_[&row];
+    auto& base = state_of(row).base;
     if (!base) {
       const auto start = Clock::now();
       base = build_base(row, topo_, options_.cost);
@@ -735,7 +739,7 @@ class PlanBuilder {
     const ir::PipelineFootprint estimate{candidate.size.ops / slices, candidate.size.group_members / slices, 0};
     std::string why = ir::pipeline_beyond_limits(estimate, slices);
     if (!why.empty() || !schedule_fits_limits(base_size(*candidate.choice.row))) return why;
-    auto& footprint = footprints_[candidate.choice.row];
+    auto& footprint = state_of(*candidate.choice.row).footprint;
     if (!footprint) footprint = ir::pipeline_footprint(base_schedule(*candidate.choice.row), topo_.num_learners());
     return ir::pipeline_beyond_limits(*footprint, slices);
   }
@@ -744,18 +748,20 @@ class PlanBuilder {
   // prepare_window_bases ran, else here.
   std::optional<ScheduleCost> closed_form(const AlgorithmChoice& choice) {
     if (choice.slices != 1) return std::nullopt;
-    if (const auto found = closed_forms_.find(choice.row); found != closed_forms_.end()) return found->second;
+    if (const auto& found = state_of(*choice.row).closed_form) return *found;
     return choice.closed_form(topo_, options_.cost);
   }
 
   // The size of a row's unpipelined schedule (its estimate, or the built base), found once:
   // both walk the tree or the schedule, and every variant of the row asks.
   ScheduleSize base_size(const AlgorithmRow& row) {
-    if (const auto found = base_sizes_.find(&row); found != base_sizes_.end()) return found->second;
-    if (row.estimate != nullptr) return base_sizes_[&row] = row.estimate(topo_);
+    auto& size = state_of(row).base_size;
+    if (size) return *size;
+    if (row.estimate != nullptr) return *(size = row.estimate(topo_));
     const auto start = Clock::now();
     try {
-      return base_sizes_[&row] = measured_size(base_schedule(row));
+      const ScheduleSize measured = measured_size(base_schedule(row));
+      return *(size = measured);
     } catch (const ScheduleBeyondLimits& beyond) {
       stopped(row, beyond.size, seconds_since(start));
       return beyond.size;
@@ -763,9 +769,9 @@ class PlanBuilder {
   }
 
   PipelinePricer& pricer(const AlgorithmRow& row) {
-    auto& pricer = pricers_[&row];
-    if (auto early = early_pricers_.find(&row); !pricer && early != early_pricers_.end())
-      pricer = std::move(early->second);
+    RowState& state = state_of(row);
+    auto& pricer = state.pricer;
+    if (!pricer && state.early_pricer) pricer = std::move(state.early_pricer);
     if (!pricer) pricer = std::make_unique<PipelinePricer>(topo_, base_schedule(row), options_.cost);
     return *pricer;
   }
@@ -773,29 +779,57 @@ class PlanBuilder {
   const Topology& topo_;
   const PlanOptions& options_;
   PlanReport report_;
-  std::map<const AlgorithmRow*, std::optional<ir::Schedule>> bases_;
+  // What the race has found of one row, shared by its variants; each field is found once, when
+  // first asked for (an empty optional: not yet).
+  struct RowState {
+    std::optional<ir::Schedule> base;  // its unpipelined schedule (base_schedule)
+    std::optional<ScheduleSize> base_size;  // base_size
+    std::optional<ScheduleSize> stopped;    // its build stopped past the limits: what was built
+    uint64_t base_members = 0;              // group members of the base (0: not counted yet)
+    std::optional<ir::PipelineFootprint> footprint;  // of the base
+    // The closed form's price (none: it has none here), found beside the bases or on first use.
+    std::optional<std::optional<ScheduleCost>> closed_form;
+    // Its floors (floors(); none: the base is too big to build).
+    std::optional<std::optional<ScheduleFloors>> floors;
+    std::unique_ptr<PipelinePricer> pricer;  // over the base
+    // Built beside the base for a base priced whatever its floors say, and moved to `pricer`
+    // only when pricing asks (`pricer` alone decides what base_pace and the work counts read).
+    std::unique_ptr<PipelinePricer> early_pricer;
+    std::optional<double> pace;                    // base_pace, once exact
+    std::optional<std::vector<uint64_t>> work_before;  // pricing_work_before
+    uint64_t pricing_spent = 0;        // of kPipelinePricingBudget, over its variants
+    uint64_t critical_path_spent = 0;  // of PlanOptions::critical_path_budget
+  };
+  RowState& state_of(const AlgorithmRow& row) { return rows_[&row]; }
+  static bool reports_reduce_calls(const AlgorithmChoice& choice) {
+    return choice.row->reports_reduce_calls && choice.slices == 1;
+  }
+  // The row's floors where found and the base could be floored; null otherwise (never finds them).
+  const ScheduleFloors* floors_found(const AlgorithmRow& row) {
+    const auto& found = state_of(row).floors;
+    return found && *found ? &**found : nullptr;
+  }
+
+  std::map<const AlgorithmRow*, RowState> rows_;
   std::vector<std::optional<ir::Schedule>> schedules_;  // by candidate index, once built
-  std::map<const AlgorithmRow*, std::unique_ptr<PipelinePricer>> pricers_;  // over bases_
-  // Built beside the bases for bases priced whatever their floors say, and moved into pricers_
-  // only when pricing asks (pricers_ alone decides what base_pace and the work counts read).
-  std::map<const AlgorithmRow*, std::unique_ptr<PipelinePricer>> early_pricers_;
-  std::map<const AlgorithmRow*, std::optional<ir::PipelineFootprint>> footprints_;  // of bases_
-  std::map<const AlgorithmRow*, uint64_t> pricing_spent_;
-  std::map<const AlgorithmRow*, uint64_t> critical_path_spent_;
-  std::map<const AlgorithmRow*, uint64_t> base_members_;  // group members of the base, by row
-  std::map<const AlgorithmRow*, ScheduleSize> base_sizes_;  // base_size by row
-  std::map<const AlgorithmRow*, ScheduleSize> stopped_;     // bases whose builds stopped: what was built
-  std::map<const AlgorithmRow*, std::optional<ScheduleCost>> closed_forms_;  // closed_form by row
   // By grid() size: the least price_upper_bound of the racing candidates so far.
   std::vector<double> cheapest_;
-  std::map<const AlgorithmRow*, double> paces_;  // base_pace by row, once exact
-  std::map<const AlgorithmRow*, std::optional<ScheduleFloors>> floors_;  // floors() by row; empty: none
-  std::map<const AlgorithmRow*, std::vector<uint64_t>> work_before_;    // pricing_work_before by row
 };
 
 constexpr double kRelativeTie = 1e-9;
 
 }  // namespace
+
+std::string_view to_string(PricedBy priced_by) {
+  switch (priced_by) {
+    case PricedBy::Unpriced: return "";
+    case PricedBy::Evaluator: return "evaluator";
+    case PricedBy::ClosedForm: return "closed form";
+    case PricedBy::PipelineWindows: return "pipeline windows";
+    case PricedBy::CriticalPath: return "critical path";
+  }
+  return "";
+}
 
 double price_upper_bound(const ScheduleCost& cost, double bytes) {
   // ChainCost::at is latency + chunk * first_chunk + (range - chunk) * steady, at most

@@ -95,12 +95,23 @@ ir::Plan build_plan(const Topology&, const PlanOptions&);
 // What build_plan weighed, for the command line's summary. Algorithms with an exact closed form
 // are priced without building and built only when they win a size range (the evaluator then
 // re-prices them as a check); the others are built and priced by the evaluator.
+// How a candidate's price was found.
+enum class PricedBy : uint8_t {
+  Unpriced,
+  Evaluator,        // its schedule built and evaluated step by step (evaluate_schedule)
+  ClosedForm,       // the row's exact closed form, without building
+  PipelineWindows,  // from its base's step windows (pipeline.hpp), without building
+  CriticalPath,     // by its critical path (critical_path.hpp)
+};
+// "evaluator", "closed form", "pipeline windows", "critical path"; "" where unpriced.
+std::string_view to_string(PricedBy);
+
 struct Candidate {
   AlgorithmChoice choice;
   std::string algorithm;  // choice.name()
   bool priced = false;    // has a price (false: too big to build and no closed form)
   bool built = false;     // its schedule was built
-  std::string priced_by;  // "evaluator", "closed form", "pipeline windows" or "critical path"
+  PricedBy priced_by = PricedBy::Unpriced;
   std::string left_out_because;  // non-empty: not in the race although it might have won
   std::string note;       // from the row (BlueConnect's fallback)
   ScheduleSize size;      // actual when built, estimated otherwise

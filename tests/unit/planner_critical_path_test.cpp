@@ -139,7 +139,7 @@ TEST(CriticalPath, ThePlannerPredictAndThePlansPriceUseIt) {
     if (candidate.algorithm != "centre-tree@4") continue;
     found = true;
     ASSERT_TRUE(candidate.priced);
-    EXPECT_EQ(candidate.priced_by, "critical path");
+    EXPECT_EQ(candidate.priced_by, PricedBy::CriticalPath);
     const auto expected = critical_path_cost(topo, plan_centre_tree(topo), 4, options.cost);
     const auto predicted = predict_algorithm(topo, "centre-tree@4", options.cost);
     EXPECT_EQ(predicted.method, "critical path");

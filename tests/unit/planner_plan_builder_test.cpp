@@ -129,7 +129,7 @@ TEST(PlannerBuildPlan, ChoosesTheCheapestScheduleForEverySizeRange) {
       // Priced again as the planner priced it: the latency rows by their critical path.
       // A pipeline written whole (not compact) is priced from its base, so that each slice
       // progresses on its own (SliceProgress::PerSlice) as the planner priced it.
-      const bool by_path = report.find(schedule.algorithm)->priced_by == "critical path";
+      const bool by_path = report.find(schedule.algorithm)->priced_by == PricedBy::CriticalPath;
       const AlgorithmChoice choice = find_algorithm(schedule.algorithm);
       const bool whole_pipeline = schedule.slices == 1 && choice.slices > 1;
       const auto chosen = !by_path         ? evaluate_schedule(topo, schedule, options.cost)
@@ -309,10 +309,10 @@ TEST(PlannerBuildPlan, LosersWithClosedFormsAreNotBuilt) {
         << candidate.algorithm;
     if (candidate.algorithm == "ring") {
       EXPECT_FALSE(candidate.built);
-      EXPECT_EQ(candidate.priced_by, "closed form");
+      EXPECT_EQ(candidate.priced_by, PricedBy::ClosedForm);
     }
     if (candidate.algorithm == "flexreduce") {
-      EXPECT_EQ(candidate.priced_by, "evaluator");
+      EXPECT_EQ(candidate.priced_by, PricedBy::Evaluator);
     }
   }
 }
@@ -414,13 +414,13 @@ TEST(PlannerBuildPlan, PrunedPipelinesChangeNothingAndTheBoundsHold) {
       // A critical-path price is not a sum of steps: the pipeline bound does not apply to it,
       // nor to a variant priced step by step from a base priced so (the planner bounds those
       // by the critical path's own bound).
-      if (base == nullptr || !base->priced || candidate.priced_by == "critical path" ||
-          base->priced_by == "critical path")
+      if (base == nullptr || !base->priced || candidate.priced_by == PricedBy::CriticalPath ||
+          base->priced_by == PricedBy::CriticalPath)
         continue;
       // The planner's pace: the pricer's busiest_total for a base priced by windows, else the
       // busiest step.
       double pace = 0;
-      if (base->priced_by == "evaluator") {
+      if (base->priced_by == PricedBy::Evaluator) {
         PipelinePricer pricer(topo, candidate.choice.row->build(topo), all.cost);
         pace = pricer.busiest_total();
       } else {
