@@ -14,7 +14,6 @@
 #include "ir/pipeline_form.hpp"
 #include "planner/collective_algorithms.hpp"
 #include "planner/machines.hpp"
-#include "planner/parallel_jobs.hpp"
 #include "planner/plan_builder.hpp"
 
 namespace flexplan {
@@ -188,9 +187,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 // A candidate is named in the progress lines when building and pricing it took this long.
 constexpr double kProgressSeconds = 0.05;
-// Schedules of this many ops in all are priced on two threads (run_jobs): a thread costs tens
-// of microseconds, pricing a million ops most of a second.
-constexpr uint64_t kPriceBesideFromOps = 1'000'000;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -283,13 +279,6 @@ CollectivePlan race_copies(const Topology& topo, ir::Collective collective, int3
     sizes.push_back(size);
     any_within_budget |= schedule_fits_limits(size) && pricing_work(size) <= kCollectivePricingWork;
   }
-  // The candidates to price, priced once all are built.
-  struct Pricing {
-    size_t index = 0;
-    double built_seconds = 0, priced_seconds = 0;
-  };
-  std::vector<Pricing> to_price;
-  uint64_t ops_to_price = 0;
   for (size_t c = 0; c < choices.size(); ++c) {
     const NamedChoice& choice = choices[c];
     CollectiveCandidate candidate;
@@ -313,24 +302,16 @@ CollectivePlan race_copies(const Topology& topo, ir::Collective collective, int3
       }
       candidate.schedule = choice.slices == 1 ? base->second
                                               : ir::compact_pipeline(base->second, choice.slices);
-      to_price.push_back({c, seconds_since(start), 0});
-      for (const ir::Step& step : candidate.schedule.steps) ops_to_price += step.ops.size();
+      const double built = seconds_since(start);
+      start = Clock::now();
+      candidate.cost = evaluate_schedule(topo, candidate.schedule, cost);
+      if (progress && built + seconds_since(start) > kProgressSeconds)
+        progress(fmt::format("{} {}: built in {:.3f} s, priced in {:.3f} s",
+                             ir::to_string(collective), candidate.algorithm, built,
+                             seconds_since(start)));
     }
     plan.candidates.push_back(std::move(candidate));
   }
-  // Each price reads only the tree and its own schedule: on two threads where they are large
-  // (a million learners: relay-tree's and relay-machines', about a second each).
-  run_jobs(to_price.size(), ops_to_price >= kPriceBesideFromOps, [&](size_t k) {
-    const auto start = Clock::now();
-    CollectiveCandidate& candidate = plan.candidates[to_price[k].index];
-    candidate.cost = evaluate_schedule(topo, candidate.schedule, cost);
-    to_price[k].priced_seconds = seconds_since(start);
-  });
-  for (const Pricing& pricing : to_price)
-    if (progress && pricing.built_seconds + pricing.priced_seconds > kProgressSeconds)
-      progress(fmt::format("{} {}: built in {:.3f} s, priced in {:.3f} s", ir::to_string(collective),
-                           plan.candidates[pricing.index].algorithm, pricing.built_seconds,
-                           pricing.priced_seconds));
   keep_cheapest(plan, [&](size_t i) { return plan.candidates[i].schedule; });
   return plan;
 }
@@ -367,8 +348,6 @@ CollectivePlan transposed_plan(const Topology& topo, const CollectivePlan& copie
     return out;
   };
   std::vector<std::optional<ir::Schedule>> built(copies.candidates.size());
-  std::vector<size_t> to_price;  // candidates whose transposes are priced on their own
-  uint64_t ops_to_price = 0;
   for (size_t i = 0; i < copies.candidates.size(); ++i) {
     const CollectiveCandidate& copy = copies.candidates[i];
     CollectiveCandidate candidate;
@@ -379,18 +358,11 @@ CollectivePlan transposed_plan(const Topology& topo, const CollectivePlan& copie
         candidate.cost = copy.cost;
       } else {
         built[i] = transposed(copy.schedule);
-        to_price.push_back(i);
-        for (const ir::Step& step : built[i]->steps) ops_to_price += step.ops.size();
+        candidate.cost = evaluate_schedule(topo, *built[i], cost);
       }
     }
     plan.candidates.push_back(std::move(candidate));
   }
-  // Each price reads only the tree and its own schedule: on two threads where they are large
-  // (a million learners: relay-tree's and relay-machines' transposes, about a second each).
-  run_jobs(to_price.size(), ops_to_price >= kPriceBesideFromOps, [&](size_t k) {
-    const size_t i = to_price[k];
-    plan.candidates[i].cost = evaluate_schedule(topo, *built[i], cost);
-  });
   keep_cheapest(plan, [&](size_t i) {
     if (!built[i]) built[i] = transposed(copies.candidates[i].schedule);
     plan.candidates[i].schedule = *built[i];
