@@ -43,9 +43,10 @@ ScheduleCost critical_path_cost(const Topology&, const ir::Schedule& base, uint3
 // A schedule as built: a compact pipeline (ir/pipeline_form.hpp) is priced over its slices.
 ScheduleCost critical_path_cost(const Topology&, const ir::Schedule& schedule, const CostParams& = {});
 
-// critical_path_cost(base, slices) unless it compares or sorts envelope lines and walks the base's
-// links more than `budget` times in all on the way (added to `work` either way): then null. A rank's envelope can hold a line per
-// step of the pipeline, so the work grows faster than the pipeline's hops; the planner bounds it.
+// critical_path_cost(base, slices) unless it compares or sorts envelope lines and walks the
+// base's links more than `budget` times in all on the way (added to `work` either way): then
+// null. A rank's envelope can hold a line per step of the pipeline, so the work grows faster
+// than the pipeline's hops; the planner bounds it.
 std::optional<ScheduleCost> critical_path_cost_within(const Topology&, const ir::Schedule& base, uint32_t slices,
                                                       const CostParams&, uint64_t budget, uint64_t& work);
 

@@ -804,7 +804,8 @@ class PlanBuilder {
   static bool reports_reduce_calls(const AlgorithmChoice& choice) {
     return choice.row->reports_reduce_calls && choice.slices == 1;
   }
-  // The row's floors where found and the base could be floored; null otherwise (never finds them).
+  // The row's floors where already found and the base could be floored; null otherwise (this
+  // looks, it does not find them: floors() does).
   const ScheduleFloors* floors_found(const AlgorithmRow& row) {
     const auto& found = state_of(row).floors;
     return found && *found ? &**found : nullptr;

@@ -52,9 +52,8 @@ struct PlanOptions {
   uint64_t costly_base_links = 1'000'000;
   // Envelope lines a critical-path row may compare or sort, and links of its base's hops it may
   // walk, over all its variants (critical_path_cost_within): about 0.2 s on this host (13 ns a
-  // line, 16k learners); beyond it
-  // the rest of its variants are priced step by step, and pruned on their steps' floors like
-  // any row's. Lower only for tests of that fallback.
+  // line, 16k learners); beyond it the rest of its variants are priced step by step, and pruned
+  // on their steps' floors like any row's. Lower only for tests of that fallback.
   uint64_t critical_path_budget = kCriticalPathBudget;
   // Build and floor the bases priced from their windows on two threads before pricing
   // (plan_builder.cpp, prepare_window_bases). Same plan either way; off only to check that.
@@ -92,9 +91,6 @@ double price_upper_bound(const ScheduleCost& cost, double bytes);
 
 ir::Plan build_plan(const Topology&, const PlanOptions&);
 
-// What build_plan weighed, for the command line's summary. Algorithms with an exact closed form
-// are priced without building and built only when they win a size range (the evaluator then
-// re-prices them as a check); the others are built and priced by the evaluator.
 // How a candidate's price was found.
 enum class PricedBy : uint8_t {
   Unpriced,
@@ -106,6 +102,9 @@ enum class PricedBy : uint8_t {
 // "evaluator", "closed form", "pipeline windows", "critical path"; "" where unpriced.
 std::string_view to_string(PricedBy);
 
+// What build_plan weighed, for the command line's summary. Algorithms with an exact closed form
+// are priced without building and built only when they win a size range (the evaluator then
+// re-prices them as a check); the others are built and priced by the evaluator.
 struct Candidate {
   AlgorithmChoice choice;
   std::string algorithm;  // choice.name()

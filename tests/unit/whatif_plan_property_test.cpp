@@ -149,9 +149,10 @@ PropertyRun run_property(uint64_t tree_seed, uint64_t variation_seed, int tree_c
         const std::string what = fmt::format("{} {} at {} B: {} -> {} s ({} -> {})", base.name(), variation.text,
                                              bytes, was, is, before.sizes[k].algorithm, after.sizes[k].algorithm);
         run.slower.push_back(what);
-        // To look into a pair: the tree as topology JSON, for `flexplan whatif TREE -V ...`.
+        // To look into a pair: the tree as topology JSON (named by its seed too: each seed
+        // numbers its trees from 0), for `flexplan whatif TREE VARIATION`.
         if (const char* dump = std::getenv("FLEXPLAN_PROPERTY_DUMP")) {
-          if (FILE* file = std::fopen(fmt::format("{}/{}.json", dump, base.name()).c_str(), "w")) {
+          if (FILE* file = std::fopen(fmt::format("{}/{}-{}.json", dump, tree_seed, base.name()).c_str(), "w")) {
             std::fputs(topology_to_json(base).c_str(), file);
             std::fclose(file);
           }
@@ -234,6 +235,7 @@ TEST(WhatifPlanProperty, SwitchTreesRootedByShapeIgnoreBandwidths) {
 // More seeds, and the per-slice pricing, on request (not in the default run: minutes each):
 //   FLEXPLAN_PROPERTY_RUNS="424242:1717:30,90210:3141:30" (tree seed:variation seed:trees),
 //   FLEXPLAN_PROPERTY_SLICE_PROGRESS=per-slice|per-rank, FLEXPLAN_PROPERTY_LEAVE_OUT=row,row
+//   (and in any run FLEXPLAN_PROPERTY_DUMP=DIR writes each slower pair's tree to DIR)
 //   flexplan_unit_tests --gtest_also_run_disabled_tests --gtest_filter='*DISABLED_SeedsFromEnvironment'
 // Each run prints its slower pairs; the test asserts only that what-if and the plan command agree.
 std::vector<std::string> comma_list(const char* text) {
