@@ -17,6 +17,7 @@
 #include "cli/cost_options.hpp"
 #include "cli/command.hpp"
 #include "ir/plan_binary.hpp"
+#include "ir/plan_load.hpp"
 #include "planner/algorithms.hpp"
 #include "planner/plan_builder.hpp"
 #include "planner/plan_price.hpp"
@@ -37,6 +38,7 @@ struct PlanCommand {
   std::vector<std::string> collectives{"allreduce", "reduce_scatter", "allgather", "broadcast", "reduce"};
   bool collectives_named = false;  // --collectives given: what it names must all be planned
   std::vector<int32_t> roots{0};
+  std::string from;  // --from: an earlier plan of the same learners to re-plan from
   CostOptions cost;
   std::string format = "text";
   bool verbose = false;
@@ -69,12 +71,15 @@ constexpr uint64_t kReportSizes[] = {8, uint64_t{64} << 10, uint64_t{1} << 20, u
 
 // "< 476 KiB", "476 KiB - 1.57 MiB", ">= 84 MiB", "every size". `last` closes the list: the
 // ranges after it (above kLargestRealMessage) are not shown.
+std::string range_text(uint64_t min_bytes, std::optional<uint64_t> max_bytes, bool last) {
+  const auto min = format_bytes(static_cast<double>(min_bytes));
+  if (last || !max_bytes)
+    return min_bytes > 0 ? ">= " + min : max_bytes ? "every real size" : "every size";
+  const auto max = format_bytes(static_cast<double>(*max_bytes));
+  return min_bytes == 0 ? "< " + max : min + " - " + max;
+}
 std::string range_text(const ir::Schedule& schedule, bool last) {
-  const auto min = format_bytes(static_cast<double>(schedule.min_bytes));
-  if (last || !schedule.max_bytes)
-    return schedule.min_bytes > 0 ? ">= " + min : schedule.max_bytes ? "every real size" : "every size";
-  const auto max = format_bytes(static_cast<double>(*schedule.max_bytes));
-  return schedule.min_bytes == 0 ? "< " + max : min + " - " + max;
+  return range_text(schedule.min_bytes, schedule.max_bytes, last);
 }
 
 // How many of one collective's ranges (in order) are shown: by default those that start at a
@@ -91,10 +96,11 @@ std::string note_text(const Candidate& candidate) {
   return candidate.note.empty() ? "" : "  (" + candidate.note + ")";
 }
 
-bool is_chosen(const PlanReport& report, const std::string& algorithm) {
-  for (const auto& schedule : report.plan.schedules)
-    if (schedule.collective == ir::Collective::AllReduce && schedule.algorithm == algorithm) return true;
-  return false;
+// Whether the all-reduce plan uses candidate `index` for some size (by the race's ranges: a
+// kept schedule, "kept:switch-tree@4", is written under its row's name).
+bool is_chosen(const PlanReport& report, size_t index) {
+  return std::any_of(report.ranges.begin(), report.ranges.end(),
+                     [&](const PlanRange& range) { return range.candidate == index; });
 }
 
 // A candidate not chosen against the plan at the report sizes: its closest approach, as
@@ -121,23 +127,20 @@ void print_schedules(const PlanReport& report, const std::string& output, bool a
              plan.schedules.size() == 1 ? "" : "s", output,
              format_bytes(static_cast<double>(std::filesystem::file_size(output))));
   if (!all_reduce) return;
-  std::vector<const ir::Schedule*> ranges;
-  for (const auto& schedule : plan.schedules)
-    if (schedule.collective == ir::Collective::AllReduce) ranges.push_back(&schedule);
-  const size_t shown =
-      shown_ranges(ranges, [](const ir::Schedule* s) { return s->min_bytes; }, verbose);
+  const auto& ranges = report.ranges;
+  const size_t shown = shown_ranges(ranges, [](const PlanRange& r) { return r.min_bytes; }, verbose);
   fmt::print("allreduce, by message size:\n");
   for (size_t i = 0; i < shown; ++i) {
-    const auto* candidate = report.find(ranges[i]->algorithm);
-    fmt::print("  {:<22} {}{}\n", range_text(*ranges[i], i + 1 == shown), ranges[i]->algorithm,
-               candidate ? note_text(*candidate) : std::string());
+    const Candidate& candidate = report.candidates.at(ranges[i].candidate);
+    fmt::print("  {:<22} {}{}\n", range_text(ranges[i].min_bytes, ranges[i].max_bytes, i + 1 == shown),
+               candidate.algorithm, note_text(candidate));
   }
   if (shown < ranges.size())
     fmt::print("  (and {} more range{} above {}, beyond any real message: --verbose)\n",
                ranges.size() - shown, ranges.size() - shown == 1 ? "" : "s",
                format_bytes(static_cast<double>(kLargestRealMessage)));
   size_t others = 0;
-  for (const auto& candidate : report.candidates) others += !is_chosen(report, candidate.algorithm);
+  for (size_t c = 0; c < report.candidates.size(); ++c) others += !is_chosen(report, c);
   if (!verbose) {
     if (others + report.unsuitable.size() > 0)
       fmt::print("  ({} other candidate{} raced or left out, {} not suited: --verbose lists them)\n",
@@ -145,8 +148,9 @@ void print_schedules(const PlanReport& report, const std::string& output, bool a
     return;
   }
   const PlanPrice price = plan_price(report);
-  for (const auto& candidate : report.candidates) {
-    if (is_chosen(report, candidate.algorithm)) continue;
+  for (size_t c = 0; c < report.candidates.size(); ++c) {
+    const Candidate& candidate = report.candidates[c];
+    if (is_chosen(report, c)) continue;
     if (!candidate.left_out_because.empty()) {
       fmt::print("  left out:   {:<18} {}{}\n", candidate.algorithm, candidate.left_out_because,
                  note_text(candidate));
@@ -285,8 +289,10 @@ void print_json(const Topology& topo, const PlanCommand& command, const PlanRepo
   if (all_reduce) {
     const auto ring = ring_cost(topo, params);
     json ranges = json::array(), predictions = json::array(), candidates = json::array();
-    for (const auto& schedule : report.plan.schedules)
-      if (schedule.collective == ir::Collective::AllReduce) ranges.push_back(range_json(schedule));
+    for (const PlanRange& range : report.ranges)
+      ranges.push_back({{"min_bytes", range.min_bytes},
+                        {"max_bytes", range.max_bytes ? json(*range.max_bytes) : json(nullptr)},
+                        {"algorithm", report.candidates.at(range.candidate).algorithm}});
     const PlanPrice price = plan_price(report);  // as the text table
     for (const uint64_t bytes : kReportSizes) {
       const auto& candidate = price.at(bytes);
@@ -300,9 +306,10 @@ void print_json(const Topology& topo, const PlanCommand& command, const PlanRepo
                              {"ring_seconds", ring.at(n)},
                              {"floor_seconds", report.floor.at(n)}});
     }
-    for (const auto& candidate : report.candidates) {
+    for (size_t c = 0; c < report.candidates.size(); ++c) {
+      const Candidate& candidate = report.candidates[c];
       json entry{{"algorithm", candidate.algorithm},
-                 {"chosen", is_chosen(report, candidate.algorithm)},
+                 {"chosen", is_chosen(report, c)},
                  {"priced_by", candidate.priced ? json(std::string(to_string(candidate.priced_by))) : json(nullptr)},
                  {"left_out_because", candidate.left_out_because.empty() ? json(nullptr)
                                                                          : json(candidate.left_out_because)},
@@ -354,6 +361,23 @@ void print_json(const Topology& topo, const PlanCommand& command, const PlanRepo
   fmt::print("{}\n", document.dump(2));
 }
 
+// --from: the earlier plan's schedules the race takes again (KeptSchedule), after checking that
+// the plan is for this topology's learners, rank by rank.
+std::vector<KeptSchedule> schedules_to_keep(const std::string& path, const Topology& topo) {
+  const ir::Plan earlier = ir::load_plan_file(path);  // verified: a plan that fails exits 1
+  if (earlier.world_size != topo.num_learners())
+    throw std::invalid_argument(fmt::format("--from {}: the plan is for {} learners, topology '{}' has {}",
+                                            path, earlier.world_size, topo.name(), topo.num_learners()));
+  for (int rank = 0; rank < topo.num_learners(); ++rank) {
+    const std::string here = topo.full_name(topo.learner_node(rank));
+    if (earlier.rank_names.at(static_cast<size_t>(rank)) != here)
+      throw std::invalid_argument(fmt::format("--from {}: rank {} is '{}' in the plan and '{}' in topology '{}'",
+                                              path, rank, earlier.rank_names[static_cast<size_t>(rank)], here,
+                                              topo.name()));
+  }
+  return kept_schedules(earlier);
+}
+
 void run(const PlanCommand& command, CostParams cost) {
   Progress progress;
   const auto topo = load_topology(command.topology_path);
@@ -376,6 +400,7 @@ void run(const PlanCommand& command, CostParams cost) {
   options.compact_pipelines = true;  // the plan is only verified and written: no need to expand
   // By default every collective: one that cannot be built at this size is left out, and said so.
   options.leave_out_unbuildable = !command.collectives_named;
+  if (!command.from.empty()) options.kept = schedules_to_keep(command.from, topo);
   const auto report = build_plan_report(topo, options);
   for (const std::string& why : report.collectives_left_out)
     fmt::print(stderr, "flexplan: warning: not planned, {}\n", why);
@@ -419,6 +444,12 @@ void setup(CLI::App& app) {
                  "roots to plan broadcast and reduce for (default 0); the runtime derives a "
                  "schedule for a root not planned")
       ->delimiter(',');
+  app.add_option("--from", command->from,
+                 "re-plan from an earlier plan of the same learners (after a link changed): its "
+                 "schedules race again as they are, shown as kept:NAME, so the new plan is never "
+                 "predicted slower than they are on the new links")
+      ->check(CLI::ExistingFile)
+      ->excludes("--algorithms");
   command->cost.add_to(app);
   add_format_option(app, command->format);
   app.add_flag("-v,--verbose", command->verbose,

@@ -6,6 +6,8 @@
 #include "planner/bandwidth_shares.hpp"
 
 #include <charconv>
+#include <deque>
+#include <mutex>
 #include <stdexcept>
 
 #include <fmt/core.h>
@@ -348,6 +350,29 @@ bool schedule_fits_limits(const ScheduleSize& size) {
 }
 
 std::span<const AlgorithmRow> algorithm_table() { return kTable; }
+
+const AlgorithmRow& kept_row(const AlgorithmRow& original, size_t nth) {
+  if (original.kept_from != nullptr) return kept_row(*original.kept_from, nth);
+  // Made on first use and never freed: candidates and reports point at their rows.
+  static std::mutex mutex;
+  static std::deque<std::string> names;
+  static std::deque<AlgorithmRow> rows;
+  const std::string name = nth == 0 ? fmt::format("kept:{}", original.name)
+                                    : fmt::format("kept{}:{}", nth + 1, original.name);
+  std::lock_guard lock(mutex);
+  for (const AlgorithmRow& row : rows)
+    if (row.name == name) return row;
+  const std::string& stored = names.emplace_back(name);
+  return rows.emplace_back(AlgorithmRow{
+      .name = stored,
+      .summary = "a schedule of the plan re-planned from, raced again as it is",
+      .build = nullptr,
+      .estimate = nullptr,
+      .pipelines = original.pipelines,
+      .max_slices = original.max_slices,
+      .critical_path = original.critical_path,
+      .kept_from = &original});
+}
 
 std::vector<std::string> algorithm_names() {
   std::vector<std::string> names;

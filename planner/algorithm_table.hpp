@@ -54,9 +54,18 @@ struct AlgorithmRow {
   // The plan summary reports the paper's reduce calls (ReduceCallStats, Eq. 12) from this
   // row's unpipelined schedule: FlexReduce's.
   bool reports_reduce_calls = false;
+  // A kept row (kept_row): the table row whose schedule, from an earlier plan, it races again as
+  // it is. It builds nothing: the planner holds its schedule (plan_builder.hpp, KeptSchedule).
+  const AlgorithmRow* kept_from = nullptr;
 };
 
 std::span<const AlgorithmRow> algorithm_table();
+
+// The row under which the planner races the `nth` (from 0) kept schedule of `original`'s again
+// (plan_builder.hpp, KeptSchedule): named "kept:<name>" ("kept2:<name>" for the second, ...),
+// with the original's pipelining and pricing flags and no builder, estimate or closed form.
+// Rows live as long as the program; the same (original, nth) gives the same row.
+const AlgorithmRow& kept_row(const AlgorithmRow& original, size_t nth = 0);
 
 // An algorithm as the planner races it: a row, and its slice count (1: not pipelined).
 struct AlgorithmChoice {

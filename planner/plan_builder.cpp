@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "ir/pipeline_form.hpp"
+#include "ir/verify.hpp"
 #include "planner/critical_path.hpp"
 #include "planner/pipeline.hpp"
 #include "planner/schedule_floors.hpp"
@@ -47,6 +48,18 @@ bool same_price(const ScheduleCost& a, const ScheduleCost& b) {
     if (std::abs(x - y) > 1e-9 * std::max(std::abs(x), std::abs(y))) return false;
   }
   return true;
+}
+
+// Adds `base`, used with `slices` slices, to what a re-plan races again (KeptSchedule): each
+// base once, its slice counts ascending. Returns its index.
+size_t add_kept(std::vector<KeptSchedule>& kept, ir::Schedule base, uint32_t slices) {
+  base.min_bytes = 0;
+  base.max_bytes.reset();
+  auto found = std::find_if(kept.begin(), kept.end(), [&](const KeptSchedule& k) { return k.base == base; });
+  KeptSchedule& entry = found != kept.end() ? *found : kept.emplace_back(KeptSchedule{std::move(base), {}});
+  if (slices > 1 && std::find(entry.slices.begin(), entry.slices.end(), slices) == entry.slices.end())
+    entry.slices.insert(std::upper_bound(entry.slices.begin(), entry.slices.end(), slices), slices);
+  return static_cast<size_t>(&entry - kept.data());
 }
 
 class PlanBuilder {
@@ -93,7 +106,8 @@ class PlanBuilder {
     for (const size_t i : pipelining) price(i, choices[i]);
     auto pieces = winning_pieces();
     for (const auto& [index, piece] : pieces)
-      report_.ranges.push_back({index, piece.min_bytes, piece.max_bytes});
+      report_.ranges.push_back({index, piece.min_bytes, piece.max_bytes, std::nullopt});
+    keep_winners(pieces);
     if (options_.build_winners) assemble(pieces);
     return std::move(report_);
   }
@@ -132,6 +146,7 @@ class PlanBuilder {
           for (auto it = std::rbegin(kPipelineSlices); it != std::rend(kPipelineSlices); ++it)
             if (*it <= row.max_slices) choices.push_back({&row, *it});
       }
+      add_kept_rows(choices);
       return choices;
     }
     for (const auto& name : options_.algorithms) {
@@ -146,6 +161,63 @@ class PlanBuilder {
       if (!repeat) choices.push_back(choice);
     }
     return choices;
+  }
+
+  // The earlier plan's schedules (PlanOptions::kept), each under a kept row holding it as its
+  // base, raced unpipelined and at the slice counts that plan used, most slices first.
+  void add_kept_rows(std::vector<AlgorithmChoice>& choices) {
+    std::map<const AlgorithmRow*, size_t> per_row;
+    for (size_t k = 0; k < options_.kept.size(); ++k) {
+      const KeptSchedule& kept = options_.kept[k];
+      const auto fail = [&](const std::string& why) {
+        throw std::invalid_argument(fmt::format("kept schedule {} ({}): {}", k, kept.base.algorithm, why));
+      };
+      const AlgorithmRow* original = nullptr;
+      try {
+        original = find_algorithm(kept.base.algorithm).row;
+      } catch (const std::invalid_argument& e) {
+        fail(e.what());
+      }
+      if (kept.base.collective != ir::Collective::AllReduce || kept.base.slices != 1 ||
+          kept.base.algorithm.find('@') != std::string::npos)
+        fail("not an unpipelined all-reduce schedule");
+      for (const uint32_t slices : kept.slices)
+        if (slices < 2 || slices > 1024 || !original->pipelines)
+          fail(fmt::format("{} slices: not a pipeline of this algorithm", slices));
+      try {
+        ir::verify_schedule(kept.base, topo_.num_learners());
+      } catch (const std::exception& e) {
+        fail(fmt::format("not an all-reduce among the {} learners of '{}': {}", topo_.num_learners(),
+                         topo_.name(), e.what()));
+      }
+      if (std::find(options_.leave_out.begin(), options_.leave_out.end(), original->name) !=
+          options_.leave_out.end())
+        continue;
+      const AlgorithmRow& row = kept_row(*original, per_row[original]++);
+      RowState& state = state_of(row);
+      state.base = kept.base;
+      state.base->min_bytes = 0;
+      state.base->max_bytes.reset();
+      choices.push_back({&row, 1});
+      for (auto it = kept.slices.rbegin(); it != kept.slices.rend(); ++it) choices.push_back({&row, *it});
+    }
+  }
+
+  // What a re-plan from this plan races again (PlanReport::kept): the winners' bases, of rows
+  // without a closed form, as kept_schedules finds them in the plan.
+  void keep_winners(const std::vector<std::pair<size_t, EnvelopePiece>>& pieces) {
+    for (size_t p = 0; p < pieces.size(); ++p) {
+      const size_t index = pieces[p].first;
+      const AlgorithmChoice& choice = report_.candidates[index].choice;
+      const AlgorithmRow& original = choice.row->kept_from != nullptr ? *choice.row->kept_from : *choice.row;
+      if (original.closed_form != nullptr) continue;
+      const RowState& state = state_of(*choice.row);
+      const ir::Schedule* base = state.base ? &*state.base
+                                 : choice.slices == 1 && schedules_[index] ? &*schedules_[index]
+                                                                           : nullptr;
+      if (base == nullptr) continue;  // (every winner without a closed form has one)
+      report_.ranges[p].kept = add_kept(report_.kept, *base, choice.slices);
+    }
   }
 
   // Seconds per message byte on the busiest link of the busiest step of a row's priced base
@@ -308,6 +380,7 @@ class PlanBuilder {
     struct Prepared {
       const AlgorithmRow* row = nullptr;
       bool closed_form_only = false;  // a row priced by its closed form: only that is found
+      bool kept = false;              // a kept row: `base` is given, not built
       std::optional<ScheduleCost> closed;
       std::optional<ir::Schedule> base;
       std::optional<ScheduleSize> beyond;  // the build stopped past the limits, at this size
@@ -325,7 +398,14 @@ class PlanBuilder {
     for (const auto& choice : choices)
       if (choice.slices == 1 && window_base(*choice.row) && !state_of(*choice.row).floors &&
           std::none_of(work.begin(), work.end(), [&](const Prepared& p) { return p.row == choice.row; }))
-        work.emplace_back().row = choice.row;
+      {
+        Prepared& p = work.emplace_back();
+        p.row = choice.row;
+        if (const auto& given = state_of(*choice.row).base; choice.row->kept_from != nullptr && given) {
+          p.base = *given;  // (shares its steps)
+          p.kept = true;
+        }
+      }
     // The closed forms of the unpipelined candidates run() prices first: cheap, but on the
     // planning thread they came after every base (16k learners: about 5 ms).
     const size_t bases = work.size();
@@ -363,12 +443,14 @@ class PlanBuilder {
         }
         if (row.estimate != nullptr && !schedule_fits_limits(row.estimate(topo_))) return;
         auto start = Clock::now();
-        try {
-          p.base = build_base(row, topo_, options_.cost);
-        } catch (const ScheduleBeyondLimits& beyond) {
-          p.beyond = beyond.size;
-          p.build_seconds = seconds_since(start);
-          return;
+        if (!p.kept) {
+          try {
+            p.base = build_base(row, topo_, options_.cost);
+          } catch (const ScheduleBeyondLimits& beyond) {
+            p.beyond = beyond.size;
+            p.build_seconds = seconds_since(start);
+            return;
+          }
         }
         p.build_seconds = seconds_since(start);
         if (!schedule_fits_limits(measured_size(*p.base))) return;
@@ -820,6 +902,29 @@ class PlanBuilder {
 constexpr double kRelativeTie = 1e-9;
 
 }  // namespace
+
+std::vector<KeptSchedule> kept_schedules(const ir::Plan& plan) {
+  std::vector<KeptSchedule> kept;
+  for (const ir::Schedule& schedule : plan.schedules) {
+    if (schedule.collective != ir::Collective::AllReduce) continue;
+    SlicedName name;
+    try {
+      name = split_slices(schedule.algorithm);
+    } catch (const std::invalid_argument&) {
+      continue;  // not a name this version plans
+    }
+    if (name.slices != schedule.slices) continue;  // a pipeline held whole, or a name without its "@"
+    const AlgorithmRow* row = nullptr;
+    for (const AlgorithmRow& candidate : algorithm_table())
+      if (candidate.name == name.base) row = &candidate;
+    if (row == nullptr || row->closed_form != nullptr) continue;
+    ir::Schedule base = schedule;
+    base.algorithm = std::string(name.base);
+    base.slices = 1;
+    add_kept(kept, std::move(base), name.slices);
+  }
+  return kept;
+}
 
 std::string_view to_string(PricedBy priced_by) {
   switch (priced_by) {

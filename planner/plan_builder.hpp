@@ -25,6 +25,26 @@ namespace flexplan {
 // PlanOptions::critical_path_budget's default.
 inline constexpr uint64_t kCriticalPathBudget = 16'000'000;
 
+// A schedule of an earlier plan for the same learners, raced again as it is. Re-planning from a
+// plan (the plan command's --from, whatif's varied points and upgrades) then never writes a plan
+// priced dearer, at any size, than that plan's own schedules priced on the new links; and where
+// only links got faster, no dearer than the plan was (a fixed schedule is priced no dearer on
+// faster links: CriticalPath.AFixedScheduleNeverGetsSlowerWithAFasterLink and the what-if
+// property test). Without it a faster link can move a choice the builders make from the link
+// figures (a switch tree's root, flexreduce-bw's shares) to a schedule priced dearer at some
+// sizes (docs/whatif.md, "Faster links, slower plans"). Each is raced under its own row,
+// "kept:<row>" (kept_row), after the table's rows, so that ties go to the schedules built afresh.
+struct KeptSchedule {
+  ir::Schedule base;              // unpipelined, all-reduce, named by its row ("switch-tree")
+  std::vector<uint32_t> slices;   // the pipelines of it the plan used (ascending), besides itself
+  friend bool operator==(const KeptSchedule&, const KeptSchedule&) = default;
+};
+// What a re-plan from `plan` races again: its all-reduce schedules of rows without a closed form
+// (those rows build from the tree's shape alone, the same schedule whatever the link figures),
+// each base once (a compact pipeline by its base), in plan order. Pipelines stored expanded
+// (none that this version writes) are not kept.
+std::vector<KeptSchedule> kept_schedules(const ir::Plan&);
+
 struct PlanOptions {
   // Empty: every algorithm of the table that suits the tree, each pipelining one also with
   // kPipelineSlices slices. Otherwise exactly these ("flexreduce@4" names a pipelined one);
@@ -73,6 +93,11 @@ struct PlanOptions {
   // (PlanReport::collectives_left_out says why) instead of failing the plan: the plan command's
   // default set of collectives, where the user named none.
   bool leave_out_unbuildable = false;
+  // Schedules of an earlier plan for the same learners, raced again beside the default race's
+  // rows (KeptSchedule; ignored where `algorithms` names the candidates). Each must be a valid
+  // all-reduce among this topology's learners: build_plan_report throws std::invalid_argument
+  // otherwise.
+  std::vector<KeptSchedule> kept{};
 };
 
 // A lower bound of the price of `base` cut into `slices` slices (pipeline.hpp), nondecreasing
@@ -124,6 +149,7 @@ struct PlanRange {
   size_t candidate = 0;
   uint64_t min_bytes = 0;
   std::optional<uint64_t> max_bytes;
+  std::optional<size_t> kept;  // its schedule's base in PlanReport::kept, where kept
 };
 
 struct PlanReport {
@@ -142,6 +168,9 @@ struct PlanReport {
   // learners: about 10 ms to free), freed on a thread of its own while the caller goes on
   // (verifies and writes the plan); that thread is joined when the last copy of the report goes.
   std::shared_ptr<void> freeing;
+  // What a re-plan from this plan races again: kept_schedules of its all-reduce, found from the
+  // race, so also where the winners were not built (PlanOptions::build_winners).
+  std::vector<KeptSchedule> kept;
 
   // The narrow query: the candidate whose schedule the plan uses for an n-byte all-reduce
   // (from `ranges`, so also where the winners were not built).

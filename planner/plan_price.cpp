@@ -17,8 +17,9 @@ PlanPrice plan_price(const PlanReport& report) {
   PlanPrice price;
   for (const PlanRange& range : report.ranges) {
     const Candidate& winner = report.candidates.at(range.candidate);
-    price.ranges.push_back({winner.algorithm, range.min_bytes, range.max_bytes, winner.cost});
+    price.ranges.push_back({winner.algorithm, range.min_bytes, range.max_bytes, winner.cost, range.kept});
   }
+  price.kept = report.kept;
   for (const Candidate& candidate : report.candidates) {
     if (candidate.racing())
       price.racing.emplace_back(candidate.algorithm, candidate.cost);

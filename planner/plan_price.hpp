@@ -20,6 +20,7 @@ struct PlanPrice {
     uint64_t min_bytes = 0;
     std::optional<uint64_t> max_bytes;  // none: unbounded
     ScheduleCost cost;                  // the winner's price, as raced
+    std::optional<size_t> kept;         // its schedule's base in `kept`, where kept
   };
   std::vector<Range> ranges;  // in order, covering every size
   // Every candidate that raced (priced and not left out), in the order raced, with its price:
@@ -28,6 +29,8 @@ struct PlanPrice {
   // Candidates left out of the race for their size (too big to build or to price), not those
   // that could not win.
   std::vector<std::string> left_out;
+  // What a re-plan from this plan races again (PlanReport::kept, PlanOptions::kept).
+  std::vector<KeptSchedule> kept;
 
   // The range serving an n-byte all-reduce, and the plan's predicted time for it.
   const Range& at(uint64_t bytes) const;

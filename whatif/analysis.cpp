@@ -111,15 +111,16 @@ std::vector<Candidate> upgrade_candidates(const Topology& topo, const std::vecto
   return unique;
 }
 
-// Every link's load under the algorithm, busiest first (empty where its schedule is too big to
-// walk).
-std::vector<LinkLoad> link_loads(const Topology& topo, Pricer& pricer, const std::string& algorithm,
-                                 double reference, double time) {
+// Every link's load under the schedule the plan uses at the reference size, busiest first
+// (empty where its schedule is too big to walk).
+std::vector<LinkLoad> link_loads(const Topology& topo, Pricer& pricer, const PlanPrice& price,
+                                 uint64_t reference_bytes) {
   std::vector<LinkLoad> loads;
+  const double reference = static_cast<double>(reference_bytes), time = price.time(reference_bytes);
   if (topo.num_learners() < 2 || !(time > 0)) return loads;
   LinkTraffic traffic;
   try {
-    traffic = pricer.traffic(topo, algorithm);
+    traffic = pricer.traffic(topo, price, reference_bytes);
   } catch (const std::runtime_error&) {
     return loads;
   }
@@ -165,9 +166,7 @@ bool better(const Upgrade& a, const Upgrade& b, bool by_cost) {
 std::vector<std::pair<Upgrade, std::vector<NodeId>>> rank_candidates(
     Topology& topo, Pricer& pricer, const AnalysisOptions& options, const PlanPrice& price,
     uint64_t reference_bytes, double before) {
-  const double reference = static_cast<double>(reference_bytes);
-  const auto loads = link_loads(topo, pricer, price.at(reference_bytes).algorithm, reference,
-                                price.time(reference_bytes));
+  const auto loads = link_loads(topo, pricer, price, reference_bytes);
   const auto node_of = [&topo](const std::string& name) {
     for (NodeId n = 1; n < topo.num_nodes(); ++n)
       if (topo.full_name(n) == name) return n;
@@ -188,7 +187,7 @@ std::vector<std::pair<Upgrade, std::vector<NodeId>>> rank_candidates(
     // time.
     UndoStack upgraded(topo);
     upgraded.push(topo.set_uplinks(raised(topo, candidate.nodes, options.upgrade_factor)));
-    const double after = objective(pricer.price(topo), options, topo.num_learners(), reference_bytes);
+    const double after = objective(pricer.price(topo, price.kept), options, topo.num_learners(), reference_bytes);
     upgraded.pop();
     Upgrade upgrade{candidate.target, candidate.nodes.size(), before, after,
                     candidate_cost(topo, candidate.nodes, options.costs)};
@@ -217,11 +216,14 @@ const std::pair<Upgrade, std::vector<NodeId>>* pick_step(
 
 }  // namespace
 
-PointResult analyse_point(Topology& topo, Pricer& pricer, const AnalysisOptions& options) {
+PointResult analyse_point(Topology& topo, Pricer& pricer, const AnalysisOptions& options,
+                          const std::vector<KeptSchedule>& from) {
   PointResult result;
   result.learners = topo.num_learners();
   result.topology_hash = topo.hash_hex();
-  const PlanPrice price = pricer.price(topo);
+  const PlanPrice price = pricer.price(topo, from);
+  if (!pricer.forced())
+    for (const KeptSchedule& kept : from) result.kept.push_back(kept.base.algorithm);
 
   for (const auto& range : price.ranges)
     result.ranges.push_back({range.algorithm, range.min_bytes, range.max_bytes});
@@ -246,7 +248,6 @@ PointResult analyse_point(Topology& topo, Pricer& pricer, const AnalysisOptions&
   result.reference_bytes = options.reference_bytes;
   if (result.reference_bytes == 0 && !options.sizes.empty())
     result.reference_bytes = *std::max_element(options.sizes.begin(), options.sizes.end());
-  const double reference = static_cast<double>(result.reference_bytes);
   result.reference_algorithm = price.at(result.reference_bytes).algorithm;
 
   if (options.workload)
@@ -254,8 +255,7 @@ PointResult analyse_point(Topology& topo, Pricer& pricer, const AnalysisOptions&
                                [&](double bytes) { return plan_time(price, bytes); });
 
   // Link loads of the algorithm chosen at the reference size.
-  std::vector<LinkLoad> loads = link_loads(topo, pricer, result.reference_algorithm, reference,
-                                           price.time(result.reference_bytes));
+  std::vector<LinkLoad> loads = link_loads(topo, pricer, price, result.reference_bytes);
 
   if (options.advise && result.learners > 1) {
     const bool by_cost = options.costs != nullptr;
@@ -276,7 +276,7 @@ PointResult analyse_point(Topology& topo, Pricer& pricer, const AnalysisOptions&
       if (by_cost) step.cumulative_cost = spent;
       result.steps.push_back(std::move(step));
       applied.push(topo.set_uplinks(raised(topo, pick->second, options.upgrade_factor)));
-      current = pricer.price(topo);
+      current = pricer.price(topo, current.kept);
       before = objective(current, options, result.learners, result.reference_bytes);
     }
   }
@@ -285,9 +285,10 @@ PointResult analyse_point(Topology& topo, Pricer& pricer, const AnalysisOptions&
   return result;
 }
 
-PointResult analyse_point(const Topology& topo, Pricer& pricer, const AnalysisOptions& options) {
+PointResult analyse_point(const Topology& topo, Pricer& pricer, const AnalysisOptions& options,
+                          const std::vector<KeptSchedule>& from) {
   Topology copy = topo;
-  return analyse_point(copy, pricer, options);
+  return analyse_point(copy, pricer, options, from);
 }
 
 }  // namespace flexplan::whatif

@@ -62,6 +62,9 @@ struct UpgradeStep {
 struct PointResult {
   int learners = 0;
   std::string topology_hash;
+  // Planned from the plan of the tree it varies (analyse_point's `from`): the schedules of that
+  // plan that raced again, by name ("switch-tree", "chain-bw"); empty where planned afresh.
+  std::vector<std::string> kept;
   std::vector<SizeRange> ranges;
   std::vector<SizeResult> sizes;
   uint64_t reference_bytes = 0;  // bottlenecks and upgrades are judged at this size
@@ -89,10 +92,14 @@ struct AnalysisOptions {
   const UpgradeCosts* costs = nullptr;
 };
 
-// The upgrade candidates are priced by changing the topology's links in place; they are put
-// back before it returns (also on a throw).
-PointResult analyse_point(Topology&, Pricer&, const AnalysisOptions&);
+// The point is planned from `from`, the schedules of the plan it varies (KeptSchedule: empty
+// where it has other learners or is that plan's own tree), as `flexplan TOPOLOGY --from
+// PLAN.bin` plans it; each upgrade candidate and step from the plan before it. The upgrade
+// candidates are priced by changing the topology's links in place; they are put back before it
+// returns (also on a throw).
+PointResult analyse_point(Topology&, Pricer&, const AnalysisOptions&, const std::vector<KeptSchedule>& from = {});
 // The same on a copy of the topology.
-PointResult analyse_point(const Topology&, Pricer&, const AnalysisOptions&);
+PointResult analyse_point(const Topology&, Pricer&, const AnalysisOptions&,
+                          const std::vector<KeptSchedule>& from = {});
 
 }  // namespace flexplan::whatif

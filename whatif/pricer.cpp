@@ -29,8 +29,9 @@ void Pricer::note_left_out(const std::string& name) {
   if (std::find(left_out_.begin(), left_out_.end(), name) == left_out_.end()) left_out_.push_back(name);
 }
 
-PlanPrice Pricer::price(const Topology& topo) {
+PlanPrice Pricer::price(const Topology& topo, const std::vector<KeptSchedule>& from) {
   PlanOptions options;
+  if (algorithms_.empty()) options.kept = from;  // (copies share their steps)
   options.cost = cost_;
   options.leave_out = leave_out_rows_;
   // The sweep runs its own worker threads; the planner's helper thread would only add a
@@ -81,6 +82,14 @@ const ir::Schedule* Pricer::schedule(const Topology& topo, const AlgorithmChoice
     }
   }
   return slot.get();
+}
+
+LinkTraffic Pricer::traffic(const Topology& topo, const PlanPrice& price, uint64_t bytes) {
+  const PlanPrice::Range& range = price.at(bytes);
+  // A kept row's schedule is not built by name: its base is the plan's (walked each time asked,
+  // once per point and step).
+  if (range.algorithm.starts_with("kept") && range.kept) return schedule_traffic(topo, price.kept.at(*range.kept).base);
+  return traffic(topo, range.algorithm);
 }
 
 LinkTraffic Pricer::traffic(const Topology& topo, const std::string& algorithm) {

@@ -25,16 +25,22 @@ class Pricer {
   // the default race leaves out (PlanOptions::leave_out).
   Pricer(std::vector<std::string> algorithms, CostParams cost, std::vector<std::string> leave_out = {});
 
-  // The plan the plan command would write for this topology, priced (price_plan).
-  PlanPrice price(const Topology&);
+  // The plan the plan command would write for this topology, priced (price_plan), re-planning
+  // from the plan whose schedules `from` keeps (its --from; ignored where `algorithms` names
+  // the candidates).
+  PlanPrice price(const Topology&, const std::vector<KeptSchedule>& from = {});
   // Bytes per message byte on every link under the algorithm's schedule. A pipelined variant
   // ("flexreduce@4") carries its base's bytes, slice by slice: the base is walked.
   LinkTraffic traffic(const Topology&, const std::string& algorithm);
+  // The same for the schedule `price`'s plan uses for `bytes` (a kept one from its base).
+  LinkTraffic traffic(const Topology&, const PlanPrice& price, uint64_t bytes);
 
   // Unpipelined candidates left out for their size somewhere (PlanPrice::left_out), and named
   // algorithms that did not suit some point's tree.
   const std::vector<std::string>& left_out() const { return left_out_; }
   const CostParams& cost_params() const { return cost_; }
+  // Whether `algorithms` names the candidates (then nothing is kept from an earlier plan).
+  bool forced() const { return !algorithms_.empty(); }
   size_t schedules_built() const { return built_; }
   size_t plans_priced() const { return priced_; }
 

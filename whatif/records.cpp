@@ -32,6 +32,7 @@ Json point_json(const Sweep& sweep, size_t index) {
   j["values"] = values;
   j["learners"] = r.learners;
   j["topology_hash"] = r.topology_hash;
+  j["replanned_from_base_keeping"] = r.kept;
   Json ranges = Json::array();
   for (const auto& range : r.ranges)
     ranges.push_back({{"algorithm", range.algorithm},
@@ -240,6 +241,9 @@ std::string sweep_text(const Sweep& sweep) {
     for (size_t v = 0; v < sweep.variations.size(); ++v)
       title += fmt::format("{} {}={}", v ? "," : ":", sweep.variations[v].axis, point.values[v]);
     out += fmt::format("{} ({} learners)\n", title, r.learners);
+    if (!r.kept.empty())
+      out += fmt::format("re-planned from the plan of the tree as given, its schedules raced again as kept:NAME: {}\n",
+                         fmt::join(r.kept, ", "));
     std::vector<std::string> ranges;
     for (const auto& range : r.ranges) ranges.push_back(range_text(range));
     out += fmt::format("chosen: {}\n", fmt::join(ranges, "; "));

@@ -32,6 +32,11 @@ Sweep run_sweep(const Topology& base, const std::string& file, std::vector<Varia
   const size_t total = grid_size(variations);
   const EditableTree tree = editable_copy(base);
   sweep.points.resize(total);
+  // Every point of the base's learners is planned from the base's plan, as re-planning the
+  // cluster would (`flexplan VARIED.json --from BASE.bin`): its schedules race again
+  // (KeptSchedule), so that no faster link gets a plan priced dearer than the base's.
+  const std::vector<KeptSchedule> kept =
+      Pricer(sweep_options.algorithms, sweep_options.cost, sweep_options.leave_out).price(base).kept;
 
   std::atomic<size_t> next{0}, done{0};
   std::atomic<bool> failed{false};
@@ -62,7 +67,9 @@ Sweep run_sweep(const Topology& base, const std::string& file, std::vector<Varia
           throw TopologyError(fmt::format("point {} ({})", i, point_text(variations, out.values)),
                               e.what());
         }
-        out.result = analyse_point(reshaped ? *reshaped : *same_shape, pricer, options);
+        Topology& topo = reshaped ? *reshaped : *same_shape;
+        const bool replanned = !reshaped && topo.hash() != base.hash();
+        out.result = analyse_point(topo, pricer, options, replanned ? kept : std::vector<KeptSchedule>{});
       } catch (...) {
         std::lock_guard lock(mutex);
         if (i < failed_point) failed_point = i, error = std::current_exception();

@@ -83,18 +83,19 @@ TEST(WhatifInPlace, AdviceEqualsAdviceOnRebuiltTopologiesOnRandomTrees) {
     ASSERT_FALSE(result.upgrades.empty()) << topo.name();
 
     Pricer point_pricer({}, {});
-    const double before = objective(point_pricer.price(untouched), workload,
-                                    untouched.num_learners(),
+    const PlanPrice point_plan = point_pricer.price(untouched);
+    const double before = objective(point_plan, workload, untouched.num_learners(),
                                     static_cast<double>(result.reference_bytes));
     std::set<std::string> targets;
     for (const Upgrade& upgrade : result.upgrades) {
       EXPECT_TRUE(targets.insert(upgrade.target).second) << upgrade.target;
       const auto nodes = links_of(topo, upgrade.target);
       EXPECT_EQ(upgrade.links, nodes.size()) << topo.name() << " " << upgrade.target;
-      // A fresh pricer on a fresh topology: nothing carried over from the point.
+      // A fresh pricer on a fresh topology, re-planned from the point's plan (as the advice
+      // is): nothing else carried over from the point.
       Pricer fresh({}, {});
       const Topology rebuilt = built_with_doubled(untouched, nodes);
-      const double after = objective(fresh.price(rebuilt), workload, rebuilt.num_learners(),
+      const double after = objective(fresh.price(rebuilt, point_plan.kept), workload, rebuilt.num_learners(),
                                      static_cast<double>(result.reference_bytes));
       EXPECT_EQ(upgrade.before, before) << topo.name() << " " << upgrade.target;
       EXPECT_EQ(upgrade.after, after) << topo.name() << " " << upgrade.target;
@@ -121,11 +122,19 @@ TEST(WhatifInPlace, LinkOnlySweepEqualsTopologiesBuiltPerPoint) {
   Sweep fresh = sweep;
   const std::vector<Variation> variations = axes();
   const EditableTree tree = editable_copy(base);
+  // Every point but the base itself is re-planned from the base's plan.
+  const std::vector<KeptSchedule> kept = Pricer({}, {}).price(base).kept;
+  size_t replanned = 0, given = 0;
   for (size_t i = 0; i < fresh.points.size(); ++i) {
     const Topology topo = to_topology(vary(tree, variations, grid_point(variations, i)));
     Pricer pricer({}, {});
-    fresh.points[i].result = analyse_point(topo, pricer, options);
+    const bool is_base = topo.hash() == base.hash();
+    fresh.points[i].result = analyse_point(topo, pricer, options, is_base ? std::vector<KeptSchedule>{} : kept);
+    replanned += !sweep.points[i].result.kept.empty();
+    given += is_base;
+    EXPECT_EQ(sweep.points[i].result.kept.empty(), is_base) << i;
   }
+  EXPECT_EQ(replanned + given, 12u);  // (machines at 10 or 40 Gbit/s: no point is the tree as given)
   EXPECT_EQ(sweep_json(sweep), sweep_json(fresh));
   // The points differ from each other: the figures did change in place.
   EXPECT_NE(sweep.points[0].result.topology_hash, sweep.points[11].result.topology_hash);
