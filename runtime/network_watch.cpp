@@ -37,11 +37,13 @@ double median(std::vector<double> values) {
 
 // The cost model of the runtime's predictions and re-plans: the plan command's defaults (the
 // measured hop overhead and star incast loss), so that a plan made here for the file's figures is
-// the one `flexplan` writes by default.
+// the one `flexplan` writes by default; priced per rank whatever the library's default, since
+// with drift checks on the runtime runs step by step (docs/runtime.md, "Step semantics").
 CostParams runtime_cost(const Topology& topology, double chunk_bytes) {
   CostParams params;
   params.hop_overhead = kMeasuredHopOverhead;
   params.incast_loss = kMeasuredIncastLoss;
+  params.slice_progress = SliceProgress::PerRank;
   params.reduce_bandwidth = topology.reduce_bandwidth();
   params.chunk_bytes = chunk_bytes;
   return params;

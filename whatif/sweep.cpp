@@ -35,8 +35,11 @@ Sweep run_sweep(const Topology& base, const std::string& file, std::vector<Varia
   // Every point of the base's learners is planned from the base's plan, as re-planning the
   // cluster would (`flexplan VARIED.json --from BASE.bin`): its schedules race again
   // (KeptSchedule), so that no faster link gets a plan priced dearer than the base's.
+  // (Not where `algorithms` names the candidates: nothing is kept then.)
   const std::vector<KeptSchedule> kept =
-      Pricer(sweep_options.algorithms, sweep_options.cost, sweep_options.leave_out).price(base).kept;
+      sweep_options.algorithms.empty()
+          ? Pricer(sweep_options.algorithms, sweep_options.cost, sweep_options.leave_out).price(base).kept
+          : std::vector<KeptSchedule>{};
 
   std::atomic<size_t> next{0}, done{0};
   std::atomic<bool> failed{false};

@@ -8,12 +8,14 @@
 # FLEXPLAN_STEP_OVERLAP=0, (c) the default plan with FLEXPLAN_STEP_OVERLAP=1, then (m) Open
 # MPI's MPI_Allreduce beside (a) in a run of its own. Results: OUT/CONFIG/*; the table: overlap_table.py OUT (docs/results.md).
 #   bench/cluster/overlap.sh [--build build] [--out DIR] [--iters N] [--rounds R] [--only 2+3+2,2+3]
+#                            [--sizes MIN,MAX] [--skip-8]
+# --sizes: the second sweep's range (default 64K,4M, by 4); --skip-8: no 8 B sweep.
 # EMU_PREFIX / EMU_SUBNET (cluster.sh) keep this cluster apart from others on the host.
 set -u
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 CLUSTER=$HERE/cluster.sh
-BUILD=$ROOT/build OUT="" ITERS=5 WARMUP=1 ROUNDS=3 ONLY=""
+BUILD=$ROOT/build OUT="" ITERS=5 WARMUP=1 ROUNDS=3 ONLY="" SIZES=64K,4M SKIP8=0
 while [ $# -gt 0 ]; do
   case $1 in
     --build) BUILD=$2; shift ;;
@@ -21,6 +23,8 @@ while [ $# -gt 0 ]; do
     --iters) ITERS=$2; shift ;;
     --rounds) ROUNDS=$2; shift ;;
     --only) ONLY=$2; shift ;;
+    --sizes) SIZES=$2; shift ;;
+    --skip-8) SKIP8=1 ;;
     *) echo "overlap.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -36,8 +40,12 @@ CONFIGS=(
   "2+3+2   2,3,2   400mbit,100mbit,200mbit"
   "2+3     2,3     200mbit,200mbit"
 )
-# flexbench sweeps: 8 B alone, then 64 KiB to 4 MiB by 4
-SWEEPS=("-b 8 -e 8" "-b 64K -e 4M -f 4")
+# flexbench sweeps: 8 B alone, then MIN to MAX by 4 (64 KiB to 4 MiB by default)
+MIN=${SIZES%,*} MAX=${SIZES#*,}
+bytes() { python3 -c 'import sys; s=sys.argv[1]; m={"K":1<<10,"M":1<<20,"G":1<<30}; print(int(s[:-1])*m[s[-1]] if s[-1] in m else int(s))' "$1"; }
+MIN_B=$(bytes "$MIN") MAX_B=$(bytes "$MAX")
+SWEEPS=("-b $MIN -e $MAX -f 4")
+[ "$SKIP8" = 1 ] || SWEEPS=("-b 8 -e 8" "${SWEEPS[@]}")
 
 bench() {  # DIR NAME PLAN OVERLAP MPI
   local dir=$1 name=$2 plan=$3 overlap=$4 mpi=$5 s i=0
@@ -83,13 +91,13 @@ run_config() {
     "$FLEXPLAN" "$dir/topology.json" --collectives allreduce --hop-overhead "$hop" --slice-progress $p \
       -o "$dir/plan-$p.bin" > "$dir/plan-$p.txt" || { log "  planning $p failed"; return 0; }
     "$FLEXPLAN" inspect "$dir/plan-$p.bin" --format json > "$dir/plan-$p.json"
-    rows="$rows,$(python3 "$HERE/plan_choice.py" "$dir/plan-$p.json" 8 8 2),$(python3 "$HERE/plan_choice.py" "$dir/plan-$p.json" 65536 4194304 4)"
+    rows="$rows,$(python3 "$HERE/plan_choice.py" "$dir/plan-$p.json" 8 8 2),$(python3 "$HERE/plan_choice.py" "$dir/plan-$p.json" $MIN_B $MAX_B 4)"
   done
   rows=$(echo "$rows" | tr ',' '\n' | grep -v '^$' | sort -u | paste -sd,)
   log "  rows the plans run: $rows"
-  # the plans' rows (slices included) priced both ways, 8 B to 4 MiB by 2
+  # the plans' rows (slices included) priced both ways, 8 B to MAX by 2
   for p in slice rank; do
-    "$FLEXPLAN" predict "$dir/topology.json" -b 8 -e 4M -f 2 -a "$rows" --hop-overhead "$hop" \
+    "$FLEXPLAN" predict "$dir/topology.json" -b 8 -e "$MAX" -f 2 -a "$rows" --hop-overhead "$hop" \
       --slice-progress $p --format json > "$dir/predict-$p.json"
   done
   local r

@@ -7,14 +7,15 @@
 // goals): the written plan at 8 B over the diameter latency D, at 64 KiB and 1 MiB over the
 // reference n/w + D (w: the bandwidth floor's bottleneck), at 256 MiB over the floor, priced
 // with the runtime's measured hop overhead unless --hop-overhead-us says otherwise.
-// --plan-per-slice plans with critical-path rows priced with each slice progressing on its own,
-// as the runtime runs them with its steps overlapping (CostParams::slice_progress = PerSlice;
-// the planner's default is PerRank, the runtime step by step). --per-slice adds a third table:
+// Critical-path rows are priced as the library prices them by default (CostParams::slice_progress,
+// per rank: the runtime step by step); --plan-per-slice plans with each slice progressing on its
+// own, as the runtime runs them with its steps overlapping, --plan-per-rank per rank whatever the
+// default. --per-slice adds a third table:
 // 64 KiB and 1 MiB with the written plan or a centre, double or switch tree of 1 to 64 slices
 // priced per slice, whichever is cheaper.
 //
 //   flexplan_plan_quality [--trees N] [--seed S] [--family realistic|adversarial|both] [--verbose]
-//                         [--dump DIR] [--hop-overhead-us X] [--leave-out A,B] [--per-slice] [--plan-per-slice]
+//                         [--dump DIR] [--hop-overhead-us X] [--leave-out A,B] [--per-slice] [--plan-per-slice] [--plan-per-rank]
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -62,6 +63,7 @@ int main(int argc, char** argv) {
     else if (arg == "--verbose") verbose = true;
     else if (arg == "--per-slice") per_slice = true;
     else if (arg == "--plan-per-slice") options.cost.slice_progress = SliceProgress::PerSlice;
+    else if (arg == "--plan-per-rank") options.cost.slice_progress = SliceProgress::PerRank;
     else if (arg == "--dump" && i + 1 < argc) dump = argv[++i];
     else if (arg == "--hop-overhead-us" && i + 1 < argc) options.cost.hop_overhead = std::stod(argv[++i]) * 1e-6;
     else if (arg == "--incast-loss" && i + 1 < argc) options.cost.incast_loss = std::stod(argv[++i]);
