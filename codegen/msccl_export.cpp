@@ -782,16 +782,17 @@ Export export_as(const ir::Plan& plan, const ir::Schedule& schedule, size_t inde
     throw ExportError(fmt::format("unknown protocol '{}' (Simple, LL or LL128)", options.protocol));
 
   // A star's root exchanges with every other member on the star's channel, one threadblock
-  // each; more channels cannot spread one star.
+  // each; more channels cannot spread one star, nor more slices shrink it: a limit the schedule
+  // does not fit (export_plan then serves its sizes with the nearest schedule that does).
   for (size_t s = 0; s < schedule.steps.size(); ++s)
     for (size_t o = 0; o < schedule.steps[s].ops.size(); ++o) {
       const ir::Op& op = schedule.steps[s].ops[o];
       if (op.shape != ir::OpShape::Star) continue;
       const auto members = static_cast<int64_t>(op.group.size()) - (op.root_in_group() ? 1 : 0);
       if (members > limits.peers_per_channel)
-        throw ExportError(fmt::format("{}: cannot fit: step {} op {} is a star whose root {} exchanges with {} "
-                                      "members on one channel, the executors connect at most {} peers per channel",
-                                      label, s, o, op.root, members, limits.peers_per_channel));
+        throw DoesNotFit(fmt::format("{}: cannot fit: step {} op {} is a star whose root {} exchanges with {} "
+                                     "members on one channel, the executors connect at most {} peers per channel",
+                                     label, s, o, op.root, members, limits.peers_per_channel));
     }
   std::vector<RankProgram> programs;
   for (int32_t r = 0; r < plan.world_size; ++r) programs.push_back(lower_rank_program(schedule, r));

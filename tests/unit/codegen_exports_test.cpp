@@ -180,6 +180,30 @@ TEST_F(Exports, DeepestPipelineThatFits) {
   }
 }
 
+// A star of more members than the executors connect on one channel (the direct exchange among
+// 40 learners: 39 peers, at most 32) fits at no slice count and over no number of channels: the
+// nearest schedule of the plan that fits serves its sizes, as for any schedule that does not fit
+// (topologies/asym-3level-a.json's default plan has such a `direct` below 17 B).
+TEST_F(Exports, AStarBeyondThePeerLimitIsServedByTheNearestSchedule) {
+  const Topology topo = machines({40});
+  PlanOptions options;
+  options.algorithms = {"direct", "ring"};
+  const ir::Plan plan = build_plan(topo, options);
+  ASSERT_EQ(plan.schedules.size(), 2u);
+  ASSERT_EQ(plan.schedules[0].algorithm, "direct");
+  EXPECT_THROW(codegen::msccl::export_schedule(plan, 0), DoesNotFit);
+  const auto exports = codegen::msccl::export_plan(plan, ExportOptions{});
+  ASSERT_EQ(exports.size(), 2u);
+  ASSERT_TRUE(exports[0].fitted) << exports[0].refused;
+  EXPECT_EQ(exports[0].source, 1u);
+  EXPECT_NE(exports[0].substituted_because.find("39 members on one channel"), std::string::npos)
+      << exports[0].substituted_because;
+  const auto& algorithm = exports[0].fitted->exported.algorithm;
+  EXPECT_EQ(algorithm.min_bytes, 0);
+  EXPECT_EQ(algorithm.max_bytes, static_cast<int64_t>(*plan.schedules[0].max_bytes - 1));
+  EXPECT_EQ(codegen::msccl::simulate_allreduce(algorithm), "");
+}
+
 // Through the command: the note on stderr names the planned and the exported variant, exit 0;
 // a schedule with no variant that fits exits 3.
 TEST_F(Exports, CommandSaysWhichVariantItExported) {
