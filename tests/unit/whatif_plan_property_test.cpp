@@ -7,6 +7,7 @@
 // Seeds held out from the other what-if tests; the second set was not looked at while the
 // planner was changed for it.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fmt/core.h>
 
@@ -14,11 +15,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "ir/plan_binary.hpp"
 #include "planner/plan_builder.hpp"
 #include "planner/plan_price.hpp"
 #include "planner/switch_tree.hpp"
@@ -129,8 +132,13 @@ PropertyRun run_property(uint64_t tree_seed, uint64_t variation_seed, int tree_c
       const Topology varied = to_topology(varied_tree);
       // As `flexplan VARIED.json --from BASE.bin` plans it, from the base plan as written (or
       // afresh where the variation changed the learners or nothing).
+      // (Through plan.bin, as the command reads it.)
       const PlanReport base_report = plan_command_report(base, model);
-      const std::vector<KeptSchedule> from = kept_schedules(base_report.plan);
+      const std::string written = (std::filesystem::temp_directory_path() /
+                                   fmt::format("flexplan-property-{}.bin", ::getpid())).string();
+      ir::write_plan_file(written, base_report.plan);
+      const std::vector<KeptSchedule> from = kept_schedules(ir::read_plan_file(written));
+      std::filesystem::remove(written);
       EXPECT_EQ(from, base_report.kept) << base.name();
       const bool replanned = !varied_tree.shape_changed && varied.hash() != base.hash();
       const PlanReport report = plan_command_report(varied, model, replanned ? from : std::vector<KeptSchedule>{});
