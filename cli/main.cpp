@@ -36,8 +36,9 @@ int main(int argc, char** argv) {
     cli::ask_for_huge_pages(argv);
     cli::keep_freed_memory();
   }
-  CLI::App app{"flexplan: plans all-reduce for asymmetric cluster trees (FlexReduce, ring, "
-               "BlueConnect, hierarchical) and predicts their cost."};
+  CLI::App app{"flexplan: plans all-reduce, reduce-scatter, all-gather, broadcast and reduce for "
+               "asymmetric cluster trees (FlexReduce and more), proves each plan correct and predicts "
+               "its cost."};
   app.set_version_flag("--version", std::string("flexplan ") + kVersion);
   for (auto& [name, setup] : cli::registry()) setup(app);
   // CLI11's own errors (unknown options, missing arguments) read like every other error.

@@ -40,8 +40,9 @@ install(TARGETS ${FLEXPLAN_INSTALL_TARGETS} EXPORT flexplanTargets
         INCLUDES DESTINATION ${FLEXPLAN_INSTALL_HEADERDIR} ${CMAKE_INSTALL_INCLUDEDIR})
 # The installed programs keep the build's library directories outside the system's (CUDA's and
 # NCCL's, where flexbench links them) in their run path.
-set_target_properties(flexplan flexbench PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
-install(TARGETS flexplan flexbench RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# flexplan-probe goes beside flexplan, which runs it from its own directory (`flexplan probe`).
+set_target_properties(flexplan flexbench flexplan-probe PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
+install(TARGETS flexplan flexbench flexplan-probe RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
 # Public headers of the installed libraries (the CLI's, whatif's and the GPU ones stay out
 # unless built and exported).

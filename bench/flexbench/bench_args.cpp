@@ -52,7 +52,18 @@ std::optional<BenchArgs> parse_args(int argc, char** argv, bool print, int& exit
   app.add_option("-b,--minbytes", min_text, "smallest message size (8, 64K, 1M, ...)");
   app.add_option("-e,--maxbytes", max_text, "largest message size");
   app.add_option("-f,--stepfactor", args.factor, "size multiplier between rows")->check(CLI::Range(2, 1 << 20));
-  app.add_option("-a,--algorithm", args.algorithm, "run the plan's schedule of this algorithm at every size");
+  // One name: flexbench times one schedule per size (the plan's, or this algorithm's at every
+  // size); --algorithms is the flexplan commands' spelling of the same flag.
+  app.add_option("-a,--algorithm,--algorithms", args.algorithm,
+                 "run the plan's schedule of this one algorithm at every size (flexreduce@4)")
+      ->check(CLI::Validator(
+          [](const std::string& name) {
+            return name.find(',') == std::string::npos
+                       ? std::string()
+                       : "flexbench runs one algorithm's schedule at every size: give one name, not the list '" +
+                             name + "'";
+          },
+          "NAME"));
   app.add_option("-n,--iters", args.iterations, "timed iterations per size")->check(CLI::Range(1, 1 << 24));
   app.add_option("-w,--warmup_iters", args.warmup, "untimed iterations per size")->check(CLI::Range(0, 1 << 24));
   app.add_option("-t,--dtype", type_text, "float32 float64 float16 bfloat16 int32 int64 uint8");

@@ -28,9 +28,15 @@ int main(int argc, char** argv) {
   int status = 0;
   try {
     // Every rank plans the same topology the same way, so every rank holds the same plan (the
-    // communicator checks that).
+    // communicator checks that). With the plan command's cost model (the topology's hop overhead,
+    // else the runtime's measured one; the star ops' incast loss; the topology's reduction rate),
+    // so that the prediction below is `flexplan predict`'s.
     const flexplan::Topology topology = flexplan::load_topology(argv[1]);
-    flexplan::PlanReport report = flexplan::build_plan_report(topology, flexplan::PlanOptions{});
+    flexplan::PlanOptions options;
+    options.cost.hop_overhead = topology.hop_overhead().value_or(flexplan::kMeasuredHopOverhead);
+    options.cost.incast_loss = flexplan::kMeasuredIncastLoss;
+    options.cost.reduce_bandwidth = topology.reduce_bandwidth();
+    flexplan::PlanReport report = flexplan::build_plan_report(topology, options);
 
     constexpr size_t count = size_t{1} << 18;  // 1 MiB of float32
     const auto& chosen = report.chosen(count * sizeof(float));

@@ -14,7 +14,7 @@ prefix=$work/prefix
 fail() { echo "FAIL: $*"; exit 1; }
 
 "$cmake" --install "$build" --prefix "$prefix" >"$work/install.log" || { cat "$work/install.log"; fail "cmake --install"; }
-for f in bin/flexplan bin/flexbench lib/cmake/flexplan/flexplanConfig.cmake \
+for f in bin/flexplan bin/flexbench bin/flexplan-probe lib/cmake/flexplan/flexplanConfig.cmake \
          lib/cmake/flexplan/flexplanConfigVersion.cmake lib/cmake/flexplan/flexplanTargets.cmake \
          lib/pkgconfig/flexplan.pc lib/libflexplan_runtime.a lib/libflexplan_sparse.a \
          lib/libflexplan_planner.a include/flexplan/runtime/communicator.hpp \
@@ -65,4 +65,7 @@ pkg-config --cflags flexplan | grep -q -- "-I$includedir/flexplan" || fail "pkg-
   { cat "$work/plan.out"; fail "installed flexplan"; }
 run flexbench "$prefix/bin/flexbench" "$work/plan.bin" -b 1K -e 4K -f 2
 grep -q "4096" "$work/flexbench.out" || { cat "$work/flexbench.out"; fail "installed flexbench printed no 4096-byte row"; }
-echo "PASS: installed into a scratch prefix; examples/cpp built with find_package(flexplan) and linked with pkg-config; both ran on 2 ranks"
+# `flexplan probe` runs the flexplan-probe installed beside it.
+run probe "$prefix/bin/flexplan" probe -o "$work/probed.json" --budget 5s
+[ -s "$work/probed.json" ] || { cat "$work/probe.out"; fail "installed flexplan probe wrote no topology"; }
+echo "PASS: installed into a scratch prefix; examples/cpp built with find_package(flexplan) and linked with pkg-config; both ran on 2 ranks, and so did the installed flexbench and flexplan probe"
