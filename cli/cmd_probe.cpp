@@ -5,6 +5,7 @@
 // link by link without measuring (docs/probe.md).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -14,7 +15,9 @@
 #include <vector>
 
 #include <fmt/core.h>
+#include <nlohmann/json.hpp>
 
+#include "cli/arguments.hpp"
 #include "cli/command.hpp"
 #include "probe/model.hpp"
 #include "topology/topology.hpp"
@@ -37,15 +40,42 @@ std::string probe_binary() {
 struct ProbeArgs {
   std::vector<std::string> compare;  // DECLARED [MEASURED]
   std::string tolerance = "10%";
+  std::string format = "text";  // of the two-file comparison
   std::vector<std::string> rest;
 };
+
+// --format json: the comparison as one document, a row per link.
+std::string comparison_json(const probe::Comparison& c, double tolerance) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& r : c.rows)
+    rows.push_back({{"link", r.declared_name},
+                    {"measured_link", r.measured_name},
+                    {"declared_bandwidth_bytes_per_second", r.declared_bandwidth},
+                    {"measured_bandwidth_bytes_per_second", r.measured_bandwidth},
+                    {"measured_bandwidth_is_a_floor", r.measured_floor},
+                    {"bandwidth_off", r.bandwidth_off},
+                    {"declared_latency_seconds", r.declared_latency},
+                    {"measured_latency_seconds", r.measured_latency},
+                    {"latency_off", r.latency_off}});
+  const auto seconds = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  const nlohmann::json document{{"format", "flexplan-probe-compare"},
+                                {"tolerance", tolerance},
+                                {"links", rows},
+                                {"unmatched", c.unmatched},
+                                {"declared_hop_overhead_seconds", seconds(c.declared_hop_overhead)},
+                                {"measured_hop_overhead_seconds", seconds(c.measured_hop_overhead)},
+                                {"links_off", std::count_if(c.rows.begin(), c.rows.end(), [](const auto& r) {
+                                   return r.bandwidth_off || r.latency_off;
+                                 })}};
+  return document.dump(2) + "\n";
+}
 
 int offline_compare(const ProbeArgs& a) {
   const double tol = probe::parse_fraction(a.tolerance, "--compare-tolerance");
   const Topology declared = load_topology(a.compare[0]);
   const Topology measured = load_topology(a.compare[1]);
   const auto c = probe::compare(declared, measured, tol, 50e-6);
-  fmt::print("{}", probe::format_comparison(c, tol));
+  fmt::print("{}", a.format == "json" ? comparison_json(c, tol) : probe::format_comparison(c, tol));
   return c.any_off() || !c.unmatched.empty() ? kExitFailed : kExitOk;
 }
 
@@ -57,6 +87,9 @@ void run(const ProbeArgs& a, const std::vector<std::string>& argv_rest) {
       return;
     }
     if (a.compare.size() > 2) throw probe::ProbeInputError("--compare takes one topology (to measure against) or two (to compare)");
+    if (a.format != "text")
+      throw probe::ProbeInputError("--format applies to --compare with two files; measuring writes the topology "
+                                   "file (-o) and prints its progress");
     if (!under_launcher()) {
       throw probe::ProbeInputError(
           "flexplan probe measures with one process per learner; launch it with mpirun, e.g.\n"
@@ -93,6 +126,7 @@ void setup(CLI::App& app) {
                       "DECLARED.json [MEASURED.json]: with two files, compare them; with one, measure and compare")
       ->expected(1, 2);
   command->add_option("--compare-tolerance", args->tolerance, "how far off a link may be")->capture_default_str();
+  add_format_option(*command, args->format)->description("the two-file comparison's form: text or json");
   command->callback([args, command] {
     args->rest = command->remaining();
     // What flexplan-probe gets: everything after `probe`, as given.

@@ -9,7 +9,9 @@
 #include <vector>
 
 #include <fmt/core.h>
+#include <nlohmann/json.hpp>
 
+#include "cli/arguments.hpp"
 #include "cli/command.hpp"
 #include "topology/cluster_import.hpp"
 #include "topology/hostlist.hpp"
@@ -32,6 +34,7 @@ struct ImportArgs {
   std::string learner_link;
   bool allow_defaults = false;
   std::string name;
+  std::string format = "text";
 };
 
 void print_report(std::FILE* to, const ImportResult& result, const std::string& output) {
@@ -51,6 +54,33 @@ void print_report(std::FILE* to, const ImportResult& result, const std::string& 
   }
   if (!result.notes.empty()) fmt::print(to, "\n");
   for (const auto& note : result.notes) fmt::print(to, "note: {}\n", note);
+}
+
+// --format json: the report as one document (the topology itself is the file written).
+std::string report_json(const ImportResult& result, const std::string& output) {
+  nlohmann::json links = nlohmann::json::array();
+  for (const ImportedLink& link : result.links)
+    links.push_back({{"link", link.node},
+                     {"bandwidth_bytes_per_second", link.bandwidth},
+                     {"latency_seconds", link.latency},
+                     {"bandwidth_source", link.bandwidth_source},
+                     {"latency_source", link.latency_source}});
+  const nlohmann::json document{{"format", "flexplan-topo-import"},
+                                {"output", output},
+                                {"switches", result.switches},
+                                {"machines", result.machines},
+                                {"learners", result.learners},
+                                {"defaults", result.defaults},
+                                {"links", links},
+                                {"notes", result.notes}};
+  return document.dump(2) + "\n";
+}
+
+void report(std::FILE* to, const ImportArgs& args, const ImportResult& result) {
+  if (args.format == "json")
+    fmt::print(to, "{}", report_json(result, args.output));
+  else
+    print_report(to, result, args.output);
 }
 
 void run(const ImportArgs& args) {
@@ -80,16 +110,17 @@ void run(const ImportArgs& args) {
   options.allow_defaults = args.allow_defaults;
   options.name = args.name;
   const ImportResult result = import_cluster(options);
+  // With the topology on standard output the report goes to standard error, in either form.
   if (args.output == "-") {
     fmt::print("{}", result.json);
-    print_report(stderr, result, args.output);
+    report(stderr, args, result);
     return;
   }
   std::ofstream out(args.output, std::ios::binary);
   out << result.json;
   out.close();
   if (!out) throw TopologyError(args.output, "cannot write the topology there");
-  print_report(stdout, result, args.output);
+  report(stdout, args, result);
 }
 
 }  // namespace
@@ -125,6 +156,7 @@ void add_topo_import(CLI::App& topo) {
   cmd->add_flag("--allow-defaults", args->allow_defaults,
                 "write bandwidths no source gives at documented defaults, marked 'measure me', instead of refusing");
   cmd->add_option("--name", args->name, "the topology's name")->capture_default_str();
+  add_format_option(*cmd, args->format);  // the report's form (the topology is always JSON)
   cmd->callback([args] { run(*args); });
 }
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -109,6 +110,26 @@ TEST_F(CliCommon, EveryCommandPrintsJson) {
 
   doc = json_of("inspect " + plan + " --format json");
   EXPECT_EQ(doc["world_size"], 5);
+
+  // topo import writes the topology; its report of sources is the JSON.
+  doc = json_of("topo import --hosts 'n[1-2]' --learners 2 --allow-defaults -o " + path("imported.json") +
+                " --format json");
+  EXPECT_EQ(doc["format"], "flexplan-topo-import");
+  EXPECT_EQ(doc["machines"], 2);
+  EXPECT_EQ(doc["learners"], 4);
+  EXPECT_GT(doc["defaults"].get<int>(), 0);
+  ASSERT_FALSE(doc["links"].empty());
+  EXPECT_TRUE(doc["links"][0]["bandwidth_source"].is_string());
+  EXPECT_TRUE(std::filesystem::exists(path("imported.json")));
+
+  // probe --compare of two files: a row per link.
+  doc = json_of("probe --compare " + topo + " " + topo + " --format json");
+  EXPECT_EQ(doc["format"], "flexplan-probe-compare");
+  EXPECT_EQ(doc["links_off"], 0);
+  EXPECT_EQ(doc["links"].size(), 7u);  // 2 machines' and 5 learners' uplinks
+  const auto measuring = run_flexplan("probe --format json -o " + path("probed.json"));
+  EXPECT_EQ(measuring.exit_code, 2) << measuring.output;
+  EXPECT_NE(measuring.output.find("--format applies to --compare with two files"), std::string::npos) << measuring.output;
 
   for (const char* command : {"verify", "inspect", "topo show", "predict"}) {
     const auto bad = run_flexplan(std::string(command) + " " + plan + " --format yaml");
