@@ -368,7 +368,10 @@ std::vector<KeptSchedule> schedules_to_keep(const std::string& path, const Topol
   if (earlier.world_size != topo.num_learners())
     throw std::invalid_argument(fmt::format("--from {}: the plan is for {} learners, topology '{}' has {}",
                                             path, earlier.world_size, topo.name(), topo.num_learners()));
-  for (int rank = 0; rank < topo.num_learners(); ++rank) {
+  if (earlier.rank_names.empty())  // (optional in a plan: the text form may leave them out)
+    fmt::print(stderr, "flexplan: warning: --from {}: the plan names no ranks, so only its world size ({}) "
+               "was checked against topology '{}'\n", path, earlier.world_size, topo.name());
+  for (int rank = 0; rank < topo.num_learners() && !earlier.rank_names.empty(); ++rank) {
     const std::string here = topo.full_name(topo.learner_node(rank));
     if (earlier.rank_names.at(static_cast<size_t>(rank)) != here)
       throw std::invalid_argument(fmt::format("--from {}: rank {} is '{}' in the plan and '{}' in topology '{}'",
@@ -446,8 +449,8 @@ void setup(CLI::App& app) {
       ->delimiter(',');
   app.add_option("--from", command->from,
                  "re-plan from an earlier plan of the same learners (after a link changed): its "
-                 "schedules race again as they are, shown as kept:NAME, so the new plan is never "
-                 "predicted slower than they are on the new links")
+                 "all-reduce schedules race again as they are, shown as kept:NAME, so that the new "
+                 "plan is not predicted slower than they are on the new links")
       ->check(CLI::ExistingFile)
       ->excludes("--algorithms");
   command->cost.add_to(app);

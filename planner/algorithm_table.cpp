@@ -353,7 +353,7 @@ std::span<const AlgorithmRow> algorithm_table() { return kTable; }
 
 const AlgorithmRow& kept_row(const AlgorithmRow& original, size_t nth) {
   if (original.kept_from != nullptr) return kept_row(*original.kept_from, nth);
-  // Made on first use and never freed: candidates and reports point at their rows.
+  // Made on first use, kept until the program exits: candidates and reports point at them.
   static std::mutex mutex;
   static std::deque<std::string> names;
   static std::deque<AlgorithmRow> rows;

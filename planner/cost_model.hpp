@@ -54,8 +54,8 @@ inline constexpr double kMeasuredIncastLoss = 0.16;
 // receives.
 enum class SliceProgress {
   // All of the rank's tasks of the step before: the runtime step by step (FLEXPLAN_STEP_OVERLAP=0,
-  // or drift checks on), an upper bound of it with its steps overlapping. The default: per slice
-  // is within 0.90-1.06 of the overlapped runtime on the emulated cluster, but on one host, where
+  // or drift checks on), an upper bound of it with its steps overlapping. The library's default,
+  // although PerSlice is within 0.90-1.06 of the overlapped runtime on the emulated cluster: on one host, where
   // the copies and the reductions share the cores, its plans (deep pipelined trees) ran 1.07-2.4x
   // slower than these at 1-64 MB (docs/planner-quality.md, "Priced as the runtime now runs them").
   PerRank,

@@ -117,7 +117,10 @@ class PlanBuilder {
     if (options_.progress) options_.progress(text);
   }
   void note_base_built(const AlgorithmRow& row, const ir::Schedule& base, double seconds) const {
-    note(fmt::format("{}: base schedule of {} ops built in {:.3f} s", row.name, measured_size(base).ops, seconds));
+    if (row.kept_from != nullptr)
+      note(fmt::format("{}: base schedule of {} ops, kept from the plan re-planned from", row.name, measured_size(base).ops));
+    else
+      note(fmt::format("{}: base schedule of {} ops built in {:.3f} s", row.name, measured_size(base).ops, seconds));
   }
   void note_floors_found(const AlgorithmRow& row, const ScheduleFloors& floors, double seconds) const {
     note(fmt::format("{}: floors found in {:.3f} s ({} link directions walked)", row.name, seconds,
@@ -181,6 +184,9 @@ class PlanBuilder {
       if (kept.base.collective != ir::Collective::AllReduce || kept.base.slices != 1 ||
           kept.base.algorithm.find('@') != std::string::npos)
         fail("not an unpipelined all-reduce schedule");
+      if (original->closed_form != nullptr)
+        fail("its row builds from the tree's shape alone (it has a closed form), so the race builds it again: "
+             "not kept (kept_schedules)");
       for (const uint32_t slices : kept.slices)
         if (slices < 2 || slices > 1024 || !original->pipelines)
           fail(fmt::format("{} slices: not a pipeline of this algorithm", slices));
@@ -357,7 +363,10 @@ class PlanBuilder {
   // base without a size estimate, flexreduce-bw's, the bandwidth-optimal base, priced first on
   // nearly every tree. Its schedule has star ops only, so its pricer costs little more than its
   // floors' walk where it is left out after all.
-  static bool floored_by_pricer(const AlgorithmRow& row) { return window_base(row) && row.estimate == nullptr; }
+  static bool floored_by_pricer(const AlgorithmRow& row) {
+    const AlgorithmRow& built_by = row.kept_from != nullptr ? *row.kept_from : row;  // (a kept row has no estimate)
+    return window_base(row) && built_by.estimate == nullptr;
+  }
 
   // Whether pricing a base from its windows costs enough to leave it out on its floors when it
   // cannot win. Cheaper bases are priced anyway, so that the plan summary shows their curves.

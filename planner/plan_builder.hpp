@@ -26,11 +26,13 @@ namespace flexplan {
 inline constexpr uint64_t kCriticalPathBudget = 16'000'000;
 
 // A schedule of an earlier plan for the same learners, raced again as it is. Re-planning from a
-// plan (the plan command's --from, whatif's varied points and upgrades) then never writes a plan
-// priced dearer, at any size, than that plan's own schedules priced on the new links; and where
-// only links got faster, no dearer than the plan was (a fixed schedule is priced no dearer on
-// faster links: CriticalPath.AFixedScheduleNeverGetsSlowerWithAFasterLink and the what-if
-// property test). Without it a faster link can move a choice the builders make from the link
+// plan (the plan command's --from, whatif's varied points and upgrades) then writes a plan priced
+// no dearer, at any size, than that plan's own schedules priced on the new links (to within the
+// race's relative 1e-9 for ties, and where they are priced at all: rows left out, and variants
+// past the pricing budgets or plan.bin's limits, are not); and where only links got faster, no
+// dearer than the plan was, as far as a fixed schedule is priced no dearer on faster links
+// (CriticalPath.AFixedScheduleNeverGetsSlowerWithAFasterLink for the critical path; the what-if
+// property test, 0 pairs on its trees, for every row). Without it a faster link can move a choice the builders make from the link
 // figures (a switch tree's root, flexreduce-bw's shares) to a schedule priced dearer at some
 // sizes (docs/whatif.md, "Faster links, slower plans"). Each is raced under its own row,
 // "kept:<row>" (kept_row), after the table's rows, so that ties go to the schedules built afresh.

@@ -222,8 +222,12 @@ PointResult analyse_point(Topology& topo, Pricer& pricer, const AnalysisOptions&
   result.learners = topo.num_learners();
   result.topology_hash = topo.hash_hex();
   const PlanPrice price = pricer.price(topo, from);
-  if (!pricer.forced())
-    for (const KeptSchedule& kept : from) result.kept.push_back(kept.base.algorithm);
+  // The kept rows that raced ("kept:switch-tree", once each however many of its slice counts).
+  for (const auto& [name, cost] : price.racing) {
+    if (!name.starts_with("kept")) continue;
+    const std::string row = name.substr(0, name.find('@'));
+    if (std::find(result.kept.begin(), result.kept.end(), row) == result.kept.end()) result.kept.push_back(row);
+  }
 
   for (const auto& range : price.ranges)
     result.ranges.push_back({range.algorithm, range.min_bytes, range.max_bytes});

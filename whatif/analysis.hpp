@@ -62,8 +62,8 @@ struct UpgradeStep {
 struct PointResult {
   int learners = 0;
   std::string topology_hash;
-  // Planned from the plan of the tree it varies (analyse_point's `from`): the schedules of that
-  // plan that raced again, by name ("switch-tree", "chain-bw"); empty where planned afresh.
+  // Planned from the plan of the tree it varies (analyse_point's `from`): the kept rows that
+  // raced ("kept:switch-tree", "kept:chain-bw"); empty where planned afresh.
   std::vector<std::string> kept;
   std::vector<SizeRange> ranges;
   std::vector<SizeResult> sizes;

@@ -39,8 +39,6 @@ class Pricer {
   // algorithms that did not suit some point's tree.
   const std::vector<std::string>& left_out() const { return left_out_; }
   const CostParams& cost_params() const { return cost_; }
-  // Whether `algorithms` names the candidates (then nothing is kept from an earlier plan).
-  bool forced() const { return !algorithms_.empty(); }
   size_t schedules_built() const { return built_; }
   size_t plans_priced() const { return priced_; }
 

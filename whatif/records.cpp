@@ -242,7 +242,7 @@ std::string sweep_text(const Sweep& sweep) {
       title += fmt::format("{} {}={}", v ? "," : ":", sweep.variations[v].axis, point.values[v]);
     out += fmt::format("{} ({} learners)\n", title, r.learners);
     if (!r.kept.empty())
-      out += fmt::format("re-planned from the plan of the tree as given, its schedules raced again as kept:NAME: {}\n",
+      out += fmt::format("re-planned from the plan of the tree as given, its schedules raced again: {}\n",
                          fmt::join(r.kept, ", "));
     std::vector<std::string> ranges;
     for (const auto& range : r.ranges) ranges.push_back(range_text(range));

@@ -22,6 +22,13 @@ std::string point_text(const std::vector<Variation>& variations, const std::vect
 
 }  // namespace
 
+bool replans_from(const Topology& given, const Topology& point) {
+  if (point.num_learners() != given.num_learners() || point.hash() == given.hash()) return false;
+  for (int rank = 0; rank < given.num_learners(); ++rank)
+    if (point.full_name(point.learner_node(rank)) != given.full_name(given.learner_node(rank))) return false;
+  return true;
+}
+
 Sweep run_sweep(const Topology& base, const std::string& file, std::vector<Variation> variations,
                 const AnalysisOptions& options, const SweepOptions& sweep_options,
                 const std::function<void(size_t, size_t)>& progress) {
@@ -34,12 +41,18 @@ Sweep run_sweep(const Topology& base, const std::string& file, std::vector<Varia
   sweep.points.resize(total);
   // Every point of the base's learners is planned from the base's plan, as re-planning the
   // cluster would (`flexplan VARIED.json --from BASE.bin`): its schedules race again
-  // (KeptSchedule), so that no faster link gets a plan priced dearer than the base's.
-  // (Not where `algorithms` names the candidates: nothing is kept then.)
-  const std::vector<KeptSchedule> kept =
-      sweep_options.algorithms.empty()
-          ? Pricer(sweep_options.algorithms, sweep_options.cost, sweep_options.leave_out).price(base).kept
-          : std::vector<KeptSchedule>{};
+  // (KeptSchedule), so that a faster link does not get a plan priced dearer than the base's.
+  // Found by the first point that needs it (a sweep whose every point has other learners never
+  // plans the base); not where `algorithms` names the candidates (nothing is kept then).
+  std::once_flag kept_found;
+  std::vector<KeptSchedule> kept;
+  const auto kept_of_base = [&]() -> const std::vector<KeptSchedule>& {
+    if (sweep_options.algorithms.empty())
+      std::call_once(kept_found, [&] {
+        kept = Pricer(sweep_options.algorithms, sweep_options.cost, sweep_options.leave_out).price(base).kept;
+      });
+    return kept;
+  };
 
   std::atomic<size_t> next{0}, done{0};
   std::atomic<bool> failed{false};
@@ -71,8 +84,8 @@ Sweep run_sweep(const Topology& base, const std::string& file, std::vector<Varia
                               e.what());
         }
         Topology& topo = reshaped ? *reshaped : *same_shape;
-        const bool replanned = !reshaped && topo.hash() != base.hash();
-        out.result = analyse_point(topo, pricer, options, replanned ? kept : std::vector<KeptSchedule>{});
+        out.result = analyse_point(topo, pricer, options,
+                                   replans_from(base, topo) ? kept_of_base() : std::vector<KeptSchedule>{});
       } catch (...) {
         std::lock_guard lock(mutex);
         if (i < failed_point) failed_point = i, error = std::current_exception();

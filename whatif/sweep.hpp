@@ -35,6 +35,10 @@ struct SweepOptions {
   std::vector<std::string> leave_out{};
 };
 
+// Whether a sweep's point is planned from the given tree's plan (KeptSchedule): it has the same
+// learners, by full name in rank order, and is not the given tree itself.
+bool replans_from(const Topology& given, const Topology& point);
+
 // Points are shared among the workers; progress(done, total) is called from the calling thread
 // about ten times a second and once at the end. Throws VariationError for a value that does not
 // fit the tree, TopologyError where a varied tree is not a valid topology (naming the point):

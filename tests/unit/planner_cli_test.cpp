@@ -80,6 +80,7 @@ TEST_F(PlannerCli, ReduceBandwidthMovesLargeMessagesOffRecursiveDoubling) {
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const auto plan = ir::read_plan_file(out);
   EXPECT_NE(algorithm_at(plan, 64 << 20).find('@'), std::string::npos) << algorithm_at(plan, 64 << 20);
+  EXPECT_NE(algorithm_at(plan, 64 << 20).rfind("recursive-doubling", 0), 0u) << algorithm_at(plan, 64 << 20);
   EXPECT_EQ(algorithm_at(plan, 1024), "recursive-doubling");
   run = run_flexplan(host + " -o " + out + " --reduce-bandwidth none");
   ASSERT_EQ(run.exit_code, 0) << run.output;

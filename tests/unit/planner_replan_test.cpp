@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <sstream>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -119,9 +120,17 @@ TEST(PlannerReplan, AScheduleOfOtherLearnersIsRefused) {
     EXPECT_NE(std::string(e.what()).find("kept schedule 0"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("learners"), std::string::npos) << e.what();
   }
-  // A pipeline's slice count on a row that does not pipeline, and a name no row has.
+  // A row with a closed form (built from the shape alone: never kept), a pipeline's slice count
+  // on a row that does not pipeline, and a name no row has.
   std::vector<KeptSchedule> bad = {kept.front()};
-  bad.front().base.algorithm = "ring";
+  bad.front().base.algorithm = "hierarchical";
+  try {
+    plan_of(big, bad);
+    ADD_FAILURE() << "kept a schedule of a row with a closed form";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("closed form"), std::string::npos) << e.what();
+  }
+  bad.front().base.algorithm = "direct";
   bad.front().slices = {4};
   EXPECT_THROW(plan_of(big, bad), std::invalid_argument);
   bad.front().base.algorithm = "no-such-row";
@@ -167,9 +176,11 @@ TEST_F(PlannerReplanCli, FromAnEarlierPlan) {
     kept_raced = kept_raced || candidate["algorithm"].get<std::string>().starts_with("kept:");
   EXPECT_TRUE(kept_raced) << after["allreduce"]["candidates"].dump();
   // The plan written names its all-reduce schedules by their rows.
-  for (const ir::Schedule& schedule : ir::read_plan_file(path("new.bin")).schedules)
-    if (schedule.collective == ir::Collective::AllReduce)
+  for (const ir::Schedule& schedule : ir::read_plan_file(path("new.bin")).schedules) {
+    if (schedule.collective == ir::Collective::AllReduce) {
       EXPECT_NO_THROW(find_algorithm(schedule.algorithm)) << schedule.algorithm;
+    }
+  }
 
   // Another cluster's plan, a missing file, a forced algorithm: exit 2, saying what.
   const auto other = testing::run_flexplan(std::string(FLEXPLAN_SOURCE_DIR) + "/topologies/two-machines-2+3.json --from " +
@@ -181,6 +192,18 @@ TEST_F(PlannerReplanCli, FromAnEarlierPlan) {
   const auto forced = testing::run_flexplan(upgraded + " --from " + path("base.bin") + " -a ring -o " + path("x.bin"));
   EXPECT_EQ(forced.exit_code, 2) << forced.output;
   EXPECT_NE(forced.output.find("excludes"), std::string::npos) << forced.output;
+
+  // A plan that names no ranks (the text form allows it): checked by its world size, with a warning.
+  const auto text = testing::run_flexplan("inspect " + path("base.bin"), "2>/dev/null");
+  ASSERT_EQ(text.exit_code, 0);
+  std::istringstream lines(text.output);
+  std::ofstream unnamed(path("unnamed.txt"));
+  for (std::string line; std::getline(lines, line);)
+    if (!line.starts_with("rank ")) unnamed << line << "\n";
+  unnamed.close();
+  const auto anonymous = testing::run_flexplan(upgraded + " --from " + path("unnamed.txt") + " -o " + path("y.bin"));
+  EXPECT_EQ(anonymous.exit_code, 0) << anonymous.output;
+  EXPECT_NE(anonymous.output.find("the plan names no ranks"), std::string::npos) << anonymous.output;
 }
 
 }  // namespace
