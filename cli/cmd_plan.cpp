@@ -371,12 +371,11 @@ std::vector<KeptSchedule> schedules_to_keep(const std::string& path, const Topol
   if (earlier.rank_names.empty())  // (optional in a plan: the text form may leave them out)
     fmt::print(stderr, "flexplan: warning: --from {}: the plan names no ranks, so only its world size ({}) "
                "was checked against topology '{}'\n", path, earlier.world_size, topo.name());
-  for (int rank = 0; rank < topo.num_learners() && !earlier.rank_names.empty(); ++rank) {
-    const std::string here = topo.full_name(topo.learner_node(rank));
-    if (earlier.rank_names.at(static_cast<size_t>(rank)) != here)
-      throw std::invalid_argument(fmt::format("--from {}: rank {} is '{}' in the plan and '{}' in topology '{}'",
-                                              path, rank, earlier.rank_names[static_cast<size_t>(rank)], here,
-                                              topo.name()));
+  const std::vector<std::string> here = topo.learner_names();
+  if (!earlier.rank_names.empty() && earlier.rank_names != here) {
+    const auto [there, ours] = std::mismatch(earlier.rank_names.begin(), earlier.rank_names.end(), here.begin());
+    throw std::invalid_argument(fmt::format("--from {}: rank {} is '{}' in the plan and '{}' in topology '{}'", path,
+                                            there - earlier.rank_names.begin(), *there, *ours, topo.name()));
   }
   return kept_schedules(earlier);
 }

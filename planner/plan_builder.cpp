@@ -175,14 +175,14 @@ class PlanBuilder {
       const auto fail = [&](const std::string& why) {
         throw std::invalid_argument(fmt::format("kept schedule {} ({}): {}", k, kept.base.algorithm, why));
       };
-      const AlgorithmRow* original = nullptr;
+      AlgorithmChoice named;
       try {
-        original = find_algorithm(kept.base.algorithm).row;
+        named = find_algorithm(kept.base.algorithm);
       } catch (const std::invalid_argument& e) {
         fail(e.what());
       }
-      if (kept.base.collective != ir::Collective::AllReduce || kept.base.slices != 1 ||
-          kept.base.algorithm.find('@') != std::string::npos)
+      const AlgorithmRow* original = named.row;
+      if (kept.base.collective != ir::Collective::AllReduce || kept.base.slices != 1 || named.slices != 1)
         fail("not an unpipelined all-reduce schedule");
       if (original->closed_form != nullptr)
         fail("its row builds from the tree's shape alone (it has a closed form), so the race builds it again: "
@@ -780,9 +780,7 @@ class PlanBuilder {
     plan.world_size = topo_.num_learners();
     plan.topology_name = topo_.name();
     plan.topology_hash = topo_.hash_hex();
-    plan.rank_names.reserve(topo_.num_learners());
-    for (int rank = 0; rank < topo_.num_learners(); ++rank)
-      plan.rank_names.push_back(topo_.full_name(topo_.learner_node(rank)));
+    plan.rank_names = topo_.learner_names();
     for (size_t p = 0; p < pieces.size(); ++p) {
       const size_t index = pieces[p].first;  // not a structured binding: clang 14 cannot capture one
       const EnvelopePiece& piece = pieces[p].second;
@@ -916,21 +914,18 @@ std::vector<KeptSchedule> kept_schedules(const ir::Plan& plan) {
   std::vector<KeptSchedule> kept;
   for (const ir::Schedule& schedule : plan.schedules) {
     if (schedule.collective != ir::Collective::AllReduce) continue;
-    SlicedName name;
+    AlgorithmChoice named;
     try {
-      name = split_slices(schedule.algorithm);
+      named = find_algorithm(schedule.algorithm);
     } catch (const std::invalid_argument&) {
       continue;  // not a name this version plans
     }
-    if (name.slices != schedule.slices) continue;  // a pipeline held whole, or a name without its "@"
-    const AlgorithmRow* row = nullptr;
-    for (const AlgorithmRow& candidate : algorithm_table())
-      if (candidate.name == name.base) row = &candidate;
-    if (row == nullptr || row->closed_form != nullptr) continue;
+    if (named.slices != schedule.slices) continue;  // a pipeline held whole, or a name without its "@"
+    if (named.row->closed_form != nullptr) continue;
     ir::Schedule base = schedule;
-    base.algorithm = std::string(name.base);
+    base.algorithm = std::string(named.row->name);
     base.slices = 1;
-    add_kept(kept, std::move(base), name.slices);
+    add_kept(kept, std::move(base), named.slices);
   }
   return kept;
 }

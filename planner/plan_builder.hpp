@@ -32,9 +32,9 @@ inline constexpr uint64_t kCriticalPathBudget = 16'000'000;
 // past the pricing budgets or plan.bin's limits, are not); and where only links got faster, no
 // dearer than the plan was, as far as a fixed schedule is priced no dearer on faster links
 // (CriticalPath.AFixedScheduleNeverGetsSlowerWithAFasterLink for the critical path; the what-if
-// property test, 0 pairs on its trees, for every row). Without it a faster link can move a choice the builders make from the link
-// figures (a switch tree's root, flexreduce-bw's shares) to a schedule priced dearer at some
-// sizes (docs/whatif.md, "Faster links, slower plans"). Each is raced under its own row,
+// property test, 0 pairs on its trees, for every row). Without it a faster link can move a
+// choice the builders make from the link figures (a switch tree's root, flexreduce-bw's shares)
+// to a schedule priced dearer at some sizes (docs/whatif.md, "Faster links, slower plans"). Each is raced under its own row,
 // "kept:<row>" (kept_row), after the table's rows, so that ties go to the schedules built afresh.
 struct KeptSchedule {
   ir::Schedule base;              // unpipelined, all-reduce, named by its row ("switch-tree")

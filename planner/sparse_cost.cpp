@@ -33,10 +33,7 @@ Machines machines_of(const Topology& topo) {
 class ExchangeModel {
  public:
   explicit ExchangeModel(const Topology& topo) : topo_(topo) {
-    std::vector<std::string> names;
-    names.reserve(static_cast<size_t>(topo.num_learners()));
-    for (int rank = 0; rank < topo.num_learners(); ++rank) names.push_back(topo.full_name(topo.learner_node(rank)));
-    exchange_ = ir::sparse_exchange(ir::sparse_layout(names));
+    exchange_ = ir::sparse_exchange(ir::sparse_layout(topo.learner_names()));
     const size_t units = exchange_.schedule.units;
     for (size_t u = 0; u < units; ++u) {
       const auto& a = exchange_.bounds[u];

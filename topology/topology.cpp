@@ -315,6 +315,13 @@ void Topology::put_uplink(NodeId node, const Link& link) {
   for (auto [e, end] = boost::in_edges(node, graph_); e != end; ++e) graph_[*e] = link;
 }
 
+std::vector<std::string> Topology::learner_names() const {
+  std::vector<std::string> names;
+  names.reserve(learner_node_.size());
+  for (const NodeId node : learner_node_) names.push_back(full_name(node));
+  return names;
+}
+
 std::span<const int> Topology::learners_under(NodeId n) const {
   return std::span<const int>(dfs_ranks_).subspan(first_[n], count_[n]);
 }

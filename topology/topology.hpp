@@ -82,6 +82,8 @@ class Topology {
   // Learners
   int num_learners() const { return static_cast<int>(learner_node_.size()); }
   NodeId learner_node(int rank) const { return learner_node_[rank]; }
+  // Every learner's full name, by rank (what a plan's rank_names hold).
+  std::vector<std::string> learner_names() const;
   int rank_of(NodeId learner) const { return graph_[learner].rank; }
   // Learner ranks under n, in depth-first order of the tree (n itself if it is a learner).
   std::span<const int> learners_under(NodeId n) const;

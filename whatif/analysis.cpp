@@ -162,11 +162,10 @@ bool better(const Upgrade& a, const Upgrade& b, bool by_cost) {
 }
 
 // The candidates of one step on the tree as it stands, each raised in place and taken back,
-// ranked.
+// ranked; `loads` are link_loads of `price`, the plan before the step.
 std::vector<std::pair<Upgrade, std::vector<NodeId>>> rank_candidates(
     Topology& topo, Pricer& pricer, const AnalysisOptions& options, const PlanPrice& price,
-    uint64_t reference_bytes, double before) {
-  const auto loads = link_loads(topo, pricer, price, reference_bytes);
+    const std::vector<LinkLoad>& loads, uint64_t reference_bytes, double before) {
   const auto node_of = [&topo](const std::string& name) {
     for (NodeId n = 1; n < topo.num_nodes(); ++n)
       if (topo.full_name(n) == name) return n;
@@ -269,7 +268,10 @@ PointResult analyse_point(Topology& topo, Pricer& pricer, const AnalysisOptions&
     std::optional<double> spent = 0.0;
     PlanPrice current = price;
     for (size_t k = 0; k < std::max<size_t>(options.upgrade_steps, 1); ++k) {
-      const auto ranked = rank_candidates(topo, pricer, options, current, result.reference_bytes, before);
+      // (The first step's loads are the point's, found above.)
+      const auto ranked = rank_candidates(topo, pricer, options, current,
+                                          k == 0 ? loads : link_loads(topo, pricer, current, result.reference_bytes),
+                                          result.reference_bytes, before);
       if (k == 0)
         for (const auto& r : ranked) result.upgrades.push_back(r.first);
       if (k >= options.upgrade_steps) break;

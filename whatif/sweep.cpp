@@ -23,10 +23,7 @@ std::string point_text(const std::vector<Variation>& variations, const std::vect
 }  // namespace
 
 bool replans_from(const Topology& given, const Topology& point) {
-  if (point.num_learners() != given.num_learners() || point.hash() == given.hash()) return false;
-  for (int rank = 0; rank < given.num_learners(); ++rank)
-    if (point.full_name(point.learner_node(rank)) != given.full_name(given.learner_node(rank))) return false;
-  return true;
+  return point.hash() != given.hash() && point.learner_names() == given.learner_names();
 }
 
 Sweep run_sweep(const Topology& base, const std::string& file, std::vector<Variation> variations,
