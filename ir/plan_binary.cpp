@@ -349,12 +349,31 @@ void write_step_blocks(ByteWriter& blocks, const Step& step, size_t schedule, si
   }
 }
 
-std::vector<uint8_t> encode_v7(const Plan& plan) {
+// A format-7 file in three pieces, as encode_v7_parts leaves them: the header and the tables
+// (small), then the op blocks and the per-rank chunks (each up to hundreds of MiB at a million
+// learners), so that a file can be written without one more copy of the whole.
+struct EncodedV7 {
+  std::vector<uint8_t> header_and_tables;
+  ByteWriter blocks, chunks;
+
+  size_t size() const { return header_and_tables.size() + blocks.size() + chunks.size(); }
+  std::vector<uint8_t> joined() && {
+    std::vector<uint8_t> bytes = std::move(header_and_tables);
+    bytes.reserve(size());
+    bytes.insert(bytes.end(), blocks.written().begin(), blocks.written().end());
+    bytes.insert(bytes.end(), chunks.written().begin(), chunks.written().end());
+    return bytes;
+  }
+};
+
+EncodedV7 encode_v7_parts(const Plan& plan) {
   ByteWriter header;
   write_header_start(header, plan, kPlanFormatVersion);
   const std::vector<WrittenForm> forms = written_forms(plan);
 
-  ByteWriter head, blocks;
+  EncodedV7 encoded;
+  ByteWriter head;
+  ByteWriter& blocks = encoded.blocks;
   std::vector<BlockRecord> records;
   std::vector<size_t> positions;
   std::vector<int32_t> ranks;
@@ -408,7 +427,8 @@ std::vector<uint8_t> encode_v7(const Plan& plan) {
     throw PlanFormatError(fmt::format("plan: {} rank names for a world size of {} cannot be written",
                                       plan.rank_names.size(), plan.world_size));
   const size_t entries = names ? static_cast<size_t>(plan.world_size) : totals.size();
-  ByteWriter chunk_table, chunks;
+  ByteWriter chunk_table;
+  ByteWriter& chunks = encoded.chunks;
   chunk_table.varint((entries + kChunkEntries - 1) / kChunkEntries);
   size_t next_total = 0;
   int64_t after = 0;  // the end of the chunk before
@@ -443,17 +463,18 @@ std::vector<uint8_t> encode_v7(const Plan& plan) {
   header.fixed64(0);  // the fingerprint, below
   for (size_t p = 0; p < 4; ++p) header.fixed64(parts[p].size());
   header.fixed64(0);  // the header checksum, below
-  std::vector<uint8_t> bytes;
-  bytes.reserve(kHeaderSizeV7 + payload);
+  std::vector<uint8_t>& bytes = encoded.header_and_tables;
+  bytes.reserve(kHeaderSizeV7 + parts[0].size() + parts[1].size() + parts[2].size());
   bytes.insert(bytes.end(), header.written().begin(), header.written().end());
-  for (const auto& part : parts) bytes.insert(bytes.end(), part.begin(), part.end());
+  for (size_t p = 0; p < 3; ++p) bytes.insert(bytes.end(), parts[p].begin(), parts[p].end());
   const std::span<const uint8_t> all(bytes);
   put_u64(bytes, kFingerprintOffset,
-          tables_fingerprint(all.first(kHeaderSizeV7),
-                             all.subspan(kHeaderSizeV7, parts[0].size() + parts[1].size() + parts[2].size())));
+          tables_fingerprint(all.first(kHeaderSizeV7), all.subspan(kHeaderSizeV7)));
   put_u64(bytes, kHeaderChecksumOffset, fnv1a64(all.first(kHeaderChecksumOffset)));
-  return bytes;
+  return encoded;
 }
+
+std::vector<uint8_t> encode_v7(const Plan& plan) { return encode_v7_parts(plan).joined(); }
 
 // ---- Format 7: the whole decoder.
 
@@ -664,19 +685,22 @@ Plan decode_plan(std::span<const uint8_t> bytes, const std::string& source) {
 void write_plan_file(const std::string& path, const Plan& plan) {
   // Encoded on a thread of its own while the plan is verified (both only read it; all five
   // collectives at 10k learners: tenths of a second each); nothing is written unless it verifies.
-  std::future<std::vector<uint8_t>> encoded = std::async(
+  // Written in its pieces, not joined: at a million learners the whole is hundreds of MiB more.
+  std::future<EncodedV7> encoded = std::async(
       std::thread::hardware_concurrency() >= 2 ? std::launch::async : std::launch::deferred,
-      [&plan] { return encode_plan(plan); });
+      [&plan] { return encode_v7_parts(plan); });
   verify_plan(plan);
-  std::vector<uint8_t> bytes = encoded.get();
-  detail::mark_verified(bytes);  // what lets each rank of a job check its own part alone
+  EncodedV7 pieces = encoded.get();
+  detail::mark_verified(pieces.header_and_tables);  // what lets each rank of a job check its own part alone
   // Write beside the target and rename, so a reader never sees half a plan.
   const std::string temporary = path + ".tmp";
   {
     std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
     if (!file)
       throw PlanFormatError(fmt::format("{}: cannot write: {}", temporary, std::strerror(errno)));
-    file.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    for (const std::span<const uint8_t> piece :
+         {std::span<const uint8_t>(pieces.header_and_tables), pieces.blocks.written(), pieces.chunks.written()})
+      file.write(reinterpret_cast<const char*>(piece.data()), static_cast<std::streamsize>(piece.size()));
     file.close();
     if (!file)
       throw PlanFormatError(fmt::format("{}: write failed: {}", temporary, std::strerror(errno)));

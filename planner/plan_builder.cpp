@@ -14,6 +14,8 @@
 #include <thread>
 #include <atomic>
 #include <exception>
+#include <future>
+#include <mutex>
 #include <optional>
 
 #include <fmt/core.h>
@@ -1090,19 +1092,49 @@ PlanReport build_plan_report(const Topology& topo, const PlanOptions& options) {
       throw;
     }
   });
-  auto builder = std::make_unique<PlanBuilder>(topo, all_reduce);
-  PlanReport report = builder->run();
-  if (builder->large())
-    report.freeing = std::make_shared<std::jthread>(
-        [gone = std::move(builder), all_reduce_options]() mutable { gone.reset(); });
   const auto asked = [&](ir::Collective c) {
     return std::find(options.collectives.begin(), options.collectives.end(), c) !=
            options.collectives.end();
   };
+  const bool others_asked = std::any_of(options.collectives.begin(), options.collectives.end(),
+                                        [](ir::Collective c) { return c != ir::Collective::AllReduce; });
+  // The other collectives' races beside all-reduce's on a large tree (PlanOptions::
+  // plan_collectives_beside_from_learners), their progress lines kept whole by one lock.
+  const bool beside = others_asked && std::thread::hardware_concurrency() >= 2 &&
+                      topo.num_learners() >= options.plan_collectives_beside_from_learners;
+  PlanOptions others_options = options;
+  std::mutex progress_lock;
+  if (beside && options.progress) {
+    const auto locked = [&progress_lock, say = options.progress](std::string_view what) {
+      const std::lock_guard<std::mutex> hold(progress_lock);
+      say(what);
+    };
+    others_options.progress = locked;
+    all_reduce.progress = locked;
+  }
+  std::vector<std::string> others_left_out;
+  std::future<std::vector<CollectivePlan>> others;
+  if (beside)
+    others = std::async(std::launch::async, [&] {
+      return plan_other_collectives(topo, others_options, &others_left_out);
+    });
+  // (A throw from all-reduce's race waits for `others` in its destructor: it holds references.)
+  auto builder = std::make_unique<PlanBuilder>(topo, all_reduce);
+  PlanReport report = builder->run();
+  all_reduce.progress = options.progress;  // the lock goes with this frame
+  if (builder->large())
+    report.freeing = std::make_shared<std::jthread>(
+        [gone = std::move(builder), all_reduce_options]() mutable { gone.reset(); });
   // All-reduce is planned always (the plan's other fields come with it) and kept when asked.
   if (!asked(ir::Collective::AllReduce)) report.plan.schedules.clear();
   // A copying collective and its transpose share one race (collective_planner.hpp).
-  for (CollectivePlan& planned : plan_other_collectives(topo, options, &report.collectives_left_out)) {
+  std::vector<CollectivePlan> other_plans =
+      beside ? others.get()
+             : others_asked ? plan_other_collectives(topo, options, &others_left_out)
+                            : std::vector<CollectivePlan>{};
+  report.collectives_left_out.insert(report.collectives_left_out.end(), others_left_out.begin(),
+                                     others_left_out.end());
+  for (CollectivePlan& planned : other_plans) {
     // Copies share their steps (ir/shared_vector.hpp): the report keeps its own.
     report.plan.schedules.insert(report.plan.schedules.end(), planned.schedules.begin(),
                                  planned.schedules.end());

@@ -80,6 +80,10 @@ struct PlanOptions {
   // Build and floor the bases priced from their windows on two threads before pricing
   // (plan_builder.cpp, prepare_window_bases). Same plan either way; off only to check that.
   bool prepare_bases_in_parallel = true;
+  // Plan the collectives other than all-reduce on a thread of their own, beside all-reduce's
+  // race (build_plan_report), on trees of at least this many learners: their races share
+  // nothing with it, and at a million learners each takes seconds. Same plan either way.
+  int plan_collectives_beside_from_learners = 4096;
   // Where the bases built hold at least this many ops, they are freed on a thread of their own
   // (PlanReport::freeing): a thread costs tens of microseconds, freeing a million ops 10 ms.
   uint64_t free_beside_from_ops = 100'000;

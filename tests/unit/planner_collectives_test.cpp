@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <random>
 #include <utility>
 #include <string>
+#include <vector>
 
 #include "ir/collective_contract.hpp"
 #include "ir/errors.hpp"
@@ -164,6 +166,43 @@ TEST(PlannerCollectives, APlanOfEveryCollectiveRoundTrips) {
     saw_root = saw_root || (schedule.contains("root") && schedule["root"] == 4);
   }
   EXPECT_TRUE(saw_root);
+}
+
+// The other collectives planned on a thread beside all-reduce's race (PlanOptions::
+// plan_collectives_beside_from_learners) give the plan, the left-out notes and the progress
+// lines (in another order) that planning them after it gives, on random trees of a held-back
+// seed with two roots.
+TEST(PlannerCollectives, PlanningBesideAllReduceChangesNothing) {
+  testing::RandomTrees trees(90317);
+  std::vector<Topology> topologies;
+  for (int t = 0; t < 6; ++t) topologies.push_back(trees.next(t < 3 ? 20 : 90));
+  for (size_t t = 0; t < topologies.size(); ++t) {
+    const Topology& topo = topologies[t];
+    PlanOptions after;
+    after.collectives = {ir::Collective::AllReduce, ir::Collective::ReduceScatter,
+                         ir::Collective::AllGather, ir::Collective::Broadcast,
+                         ir::Collective::Reduce};
+    after.roots = {0, topo.num_learners() - 1};
+    after.leave_out_unbuildable = true;
+    after.plan_collectives_beside_from_learners = std::numeric_limits<int>::max();
+    std::vector<std::string> lines_after, lines_beside;
+    after.progress = [&](std::string_view line) { lines_after.emplace_back(line); };
+    PlanOptions beside = after;
+    beside.plan_collectives_beside_from_learners = 1;
+    beside.progress = [&](std::string_view line) { lines_beside.emplace_back(line); };
+    const PlanReport one = build_plan_report(topo, after);
+    const PlanReport other = build_plan_report(topo, beside);
+    EXPECT_EQ(ir::encode_plan(other.plan), ir::encode_plan(one.plan)) << topo.name();
+    EXPECT_EQ(other.collectives_left_out, one.collectives_left_out) << topo.name();
+    // Timings aside ("in 0.001 s"), the same lines.
+    const auto untimed = [](std::vector<std::string> lines) {
+      for (std::string& line : lines) line = line.substr(0, line.find(" in "));
+      std::sort(lines.begin(), lines.end());
+      return lines;
+    };
+    EXPECT_EQ(untimed(lines_beside), untimed(lines_after)) << topo.name();
+    EXPECT_FALSE(lines_after.empty());  // (the race notes what it leaves out)
+  }
 }
 
 // A sharded schedule with its units refined unevenly: unit u of the planned schedule becomes
