@@ -3,7 +3,10 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <sys/stat.h>
 
 #include <gtest/gtest.h>
 
@@ -350,6 +353,25 @@ TEST(TopologyParse, UnreadableFilesSaySo) {
   } catch (const TopologyError& e) {
     EXPECT_NE(std::string(e.what()).find("is a directory"), std::string::npos) << e.what();
   }
+}
+
+// A regular file is read at its size, anything else as it comes: a file and a FIFO carrying the
+// same text give the same tree.
+TEST(TopologyParse, FilesAndPipesReadAlike) {
+  const auto dir = std::filesystem::temp_directory_path() / "flexplan_topology_read_test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string file = (dir / "t.json").string(), fifo = (dir / "t.fifo").string();
+  std::ofstream(file) << kExample;
+  const Topology from_file = load_topology(file);
+  EXPECT_EQ(from_file.num_learners(), 5);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::thread writer([&] { std::ofstream(fifo) << kExample; });
+  const Topology from_pipe = load_topology(fifo);
+  writer.join();
+  EXPECT_EQ(from_pipe.hash(), from_file.hash());
+  EXPECT_EQ(full_names_of_learners(from_pipe), full_names_of_learners(from_file));
+  std::filesystem::remove_all(dir);
 }
 
 TEST(TopologyParse, SyntaxErrorsCarryTheFileName) {
