@@ -8,8 +8,9 @@ namespace flexplan::cli {
 // memory stays with the process instead of going back to the system: a million-learner plan
 // allocates and frees arrays of a few to tens of MiB again and again (per-rank state of each
 // price, each verified schedule), and every fresh mapping is faulted in and zeroed page by page
-// (docs/planning-speed.md). A no-op where the C library is not glibc; a threshold given in
-// GLIBC_TUNABLES is left as given.
+// (docs/planning-speed.md). Every thread allocates from that one heap: a thread's own arena
+// would hand its emptied heaps back. A no-op where the C library is not glibc; a setting given
+// in GLIBC_TUNABLES is left as given.
 void keep_freed_memory();
 
 // Where the host gives transparent huge pages only to memory that asks for them (the kernel's
