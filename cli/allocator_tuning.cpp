@@ -15,7 +15,7 @@
 
 namespace flexplan::cli {
 
-void keep_freed_memory() {
+void keep_freed_memory(bool one_heap) {
 #if defined(__GLIBC__)
   // The largest threshold mallopt takes (half of glibc's 64 MiB heap on 64-bit hosts); above
   // it a block is still mapped on its own and returned when freed.
@@ -31,9 +31,13 @@ void keep_freed_memory() {
   // kernel, so the planner's threads (the other collectives' races, the bases, the encoder)
   // would fault their memory in anew each time (large-10k, all five: 112,000 page faults and
   // twice the CPU, against 2,500 with one arena).
-  if (!user_set("glibc.malloc.arena_max")) mallopt(M_ARENA_MAX, 1);
+  if (one_heap && !user_set("glibc.malloc.arena_max")) mallopt(M_ARENA_MAX, 1);
+#else
+  (void)one_heap;
 #endif
 }
+
+bool plans_on_threads_alike(int argc, char** argv) { return argc >= 2 && std::string(argv[1]) == "whatif"; }
 
 bool may_plan_at_scale(int argc, char** argv) {
   if (argc < 2) return false;  // usage only

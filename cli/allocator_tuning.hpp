@@ -8,10 +8,15 @@ namespace flexplan::cli {
 // memory stays with the process instead of going back to the system: a million-learner plan
 // allocates and frees arrays of a few to tens of MiB again and again (per-rank state of each
 // price, each verified schedule), and every fresh mapping is faulted in and zeroed page by page
-// (docs/planning-speed.md). Every thread allocates from that one heap: a thread's own arena
-// would hand its emptied heaps back. A no-op where the C library is not glibc; a setting given
-// in GLIBC_TUNABLES is left as given.
-void keep_freed_memory();
+// (docs/planning-speed.md). With `one_heap`, every thread allocates from that one heap: a
+// thread's own arena would hand its emptied heaps back. A no-op where the C library is not
+// glibc; a setting given in GLIBC_TUNABLES is left as given.
+void keep_freed_memory(bool one_heap);
+
+// Whether the command line runs like jobs on threads of their own (`whatif`'s sweep plans a
+// point per thread): there one heap shared by all would make them wait on each other (+8% on
+// asym-3level-a's sweep), and each thread's arena is reused by its next job.
+bool plans_on_threads_alike(int argc, char** argv);
 
 // Where the host gives transparent huge pages only to memory that asks for them (the kernel's
 // "madvise" mode), runs this program again, once, with glibc's malloc asking for them

@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
   using namespace flexplan;
   if (cli::may_plan_at_scale(argc, argv)) {
     cli::ask_for_huge_pages(argv);
-    cli::keep_freed_memory();
+    cli::keep_freed_memory(/*one_heap=*/!cli::plans_on_threads_alike(argc, argv));
   }
   CLI::App app{"flexplan: plans all-reduce, reduce-scatter, all-gather, broadcast and reduce for "
                "asymmetric cluster trees (FlexReduce and more), proves each plan correct and predicts "
