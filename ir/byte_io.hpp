@@ -57,9 +57,9 @@ class ByteWriter {
   // of size_ so that small writes go through a pointer, not one push_back per byte.
   uint8_t* room(size_t size) {
     if (out_.size() - size_ < size) {
-      // Doubling, but within what was reserved first by an eighth at a time: growing within the
-      // capacity copies nothing, and what is zeroed ahead is touched (at a million learners,
-      // hundreds of MiB never written).
+      // Within what was reserved, by an eighth at a time (growing there copies nothing, and what
+      // is zeroed ahead is memory touched: doubling zeroed hundreds of MiB never written at a
+      // million learners); past it, doubling.
       const size_t grown = out_.capacity() > out_.size()
                                ? std::min(out_.size() + out_.size() / 8, out_.capacity())
                                : 2 * out_.size();

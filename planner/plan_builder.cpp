@@ -1102,26 +1102,28 @@ PlanReport build_plan_report(const Topology& topo, const PlanOptions& options) {
   // plan_collectives_beside_from_learners), their progress lines kept whole by one lock.
   const bool beside = others_asked && std::thread::hardware_concurrency() >= 2 &&
                       topo.num_learners() >= options.plan_collectives_beside_from_learners;
-  PlanOptions others_options = options;
+  std::optional<PlanOptions> others_options;  // options, with the progress lock where told
   std::mutex progress_lock;
-  if (beside && options.progress) {
-    const auto locked = [&progress_lock, say = options.progress](std::string_view what) {
-      const std::lock_guard<std::mutex> hold(progress_lock);
-      say(what);
-    };
-    others_options.progress = locked;
-    all_reduce.progress = locked;
-  }
   std::vector<std::string> others_left_out;
   std::future<std::vector<CollectivePlan>> others;
-  if (beside)
+  if (beside) {
+    others_options.emplace(options);
+    if (options.progress) {
+      const auto locked = [&progress_lock, say = options.progress](std::string_view what) {
+        const std::lock_guard<std::mutex> hold(progress_lock);
+        say(what);
+      };
+      others_options->progress = locked;
+      all_reduce.progress = locked;
+    }
     others = std::async(std::launch::async, [&] {
-      return plan_other_collectives(topo, others_options, &others_left_out);
+      return plan_other_collectives(topo, *others_options, &others_left_out);
     });
+  }
   // (A throw from all-reduce's race waits for `others` in its destructor: it holds references.)
   auto builder = std::make_unique<PlanBuilder>(topo, all_reduce);
   PlanReport report = builder->run();
-  all_reduce.progress = options.progress;  // the lock goes with this frame
+  if (beside) all_reduce.progress = options.progress;  // the lock goes with this frame
   if (builder->large())
     report.freeing = std::make_shared<std::jthread>(
         [gone = std::move(builder), all_reduce_options]() mutable { gone.reset(); });

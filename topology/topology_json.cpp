@@ -3,6 +3,7 @@
 //   1. read the text into node descriptions (NodeSpec, node_reader.hpp), still unexpanded;
 //   2. count what `count` would expand to, check names and ranks, then build the graph.
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -214,24 +215,17 @@ Topology load_topology(const std::string& path) {
     throw TopologyError(path, "is a directory, not a topology file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw TopologyError(path, fmt::format("cannot open: {}", std::strerror(errno)));
-  // A regular file is read at its size in one piece: through a string stream a tree of a million
-  // learners (40 MB of JSON) was copied three times over, each copy memory touched anew.
-  // Anything else (a pipe, /dev/stdin) is read as it comes.
+  // Read into one string reserved at the file's size (a string stream copied the
+  // million-learner tree's 40 MB of JSON three times, each copy memory touched anew); a pipe or
+  // a file that grows is read to its end all the same.
   std::string text;
-  if (const auto size = std::filesystem::file_size(path, ec);
-      !ec && std::filesystem::is_regular_file(path, ec) && size > 0) {
-    text.resize(static_cast<size_t>(size));
-    in.read(text.data(), static_cast<std::streamsize>(size));
-    text.resize(static_cast<size_t>(in.gcount()));
-    if (in.bad()) throw TopologyError(path, "cannot read the file");
-    if (in.gcount() == static_cast<std::streamsize>(size) && in.peek() == std::char_traits<char>::eof())
-      return parse_topology(text, path);
-    in.clear();  // grew while read: the rest as it comes
-  }
-  std::ostringstream rest;
-  rest << in.rdbuf();
+  constexpr uintmax_t kLargestReservation = uintmax_t{1} << 30;  // past it, grown as read
+  if (const auto size = std::filesystem::file_size(path, ec); !ec)
+    text.reserve(static_cast<size_t>(std::min(size, kLargestReservation)));
+  std::array<char, 1 << 16> buffer;
+  while (in.read(buffer.data(), buffer.size()) || in.gcount() > 0)
+    text.append(buffer.data(), static_cast<size_t>(in.gcount()));
   if (in.bad()) throw TopologyError(path, "cannot read the file");
-  text += rest.str();
   return parse_topology(text, path);
 }
 
