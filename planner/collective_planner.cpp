@@ -238,6 +238,11 @@ uint64_t pricing_work(const ScheduleSize& size) {
   return size.group_members + 3 * chained;
 }
 
+// ", 10 of 13 steps as priced before" where the memo answered for some.
+std::string steps_priced_before(size_t found, size_t steps) {
+  return found == 0 ? std::string() : fmt::format(", {} of {} steps as priced before", found, steps);
+}
+
 // Races the rows of a copying collective (all-gather or broadcast), keeping every raced
 // candidate's schedule (a transposed plan may pick another winner where its prices differ).
 CollectivePlan race_copies(const Topology& topo, ir::Collective collective, int32_t root,
@@ -265,6 +270,9 @@ CollectivePlan race_copies(const Topology& topo, ir::Collective collective, int3
         if (slices <= row.max_slices) choices.push_back({&row, slices});
     }
 
+  // Rows of one builder share steps (relay-tree and relay-machines their bottom-up exchange):
+  // each is priced once.
+  StepPriceMemo priced_steps;
   // A row's base is built once for all its slicings, which share its steps (and are then
   // verified once: ir/verify.hpp).
   std::vector<std::pair<const CollectiveRow*, ir::Schedule>> bases;
@@ -304,11 +312,13 @@ CollectivePlan race_copies(const Topology& topo, ir::Collective collective, int3
                                               : ir::compact_pipeline(base->second, choice.slices);
       const double built = seconds_since(start);
       start = Clock::now();
-      candidate.cost = evaluate_schedule(topo, candidate.schedule, cost);
+      const size_t found_before = priced_steps.steps_found();
+      candidate.cost = evaluate_schedule(topo, candidate.schedule, cost, &priced_steps);
       if (progress && built + seconds_since(start) > kProgressSeconds)
-        progress(fmt::format("{} {}: built in {:.3f} s, priced in {:.3f} s",
-                             ir::to_string(collective), candidate.algorithm, built,
-                             seconds_since(start)));
+        progress(fmt::format("{} {}: built in {:.3f} s, priced in {:.3f} s{}", ir::to_string(collective),
+                             candidate.algorithm, built, seconds_since(start),
+                             steps_priced_before(priced_steps.steps_found() - found_before,
+                                                 candidate.schedule.steps.size())));
     }
     plan.candidates.push_back(std::move(candidate));
   }
@@ -320,8 +330,8 @@ CollectivePlan race_copies(const Topology& topo, ir::Collective collective, int3
 // candidate's price is the copies' where the transpose costs the same
 // (transposes_at_same_price), else its transpose is priced; the cheapest per size range are
 // transposed. Only those are built.
-CollectivePlan transposed_plan(const Topology& topo, const CollectivePlan& copies,
-                               const CostParams& cost) {
+CollectivePlan transposed_plan(const Topology& topo, const CollectivePlan& copies, const CostParams& cost,
+                               const std::function<void(std::string_view)>& progress) {
   CollectivePlan plan;
   plan.collective = copies.collective == ir::Collective::AllGather ? ir::Collective::ReduceScatter
                                                                    : ir::Collective::Reduce;
@@ -348,6 +358,7 @@ CollectivePlan transposed_plan(const Topology& topo, const CollectivePlan& copie
     return out;
   };
   std::vector<std::optional<ir::Schedule>> built(copies.candidates.size());
+  StepPriceMemo priced_steps;  // transposes of shared steps are shared too
   for (size_t i = 0; i < copies.candidates.size(); ++i) {
     const CollectiveCandidate& copy = copies.candidates[i];
     CollectiveCandidate candidate;
@@ -357,8 +368,17 @@ CollectivePlan transposed_plan(const Topology& topo, const CollectivePlan& copie
       if (transposes_at_same_price(copy.schedule, cost)) {
         candidate.cost = copy.cost;
       } else {
+        auto start = Clock::now();
         built[i] = transposed(copy.schedule);
-        candidate.cost = evaluate_schedule(topo, *built[i], cost);
+        const double transposing = seconds_since(start);
+        start = Clock::now();
+        const size_t found_before = priced_steps.steps_found();
+        candidate.cost = evaluate_schedule(topo, *built[i], cost, &priced_steps);
+        if (progress && transposing + seconds_since(start) > kProgressSeconds)
+          progress(fmt::format("{} {}: transposed in {:.3f} s, priced in {:.3f} s{}", ir::to_string(plan.collective),
+                               candidate.algorithm, transposing, seconds_since(start),
+                               steps_priced_before(priced_steps.steps_found() - found_before,
+                                                   built[i]->steps.size())));
       }
     }
     plan.candidates.push_back(std::move(candidate));
@@ -420,7 +440,7 @@ CollectivePlan plan_collective(const Topology& topo, ir::Collective collective, 
   }
   const CollectivePlan copies =
       race_copies(topo, copying_mirror(collective), root, algorithms, cost, {});
-  CollectivePlan plan = transposed_plan(topo, copies, cost);
+  CollectivePlan plan = transposed_plan(topo, copies, cost, {});
   drop_losers(plan);
   return plan;
 }
@@ -465,7 +485,7 @@ std::vector<CollectivePlan> plan_other_collectives(const Topology& topo, const P
                       copies.candidates.size(), seconds_since(start)));
       if (asked(combining)) {
         start = Clock::now();
-        CollectivePlan combined = transposed_plan(topo, copies, options.cost);
+        CollectivePlan combined = transposed_plan(topo, copies, options.cost, options.progress);
         drop_losers(combined);
         say(fmt::format("{}: transposed from {}'s race in {:.2f} s", named(combining, root),
                         ir::to_string(copying), seconds_since(start)));

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "codegen/chunking.hpp"
@@ -178,10 +179,39 @@ struct ScheduleCost {
   uint64_t step_count() const;
 };
 
+// Steps the evaluator priced, for pricing an equal step of another schedule without routing it
+// again: rows built by one builder share steps (the all-gather race's relay-tree and
+// relay-machines share their bottom-up exchange, 1.2 of 1.6 million ops on the generated
+// million-learner tree, and so do their transposes). Kept for unpipelined schedules only (a
+// pipeline's expansion step mixes its base's steps); a step's price depends on its ops and its
+// schedule's units alone, so those are the key (found by a hash, confirmed by comparing the
+// ops). Holds the priced schedules' steps (shared, not copied) for as long as it lives. One
+// memo per topology and CostParams: the caller keeps to that.
+class StepPriceMemo {
+ public:
+  const StepCost* find(const ir::Schedule&, size_t step) const;
+  void remember(const ir::Schedule&, size_t step, const StepCost&);
+  size_t steps_found() const { return found_; }  // how many find() answered, for progress lines
+
+ private:
+  struct Entry {
+    ir::SharedVector<ir::Step> steps;  // holds the step alive
+    size_t step = 0;
+    uint64_t units = 0;
+    StepCost cost;
+  };
+  std::unordered_multimap<uint64_t, Entry> entries_;  // by the step's hash
+  mutable size_t found_ = 0;
+};
+
 // The general evaluator: per step, and the whole schedule. Throws std::invalid_argument naming
-// the step and op when an op names a rank the topology does not have.
-std::vector<StepCost> evaluate_steps(const Topology&, const ir::Schedule&, const CostParams& = {});
-ScheduleCost evaluate_schedule(const Topology&, const ir::Schedule&, const CostParams& = {});
+// the step and op when an op names a rank the topology does not have. With a memo, an
+// unpipelined schedule's steps found there take the price remembered, and the others priced
+// are remembered.
+std::vector<StepCost> evaluate_steps(const Topology&, const ir::Schedule&, const CostParams& = {},
+                                     StepPriceMemo* memo = nullptr);
+ScheduleCost evaluate_schedule(const Topology&, const ir::Schedule&, const CostParams& = {},
+                               StepPriceMemo* memo = nullptr);
 
 // alpha of a hop between learners in different children of `branch`: the largest path latency
 // between two such learners, plus the hop overhead (0 when the branch has one child).

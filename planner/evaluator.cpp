@@ -264,8 +264,50 @@ bool hop_sums(const ir::Op& op, const codegen::Hop& hop, size_t index) {
   return op.shape == ir::OpShape::Star && index > 0;
 }
 
-std::vector<StepCost> evaluate_steps(const Topology& topo, const ir::Schedule& schedule,
-                                     const CostParams& params) {
+namespace {
+
+// A step's ops hashed (the memo's key beside the units; phase and level do not price).
+uint64_t hash_step(const ir::Step& step) {
+  uint64_t h = 0x9e3779b97f4a7c15ULL ^ step.ops.size();
+  const auto mix = [&h](uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    h *= 0xff51afd7ed558ccdULL;
+  };
+  for (const ir::Op& op : step.ops) {
+    mix(static_cast<uint64_t>(op.kind) | static_cast<uint64_t>(op.shape) << 8 |
+        static_cast<uint64_t>(static_cast<uint32_t>(op.root)) << 16);
+    mix(op.begin);
+    mix(op.end);
+    for (const int32_t rank : op.group) mix(static_cast<uint32_t>(rank));
+  }
+  return h;
+}
+
+}  // namespace
+
+const StepCost* StepPriceMemo::find(const ir::Schedule& schedule, size_t step) const {
+  if (schedule.slices != 1) return nullptr;
+  const ir::Step& wanted = schedule.steps[step];
+  const auto [first, last] = entries_.equal_range(hash_step(wanted));
+  for (auto it = first; it != last; ++it) {
+    const Entry& entry = it->second;
+    if (entry.units != schedule.units) continue;
+    if (entry.steps[entry.step].ops != wanted.ops) continue;
+    ++found_;
+    return &entry.cost;
+  }
+  return nullptr;
+}
+
+void StepPriceMemo::remember(const ir::Schedule& schedule, size_t step, const StepCost& cost) {
+  if (schedule.slices != 1) return;
+  entries_.emplace(hash_step(schedule.steps[step]), Entry{schedule.steps, step, schedule.units, cost});
+}
+
+namespace {
+
+std::vector<StepCost> evaluate_steps_with(const Topology& topo, const ir::Schedule& schedule,
+                                          const CostParams& params, StepPriceMemo* memo) {
   if (schedule.units == 0)
     throw std::invalid_argument(fmt::format("schedule '{}' has zero units", schedule.algorithm));
   if (schedule.slices == 0)
@@ -358,6 +400,12 @@ std::vector<StepCost> evaluate_steps(const Topology& topo, const ir::Schedule& s
   std::vector<const BaseStepHops*> parts;
   const uint32_t slices = schedule.slices;
   for (size_t t = 0; t < step_count; ++t) {
+    if (memo != nullptr && slices == 1) {
+      if (const StepCost* known = memo->find(schedule, t)) {
+        costs.push_back(*known);
+        continue;
+      }
+    }
     parts.clear();
     for (size_t j = ir::first_slice_in_step(schedule, t); j <= ir::last_slice_in_step(slices, t); ++j) {
       auto& part = base_hops[t - j];
@@ -365,6 +413,7 @@ std::vector<StepCost> evaluate_steps(const Topology& topo, const ir::Schedule& s
       parts.push_back(part.get());
     }
     costs.push_back(price_step(parts, loads, params.chunk_bytes));
+    if (memo != nullptr && slices == 1) memo->remember(schedule, t, costs.back());
     if (t + 1 >= slices) {  // (base step t + 1 - slices has had its last step)
       auto& done = base_hops[t + 1 - slices];
       done->clear();
@@ -374,11 +423,18 @@ std::vector<StepCost> evaluate_steps(const Topology& topo, const ir::Schedule& s
   return costs;
 }
 
+}  // namespace
+
+std::vector<StepCost> evaluate_steps(const Topology& topo, const ir::Schedule& schedule,
+                                     const CostParams& params, StepPriceMemo* memo) {
+  return evaluate_steps_with(topo, schedule, params, memo);
+}
+
 ScheduleCost evaluate_schedule(const Topology& topo, const ir::Schedule& schedule,
-                               const CostParams& params) {
+                               const CostParams& params, StepPriceMemo* memo) {
   ScheduleCost cost;
   cost.chunk_bytes = params.chunk_bytes;
-  cost.steps = evaluate_steps(topo, schedule, params);
+  cost.steps = evaluate_steps_with(topo, schedule, params, memo);
   return cost;
 }
 

@@ -533,6 +533,47 @@ TEST(PlannerCollectives, RelayTreeVerifiesAndReplaysOnRandomTrees) {
 // At a large P the schedule stays small: a generated-like tree of 64,000 learners (racks of
 // machines of 1-8 GPUs under pods and zones) is built in well under a second, within the
 // schedule limits, in a few steps, and relay_tree_size bounds it without building.
+// The evaluator's step memo changes no price: relay-tree, relay-machines (which share their
+// bottom-up steps), their transposes, the ring and a pipeline priced through one memo, in that
+// order, against each priced alone, on random trees numbered both ways; the memo answers for
+// shared steps, and a step equal to one priced before but in a schedule of other units (each
+// op a smaller share of the message) is priced again.
+TEST(PlannerCollectives, StepMemoChangesNoPrice) {
+  testing::RandomTrees trees(0x5E3D0);
+  size_t answered = 0;
+  for (int t = 0; t < 40; ++t) {
+    const Topology random = trees.next(t % 8 == 0 ? 90 : 30);
+    for (const Topology& topo : {random, depth_first_numbered(random)}) {
+      CostParams params;
+      params.hop_overhead = 0.7e-6;
+      std::vector<ir::Schedule> schedules;
+      for (const char* name : {"relay-tree", "relay-machines"})
+        schedules.push_back(plan_collective_algorithm(topo, ir::Collective::AllGather, name));
+      for (size_t i = 0; i < 2; ++i) schedules.push_back(transpose_copies(schedules[i]));
+      schedules.push_back(plan_collective_algorithm(topo, ir::Collective::AllGather, "ring"));
+      schedules.push_back(ir::compact_pipeline(plan_collective_algorithm(topo, ir::Collective::Broadcast, "binomial-tree"), 4));
+      ir::Schedule wider = schedules[0];
+      wider.units *= 3;
+      schedules.push_back(wider);
+      StepPriceMemo memo;
+      for (const ir::Schedule& schedule : schedules) {
+        const ScheduleCost alone = evaluate_schedule(topo, schedule, params);
+        const ScheduleCost remembered = evaluate_schedule(topo, schedule, params, &memo);
+        ASSERT_EQ(remembered.steps.size(), alone.steps.size()) << topo.name() << " " << schedule.algorithm;
+        for (const double bytes : {8.0, 65536.0, 4194304.0, 268435456.0}) {
+          EXPECT_EQ(remembered.at(bytes), alone.at(bytes)) << topo.name() << " " << schedule.algorithm << " at " << bytes;
+          for (size_t s = 0; s < alone.steps.size(); ++s)
+            EXPECT_EQ(remembered.steps[s].at(bytes, alone.chunk_bytes), alone.steps[s].at(bytes, alone.chunk_bytes))
+                << topo.name() << " " << schedule.algorithm << " step " << s;
+        }
+      }
+      answered += memo.steps_found();
+    }
+  }
+  // relay-machines's bottom-up steps, and its transpose's, are relay-tree's on every tree.
+  EXPECT_GE(answered, 80u * 2);
+}
+
 TEST(PlannerCollectives, RelayTreeStaysSmallAtLargeP) {
   testing::TreeBuilder b("large");
   std::mt19937_64 rng(38);
