@@ -14,6 +14,8 @@
 #include <thread>
 #include <atomic>
 #include <exception>
+#include <functional>
+#include <iterator>
 #include <future>
 #include <mutex>
 #include <optional>
@@ -1102,25 +1104,41 @@ PlanReport build_plan_report(const Topology& topo, const PlanOptions& options) {
   // plan_collectives_beside_from_learners), their progress lines kept whole by one lock.
   const bool beside = others_asked && std::thread::hardware_concurrency() >= 2 &&
                       topo.num_learners() >= options.plan_collectives_beside_from_learners;
-  std::optional<PlanOptions> others_options;  // options, with the progress lock where told
-  std::mutex progress_lock;
-  std::vector<std::string> others_left_out;
-  std::future<std::vector<CollectivePlan>> others;
+  // Beside it, the sharded collectives' race (all-gather, and reduce-scatter its transpose) and
+  // the rooted ones' (broadcast and reduce) each on a thread of its own: the all-gather race is
+  // the longest at a million learners, and the rooted races would otherwise wait for it while
+  // all-reduce's thread has finished (generated tree: 1.8 s with one core idle).
+  struct OtherRaces {
+    PlanOptions options;  // the group's collectives, with the progress lock where told
+    std::vector<std::string> left_out;
+    std::future<std::vector<CollectivePlan>> plans;
+  };
+  std::mutex progress_lock;  // (before the races: their futures wait in their destructors)
+  std::vector<std::unique_ptr<OtherRaces>> beside_races;
   if (beside) {
-    others_options.emplace(options);
+    std::function<void(std::string_view)> locked;
     if (options.progress) {
-      const auto locked = [&progress_lock, say = options.progress](std::string_view what) {
+      locked = [&progress_lock, say = options.progress](std::string_view what) {
         const std::lock_guard<std::mutex> hold(progress_lock);
         say(what);
       };
-      others_options->progress = locked;
       all_reduce.progress = locked;
     }
-    others = std::async(std::launch::async, [&] {
-      return plan_other_collectives(topo, *others_options, &others_left_out);
-    });
+    for (const bool sharded : {true, false}) {
+      auto races = std::make_unique<OtherRaces>();
+      races->options = options;
+      if (options.progress) races->options.progress = locked;
+      std::erase_if(races->options.collectives, [&](ir::Collective c) {
+        return c == ir::Collective::AllReduce || ir::has_shards(c) != sharded;
+      });
+      if (races->options.collectives.empty()) continue;
+      races->plans = std::async(std::launch::async, [&topo, group = races.get()] {
+        return plan_other_collectives(topo, group->options, &group->left_out);
+      });
+      beside_races.push_back(std::move(races));
+    }
   }
-  // (A throw from all-reduce's race waits for `others` in its destructor: it holds references.)
+  // (A throw from all-reduce's race waits for the races beside in their destructors: they hold references.)
   auto builder = std::make_unique<PlanBuilder>(topo, all_reduce);
   PlanReport report = builder->run();
   if (beside) all_reduce.progress = options.progress;  // the lock goes with this frame
@@ -1129,13 +1147,19 @@ PlanReport build_plan_report(const Topology& topo, const PlanOptions& options) {
         [gone = std::move(builder), all_reduce_options]() mutable { gone.reset(); });
   // All-reduce is planned always (the plan's other fields come with it) and kept when asked.
   if (!asked(ir::Collective::AllReduce)) report.plan.schedules.clear();
-  // A copying collective and its transpose share one race (collective_planner.hpp).
-  std::vector<CollectivePlan> other_plans =
-      beside ? others.get()
-             : others_asked ? plan_other_collectives(topo, options, &others_left_out)
-                            : std::vector<CollectivePlan>{};
-  report.collectives_left_out.insert(report.collectives_left_out.end(), others_left_out.begin(),
-                                     others_left_out.end());
+  // A copying collective and its transpose share one race (collective_planner.hpp). The
+  // groups planned beside come in collective order, sharded first, as one call lists them.
+  std::vector<CollectivePlan> other_plans;
+  if (beside) {
+    for (auto& races : beside_races) {
+      std::vector<CollectivePlan> plans = races->plans.get();
+      std::move(plans.begin(), plans.end(), std::back_inserter(other_plans));
+      report.collectives_left_out.insert(report.collectives_left_out.end(), races->left_out.begin(),
+                                         races->left_out.end());
+    }
+  } else if (others_asked) {
+    other_plans = plan_other_collectives(topo, options, &report.collectives_left_out);
+  }
   for (CollectivePlan& planned : other_plans) {
     // Copies share their steps (ir/shared_vector.hpp): the report keeps its own.
     report.plan.schedules.insert(report.plan.schedules.end(), planned.schedules.begin(),
