@@ -407,7 +407,7 @@ void run(const PlanCommand& command, CostParams cost) {
   for (const std::string& why : report.collectives_left_out)
     fmt::print(stderr, "flexplan: warning: not planned, {}\n", why);
   progress("verifying and writing the plan");
-  ir::write_plan_file(command.output, report.plan);
+  ir::write_plan_file(command.output, report.plan, report.verified.get());
   progress("done");
 
   const bool all_reduce = std::find(options.collectives.begin(), options.collectives.end(),

@@ -682,14 +682,14 @@ Plan decode_plan(std::span<const uint8_t> bytes, const std::string& source) {
   return plan;
 }
 
-void write_plan_file(const std::string& path, const Plan& plan) {
+void write_plan_file(const std::string& path, const Plan& plan, const VerifiedSchedules* already) {
   // Encoded on a thread of its own while the plan is verified (both only read it; all five
   // collectives at 10k learners: tenths of a second each); nothing is written unless it verifies.
   // Written in its pieces, not joined: at a million learners the whole is hundreds of MiB more.
   std::future<EncodedV7> encoded = std::async(
       std::thread::hardware_concurrency() >= 2 ? std::launch::async : std::launch::deferred,
       [&plan] { return encode_v7_parts(plan); });
-  verify_plan(plan);
+  verify_plan(plan, already);
   EncodedV7 pieces = encoded.get();
   detail::mark_verified(pieces.header_and_tables);  // what lets each rank of a job check its own part alone
   // Write beside the target and rename, so a reader never sees half a plan.

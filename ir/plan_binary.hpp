@@ -14,6 +14,7 @@
 
 #include "ir/errors.hpp"
 #include "ir/plan.hpp"
+#include "ir/verify.hpp"
 
 namespace flexplan::ir {
 
@@ -79,8 +80,8 @@ FingerprintedPlan decode_job_plan(std::span<const uint8_t> bytes, const std::str
 bool has_plan_magic(std::span<const uint8_t> bytes);
 
 // verify_plan, then write (as encode_verified_plan). Throws PlanFormatError if the file cannot
-// be written.
-void write_plan_file(const std::string& path, const Plan& plan);
+// be written. With `already`, the schedules it holds are taken as verified (verify.hpp).
+void write_plan_file(const std::string& path, const Plan& plan, const VerifiedSchedules* already = nullptr);
 
 // Read (read_plan_bytes), decode and verify_plan.
 Plan read_plan_file(const std::string& path);

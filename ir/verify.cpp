@@ -586,13 +586,39 @@ bool receives_each_unit_once(const Schedule& copies, int32_t world_size) {
 
 }  // namespace
 
-void verify_plan(const Plan& plan) {
+bool VerifiedSchedules::verify_and_keep(const Schedule& schedule, int32_t world_size) {
+  try {
+    verify_schedule(schedule, world_size);
+  } catch (const VerifyError&) {
+    return false;
+  }
+  const std::lock_guard<std::mutex> hold(lock_);
+  kept_.emplace_back(schedule, world_size);  // shares its steps
+  return true;
+}
+
+bool VerifiedSchedules::holds(const Schedule& schedule, int32_t world_size) const {
+  const std::lock_guard<std::mutex> hold(lock_);
+  return std::any_of(kept_.begin(), kept_.end(), [&](const auto& kept) {
+    return kept.second == world_size && kept.first == schedule;
+  });
+}
+
+void verify_plan(const Plan& plan) { verify_plan(plan, nullptr); }
+
+void verify_plan(const Plan& plan, const VerifiedSchedules* already) {
   check_plan_fields(plan);
   const std::vector<size_t> repeated = repeated_schedules(plan);
   // A reduce-scatter or reduce that is the transpose of an all-gather or broadcast of the plan
   // is proven through it (transposes_to) where that one verifies and meets the conditions;
   // otherwise, or where the copies fail, it is executed as any schedule is.
   std::vector<char> verified(plan.schedules.size(), 0);
+  if (already != nullptr)
+    for (size_t i = 0; i < plan.schedules.size(); ++i)
+      if (repeated[i] == kNoEarlier && already->holds(plan.schedules[i], plan.world_size)) {
+        check_schedule_fields(plan.schedules[i], plan.world_size, schedule_label(plan, i));
+        verified[i] = 1;
+      }
   const auto proven_as_transpose = [&](size_t i) {
     const Schedule& schedule = plan.schedules[i];
     if (!combines(schedule.collective) || schedule.collective == Collective::AllReduce) return false;

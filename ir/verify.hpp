@@ -10,7 +10,10 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "ir/errors.hpp"
 #include "ir/plan.hpp"
@@ -41,12 +44,32 @@ void verify_schedule(const Schedule& schedule, int32_t world_size, const std::st
 // message size. Throws VerifyError.
 void check_plan_fields(const Plan& plan);
 
+// Schedules already verified in this process, for verify_plan to take as verified instead of
+// executing them again: the planner verifies a collective's schedules on the thread that
+// planned them while other races still run (a core would idle otherwise), and the writer
+// verifies the rest. A schedule counts only where it equals one verified here (every field and
+// every step: steps shared in memory compare at once, others op by op) at the same world size.
+// Safe to use from several threads.
+class VerifiedSchedules {
+ public:
+  // Verifies the schedule and keeps it; false (nothing kept) where it does not verify, so that
+  // verify_plan reports the fault in the plan's own words.
+  bool verify_and_keep(const Schedule& schedule, int32_t world_size);
+  bool holds(const Schedule& schedule, int32_t world_size) const;
+
+ private:
+  mutable std::mutex lock_;
+  std::vector<std::pair<Schedule, int32_t>> kept_;
+};
+
 // check_plan_fields, then verify_schedule on every schedule; errors start with the schedule's
 // label, schedule_label(plan, i). A schedule holding the same collective, units and steps as an
 // earlier one (pipelines of one base, held compact) has only its own fields checked again. A compact pipeline
 // is verified as its base; a fault is explained on its expansion when that has at most
 // kMaxExplainedExpansionOps ops (pipeline_form.hpp), else on the base.
 void verify_plan(const Plan& plan);
+// The same, taking the schedules `already` holds as verified (their fields are checked again).
+void verify_plan(const Plan& plan, const VerifiedSchedules* already);
 std::string schedule_label(const Plan& plan, size_t index);  // "schedule 1 (ring)"
 
 // Slice `slice` of `slices` of a schedule's units: [floor(slice * U / slices),

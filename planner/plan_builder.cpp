@@ -23,6 +23,7 @@
 #include <fmt/core.h>
 #include <fmt/format.h>
 
+#include "ir/collective_contract.hpp"
 #include "ir/pipeline_form.hpp"
 #include "ir/verify.hpp"
 #include "planner/critical_path.hpp"
@@ -1114,6 +1115,21 @@ PlanReport build_plan_report(const Topology& topo, const PlanOptions& options) {
     std::future<std::vector<CollectivePlan>> plans;
   };
   std::mutex progress_lock;  // (before the races: their futures wait in their destructors)
+  // A race that ends while another still runs verifies its schedules on its own thread, where
+  // a core would otherwise idle; the writer then verifies only the rest (ir/verify.hpp).
+  auto verified = std::make_shared<ir::VerifiedSchedules>();
+  std::atomic<int> racing{1};
+  const auto verify_while_others_race = [&racing, &verified](const std::vector<ir::Schedule>& schedules,
+                                                             int32_t world_size) {
+    if (racing.fetch_sub(1) <= 1) return;  // the last race: the writer verifies beside its encoder
+    std::vector<const ir::Schedule*> done;
+    for (const ir::Schedule& schedule : schedules) {
+      // Pipelines of one base share its steps, which verify once (as verify_plan does).
+      if (std::any_of(done.begin(), done.end(), [&](const ir::Schedule* d) { return d->steps.shares(schedule.steps); }))
+        continue;
+      if (verified->verify_and_keep(schedule, world_size)) done.push_back(&schedule);
+    }
+  };
   std::vector<std::unique_ptr<OtherRaces>> beside_races;
   if (beside) {
     std::function<void(std::string_view)> locked;
@@ -1132,21 +1148,44 @@ PlanReport build_plan_report(const Topology& topo, const PlanOptions& options) {
         return c == ir::Collective::AllReduce || ir::has_shards(c) != sharded;
       });
       if (races->options.collectives.empty()) continue;
-      races->plans = std::async(std::launch::async, [&topo, group = races.get()] {
-        return plan_other_collectives(topo, group->options, &group->left_out);
+      racing.fetch_add(1);
+      races->plans = std::async(std::launch::async, [&topo, &racing, &verify_while_others_race, group = races.get()] {
+        std::vector<CollectivePlan> plans;
+        try {
+          plans = plan_other_collectives(topo, group->options, &group->left_out);
+        } catch (...) {
+          racing.fetch_sub(1);
+          throw;
+        }
+        // The copies (all-gather, broadcast): their transposes are proven through them.
+        std::vector<ir::Schedule> copies;
+        for (const CollectivePlan& plan : plans)
+          if (!ir::combines(plan.collective)) copies.insert(copies.end(), plan.schedules.begin(), plan.schedules.end());
+        verify_while_others_race(copies, topo.num_learners());
+        return plans;
       });
       beside_races.push_back(std::move(races));
     }
   }
   // (A throw from all-reduce's race waits for the races beside in their destructors: they hold references.)
   auto builder = std::make_unique<PlanBuilder>(topo, all_reduce);
-  PlanReport report = builder->run();
+  PlanReport report;
+  try {
+    report = builder->run();
+  } catch (...) {
+    racing.fetch_sub(1);
+    throw;
+  }
   if (beside) all_reduce.progress = options.progress;  // the lock goes with this frame
   if (builder->large())
     report.freeing = std::make_shared<std::jthread>(
         [gone = std::move(builder), all_reduce_options]() mutable { gone.reset(); });
   // All-reduce is planned always (the plan's other fields come with it) and kept when asked.
   if (!asked(ir::Collective::AllReduce)) report.plan.schedules.clear();
+  if (beside) {
+    verify_while_others_race(report.plan.schedules, report.plan.world_size);
+    report.verified = verified;
+  }
   // A copying collective and its transpose share one race (collective_planner.hpp). The
   // groups planned beside come in collective order, sharded first, as one call lists them.
   std::vector<CollectivePlan> other_plans;

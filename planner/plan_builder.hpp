@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ir/plan.hpp"
+#include "ir/verify.hpp"
 #include "planner/algorithm_table.hpp"
 #include "planner/collective_planner.hpp"
 #include "planner/cost_model.hpp"
@@ -174,6 +175,10 @@ struct PlanReport {
   // learners: about 10 ms to free), freed on a thread of its own while the caller goes on
   // (verifies and writes the plan); that thread is joined when the last copy of the report goes.
   std::shared_ptr<void> freeing;
+  // Schedules of the plan verified already, on a race's thread that had finished while another
+  // race ran (planning beside all-reduce): ir::verify_plan takes them as verified. Null when
+  // none were.
+  std::shared_ptr<const ir::VerifiedSchedules> verified;
   // What a re-plan from this plan races again: kept_schedules of its all-reduce, found from the
   // race, so also where the winners were not built (PlanOptions::build_winners).
   std::vector<KeptSchedule> kept;

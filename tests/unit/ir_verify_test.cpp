@@ -473,5 +473,34 @@ TEST(IrVerifyPlan, RejectsBadPlanFields) {
   EXPECT_EQ(message(plan), "");
 }
 
+// Schedules verified before (VerifiedSchedules): one that does not verify is not kept; an equal
+// copy at the same world size is held, a changed one or another world size is not; verify_plan
+// takes a held schedule as verified and still rejects one changed after it was kept.
+TEST(IrVerify, VerifiedSchedulesHoldOnlyWhatVerified) {
+  const int32_t p = 6;
+  VerifiedSchedules verified;
+  Schedule broken = ring_schedule(p);
+  broken.steps.edit()[1].ops.pop_back();
+  EXPECT_FALSE(verified.verify_and_keep(broken, p));
+  EXPECT_FALSE(verified.holds(broken, p));
+
+  const Schedule ring = ring_schedule(p);
+  ASSERT_TRUE(verified.verify_and_keep(ring, p));
+  const Schedule copy = ring;  // shares its steps
+  EXPECT_TRUE(verified.holds(copy, p));
+  EXPECT_TRUE(verified.holds(ring_schedule(p), p));  // equal, built again
+  EXPECT_FALSE(verified.holds(ring, p + 1));
+  Schedule changed = ring;
+  changed.steps.edit()[1].ops.pop_back();
+  EXPECT_FALSE(verified.holds(changed, p));
+  Schedule renamed = ring;
+  renamed.max_bytes = 4096;
+  EXPECT_FALSE(verified.holds(renamed, p));
+
+  EXPECT_NO_THROW(verify_plan(plan_of({ring}, p), &verified));
+  EXPECT_THROW(verify_plan(plan_of({changed}, p), &verified), VerifyError);
+  EXPECT_THROW(verify_plan(plan_of({broken}, p), &verified), VerifyError);
+}
+
 }  // namespace
 }  // namespace flexplan::ir

@@ -171,7 +171,7 @@ TEST(PlannerCollectives, APlanOfEveryCollectiveRoundTrips) {
 // The other collectives planned on a thread beside all-reduce's race (PlanOptions::
 // plan_collectives_beside_from_learners) give the plan, the left-out notes and the progress
 // lines (in another order) that planning them after it gives, on random trees of a held-back
-// seed with two roots.
+// seed with two roots; the races that end while another runs verify their schedules.
 TEST(PlannerCollectives, PlanningBesideAllReduceChangesNothing) {
   testing::RandomTrees trees(90317);
   std::vector<Topology> topologies;
@@ -194,6 +194,13 @@ TEST(PlannerCollectives, PlanningBesideAllReduceChangesNothing) {
     const PlanReport other = build_plan_report(topo, beside);
     EXPECT_EQ(ir::encode_plan(other.plan), ir::encode_plan(one.plan)) << topo.name();
     EXPECT_EQ(other.collectives_left_out, one.collectives_left_out) << topo.name();
+    // Of the three races, the two that end first verify their schedules on their threads.
+    EXPECT_EQ(one.verified, nullptr);
+    ASSERT_NE(other.verified, nullptr);
+    const auto held = std::count_if(other.plan.schedules.begin(), other.plan.schedules.end(),
+                                    [&](const ir::Schedule& s) { return other.verified->holds(s, topo.num_learners()); });
+    EXPECT_GE(held, 1) << topo.name();
+    EXPECT_NO_THROW(ir::verify_plan(other.plan, other.verified.get())) << topo.name();
     // Timings aside ("in 0.001 s"), the same lines.
     const auto untimed = [](std::vector<std::string> lines) {
       for (std::string& line : lines) line = line.substr(0, line.find(" in "));
