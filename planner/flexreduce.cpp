@@ -37,11 +37,10 @@ class FlexReducePlanner {
     else
       portion_f_.assign(learners, static_cast<long double>(units_.units));
     // Ties in (end, start) break by full name; rank the names once instead of comparing strings.
+    const std::vector<std::string> names = topo.learner_names();
     std::vector<int> by_name(learners);
     std::iota(by_name.begin(), by_name.end(), 0);
-    std::sort(by_name.begin(), by_name.end(), [&](int a, int b) {
-      return topo.full_name(topo.learner_node(a)) < topo.full_name(topo.learner_node(b));
-    });
+    std::sort(by_name.begin(), by_name.end(), [&](int a, int b) { return names[a] < names[b]; });
     name_order_.resize(learners);
     for (int i = 0; i < learners; ++i) name_order_[by_name[i]] = i;
   }

@@ -90,13 +90,15 @@ uint64_t content_hash(const Topology& topo, std::span<const NodeId> preorder) {
 }
 
 // The figures every link must have; `where` is the node's full name.
-void check_link(const std::string& where, const Link& link) {
+// `where()` names the link's node, made only for an error.
+template <typename Where>
+void check_link(const Where& where, const Link& link) {
   if (!(link.bandwidth > 0) || !std::isfinite(link.bandwidth))
-    throw TopologyError(where, fmt::format("link bandwidth must be positive and finite, got {}",
-                                           link.bandwidth));
+    throw TopologyError(where(), fmt::format("link bandwidth must be positive and finite, got {}",
+                                             link.bandwidth));
   if (!(link.latency >= 0) || !std::isfinite(link.latency))
-    throw TopologyError(where, fmt::format("link latency must be non-negative and finite, got {}",
-                                           link.latency));
+    throw TopologyError(where(), fmt::format("link latency must be non-negative and finite, got {}",
+                                             link.latency));
 }
 
 }  // namespace
@@ -180,19 +182,20 @@ void Topology::index() {
 
   // Names: non-empty, no '/', unique among siblings; full names are paths from the root, and
   // with the names they stay within kMaxTopologyNameBytes (checked before each is made).
+  // (The full names are made when asked; their lengths are counted here, a parent's first.)
   double name_bytes = 0;
+  std::vector<size_t> path_bytes(n, 0);
   for (NodeId v : preorder) {
     TopoNodeProps& props = graph_[v];
     if (props.name.empty()) throw TopologyError(describe(v), "a node needs a name");
     if (props.name.find('/') != std::string::npos)
       throw TopologyError(describe(v), "a name cannot contain '/' (it joins full names)");
-    const size_t path = v == root() ? props.name.size()
-                                    : graph_[parent_[v]].full_name.size() + 1 + props.name.size();
+    const size_t path = v == root() ? props.name.size() : path_bytes[parent_[v]] + 1 + props.name.size();
+    path_bytes[v] = path;
     name_bytes += static_cast<double>(props.name.size() + path);
     if (name_bytes > kMaxTopologyNameBytes)
       throw TopologyError(describe(v), fmt::format("the names and full names pass the limit of {} "
                                                    "bytes", kMaxTopologyNameBytes));
-    props.full_name = v == root() ? props.name : graph_[parent_[v]].full_name + "/" + props.name;
     if (children_[v].size() > 1) {
       std::unordered_set<std::string_view> names;
       names.reserve(children_[v].size());
@@ -200,16 +203,16 @@ void Topology::index() {
         if (!names.insert(graph_[c].name).second)
           throw TopologyError(describe(c),
                               fmt::format("two children of \"{}\" are named \"{}\"",
-                                          props.full_name, graph_[c].name));
+                                          full_name(v), graph_[c].name));
     }
-    if (v != root()) check_link(props.full_name, props.link);
+    if (v != root()) check_link([&] { return full_name(v); }, props.link);
   }
 
   // Levels bottom-up: in reverse preorder every child comes before its parent.
   level_.assign(n, -1);
   for (auto it = preorder.rbegin(); it != preorder.rend(); ++it)
     if (*it != root()) level_[parent_[*it]] = std::max(level_[parent_[*it]], level_[*it] + 1);
-  if (level_[root()] < 0) throw TopologyError(graph_[root()].full_name, "the root has no children");
+  if (level_[root()] < 0) throw TopologyError(full_name(root()), "the root has no children");
   by_level_.assign(level_[root()] + 1, {});
   for (NodeId v : preorder)
     if (level_[v] >= 0) by_level_[level_[v]].push_back(v);
@@ -220,13 +223,13 @@ void Topology::index() {
     if (is_learner(v))
       ++learners;
     else if (graph_[v].rank != -1)
-      throw TopologyError(graph_[v].full_name,
+      throw TopologyError(full_name(v),
                           fmt::format("only learners have a rank, this node has children "
                                       "and rank {}",
                                       graph_[v].rank));
   }
   if (learners < 2)
-    throw TopologyError(graph_[root()].full_name,
+    throw TopologyError(full_name(root()),
                         fmt::format("an all-reduce needs at least 2 learners, the tree has {}",
                                     learners));
   learner_node_.assign(learners, -1);
@@ -234,12 +237,12 @@ void Topology::index() {
     if (!is_learner(v)) continue;
     const int rank = graph_[v].rank;
     if (rank < 0 || rank >= learners)
-      throw TopologyError(graph_[v].full_name,
+      throw TopologyError(full_name(v),
                           fmt::format("rank {} is outside 0..{}", rank, learners - 1));
     if (learner_node_[rank] != -1)
-      throw TopologyError(graph_[v].full_name,
+      throw TopologyError(full_name(v),
                           fmt::format("rank {} is already taken by {}", rank,
-                                      graph_[learner_node_[rank]].full_name));
+                                      full_name(learner_node_[rank])));
     learner_node_[rank] = v;
   }
 
@@ -277,7 +280,7 @@ Topology::UplinkUndo Topology::set_uplinks(std::span<const UplinkChange> changes
                           fmt::format("no such node (the topology has {})", num_nodes()));
     if (change.node == root())
       throw TopologyError(full_name(root()), "the root has no uplink to set");
-    check_link(full_name(change.node), change.link);
+    check_link([&] { return full_name(change.node); }, change.link);
   }
   UplinkUndo undo;
   undo.previous.reserve(changes.size());
@@ -313,6 +316,21 @@ void Topology::put_uplink(NodeId node, const Link& link) {
   // The node and the edge from its parent (its only in-edge) both hold the figures.
   graph_[node].link = link;
   for (auto [e, end] = boost::in_edges(node, graph_); e != end; ++e) graph_[*e] = link;
+}
+
+std::string Topology::full_name(NodeId n) const {
+  // The root's parent is -1; index() sets a node's parent before anything asks for its name.
+  size_t bytes = 0;
+  for (NodeId v = n; v >= 0; v = parent_[v]) bytes += graph_[v].name.size() + 1;
+  std::string out(bytes - 1, '/');
+  size_t end = out.size();
+  for (NodeId v = n; v >= 0; v = parent_[v]) {
+    const std::string& name = graph_[v].name;
+    end -= name.size();
+    out.replace(end, name.size(), name);
+    if (end > 0) --end;  // the '/' before it
+  }
+  return out;
 }
 
 std::vector<std::string> Topology::learner_names() const {

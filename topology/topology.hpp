@@ -29,8 +29,7 @@ struct Link {
 };
 
 struct TopoNodeProps {
-  std::string name;       // name among its siblings ("gpu2")
-  std::string full_name;  // path from the root joined by '/' ("switch/m1/gpu2")
+  std::string name;       // name among its siblings ("gpu2"); Topology::full_name joins the path
   Link link;              // link to the parent; unused on the root
   int rank = -1;          // learner rank, -1 for switches and machines
 };
@@ -64,7 +63,9 @@ class Topology {
   int num_nodes() const { return static_cast<int>(parent_.size()); }
   NodeId root() const { return 0; }
   const TopoNodeProps& node(NodeId n) const { return graph_[n]; }
-  const std::string& full_name(NodeId n) const { return graph_[n].full_name; }
+  // The path from the root joined by '/' ("switch/m1/gpu2"), made when asked: kept for every
+  // node, the full names were a third of a million-learner tree's memory.
+  std::string full_name(NodeId n) const;
   NodeId parent(NodeId n) const { return parent_[n]; }  // -1 for the root
   std::span<const NodeId> children(NodeId n) const { return children_[n]; }
   int degree(NodeId n) const { return static_cast<int>(children_[n].size()); }
