@@ -589,8 +589,8 @@ bool receives_each_unit_once(const Schedule& copies, int32_t world_size) {
 bool VerifiedSchedules::verify_and_keep(const Schedule& schedule, int32_t world_size) {
   try {
     verify_schedule(schedule, world_size);
-  } catch (const VerifyError&) {
-    return false;
+  } catch (const std::exception&) {
+    return false;  // verify_plan runs it again and reports it as the plan's
   }
   const std::lock_guard<std::mutex> hold(lock_);
   kept_.emplace_back(schedule, world_size);  // shares its steps

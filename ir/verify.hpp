@@ -52,8 +52,8 @@ void check_plan_fields(const Plan& plan);
 // Safe to use from several threads.
 class VerifiedSchedules {
  public:
-  // Verifies the schedule and keeps it; false (nothing kept) where it does not verify, so that
-  // verify_plan reports the fault in the plan's own words.
+  // Verifies the schedule and keeps it; false (nothing kept) where it does not verify or the
+  // verifier throws anything else, so that verify_plan reports the fault in the plan's words.
   bool verify_and_keep(const Schedule& schedule, int32_t world_size);
   bool holds(const Schedule& schedule, int32_t world_size) const;
 

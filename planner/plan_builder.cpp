@@ -1116,14 +1116,17 @@ PlanReport build_plan_report(const Topology& topo, const PlanOptions& options) {
   };
   std::mutex progress_lock;  // (before the races: their futures wait in their destructors)
   // A race that ends while another still runs verifies its schedules on its own thread, where
-  // a core would otherwise idle; the writer then verifies only the rest (ir/verify.hpp).
+  // a core would otherwise idle, until no race runs; the writer verifies the rest beside its
+  // encoder (ir/verify.hpp). `racing` counts the races not yet ended.
   auto verified = std::make_shared<ir::VerifiedSchedules>();
   std::atomic<int> racing{1};
   const auto verify_while_others_race = [&racing, &verified](const std::vector<ir::Schedule>& schedules,
                                                              int32_t world_size) {
-    if (racing.fetch_sub(1) <= 1) return;  // the last race: the writer verifies beside its encoder
+    if (racing.fetch_sub(1) <= 1) return;  // the last race to end
     std::vector<const ir::Schedule*> done;
     for (const ir::Schedule& schedule : schedules) {
+      // Once no other race runs, the writer verifies the rest beside its encoder.
+      if (!done.empty() && racing.load() == 0) break;
       // Pipelines of one base share its steps, which verify once (as verify_plan does).
       if (std::any_of(done.begin(), done.end(), [&](const ir::Schedule* d) { return d->steps.shares(schedule.steps); }))
         continue;
