@@ -604,8 +604,6 @@ bool VerifiedSchedules::holds(const Schedule& schedule, int32_t world_size) cons
   });
 }
 
-void verify_plan(const Plan& plan) { verify_plan(plan, nullptr); }
-
 void verify_plan(const Plan& plan, const VerifiedSchedules* already) {
   check_plan_fields(plan);
   const std::vector<size_t> repeated = repeated_schedules(plan);

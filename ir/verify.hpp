@@ -67,9 +67,8 @@ class VerifiedSchedules {
 // earlier one (pipelines of one base, held compact) has only its own fields checked again. A compact pipeline
 // is verified as its base; a fault is explained on its expansion when that has at most
 // kMaxExplainedExpansionOps ops (pipeline_form.hpp), else on the base.
-void verify_plan(const Plan& plan);
-// The same, taking the schedules `already` holds as verified (their fields are checked again).
-void verify_plan(const Plan& plan, const VerifiedSchedules* already);
+// With `already`, the schedules it holds are taken as verified (their fields are checked again).
+void verify_plan(const Plan& plan, const VerifiedSchedules* already = nullptr);
 std::string schedule_label(const Plan& plan, size_t index);  // "schedule 1 (ring)"
 
 // Slice `slice` of `slices` of a schedule's units: [floor(slice * U / slices),

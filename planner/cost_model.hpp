@@ -189,6 +189,7 @@ struct ScheduleCost {
 // memo per topology and CostParams: the caller keeps to that.
 class StepPriceMemo {
  public:
+  // Both do nothing for a pipeline held compact (slices > 1).
   const StepCost* find(const ir::Schedule&, size_t step) const;
   void remember(const ir::Schedule&, size_t step, const StepCost&);
   size_t steps_found() const { return found_; }  // how many find() answered, for progress lines

@@ -304,10 +304,8 @@ void StepPriceMemo::remember(const ir::Schedule& schedule, size_t step, const St
   entries_.emplace(hash_step(schedule.steps[step]), Entry{schedule.steps, step, schedule.units, cost});
 }
 
-namespace {
-
-std::vector<StepCost> evaluate_steps_with(const Topology& topo, const ir::Schedule& schedule,
-                                          const CostParams& params, StepPriceMemo* memo) {
+std::vector<StepCost> evaluate_steps(const Topology& topo, const ir::Schedule& schedule,
+                                     const CostParams& params, StepPriceMemo* memo) {
   if (schedule.units == 0)
     throw std::invalid_argument(fmt::format("schedule '{}' has zero units", schedule.algorithm));
   if (schedule.slices == 0)
@@ -400,11 +398,9 @@ std::vector<StepCost> evaluate_steps_with(const Topology& topo, const ir::Schedu
   std::vector<const BaseStepHops*> parts;
   const uint32_t slices = schedule.slices;
   for (size_t t = 0; t < step_count; ++t) {
-    if (memo != nullptr && slices == 1) {
-      if (const StepCost* known = memo->find(schedule, t)) {
-        costs.push_back(*known);
-        continue;
-      }
+    if (const StepCost* known = memo != nullptr ? memo->find(schedule, t) : nullptr) {
+      costs.push_back(*known);
+      continue;
     }
     parts.clear();
     for (size_t j = ir::first_slice_in_step(schedule, t); j <= ir::last_slice_in_step(slices, t); ++j) {
@@ -413,7 +409,7 @@ std::vector<StepCost> evaluate_steps_with(const Topology& topo, const ir::Schedu
       parts.push_back(part.get());
     }
     costs.push_back(price_step(parts, loads, params.chunk_bytes));
-    if (memo != nullptr && slices == 1) memo->remember(schedule, t, costs.back());
+    if (memo != nullptr) memo->remember(schedule, t, costs.back());
     if (t + 1 >= slices) {  // (base step t + 1 - slices has had its last step)
       auto& done = base_hops[t + 1 - slices];
       done->clear();
@@ -423,18 +419,11 @@ std::vector<StepCost> evaluate_steps_with(const Topology& topo, const ir::Schedu
   return costs;
 }
 
-}  // namespace
-
-std::vector<StepCost> evaluate_steps(const Topology& topo, const ir::Schedule& schedule,
-                                     const CostParams& params, StepPriceMemo* memo) {
-  return evaluate_steps_with(topo, schedule, params, memo);
-}
-
 ScheduleCost evaluate_schedule(const Topology& topo, const ir::Schedule& schedule,
                                const CostParams& params, StepPriceMemo* memo) {
   ScheduleCost cost;
   cost.chunk_bytes = params.chunk_bytes;
-  cost.steps = evaluate_steps_with(topo, schedule, params, memo);
+  cost.steps = evaluate_steps(topo, schedule, params, memo);
   return cost;
 }
 

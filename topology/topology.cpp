@@ -89,8 +89,7 @@ uint64_t content_hash(const Topology& topo, std::span<const NodeId> preorder) {
   return h.value();
 }
 
-// The figures every link must have; `where` is the node's full name.
-// `where()` names the link's node, made only for an error.
+// The figures every link must have; `where()` gives the node's full name, made only for an error.
 template <typename Where>
 void check_link(const Where& where, const Link& link) {
   if (!(link.bandwidth > 0) || !std::isfinite(link.bandwidth))
@@ -180,9 +179,9 @@ void Topology::index() {
     throw TopologyError(describe(lost), "not reachable from the root: the edges form a cycle");
   }
 
-  // Names: non-empty, no '/', unique among siblings; full names are paths from the root, and
-  // with the names they stay within kMaxTopologyNameBytes (checked before each is made).
-  // (The full names are made when asked; their lengths are counted here, a parent's first.)
+  // Names: non-empty, no '/', unique among siblings; full names are paths from the root (made
+  // when asked), and with the names they stay within kMaxTopologyNameBytes: their lengths are
+  // counted here, a parent's first.
   double name_bytes = 0;
   std::vector<size_t> path_bytes(n, 0);
   for (NodeId v : preorder) {

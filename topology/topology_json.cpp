@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
-#include <sstream>
 #include <tuple>
 #include <string_view>
 #include <unordered_map>
