@@ -55,14 +55,15 @@ inline constexpr double kMeasuredIncastLoss = 0.16;
 // receives.
 enum class SliceProgress {
   // All of the rank's tasks of the step before: the runtime step by step (FLEXPLAN_STEP_OVERLAP=0,
-  // or drift checks on), an upper bound of it with its steps overlapping. The library's default,
-  // although PerSlice is within 0.90-1.06 of the overlapped runtime on the emulated cluster: on one host, where
-  // the copies and the reductions share the cores, its plans (deep pipelined trees) ran 1.07-2.4x
-  // slower than these at 1-64 MB (docs/planner-quality.md, "Priced as the runtime now runs them").
+  // or drift checks on), an upper bound of it with its steps overlapping.
   PerRank,
   // Only its own slice's step before (each slice its own sequence of steps; a rank's progress
-  // thread still does all of its hops' overheads, which bounds its end): the runtime with its
-  // steps overlapping (runtime/operation.hpp), its default.
+  // thread still does all of its hops' overheads, and where learners reduce on the CPU its core
+  // does its copies inside its machine and its reductions, which bound its end): the runtime
+  // with its steps overlapping (runtime/operation.hpp), its default. The library's default
+  // since 2026-11-30: within 0.90-1.06 of the overlapped runtime on the emulated cluster; on one
+  // host, where the copies and the reductions share the cores, its plans are the step-by-step
+  // ones now that the cores are priced (docs/planner-quality.md, "Per slice by default").
   PerSlice,
 };
 
@@ -80,7 +81,7 @@ struct CostParams {
   // more than their bytes (0.16: 16% more; kMeasuredIncastLoss); 0: not modelled.
   double incast_loss = 0;
   // How the critical path lets a rank's slices progress (SliceProgress above).
-  SliceProgress slice_progress = SliceProgress::PerRank;
+  SliceProgress slice_progress = SliceProgress::PerSlice;
 };
 
 // Where a star op's flows meet: on its root's side of the tree, the link above an ancestor x of

@@ -159,6 +159,7 @@ class CriticalPath {
                                     }) +
                         params_.hop_overhead;
           if (hop.sums) add_load(2 * nodes_ + static_cast<uint32_t>(hop.to), share);
+          charge_cores(hop, share);
           if (op.shape == ir::OpShape::Chain && h > 0) hop.after = static_cast<int32_t>(hops.size() - 1);
           hops.push_back(hop);
         }
@@ -257,7 +258,8 @@ class CriticalPath {
     lower_through(steps_.size());  // (every step is by now, unless the base has none)
     Envelope last;
     for (const Envelope& envelope : ready) last.insert(last.end(), envelope.begin(), envelope.end());
-    for (const double work : thread_work) last.push_back(Line{work, 0});
+    for (size_t rank = 0; rank < thread_work.size(); ++rank)
+      last.push_back(Line{thread_work[rank], core_per_byte_.empty() ? 0 : core_per_byte_[rank]});
     keep_envelope(last);
     ScheduleCost cost;
     cost.chunk_bytes = params_.chunk_bytes;
@@ -270,6 +272,26 @@ class CriticalPath {
   }
 
  private:
+  // Learners that reduce on the CPU (CostParams::reduce_bandwidth given: host processes, not
+  // GPUs) also copy on it: a rank's own core does the copies of its hops inside its machine
+  // (both ends: shared memory is written by the sender and read by the receiver, at the link's
+  // rate, which inside a host is the copy's) and its reductions, one after another however its
+  // slices overlap (per slice, this bounds the rank's end beside its overheads). Inside a
+  // machine: the two learners share a parent that is not the root (a switch of learners at the
+  // top is a network, not a machine's memory).
+  void charge_cores(const Hop& hop, double share) {
+    if (params_.reduce_bandwidth <= 0) return;
+    if (core_per_byte_.empty()) core_per_byte_.assign(static_cast<size_t>(learners_), 0);
+    const NodeId machine = links_.parent[hop.from];
+    if (machine == links_.parent[hop.to] && machine != topo_.root()) {
+      const double copy = share * std::max(links_.inverse_bandwidth[2 * static_cast<uint32_t>(hop.from)],
+                                           links_.inverse_bandwidth[2 * static_cast<uint32_t>(hop.to) + 1]);
+      core_per_byte_[static_cast<size_t>(hop.src)] += copy;
+      core_per_byte_[static_cast<size_t>(hop.dst)] += copy;
+    }
+    if (hop.sums) core_per_byte_[static_cast<size_t>(hop.dst)] += share * links_.inverse_bandwidth[links_.reduction_of(hop.to)];
+  }
+
   void add_load(uint32_t direction, double share) {
     if (load_[direction] == 0) touched_.push_back(direction);
     load_[direction] += share;
@@ -339,6 +361,9 @@ class CriticalPath {
   std::vector<codegen::Hop> lowered_hops_;  // one op's, while lowering
   double slowest_hop_ = 0;
   uint64_t walked_ = 0;  // link directions walked while lowering, not yet counted as work
+  // Seconds per message byte of each rank's core: its copies inside its machine and its
+  // reductions (charge_cores), over every step lowered; empty until a hop is lowered.
+  std::vector<double> core_per_byte_;
   std::map<std::pair<size_t, size_t>, std::vector<double>> paces_;
 };
 

@@ -26,11 +26,13 @@ namespace flexplan {
 //     and a rank is busy for half a hop overhead per hop end it has in the step (one progress
 //     thread posts and completes them one after another);
 //   - the busiest link direction under every step's load at once (every slice's bytes cross
-//     it), plus the slowest hop's latency.
+//     it), plus the slowest hop's latency;
+//   - per slice, each rank's progress thread: its hop overheads, and its core's copies of its
+//     hops inside its machine (sent and received) and its reductions, one after another.
 // Exact as a function of n: every rank's finishing time is kept as the upper envelope of the
 // lines (latency + n x seconds per byte) of its dependency chains. For schedules of star ops
 // (and one-hop chains) never above evaluate_schedule of the same pipeline, except by the
-// progress thread's overheads, which the evaluator leaves out (each step adds at most that
+// progress thread's overheads and (per slice) its core's work, which the evaluator leaves out (each step adds at most that
 // step's price to any rank otherwise).
 // The result is one StepCost: the bound above as its bandwidth term, the envelope's lines as
 // chains of share 1 whose two paces are equal (linear in n whatever their chunk count).

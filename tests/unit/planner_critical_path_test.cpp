@@ -54,12 +54,12 @@ TEST(CriticalPath, TwoStepsInTwoSlicesByHand) {
   //           b is done at max(4 + 2pn, 3.5 + pn + 0.5 + pn) = 4 + 2pn.
   //   step 2: b sends slice 1: c has it at 4 + 2pn + 5.5 + pn = 9.5 us + 3pn.
   // Step by step it would be 3.5 + 5.5 + 5.5 = 14.5 us + 3pn.
-  // (This is the runtime step by step on each rank: SliceProgress::PerRank, the planner's default.)
+  // (This is the runtime step by step on each rank: SliceProgress::PerRank.)
   const double p = 0.5e-9;
   const auto cost = critical_path_cost(topo, base, 2, params, SliceProgress::PerRank);
   for (const double n : {0.0, 8.0, 65536.0, 1e6})
     EXPECT_NEAR(cost.at(n), 9.5e-6 + 3 * p * n, 1e-15 + 1e-12 * cost.at(n)) << n;
-  // With steps overlapping (PerSlice, the runtime's default), a sends slice 1 at once, and b
+  // With steps overlapping (PerSlice, the runtime's and the planner's default), a sends slice 1 at once, and b
   // forwards each slice as it lands: c has both at 3.5 + pn + 5.5 + pn = 9 us + 2pn, unless the
   // bandwidth bound (1 ns a byte + 5.5 us) is above that.
   CostParams per_slice = params;
@@ -92,6 +92,44 @@ TEST(CriticalPath, ARankHandlesItsHopsOneAfterAnother) {
   params.hop_overhead = 0;
   EXPECT_NEAR(critical_path_cost(topo, base, 1, params).at(1000), 2 * 1e-6, 1e-18)
       << "rank 1's uplink carries two messages of 1000 bytes at 1 GB/s";
+}
+
+TEST(CriticalPath, PerSliceACoreCopiesInsideItsMachineAndReducesOneThingAtATime) {
+  // Two learners, 10 GB/s links (0.1 ns a byte), reductions at 5 GB/s (0.2 ns a byte). Step 0:
+  // b sends to a, which sums it; step 1: a sends the sum back. Priced per slice over 16 slices,
+  // each link direction carries the message once (0.1 ns a byte) and a's reductions take 0.2 ns
+  // a byte. Where a and b share a machine and reduce on the CPU, a's core also copies in
+  // what it receives and out what it sends, one after another with its sums: 0.1 + 0.1 + 0.2 =
+  // 0.4 ns a byte. On two machines (the network between them) or with no reduction rate (GPUs)
+  // nothing is copied by a core, and per rank the steps are priced as before.
+  const Link link{10e9, 0};
+  testing::TreeBuilder one;
+  const NodeId machine = one.add_switch(one.root(), "m0", link);
+  one.add_learner(machine, "a", link);
+  one.add_learner(machine, "b", link);
+  testing::TreeBuilder two;
+  two.add_learner(two.add_switch(two.root(), "m0", link), "a", link);
+  two.add_learner(two.add_switch(two.root(), "m1", link), "b", link);
+  ir::Schedule base;
+  base.algorithm = "by-hand";
+  base.units = 1;
+  base.steps.push_back(ir::Step{ir::Phase::Reduce, 0, {star_reduce(0, {1, 0})}});
+  ir::Op back{ir::OpKind::Broadcast, 0, 1, 0, ir::RankList({0, 1})};
+  back.shape = ir::OpShape::Star;
+  base.steps.push_back(ir::Step{ir::Phase::Broadcast, 0, {back}});
+  CostParams cpu;
+  cpu.reduce_bandwidth = 5e9;
+  ASSERT_EQ(cpu.slice_progress, SliceProgress::PerSlice) << "the library's default";
+  const double n = 1e8;  // large enough that the bytes decide
+  const auto per_byte = [&](const Topology& topo, const CostParams& params) {
+    return critical_path_cost(topo, base, 16, params).at(n) / n;
+  };
+  EXPECT_NEAR(per_byte(one.build(), cpu), 0.4e-9, 0.01e-9);
+  EXPECT_LT(per_byte(two.build(), cpu), 0.25e-9) << "between machines only the sums are the core's";
+  EXPECT_LT(per_byte(one.build(), CostParams{}), 0.15e-9) << "no reduction rate: the links alone";
+  CostParams per_rank = cpu;
+  per_rank.slice_progress = SliceProgress::PerRank;
+  EXPECT_LT(per_byte(one.build(), per_rank), 0.4e-9) << "step by step: as before, no core work";
 }
 
 TEST(CriticalPath, NeverBelowTheFloorNorAboveTheStepByStepPrice) {
