@@ -183,6 +183,9 @@ ir::Schedule plan_switch_star_tree(const Topology& topo) { return plan_switch_tr
 ir::Schedule plan_switch_double_tree(const Topology& topo) { return plan_switch_tree(topo, SwitchTreeShape{0, 2}); }
 ir::Schedule plan_switch_exchange(const Topology& topo) { return plan_switch_tree(topo, SwitchTreeShape{0, 1, true}); }
 ir::Schedule plan_switch_double_exchange(const Topology& topo) { return plan_switch_tree(topo, SwitchTreeShape{0, 2, true}); }
+ir::Schedule plan_switch_chain_tree(const Topology& topo) { return plan_switch_tree(topo, SwitchTreeShape{1, 1}); }
+ir::Schedule plan_switch_binary_tree(const Topology& topo) { return plan_switch_tree(topo, SwitchTreeShape{2, 1}); }
+ir::Schedule plan_switch_double_binary_tree(const Topology& topo) { return plan_switch_tree(topo, SwitchTreeShape{2, 2}); }
 ScheduleSize switch_tree_one(const Topology& topo) { return switch_tree_size(topo, 1, false); }
 ScheduleSize switch_tree_two(const Topology& topo) { return switch_tree_size(topo, 2, false); }
 ScheduleSize switch_exchange_one(const Topology& topo) { return switch_tree_size(topo, 1, true); }
@@ -307,6 +310,30 @@ const AlgorithmRow kTable[] = {
      .summary = "the switch double tree with the centre's exchange",
      .build = plan_switch_double_exchange,
      .estimate = switch_exchange_two,
+     .unsuitable = switch_tree_unsuitable,
+     .pipelines = true,
+     .max_slices = 64,
+     .critical_path = true},
+    {.name = "switch-binary-tree",
+     .summary = "the switch tree with the members meeting at each switch in a binary tree instead of one star",
+     .build = plan_switch_binary_tree,
+     .estimate = switch_tree_one,
+     .unsuitable = switch_tree_unsuitable,
+     .pipelines = true,
+     .max_slices = 64,
+     .critical_path = true},
+    {.name = "switch-double-binary",
+     .summary = "two switch binary trees on half the data each, the second rooted at each switch's second-cheapest member",
+     .build = plan_switch_double_binary_tree,
+     .estimate = switch_tree_two,
+     .unsuitable = switch_tree_unsuitable,
+     .pipelines = true,
+     .max_slices = 64,
+     .critical_path = true},
+    {.name = "switch-chain-tree",
+     .summary = "the switch tree with the members meeting at each switch in a chain instead of one star",
+     .build = plan_switch_chain_tree,
+     .estimate = switch_tree_one,
      .unsuitable = switch_tree_unsuitable,
      .pipelines = true,
      .max_slices = 64,

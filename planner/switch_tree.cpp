@@ -226,11 +226,15 @@ NodeId switch_tree_centre(const Topology& topo) {
 ir::Schedule plan_switch_tree(const Topology& topo, const SwitchTreeShape& shape) {
   ir::Schedule schedule;
   const uint32_t trees = std::max<uint32_t>(shape.trees, 1);
+  // The rows' names: a chain (fan-out 1) or binary tree (2) at every switch is named so.
+  const bool named_fanout = !shape.exchange_at_centre && (shape.fanout == 1 || shape.fanout == 2);
+  const char* kind = shape.exchange_at_centre ? (trees == 2 ? "exch" : "exchange")
+                     : !named_fanout          ? "tree"
+                     : shape.fanout == 1      ? (trees == 2 ? "chain" : "chain-tree")
+                                              : (trees == 2 ? "binary" : "binary-tree");
   schedule.algorithm = fmt::format("switch-{}{}{}{}{}", shape.roots == SwitchRoots::ByShape ? "shape-" : "",
-                                   trees == 2 ? "double-" : "",
-                                   shape.exchange_at_centre ? (trees == 2 ? "exch" : "exchange") : "tree",
-                                   trees > 2 ? fmt::format("s-{}", trees) : "",
-                                   shape.fanout > 0 ? fmt::format("-fan-out-{}", shape.fanout) : "");
+                                   trees == 2 ? "double-" : "", kind, trees > 2 ? fmt::format("s-{}", trees) : "",
+                                   shape.fanout > 0 && !named_fanout ? fmt::format("-fan-out-{}", shape.fanout) : "");
   schedule.collective = ir::Collective::AllReduce;
   schedule.units = trees;
   const NodeId centre = switch_tree_centre(topo);
