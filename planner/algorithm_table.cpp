@@ -186,6 +186,12 @@ ir::Schedule plan_switch_double_exchange(const Topology& topo) { return plan_swi
 ir::Schedule plan_switch_chain_tree(const Topology& topo) { return plan_switch_tree(topo, SwitchTreeShape{1, 1}); }
 ir::Schedule plan_switch_binary_tree(const Topology& topo) { return plan_switch_tree(topo, SwitchTreeShape{2, 1}); }
 ir::Schedule plan_switch_double_binary_tree(const Topology& topo) { return plan_switch_tree(topo, SwitchTreeShape{2, 2}); }
+ir::Schedule plan_switch_lifted_binary(const Topology& topo) {
+  return plan_switch_tree(topo, SwitchTreeShape{.fanout = 2, .lift_narrow = true});
+}
+ir::Schedule plan_switch_lifted_double(const Topology& topo) {
+  return plan_switch_tree(topo, SwitchTreeShape{.fanout = 2, .trees = 2, .lift_narrow = true});
+}
 ScheduleSize switch_tree_one(const Topology& topo) { return switch_tree_size(topo, 1, false); }
 ScheduleSize switch_tree_two(const Topology& topo) { return switch_tree_size(topo, 2, false); }
 ScheduleSize switch_exchange_one(const Topology& topo) { return switch_tree_size(topo, 1, true); }
@@ -334,6 +340,22 @@ const AlgorithmRow kTable[] = {
      .summary = "the switch tree with the members meeting at each switch in a chain instead of one star",
      .build = plan_switch_chain_tree,
      .estimate = switch_tree_one,
+     .unsuitable = switch_tree_unsuitable,
+     .pipelines = true,
+     .max_slices = 64,
+     .critical_path = true},
+    {.name = "switch-lift-binary",
+     .summary = "switch-binary-tree, with members that all sit behind links narrower than their switch's way up meeting one level up",
+     .build = plan_switch_lifted_binary,
+     .estimate = switch_tree_one,
+     .unsuitable = switch_tree_unsuitable,
+     .pipelines = true,
+     .max_slices = 64,
+     .critical_path = true},
+    {.name = "switch-lift-double",
+     .summary = "switch-double-binary, lifted as switch-lift-binary",
+     .build = plan_switch_lifted_double,
+     .estimate = switch_tree_two,
      .unsuitable = switch_tree_unsuitable,
      .pipelines = true,
      .max_slices = 64,

@@ -140,6 +140,26 @@ Tree build_tree(const Topology& topo, NodeId centre, const SwitchTreeShape& shap
     const NodeId v = order[i];
     auto& members = meeting[static_cast<size_t>(v)];
     if (topo.is_learner(v)) members.push_back(Member{topo.rank_of(v), 0, Path{}, 1});
+    if (!members.empty() && v != centre && !topo.is_learner(v) && shape.lift_narrow &&
+        shape.roots == SwitchRoots::ByPrice) {
+      // Every member is behind a link narrower than this node's way towards the centre: a root
+      // among them would take another's sum in over such a link and send the total out over it,
+      // and take the result in again coming down, so they meet one level up instead, each
+      // carrying only its own sum over its link (adversarial trees: 1 MiB's worst 1.49-1.75 of
+      // n/w + D to 1.12-1.48, docs/planner-quality.md).
+      const NodeId toward = from[static_cast<size_t>(v)];
+      const double way = topo.uplink(topo.parent(v) == toward ? v : toward).bandwidth;
+      bool all_narrower = members.size() > 1;
+      for (Member& member : members) {
+        member.path = path_between(topo, topo.learner_node(member.rank), v);
+        if (!(member.path.bandwidth < way)) all_narrower = false;
+      }
+      if (all_narrower) {
+        auto& above = meeting[static_cast<size_t>(toward)];
+        above.insert(above.end(), members.begin(), members.end());
+        continue;
+      }
+    }
     if (!members.empty()) {
       uint32_t learners = 0;
       for (const Member& member : members) learners += member.learners;
@@ -235,6 +255,10 @@ ir::Schedule plan_switch_tree(const Topology& topo, const SwitchTreeShape& shape
   schedule.algorithm = fmt::format("switch-{}{}{}{}{}", shape.roots == SwitchRoots::ByShape ? "shape-" : "",
                                    trees == 2 ? "double-" : "", kind, trees > 2 ? fmt::format("s-{}", trees) : "",
                                    shape.fanout > 0 && !named_fanout ? fmt::format("-fan-out-{}", shape.fanout) : "");
+  if (shape.lift_narrow)  // the raced ones by their rows' names
+    schedule.algorithm = shape.fanout == 2 && trees <= 2 && !shape.exchange_at_centre && shape.roots == SwitchRoots::ByPrice
+                             ? (trees == 2 ? "switch-lift-double" : "switch-lift-binary")
+                             : schedule.algorithm + "-lifted";
   schedule.collective = ir::Collective::AllReduce;
   schedule.units = trees;
   const NodeId centre = switch_tree_centre(topo);

@@ -38,6 +38,10 @@ struct SwitchTreeShape {
   uint32_t trees = 1;
   bool exchange_at_centre = false;
   SwitchRoots roots = SwitchRoots::ByPrice;
+  // Members meeting at a switch that all sit behind links narrower than the switch's way
+  // towards the centre meet one level up instead (ByPrice only): the narrow links then carry
+  // only their own subtree's sum up and the result down.
+  bool lift_narrow = false;
 };
 ir::Schedule plan_switch_tree(const Topology&, const SwitchTreeShape&);
 
