@@ -140,6 +140,10 @@ Tree build_tree(const Topology& topo, NodeId centre, const SwitchTreeShape& shap
     const NodeId v = order[i];
     auto& members = meeting[static_cast<size_t>(v)];
     if (topo.is_learner(v)) members.push_back(Member{topo.rank_of(v), 0, Path{}, 1});
+    if (!members.empty() && shape.roots == SwitchRoots::ByPrice)
+      for (Member& member : members)
+        if (member.rank != (topo.is_learner(v) ? topo.rank_of(v) : -1))
+          member.path = path_between(topo, topo.learner_node(member.rank), v);
     if (!members.empty() && v != centre && !topo.is_learner(v) && shape.lift_narrow &&
         shape.roots == SwitchRoots::ByPrice) {
       // Every member is behind a link narrower than this node's way towards the centre: a root
@@ -149,11 +153,9 @@ Tree build_tree(const Topology& topo, NodeId centre, const SwitchTreeShape& shap
       // n/w + D to 1.12-1.48, docs/planner-quality.md).
       const NodeId toward = from[static_cast<size_t>(v)];
       const double way = topo.uplink(topo.parent(v) == toward ? v : toward).bandwidth;
-      bool all_narrower = members.size() > 1;
-      for (Member& member : members) {
-        member.path = path_between(topo, topo.learner_node(member.rank), v);
-        if (!(member.path.bandwidth < way)) all_narrower = false;
-      }
+      const bool all_narrower =
+          members.size() > 1 &&
+          std::all_of(members.begin(), members.end(), [&](const Member& m) { return m.path.bandwidth < way; });
       if (all_narrower) {
         auto& above = meeting[static_cast<size_t>(toward)];
         above.insert(above.end(), members.begin(), members.end());
@@ -163,14 +165,10 @@ Tree build_tree(const Topology& topo, NodeId centre, const SwitchTreeShape& shap
     if (!members.empty()) {
       uint32_t learners = 0;
       for (const Member& member : members) learners += member.learners;
-      if (shape.roots == SwitchRoots::ByShape) {
+      if (shape.roots == SwitchRoots::ByShape)
         order_by_shape(members);
-      } else {
-        for (Member& member : members)
-          if (member.rank != (topo.is_learner(v) ? topo.rank_of(v) : -1))
-            member.path = path_between(topo, topo.learner_node(member.rank), v);
+      else
         order_by_price(members);
-      }
       const size_t top = std::min(pick, members.size() - 1);
       std::rotate(members.begin(), members.begin() + static_cast<std::ptrdiff_t>(top),
                   members.begin() + static_cast<std::ptrdiff_t>(top) + 1);

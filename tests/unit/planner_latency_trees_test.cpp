@@ -6,6 +6,7 @@
 // at the centre, and the plan with them is never dearer than without them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include <fmt/core.h>
@@ -105,7 +106,9 @@ TEST(SwitchTree, ComputesTheAllReduceOnRandomTrees) {
     const auto topo = trees.next(30);
     std::vector<std::pair<std::string, ir::Schedule>> schedules;
     for (const char* name : {"switch-tree", "switch-tree@3", "switch-double-tree", "switch-double-tree@2",
-                             "switch-exchange", "switch-exchange@2", "switch-double-exch@3"})
+                             "switch-exchange", "switch-exchange@2", "switch-double-exch@3", "switch-binary-tree@2",
+                             "switch-double-binary", "switch-chain-tree@3", "switch-lift-binary",
+                             "switch-lift-double@2"})
       schedules.emplace_back(name, plan_algorithm(topo, name));
     // Rooted by the shape alone (not raced: docs/whatif.md, "Roots that read no link").
     for (const bool exchange : {false, true})
@@ -115,6 +118,8 @@ TEST(SwitchTree, ComputesTheAllReduceOnRandomTrees) {
     // The builder's other shapes: a binary heap per node, three trees.
     schedules.emplace_back("fan-out 2", plan_switch_tree(topo, SwitchTreeShape{2, 1}));
     schedules.emplace_back("fan-out 1, 3 trees, exchange at the centre", plan_switch_tree(topo, SwitchTreeShape{1, 3, true}));
+    schedules.emplace_back("a star per node, lifted, exchange at the centre",
+                           plan_switch_tree(topo, SwitchTreeShape{.exchange_at_centre = true, .lift_narrow = true}));
     for (const auto& [name, schedule] : schedules) {
       EXPECT_NO_THROW(ir::verify_schedule(schedule, topo.num_learners())) << name << " on " << topo.name();
       EXPECT_EQ(testing::reference_allreduce_error(schedule, topo.num_learners()), "") << name << " on " << topo.name();
@@ -146,6 +151,45 @@ int eccentricity(const Topology& topo, NodeId node) {
     far = std::max(far, links);
   }
   return far;
+}
+
+TEST(SwitchTree, LiftedMembersBehindNarrowLinksMeetOneLevelUp) {
+  // The root (the centre) holds c and d on 10 GB/s links and a switch s on a 10 GB/s link; s
+  // holds a and b on 1 GB/s links. The binary tree meets a and b at s: one of them takes the
+  // other's sum in over its narrow link, sends the total up over it and takes the result in
+  // again. Lifted, a and b meet c and d at the root, each of their links carrying its own sum
+  // up and the result down: half the time per byte at 1 MiB.
+  testing::TreeBuilder b;
+  const Link fast{10e9, 1e-6}, narrow{1e9, 1e-6};
+  const NodeId s = b.add_switch(b.root(), "s", fast);
+  const int32_t a = 0, bb = 1, c = 2, d = 3;
+  b.add_learner(s, "a", narrow, a);
+  b.add_learner(s, "b", narrow, bb);
+  b.add_learner(b.root(), "c", fast, c);
+  b.add_learner(b.root(), "d", fast, d);
+  const auto topo = b.build();
+  const auto plain = plan_switch_tree(topo, SwitchTreeShape{.fanout = 2});
+  const auto lifted = plan_switch_tree(topo, SwitchTreeShape{.fanout = 2, .lift_narrow = true});
+  EXPECT_EQ(lifted.algorithm, "switch-lift-binary");
+  const auto meets_a_and_b_alone = [&](const ir::Schedule& schedule) {
+    for (const auto& step : schedule.steps)
+      for (const auto& op : step.ops) {
+        const auto& g = op.group;
+        const auto has = [&](int32_t r) { return std::find(g.begin(), g.end(), r) != g.end(); };
+        if (has(a) && has(bb) && !has(c) && !has(d)) return true;
+      }
+    return false;
+  };
+  EXPECT_TRUE(meets_a_and_b_alone(plain));
+  EXPECT_FALSE(meets_a_and_b_alone(lifted));
+  for (const auto* schedule : {&plain, &lifted}) {
+    EXPECT_NO_THROW(ir::verify_schedule(*schedule, topo.num_learners())) << schedule->algorithm;
+    EXPECT_EQ(testing::reference_allreduce_error(*schedule, topo.num_learners()), "") << schedule->algorithm;
+  }
+  const double n = 1 << 20;
+  const double plain_time = critical_path_cost(topo, plain, 16, {}).at(n);
+  const double lifted_time = critical_path_cost(topo, lifted, 16, {}).at(n);
+  EXPECT_LT(lifted_time, 0.6 * plain_time) << plain_time << " s against " << lifted_time << " s";
 }
 
 TEST(SwitchTree, IsRootedAtTheCentre) {
