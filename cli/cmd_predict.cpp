@@ -187,7 +187,7 @@ void print_text(const PredictCommand& command, const Sweep& sweep, const Topolog
   const int learners = topo.num_learners();
   const double factor = bus_factor(collective, learners);
   fmt::print("# flexplan predict: {}{}, topology {} ({})\n# {} ({} B), hop overhead {} (from {}), incast loss {:g}{}, "
-             "slices progress per {}\n",
+             "slices progress per {}{}\n",
              ir::to_string(collective),
              ir::has_root(collective) ? fmt::format(" from root {}", command.root) : "",
              topo.name(), describe_topology(topo), command.dtype, sweep.element,
@@ -195,7 +195,9 @@ void print_text(const PredictCommand& command, const Sweep& sweep, const Topolog
              sweep.cost.reduce_bandwidth > 0
                  ? ", reductions at " + format_bandwidth(sweep.cost.reduce_bandwidth)
                  : std::string(),
-             sweep.cost.slice_progress == SliceProgress::PerSlice ? "slice" : "rank");
+             sweep.cost.slice_progress == SliceProgress::PerSlice ? "slice" : "rank",
+             sweep.cost.host_cores > 0 ? fmt::format(", learners sharing {} host cores", sweep.cost.host_cores)
+                                       : std::string());
   if (floor.per_byte > 0)
     fmt::print("# floor: the larger of n / {} (bandwidth, set by {})\n#   and {} (latency: {})\n",
                format_gbps(1 / floor.per_byte), floor.bound_by, format_seconds(floor.latency),
@@ -298,6 +300,7 @@ void print_json(const PredictCommand& command, const Sweep& sweep, const Topolog
                 {"hop_overhead_from", command.cost.hop_overhead_source(topo)},
                 {"incast_loss", sweep.cost.incast_loss},
                 {"slice_progress", sweep.cost.slice_progress == SliceProgress::PerSlice ? "slice" : "rank"},
+                {"host_cores", sweep.cost.host_cores > 0 ? json(sweep.cost.host_cores) : json(nullptr)},
                 {"reduce_bytes_per_second", sweep.cost.reduce_bandwidth > 0
                                                 ? json(sweep.cost.reduce_bandwidth)
                                                 : json(nullptr)},

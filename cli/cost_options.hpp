@@ -1,5 +1,5 @@
 // The cost model's options shared by the commands that plan or predict (plan, predict, whatif):
-// --hop-overhead, --incast-loss, --reduce-bandwidth and --slice-progress, their help and their parsing
+// --hop-overhead, --incast-loss, --reduce-bandwidth, --slice-progress and --host-cores, their help and their parsing
 // into CostParams (the hop overhead and the reduction rate defaulting to the topology's).
 #pragma once
 
@@ -22,6 +22,7 @@ struct CostOptions {
   double incast_loss = kMeasuredIncastLoss;
   // Empty: the library's default (CostParams::slice_progress), so that the flag follows it.
   std::string slice_progress;
+  int host_cores = 0;  // 0: each learner has cores of its own
 
   void add_to(CLI::App& app) {
     app.add_option("--hop-overhead", hop_overhead,
@@ -45,6 +46,12 @@ struct CostOptions {
                    "FLEXPLAN_STEP_OVERLAP=0) or \"slice\" (only its own slice's: the runtime with "
                    "its steps overlapping); default: the library's, " +
                        std::string(CostParams{}.slice_progress == SliceProgress::PerSlice ? "slice" : "rank"));
+    app.add_option("--host-cores", host_cores,
+                   "the learners all run on one host of this many cores (one machine, or an "
+                   "emulated cluster): a call then takes at least its hops' software cost (a hop "
+                   "overhead each) over these cores; default 0, each learner has cores of its own "
+                   "(docs/cost-model.md)")
+        ->check(CLI::Range(0, 1 << 20));
   }
 
   // The topology's reduction rate and hop overhead, where the command line did not give them.
@@ -84,6 +91,7 @@ struct CostOptions {
         throw std::invalid_argument(std::string("--reduce-bandwidth: ") + e.what());
       }
     }
+    params.host_cores = host_cores;
     if (slice_progress == "rank")
       params.slice_progress = SliceProgress::PerRank;
     else if (slice_progress == "slice")

@@ -82,6 +82,11 @@ struct CostParams {
   double incast_loss = 0;
   // How the critical path lets a rank's slices progress (SliceProgress above).
   SliceProgress slice_progress = SliceProgress::PerSlice;
+  // Cores of the one host every learner runs on (one host, or an emulated cluster on one host);
+  // 0: each learner has cores of its own. Where given, a call takes at least its hops' software
+  // cost over these cores (ScheduleCost::busy_floor, host_busy_floor): every hop costs its two
+  // ends a hop overhead between them, and that work shares the host's cores.
+  int host_cores = 0;
 };
 
 // Where a star op's flows meet: on its root's side of the tree, the link above an ancestor x of
@@ -172,6 +177,9 @@ StepCost make_step(double per_byte, double hop_latency, std::vector<ChainCost> c
 struct ScheduleCost {
   std::vector<StepCost> steps;
   double chunk_bytes = static_cast<double>(codegen::kDefaultChunkBytes);
+  // Seconds no call takes less than, whatever its size, beside its steps: its hops' software
+  // cost over the host's cores where learners share them (CostParams::host_cores); 0: none.
+  double busy_floor = 0;
 
   double at(double bytes) const;  // seconds for an n-byte message
   double latency() const { return at(0); }
@@ -179,6 +187,12 @@ struct ScheduleCost {
   LinearCost asymptote() const;
   uint64_t step_count() const;
 };
+
+// A call of `hops` hops (lowered, every slice's) takes at least this on learners sharing
+// CostParams::host_cores cores: each hop costs its two ends a hop overhead between them (half
+// each, as the critical path charges a rank's progress thread), and all of it shares the cores.
+// 0 where the learners have cores of their own (host_cores 0).
+double host_busy_floor(uint64_t hops, const CostParams& params);
 
 // Steps the evaluator priced, for pricing an equal step of another schedule without routing it
 // again: rows built by one builder share steps (the all-gather race's relay-tree and

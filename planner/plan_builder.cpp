@@ -553,7 +553,9 @@ class PlanBuilder {
 
   void price(size_t index, const AlgorithmChoice& choice) {
     price_candidate(index, choice);
-    record_price(report_.candidates[index]);
+    auto& candidate = report_.candidates[index];
+    if (candidate.priced) candidate.cost.busy_floor = host_busy_floor(hops_at_least(candidate.size), options_.cost);
+    record_price(candidate);
   }
 
   void price_candidate(size_t index, const AlgorithmChoice& choice) {
@@ -667,8 +669,9 @@ class PlanBuilder {
     if (cost)
       note(fmt::format("{}: priced by its critical path in {:.3f} s", choice.name(), seconds_since(start)));
     else
-      note(fmt::format("{}: priced step by step: its critical path passed the budget ({} units of work: envelope lines compared, links walked) "
-                       "after {:.3f} s", choice.name(), options_.critical_path_budget, seconds_since(start)));
+      note(fmt::format("{}: priced step by step: its critical path passed the budget ({} units of work: envelope lines compared, links walked; "
+                       "at least {} were foreseen) after {:.3f} s", choice.name(), options_.critical_path_budget, least,
+                       seconds_since(start)));
     return cost;
   }
 
@@ -726,6 +729,7 @@ class PlanBuilder {
       return;
     }
     auto cost = by_windows ? pricer(row).cost(1) : evaluate_schedule(topo_, schedule, options_.cost);
+    cost.busy_floor = candidate.cost.busy_floor;  // (set where the candidate was priced, if it was)
     note(fmt::format("{}: priced in {:.3f} s", candidate.algorithm, seconds_since(start)));
     if (candidate.priced && !same_price(cost, candidate.cost))
       throw std::logic_error(fmt::format(

@@ -37,8 +37,10 @@ AlgorithmPrediction predict_algorithm(const Topology& topo, std::string_view nam
       if (schedule_fits_limits(measured_size(schedule))) {
         // The rows the planner prices by their critical path are priced so here too.
         prediction.method = choice.row->critical_path ? "critical path" : "evaluator";
-        prediction.time = curve(choice.row->critical_path ? critical_path_cost(topo, schedule, params)
-                                                          : evaluate_schedule(topo, schedule, params));
+        ScheduleCost cost = choice.row->critical_path ? critical_path_cost(topo, schedule, params)
+                                                      : evaluate_schedule(topo, schedule, params);
+        cost.busy_floor = host_busy_floor(hops_at_least(measured_size(schedule)), params);  // as the planner's
+        prediction.time = curve(std::move(cost));
         return prediction;
       }
     } catch (const ScheduleBeyondLimits&) {
@@ -50,6 +52,7 @@ AlgorithmPrediction predict_algorithm(const Topology& topo, std::string_view nam
   prediction.note = prediction.note.empty() ? too_big : prediction.note + "; " + too_big;
   if (auto closed = choice.closed_form(topo, params)) {
     prediction.method = "closed form";  // exact for the schedule
+    if (size) closed->busy_floor = host_busy_floor(hops_at_least(*size), params);
     prediction.time = curve(std::move(*closed));
   } else if (choice.slices == 1 && choice.row->model != nullptr &&
              choice.row->model(topo, 0, params) >= 0) {

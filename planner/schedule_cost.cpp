@@ -82,7 +82,7 @@ double ScheduleCost::at(double bytes) const {
   double total = 0;
   for (const StepCost& step : steps)
     total += static_cast<double>(step.repeat) * step.at(bytes, chunk_bytes);
-  return total;
+  return std::max(total, busy_floor);
 }
 
 LinearCost ScheduleCost::asymptote() const {
@@ -101,7 +101,14 @@ LinearCost ScheduleCost::asymptote() const {
     const double times = static_cast<double>(step.repeat);
     total += LinearCost{best.latency * times, best.per_byte * times};
   }
+  // A floor is flat: a line that rises passes it, one that does not stays under it.
+  if (total.per_byte <= 0) total.latency = std::max(total.latency, busy_floor);
   return total;
+}
+
+double host_busy_floor(uint64_t hops, const CostParams& params) {
+  if (params.host_cores <= 0) return 0;
+  return static_cast<double>(hops) * params.hop_overhead / params.host_cores;
 }
 
 uint64_t ScheduleCost::step_count() const {

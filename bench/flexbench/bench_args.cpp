@@ -65,6 +65,10 @@ std::optional<BenchArgs> parse_args(int argc, char** argv, bool print, int& exit
           },
           "NAME"));
   app.add_option("-n,--iters", args.iterations, "timed iterations per size")->check(CLI::Range(1, 1 << 24));
+  app.add_option("-m,--agg_iters", args.agg_iters,
+                 "calls back to back in each timed iteration, its time divided by them (as nccl-tests' -m): "
+                 "small sizes then time the calls, not the spread of the ranks' exits from the barrier before")
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("-w,--warmup_iters", args.warmup, "untimed iterations per size")->check(CLI::Range(0, 1 << 24));
   app.add_option("-t,--dtype", type_text, "float32 float64 float16 bfloat16 int32 int64 uint8");
   app.add_option("-d,--datatype", old_type_text, "deprecated: -t/--dtype");

@@ -24,6 +24,7 @@ struct BenchArgs {
   std::string algorithm;  // empty: the plan's choice per size
   int iterations = 20;
   int warmup = 5;
+  int agg_iters = 1;  // calls back to back per timed iteration (nccl-tests' -m)
   DataType type = DataType::Float32;
   ReduceOp op = ReduceOp::Sum;
   bool blocking = false;

@@ -61,8 +61,10 @@ void print_header(const BenchArgs& args, const ProgressMode& mode, const std::st
              ir::to_string(args.collective), root, args.plan_path, topology, world, to_string(args.type),
              combines ? " " : "", combines ? to_string(args.op) : std::string_view{}, args.iterations, args.warmup,
              mode.blocking ? "blocking" : "busy-polling", mode.why.empty() ? "" : " (" + mode.why + ")");
-  fmt::print("# algorithm: {}; times are medians of the slowest rank per iteration; MPI = {}{}\n",
-             args.algorithm.empty() ? "the plan's choice per size" : args.algorithm, mpi_name(args.collective),
+  fmt::print("# algorithm: {}; times are medians of the slowest rank per iteration{}; MPI = {}{}\n",
+             args.algorithm.empty() ? "the plan's choice per size" : args.algorithm,
+             args.agg_iters > 1 ? fmt::format(" of {} calls back to back, per call", args.agg_iters) : "",
+             mpi_name(args.collective),
              combines && args.op == ReduceOp::Avg ? " with MPI_SUM (MPI has no avg)" : "");
   fmt::print("# size is the whole buffer's (an all-gather's receive, a reduce-scatter's send), count its "
              "elements; busbw = algbw x {:.3f}\n", bus_factor(args.collective, world));
@@ -120,6 +122,7 @@ void write_json(const std::string& path, const BenchArgs& args, bool blocking, c
       {"topology", topology},
       {"world_size", world},
       {"iterations", args.iterations},
+      {"agg_iters", args.agg_iters},
       {"warmup", args.warmup},
       {"blocking", blocking},
       {"forced_algorithm", args.algorithm.empty() ? nlohmann::json(nullptr) : nlohmann::json(args.algorithm)},

@@ -193,13 +193,15 @@ int run(const BenchArgs& args, int rank, int world) {
     row.count = one.count;
     row.bytes = row.count * element;
     row.algorithm = algorithm_for(*comm, args, row.bytes);
-    row.flexplan = time_iterations(args.warmup, args.iterations, [&] { one.flexplan(); });
+    row.flexplan = time_iterations(args.warmup, args.iterations, [&] { one.flexplan(); }, NothingToPrepare{},
+                                   args.agg_iters);
     if (args.check) {
       uint64_t wrong = one.wrong(comm->rank(), world);
       MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
       row.wrong = wrong;
     }
-    if (type && args.mpi) row.mpi = time_iterations(args.warmup, args.iterations, [&] { one.mpi(*type); });
+    if (type && args.mpi)
+      row.mpi = time_iterations(args.warmup, args.iterations, [&] { one.mpi(*type); }, NothingToPrepare{}, args.agg_iters);
     if (rank == 0) print_row(args, row, world);
     rows.push_back(std::move(row));
     if (size > args.max_bytes / args.factor) break;  // the next size would overflow or pass max

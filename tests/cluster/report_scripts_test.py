@@ -13,6 +13,7 @@ import unittest
 
 FLEXPLAN, SOURCE = sys.argv[1], sys.argv[2]
 sys.path.insert(0, os.path.join(SOURCE, "bench", "cluster"))
+from calibrate_hops import calibrate  # noqa: E402
 from plan_choice import chosen, sweep  # noqa: E402
 from results_data import parse_predictions  # noqa: E402
 
@@ -38,6 +39,37 @@ class PredictTable(unittest.TestCase):
     def test_names_with_slices_are_columns(self):
         text = flexplan("predict", TOPOLOGY, "-b", "1M", "-e", "1M", "-a", "flexreduce@4", "--format", "json")
         self.assertIn(1048576, parse_predictions(text)["flexreduce@4"])
+
+
+class CalibrateHops(unittest.TestCase):
+    """The cost per hop found from a ring's measured time gives that time back when predicted
+    with it: the latency-bound answer without --host-cores, the cores' floor's with them."""
+
+    def ring_bench(self, work, seconds):
+        path = os.path.join(work, "ring.json")
+        us = seconds * 1e6
+        with open(path, "w") as f:
+            json.dump({"records": [{"bytes": 64, "algorithm": "ring", "time_us_median": us, "time_us_min": us,
+                                    "time_us_max": us, "wrong": 0, "mpi_time_us_median": None}]}, f)
+        return path
+
+    def predicted(self, overhead_s, cores):
+        text = flexplan("predict", TOPOLOGY, "-b", "64", "-e", "64", "-a", "ring", "--hop-overhead",
+                        f"{overhead_s * 1e6:.6f} us", "--host-cores", str(cores), "--format", "json")
+        return parse_predictions(text)["ring"][64]
+
+    def test_the_overhead_found_predicts_the_measured_time(self):
+        with tempfile.TemporaryDirectory() as work:
+            measured = 4 * self.predicted(0, 0)  # well above the ring's path without overheads
+            bench = self.ring_bench(work, measured)
+            apart = calibrate(FLEXPLAN, TOPOLOGY, bench)
+            shared = calibrate(FLEXPLAN, TOPOLOGY, bench, host_cores=2)
+        self.assertEqual(apart["ring_hops"], 8)  # 2 (P - 1) for the 5 learners
+        self.assertAlmostEqual(self.predicted(apart["hop_overhead_s"], 0) / measured, 1, places=3)
+        self.assertAlmostEqual(self.predicted(shared["hop_overhead_s"], 2) / measured, 1, places=3)
+        # 40 hops over 2 cores reach the measured time before the path's 8 do
+        self.assertLess(shared["hop_overhead_s"], apart["hop_overhead_s"])
+        self.assertEqual(shared["host_cores"], 2)
 
 
 class PlanChoice(unittest.TestCase):

@@ -1,6 +1,7 @@
 #!/bin/bash
 # flexbench reports the progress mode the runtime runs in, in its header and in the JSON
-# "blocking" field: FLEXPLAN_BLOCKING=1 blocks as --blocking does (both once read only the flag).
+# "blocking" field: FLEXPLAN_BLOCKING=1 blocks as --blocking does (both once read only the flag);
+# and -m's calls back to back per timed iteration.
 #   flexbench_mode.sh MPIEXEC FLEXPLAN FLEXBENCH SOURCE_DIR
 set -u
 mpiexec=$1 flexplan=$2 flexbench=$3 source_dir=$4
@@ -43,5 +44,18 @@ crowded() {
 }
 crowded "two ranks on one core" "blocking progress (2 ranks share 1 core on this host; --polling to busy-poll)"
 crowded "two ranks on one core, --polling" "busy-polling progress$" --polling
-[ $status -eq 0 ] && echo "PASS: flexbench reports the runtime's progress mode"
+# -m N: N calls back to back in each timed iteration, said in the header and the JSON, and
+# every call's result still right (each call overwrites the same output).
+output=$(timeout 60 "$mpiexec" -np 2 --oversubscribe --mca mpi_yield_when_idle 1 "$flexbench" "$work/plan-2.bin" \
+         -b 8 -e 1K -f 128 -n 2 -w 1 -m 5 --blocking --json "$work/agg.json" 2>&1)
+if [ $? -ne 0 ] || ! grep -q "times are medians of the slowest rank per iteration of 5 calls back to back, per call" <<< "$output" \
+   || ! grep -q '"agg_iters": 5,' "$work/agg.json" || [ "$(grep -c '"wrong": 0' "$work/agg.json")" -ne 2 ]; then
+  echo "FAIL: -m 5: expected the header and the JSON to say so and two right rows"; echo "$output" | head -12
+  grep -E 'agg_iters|wrong' "$work/agg.json"; status=1
+else
+  echo "ok: -m 5"
+fi
+"$flexbench" "$work/plan-2.bin" -m 0 > "$work/m0.txt" 2>&1
+if [ $? -ne 2 ]; then echo "FAIL: -m 0: expected exit 2"; head -3 "$work/m0.txt"; status=1; else echo "ok: -m 0 refused"; fi
+[ $status -eq 0 ] && echo "PASS: flexbench reports the runtime's progress mode and its calls per iteration"
 exit $status

@@ -17,6 +17,7 @@
 #include "planner/critical_path.hpp"
 #include "planner/pipeline.hpp"
 #include "planner/plan_builder.hpp"
+#include "planner/prediction.hpp"
 #include "planner_test_trees.hpp"
 
 namespace flexplan {
@@ -509,6 +510,53 @@ TEST(PipelineLowerBound, EveryWindowCountsItsLargestStep) {
     EXPECT_EQ(pipeline_lower_bound(base, 0, slices, bytes), std::max(expected, first_slice))
         << "trial " << trial << ", " << slices << " slices";
   }
+}
+
+}  // namespace
+}  // namespace flexplan
+
+namespace flexplan {
+namespace {
+
+// Learners sharing one host's cores (CostParams::host_cores): every candidate's price is its
+// price on cores of their own or its hops' overheads over the cores, whichever is larger; the
+// floor binds small messages of many hops, and predict prices as the planner does.
+TEST(PlannerHostCores, ACallTakesAtLeastItsHopsOverheadsOverTheCores) {
+  const auto topo = machines({8});  // eight learners on one machine, as flexbench's loopback-8
+  PlanOptions own;
+  own.cost.hop_overhead = 10e-6;
+  PlanOptions shared = own;
+  shared.cost.host_cores = 2;
+  const auto apart = build_plan_report(topo, own);
+  const auto together = build_plan_report(topo, shared);
+  ASSERT_EQ(apart.candidates.size(), together.candidates.size());
+  int floor_binds = 0;
+  for (size_t i = 0; i < apart.candidates.size(); ++i) {
+    const Candidate& a = apart.candidates[i];
+    const Candidate& b = together.candidates[i];
+    SCOPED_TRACE(b.algorithm);
+    ASSERT_EQ(a.algorithm, b.algorithm);
+    if (!b.priced) continue;
+    const double floor = static_cast<double>(hops_at_least(b.size)) * 10e-6 / 2;
+    EXPECT_EQ(a.cost.busy_floor, 0);
+    EXPECT_DOUBLE_EQ(b.cost.busy_floor, floor);
+    for (const double n : {8.0, 65536.0, 16777216.0}) {
+      EXPECT_DOUBLE_EQ(b.cost.at(n), std::max(a.cost.at(n), floor));
+      EXPECT_GE(b.cost.at(n), floor);
+    }
+    floor_binds += b.cost.at(8) > a.cost.at(8);
+  }
+  EXPECT_GT(floor_binds, 0);
+  // The direct all-reduce: every learner sends its share to every other, 8 x 7 hops.
+  const Candidate* direct = together.find("direct");
+  ASSERT_NE(direct, nullptr);
+  EXPECT_EQ(hops_at_least(direct->size), 56u);
+  EXPECT_DOUBLE_EQ(direct->cost.at(8), 56 * 10e-6 / 2);
+  const AlgorithmPrediction predicted = predict_algorithm(topo, "direct", shared.cost);
+  ASSERT_TRUE(predicted.time);
+  EXPECT_DOUBLE_EQ(predicted.time(8), direct->cost.at(8));
+  // The plan at 8 B is no longer the direct one, whose 56 hops now cost 280 us.
+  EXPECT_NE(together.plan.schedules.front().algorithm, "direct");
 }
 
 }  // namespace
