@@ -47,6 +47,13 @@ double seconds_since(Clock::time_point start) {
 }
 
 // Prices agree when they are within a relative 1e-9 at sizes spanning every regime.
+// A base schedule's hops, and the ranks they touch counted once per step (what its critical
+// path costs at least: critical_path_least_work).
+struct BaseHops {
+  uint64_t hops = 0;
+  uint64_t ranks_touched = 0;
+};
+
 bool same_price(const ScheduleCost& a, const ScheduleCost& b) {
   for (double n = 0; n < 1e13; n = n == 0 ? 1 : n * 7.3) {
     const double x = a.at(n), y = b.at(n);
@@ -634,20 +641,47 @@ class PlanBuilder {
     if (!schedule_fits_limits(base_size(row))) return true;
     return state_of(row).critical_path_spent + critical_path_least_work(row, slices) > options_.critical_path_budget;
   }
-  // What a variant's critical path costs at least: every hop raises two envelopes each slice,
-  // and lowering the base walks every hop's links (as many as its floors walked, where found:
-  // at a million learners that alone can pass the budget).
+  // What a variant's critical path costs at least, each slice (critical_path.cpp, cost): every
+  // hop raises two envelopes of at least one line by one of at least one line (two units
+  // each, raise); with a hop overhead, every rank a step touches raises its own once more (two
+  // units); and lowering the base walks every hop's links (as many as its floors walked, where
+  // found: at a million learners that alone can pass the budget). Counted as 2 units a hop
+  // until 2026-11-30, when every attempt at a million learners ran 0.3-1.6 s into the budget
+  // and failed (three on the flat and the wide tree, one on the generated one).
   uint64_t critical_path_least_work(const AlgorithmRow& row, uint32_t slices) {
     const ScheduleFloors* found = floors_found(row);
     const uint64_t walked = found != nullptr ? found->links_walked : 0;
-    return 2 * base_members(row) * slices + walked;
+    const BaseHops& base = base_hops(row);
+    const uint64_t per_slice = 4 * base.hops + (options_.cost.hop_overhead > 0 ? 2 * base.ranks_touched : 0);
+    return per_slice * slices + walked;
   }
-  uint64_t base_members(const AlgorithmRow& row) {
-    auto& members = state_of(row).base_members;
-    if (members == 0)
-      for (const auto& step : base_schedule(row).steps)
-        for (const auto& op : step.ops) members += op.group.size();
-    return members;
+  // The base's hops, as lowered (an op of m members has m - 1, or m where its root is not among
+  // them; an op of an empty range has none), and the ranks they touch, counted once per step.
+  const BaseHops& base_hops(const AlgorithmRow& row) {
+    auto& counted = state_of(row).base_hops;
+    if (!counted) {
+      counted.emplace();
+      std::vector<uint32_t> touched_in(static_cast<size_t>(topo_.num_learners()), 0);  // step + 1
+      uint32_t stamp = 0;
+      const auto touch = [&](int32_t rank) {
+        if (touched_in[static_cast<size_t>(rank)] != stamp) {
+          touched_in[static_cast<size_t>(rank)] = stamp;
+          ++counted->ranks_touched;
+        }
+      };
+      for (const auto& step : base_schedule(row).steps) {
+        ++stamp;
+        for (const auto& op : step.ops) {
+          if (op.end == op.begin) continue;
+          const bool root_in = op.root_in_group();
+          counted->hops += op.group.size() - (root_in ? 1 : 0);
+          if (op.group.size() + (root_in ? 0 : 1) < 2) continue;  // no hop
+          touch(op.root);
+          for (const int32_t member : op.group) touch(member);
+        }
+      }
+    }
+    return *counted;
   }
 
   std::optional<ScheduleCost> critical_path_price(const AlgorithmChoice& choice) {
@@ -883,7 +917,7 @@ class PlanBuilder {
     std::optional<ir::Schedule> base;  // its unpipelined schedule (base_schedule)
     std::optional<ScheduleSize> base_size;  // base_size
     std::optional<ScheduleSize> stopped;    // its build stopped past the limits: what was built
-    uint64_t base_members = 0;              // group members of the base (0: not counted yet)
+    std::optional<BaseHops> base_hops;      // of the base, once counted
     std::optional<ir::PipelineFootprint> footprint;  // of the base
     // The closed form's price (none: it has none here), found beside the bases or on first use.
     std::optional<std::optional<ScheduleCost>> closed_form;
