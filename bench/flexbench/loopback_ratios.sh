@@ -1,9 +1,9 @@
 #!/bin/bash
 # The loopback measurements of docs/flexbench.md: flexplan vs MPI_Allreduce on this host for 2,
-# 5 and 8 ranks, small (8 B - 64 KB) and large (1 - 128 MB) float32 sums, for one build or
+# 4, 5 and 8 ranks, small (8 B - 64 KB) and large (1 - 128 MB) float32 sums, for one build or
 # several side by side.
 #   bench/flexbench/loopback_ratios.sh OUT_DIR NAME=BUILD_DIR[+PLANNER_ARGS] [...]
-# Plans: bench/flexbench/loopback-{2,5,8}.json (N learners on one machine, with this host's
+# Plans: bench/flexbench/loopback-{2,4,5,8}.json (N learners on one machine, with this host's
 # reduction rate), planned by each build's own flexplan, with the plan's own choice of
 # schedule; PLANNER_ARGS (spaces as '+', e.g. off=build+--reduce-bandwidth=none) are passed to
 # that flexplan, so that one build can run under two plans side by side. A build older than the
@@ -34,12 +34,12 @@ for build_spec in "$@"; do
   fi
   names+=("$name")
   mkdir -p "$out/$name"
-  for ranks in 2 5 8; do
+  for ranks in 2 4 5 8; do
     "$build/flexplan" "$source_dir/bench/flexbench/loopback-$ranks.json" -o "$out/$name/plan-$ranks.bin" \
       ${planner_args[@]+"${planner_args[@]}"} > /dev/null
   done
 done
-for ranks in 2 5 8; do
+for ranks in 2 4 5 8; do
   mpirun=(mpirun -np "$ranks" --oversubscribe --mca mpi_yield_when_idle 1)
   for band in small large; do
     case $band in
