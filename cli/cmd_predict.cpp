@@ -350,8 +350,9 @@ void run(const PredictCommand& command) {
     }
     if (names.empty()) names = collective_algorithm_names(collective);
     for (const auto& name : names) {
-      const auto cost = std::make_shared<ScheduleCost>(evaluate_schedule(
-          topo, plan_collective_algorithm(topo, collective, name, command.root), sweep.cost));
+      const ir::Schedule schedule = plan_collective_algorithm(topo, collective, name, command.root);
+      const auto cost = std::make_shared<ScheduleCost>(evaluate_schedule(topo, schedule, sweep.cost));
+      cost->busy_floor = host_busy_floor(lowered_hop_count(schedule), sweep.cost);  // as the planner's
       predictions.push_back(
           {name, "evaluator", "", [cost](double bytes) { return cost->at(bytes); }});
     }

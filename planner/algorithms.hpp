@@ -59,11 +59,6 @@ struct ScheduleSize {
   uint64_t group_members = 0;
 };
 ScheduleSize measured_size(const ir::Schedule&);
-// The hops it lowers to, at least: an op of m members has m - 1, or m where its root is not
-// among them (host_busy_floor's count).
-inline uint64_t hops_at_least(const ScheduleSize& size) {
-  return size.group_members > size.ops ? size.group_members - size.ops : 0;
-}
 
 // Schedules beyond these are not built (a flat ring over 128k learners has 34 billion ops):
 // build_plan leaves them out with a note, predict prices them with their closed form. An op

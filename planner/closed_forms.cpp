@@ -114,6 +114,8 @@ ScheduleCost ring_cost(const Topology& topo, const CostParams& params) {
   if (!(slowest_separating_bandwidth(topo) > 0))
     throw std::invalid_argument("a link that separates learners has no bandwidth");
   cost.steps = ring_steps(topo, ring, params);
+  const uint64_t p = ring.size();
+  cost.busy_floor = host_busy_floor(2 * (p - 1) * p, params);  // 2(P - 1) steps of P hops
   return cost;
 }
 

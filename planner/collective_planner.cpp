@@ -314,6 +314,7 @@ CollectivePlan race_copies(const Topology& topo, ir::Collective collective, int3
       start = Clock::now();
       const size_t found_before = priced_steps.steps_found();
       candidate.cost = evaluate_schedule(topo, candidate.schedule, cost, &priced_steps);
+      candidate.cost.busy_floor = host_busy_floor(lowered_hop_count(candidate.schedule), cost);
       if (progress && built + seconds_since(start) > kProgressSeconds)
         progress(fmt::format("{} {}: built in {:.3f} s, priced in {:.3f} s{}", ir::to_string(collective),
                              candidate.algorithm, built, seconds_since(start),
@@ -374,6 +375,7 @@ CollectivePlan transposed_plan(const Topology& topo, const CollectivePlan& copie
         start = Clock::now();
         const size_t found_before = priced_steps.steps_found();
         candidate.cost = evaluate_schedule(topo, *built[i], cost, &priced_steps);
+        candidate.cost.busy_floor = host_busy_floor(lowered_hop_count(*built[i]), cost);  // (as many as the copies')
         if (progress && transposing + seconds_since(start) > kProgressSeconds)
           progress(fmt::format("{} {}: transposed in {:.3f} s, priced in {:.3f} s{}", ir::to_string(plan.collective),
                                candidate.algorithm, transposing, seconds_since(start),

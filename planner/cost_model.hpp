@@ -193,6 +193,10 @@ struct ScheduleCost {
 // each, as the critical path charges a rank's progress thread), and all of it shares the cores.
 // 0 where the learners have cores of their own (host_cores 0).
 double host_busy_floor(uint64_t hops, const CostParams& params);
+// The hops a built schedule lowers to, every slice's (a compact pipeline repeats its base once
+// per slice): an op of m members has m - 1, or m where its root is not among them; an op of an
+// empty range has none.
+uint64_t lowered_hop_count(const ir::Schedule&);
 
 // Steps the evaluator priced, for pricing an equal step of another schedule without routing it
 // again: rows built by one builder share steps (the all-gather race's relay-tree and

@@ -394,5 +394,46 @@ std::optional<ScheduleCost> critical_path_cost_within(const Topology& topo, cons
   return CriticalPath(topo, base, params).cost(slices, params.slice_progress, budget, work);
 }
 
+CriticalPathCounts critical_path_counts(const ir::Schedule& base, int learners) {
+  CriticalPathCounts counts;
+  std::vector<uint32_t> touched_in(static_cast<size_t>(std::max(learners, 0)), 0);  // step + 1
+  uint32_t stamp = 0;
+  const auto touch = [&](int32_t rank) {
+    if (rank < 0 || rank >= learners) return;  // (the pricer names it)
+    if (touched_in[static_cast<size_t>(rank)] != stamp) {
+      touched_in[static_cast<size_t>(rank)] = stamp;
+      ++counts.ranks_touched;
+    }
+  };
+  for (const auto& step : base.steps) {
+    ++stamp;
+    const uint64_t before = counts.ranks_touched;
+    for (const auto& op : step.ops) {
+      if (op.end == op.begin) continue;
+      const bool root_in = op.root_in_group();
+      const uint64_t hops = op.group.size() - (root_in ? 1 : 0);
+      if (hops == 0) continue;
+      counts.hops += hops;
+      touch(op.root);
+      for (const int32_t member : op.group) touch(member);
+    }
+    counts.last_step_ranks_touched = counts.ranks_touched - before;
+  }
+  return counts;
+}
+
+uint64_t critical_path_least_work(const CriticalPathCounts& counts, uint32_t slices, const CostParams& params) {
+  // Every hop, each slice, raises its receiver's and its sender's envelope (cost, raise: each
+  // at least one line into at least one, two units).
+  uint64_t least = 4 * counts.hops * slices;
+  // Per slice a key is a rank's slice, and every rank a base step touches raises its own once
+  // for its overheads, each slice; but the last pipeline step's come after the last budget
+  // check. Per rank a key is a rank, raised once per pipeline step whatever base steps the
+  // window holds: not counted.
+  if (params.hop_overhead > 0 && params.slice_progress == SliceProgress::PerSlice)
+    least += 2 * (counts.ranks_touched * slices - counts.last_step_ranks_touched);
+  return least;
+}
+
 
 }  // namespace flexplan

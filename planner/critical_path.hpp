@@ -52,4 +52,18 @@ ScheduleCost critical_path_cost(const Topology&, const ir::Schedule& schedule, c
 std::optional<ScheduleCost> critical_path_cost_within(const Topology&, const ir::Schedule& base, uint32_t slices,
                                                       const CostParams&, uint64_t budget, uint64_t& work);
 
+// What a base's critical path must spend, counted once (a pass over its ops): its hops as
+// lowered, and the ranks they touch counted once per step.
+struct CriticalPathCounts {
+  uint64_t hops = 0;
+  uint64_t ranks_touched = 0;
+  uint64_t last_step_ranks_touched = 0;  // by its last step
+};
+CriticalPathCounts critical_path_counts(const ir::Schedule& base, int learners);
+// The least `work` critical_path_cost_within(base, slices) has counted at its last budget
+// check, besides the links its lowering walks (the caller adds those where known): a budget
+// below this is passed for certain, so the planner does not begin (tests: least_work at most
+// the smallest budget that prices, per slice and per rank).
+uint64_t critical_path_least_work(const CriticalPathCounts&, uint32_t slices, const CostParams&);
+
 }  // namespace flexplan

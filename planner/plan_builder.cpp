@@ -47,13 +47,6 @@ double seconds_since(Clock::time_point start) {
 }
 
 // Prices agree when they are within a relative 1e-9 at sizes spanning every regime.
-// A base schedule's hops, and the ranks they touch counted once per step (what its critical
-// path costs at least: critical_path_least_work).
-struct BaseHops {
-  uint64_t hops = 0;
-  uint64_t ranks_touched = 0;
-};
-
 bool same_price(const ScheduleCost& a, const ScheduleCost& b) {
   for (double n = 0; n < 1e13; n = n == 0 ? 1 : n * 7.3) {
     const double x = a.at(n), y = b.at(n);
@@ -561,7 +554,8 @@ class PlanBuilder {
   void price(size_t index, const AlgorithmChoice& choice) {
     price_candidate(index, choice);
     auto& candidate = report_.candidates[index];
-    if (candidate.priced) candidate.cost.busy_floor = host_busy_floor(hops_at_least(candidate.size), options_.cost);
+    // (A closed form may carry its own, the ring's where it is too big to build.)
+    if (candidate.priced) candidate.cost.busy_floor = std::max(candidate.cost.busy_floor, busy_floor(choice));
     record_price(candidate);
   }
 
@@ -641,46 +635,27 @@ class PlanBuilder {
     if (!schedule_fits_limits(base_size(row))) return true;
     return state_of(row).critical_path_spent + critical_path_least_work(row, slices) > options_.critical_path_budget;
   }
-  // What a variant's critical path costs at least, each slice (critical_path.cpp, cost): every
-  // hop raises two envelopes of at least one line by one of at least one line (two units
-  // each, raise); with a hop overhead, every rank a step touches raises its own once more (two
-  // units); and lowering the base walks every hop's links (as many as its floors walked, where
-  // found: at a million learners that alone can pass the budget). Counted as 2 units a hop
-  // until 2026-11-30, when every attempt at a million learners ran 0.3-1.6 s into the budget
-  // and failed (three on the flat and the wide tree, one on the generated one).
+  // CostParams::host_cores' floor of a variant: its base's hops, once per slice (a slice is a
+  // copy of the base on units of its own). None where the base is too big to build (not a
+  // host's learners) or the cores are not priced.
+  double busy_floor(const AlgorithmChoice& choice) {
+    if (options_.cost.host_cores <= 0 || !schedule_fits_limits(base_size(*choice.row))) return 0;
+    return host_busy_floor(base_counts(*choice.row).hops * choice.slices, options_.cost);
+  }
+
+  // What a variant's critical path costs at least (critical_path_least_work), and the links
+  // lowering its base walks (as many as its floors walked, where found: at a million learners
+  // that alone can pass the budget). Counted as 2 units a hop until 2026-11-30, when every
+  // attempt at a million learners ran 0.3-1.6 s into the budget and failed (three on the flat
+  // and the wide tree, one on the generated one).
   uint64_t critical_path_least_work(const AlgorithmRow& row, uint32_t slices) {
     const ScheduleFloors* found = floors_found(row);
     const uint64_t walked = found != nullptr ? found->links_walked : 0;
-    const BaseHops& base = base_hops(row);
-    const uint64_t per_slice = 4 * base.hops + (options_.cost.hop_overhead > 0 ? 2 * base.ranks_touched : 0);
-    return per_slice * slices + walked;
+    return flexplan::critical_path_least_work(base_counts(row), slices, options_.cost) + walked;
   }
-  // The base's hops, as lowered (an op of m members has m - 1, or m where its root is not among
-  // them; an op of an empty range has none), and the ranks they touch, counted once per step.
-  const BaseHops& base_hops(const AlgorithmRow& row) {
-    auto& counted = state_of(row).base_hops;
-    if (!counted) {
-      counted.emplace();
-      std::vector<uint32_t> touched_in(static_cast<size_t>(topo_.num_learners()), 0);  // step + 1
-      uint32_t stamp = 0;
-      const auto touch = [&](int32_t rank) {
-        if (touched_in[static_cast<size_t>(rank)] != stamp) {
-          touched_in[static_cast<size_t>(rank)] = stamp;
-          ++counted->ranks_touched;
-        }
-      };
-      for (const auto& step : base_schedule(row).steps) {
-        ++stamp;
-        for (const auto& op : step.ops) {
-          if (op.end == op.begin) continue;
-          const bool root_in = op.root_in_group();
-          counted->hops += op.group.size() - (root_in ? 1 : 0);
-          if (op.group.size() + (root_in ? 0 : 1) < 2) continue;  // no hop
-          touch(op.root);
-          for (const int32_t member : op.group) touch(member);
-        }
-      }
-    }
+  const CriticalPathCounts& base_counts(const AlgorithmRow& row) {
+    auto& counted = state_of(row).base_counts;
+    if (!counted) counted = critical_path_counts(base_schedule(row), topo_.num_learners());
     return *counted;
   }
 
@@ -763,7 +738,10 @@ class PlanBuilder {
       return;
     }
     auto cost = by_windows ? pricer(row).cost(1) : evaluate_schedule(topo_, schedule, options_.cost);
-    cost.busy_floor = candidate.cost.busy_floor;  // (set where the candidate was priced, if it was)
+    // The closed form is checked on its steps (the cores' floor, set where the candidate was
+    // priced, would hide a disagreement at small sizes), then keeps the floor.
+    const double floor = candidate.cost.busy_floor;
+    candidate.cost.busy_floor = 0;
     note(fmt::format("{}: priced in {:.3f} s", candidate.algorithm, seconds_since(start)));
     if (candidate.priced && !same_price(cost, candidate.cost))
       throw std::logic_error(fmt::format(
@@ -774,6 +752,7 @@ class PlanBuilder {
     // A closed form checked equal keeps its price, the one it raced with: the plan's times are
     // then the same whether or not the winners are built (PlanOptions::build_winners).
     if (!candidate.priced) candidate.cost = std::move(cost);
+    candidate.cost.busy_floor = floor;
     candidate.priced = true;
     candidate.built = true;
     if (candidate.priced_by == PricedBy::Unpriced) candidate.priced_by = PricedBy::Evaluator;
@@ -917,7 +896,7 @@ class PlanBuilder {
     std::optional<ir::Schedule> base;  // its unpipelined schedule (base_schedule)
     std::optional<ScheduleSize> base_size;  // base_size
     std::optional<ScheduleSize> stopped;    // its build stopped past the limits: what was built
-    std::optional<BaseHops> base_hops;      // of the base, once counted
+    std::optional<CriticalPathCounts> base_counts;  // of the base, once counted
     std::optional<ir::PipelineFootprint> footprint;  // of the base
     // The closed form's price (none: it has none here), found beside the bases or on first use.
     std::optional<std::optional<ScheduleCost>> closed_form;
@@ -994,7 +973,7 @@ double price_upper_bound(const ScheduleCost& cost, double bytes) {
       time = std::max(time, chain.latency + chain.share * bytes * std::max(chain.first_chunk, chain.steady));
     total += static_cast<double>(step.repeat) * time;
   }
-  return total;
+  return std::max(total, cost.busy_floor);
 }
 
 double pipeline_lower_bound(const ScheduleCost& base, double busiest_total, uint32_t slices, double bytes) {

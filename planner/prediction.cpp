@@ -39,7 +39,7 @@ AlgorithmPrediction predict_algorithm(const Topology& topo, std::string_view nam
         prediction.method = choice.row->critical_path ? "critical path" : "evaluator";
         ScheduleCost cost = choice.row->critical_path ? critical_path_cost(topo, schedule, params)
                                                       : evaluate_schedule(topo, schedule, params);
-        cost.busy_floor = host_busy_floor(hops_at_least(measured_size(schedule)), params);  // as the planner's
+        cost.busy_floor = host_busy_floor(lowered_hop_count(schedule), params);  // as the planner's
         prediction.time = curve(std::move(cost));
         return prediction;
       }
@@ -52,7 +52,6 @@ AlgorithmPrediction predict_algorithm(const Topology& topo, std::string_view nam
   prediction.note = prediction.note.empty() ? too_big : prediction.note + "; " + too_big;
   if (auto closed = choice.closed_form(topo, params)) {
     prediction.method = "closed form";  // exact for the schedule
-    if (size) closed->busy_floor = host_busy_floor(hops_at_least(*size), params);
     prediction.time = curve(std::move(*closed));
   } else if (choice.slices == 1 && choice.row->model != nullptr &&
              choice.row->model(topo, 0, params) >= 0) {

@@ -106,6 +106,14 @@ LinearCost ScheduleCost::asymptote() const {
   return total;
 }
 
+uint64_t lowered_hop_count(const ir::Schedule& schedule) {
+  uint64_t hops = 0;
+  for (const ir::Step& step : schedule.steps)
+    for (const ir::Op& op : step.ops)
+      if (op.end > op.begin) hops += op.group.size() - (op.root_in_group() ? 1 : 0);
+  return hops * std::max<uint32_t>(schedule.slices, 1);
+}
+
 double host_busy_floor(uint64_t hops, const CostParams& params) {
   if (params.host_cores <= 0) return 0;
   return static_cast<double>(hops) * params.hop_overhead / params.host_cores;

@@ -67,7 +67,8 @@ std::optional<BenchArgs> parse_args(int argc, char** argv, bool print, int& exit
   app.add_option("-n,--iters", args.iterations, "timed iterations per size")->check(CLI::Range(1, 1 << 24));
   app.add_option("-m,--agg_iters", args.agg_iters,
                  "calls back to back in each timed iteration, its time divided by them (as nccl-tests' -m): "
-                 "small sizes then time the calls, not the spread of the ranks' exits from the barrier before")
+                 "small sizes then time the calls, not the spread of the ranks' exits from the barrier before; "
+                 "host buffers only")
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("-w,--warmup_iters", args.warmup, "untimed iterations per size")->check(CLI::Range(0, 1 << 24));
   app.add_option("-t,--dtype", type_text, "float32 float64 float16 bfloat16 int32 int64 uint8");
@@ -87,6 +88,8 @@ std::optional<BenchArgs> parse_args(int argc, char** argv, bool print, int& exit
       ->needs(device);
   try {
     app.parse(argc, argv);
+    if (args.device && args.agg_iters > 1)
+      throw std::invalid_argument("-m/--agg_iters: not with --device (a device timing is one call on its stream)");
     args.min_bytes = parse_size(min_text, "-b/--minbytes", print);
     args.max_bytes = parse_size(max_text, "-e/--maxbytes", print);
     if (args.min_bytes > args.max_bytes) {

@@ -6,9 +6,12 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "planner/algorithm_table.hpp"
 #include "planner/cost_model.hpp"
@@ -73,6 +76,69 @@ TEST(CriticalPath, TwoStepsInTwoSlicesByHand) {
   // slowest hop (5.5 us), below the chain at every size here.
   EXPECT_NEAR(cost.steps.at(0).per_byte, 1e-9, 1e-21);
   EXPECT_NEAR(cost.steps.at(0).hop_latency, 5.5e-6, 1e-18);
+}
+
+// The smallest budget critical_path_cost_within prices `base` within (the work it has counted
+// at its last budget check), found by bisection: a budget prices iff every check is within it.
+uint64_t smallest_budget(const Topology& topo, const ir::Schedule& base, uint32_t slices, const CostParams& params) {
+  uint64_t work = 0;
+  EXPECT_TRUE(critical_path_cost_within(topo, base, slices, params, std::numeric_limits<uint64_t>::max(), work));
+  uint64_t low = 0, high = work;  // high prices
+  while (low < high) {
+    const uint64_t middle = low + (high - low) / 2;
+    uint64_t spent = 0;
+    if (critical_path_cost_within(topo, base, slices, params, middle, spent))
+      high = middle;
+    else
+      low = middle + 1;
+  }
+  return high;
+}
+
+// The planner refuses a critical path whose least work passes its budget, so that least must
+// be at most the smallest budget that prices it: per slice and per rank, with and without a
+// hop overhead, on a hand-made pipeline whose ranks each touch every step (the case that once
+// overcounted per rank: 576 against 560) and on the latency rows' bases of random trees.
+TEST(CriticalPath, ItsLeastWorkNeverPassesTheSmallestBudgetThatPricesIt) {
+  std::vector<std::pair<Topology, ir::Schedule>> cases;
+  {
+    testing::TreeBuilder b;
+    b.add_learner(0, "a", Link{1e9, 10e-6});
+    b.add_learner(0, "b", Link{1e9, 10e-6});
+    ir::Schedule base;
+    base.algorithm = "to-and-fro";
+    base.units = 2;
+    for (int step = 0; step < 3; ++step) {
+      ir::Op there{ir::OpKind::Broadcast, 0, 1, 0, ir::RankList({0, 1})};
+      ir::Op back{ir::OpKind::Broadcast, 1, 2, 1, ir::RankList({1, 0})};
+      base.steps.push_back(ir::Step{ir::Phase::Broadcast, 0, {there, back}});
+    }
+    cases.emplace_back(b.build(), base);
+  }
+  testing::RandomTrees trees(5150);
+  for (int i = 0; i < 8; ++i) {
+    const auto topo = trees.next();
+    for (const char* row : {"centre-tree", "switch-tree", "double-tree", "leader-direct", "switch-binary-tree"}) {
+      const AlgorithmChoice choice = find_algorithm(row);
+      if (choice.row->unsuitable && !choice.row->unsuitable(topo).empty()) continue;
+      cases.emplace_back(topo, choice.build(topo, {}));
+    }
+  }
+  int checked = 0;
+  for (const auto& [topo, base] : cases)
+    for (const uint32_t slices : {1u, 3u, 16u})
+      for (const SliceProgress progress : {SliceProgress::PerSlice, SliceProgress::PerRank})
+        for (const double overhead : {0.0, 1e-6}) {
+          CostParams params;
+          params.hop_overhead = overhead;
+          params.slice_progress = progress;
+          SCOPED_TRACE(fmt::format("{} on {}, {} slices, {}, overhead {}", base.algorithm, topo.name(), slices,
+                                   progress == SliceProgress::PerSlice ? "per slice" : "per rank", overhead));
+          const uint64_t least = critical_path_least_work(critical_path_counts(base, topo.num_learners()), slices, params);
+          EXPECT_LE(least, smallest_budget(topo, base, slices, params));
+          ++checked;
+        }
+  EXPECT_GT(checked, 200);
 }
 
 TEST(CriticalPath, ARankHandlesItsHopsOneAfterAnother) {

@@ -13,6 +13,7 @@
 #include "ir/plan_binary.hpp"
 #include "ir/verify.hpp"
 #include "planner/algorithm_table.hpp"
+#include "planner/collective_planner.hpp"
 #include "planner/cost_model.hpp"
 #include "planner/critical_path.hpp"
 #include "planner/pipeline.hpp"
@@ -537,7 +538,8 @@ TEST(PlannerHostCores, ACallTakesAtLeastItsHopsOverheadsOverTheCores) {
     SCOPED_TRACE(b.algorithm);
     ASSERT_EQ(a.algorithm, b.algorithm);
     if (!b.priced) continue;
-    const double floor = static_cast<double>(hops_at_least(b.size)) * 10e-6 / 2;
+    const AlgorithmChoice choice = find_algorithm(b.algorithm);
+    const double floor = static_cast<double>(lowered_hop_count(choice.build_compact(topo, shared.cost))) * 10e-6 / 2;
     EXPECT_EQ(a.cost.busy_floor, 0);
     EXPECT_DOUBLE_EQ(b.cost.busy_floor, floor);
     for (const double n : {8.0, 65536.0, 16777216.0}) {
@@ -550,13 +552,62 @@ TEST(PlannerHostCores, ACallTakesAtLeastItsHopsOverheadsOverTheCores) {
   // The direct all-reduce: every learner sends its share to every other, 8 x 7 hops.
   const Candidate* direct = together.find("direct");
   ASSERT_NE(direct, nullptr);
-  EXPECT_EQ(hops_at_least(direct->size), 56u);
+  EXPECT_EQ(lowered_hop_count(find_algorithm("direct").build_compact(topo, shared.cost)), 56u);
   EXPECT_DOUBLE_EQ(direct->cost.at(8), 56 * 10e-6 / 2);
   const AlgorithmPrediction predicted = predict_algorithm(topo, "direct", shared.cost);
   ASSERT_TRUE(predicted.time);
   EXPECT_DOUBLE_EQ(predicted.time(8), direct->cost.at(8));
   // The plan at 8 B is no longer the direct one, whose 56 hops now cost 280 us.
   EXPECT_NE(together.plan.schedules.front().algorithm, "direct");
+  // The ring's closed form (the baseline the plan command compares with) and the other
+  // collectives' races carry the floor too.
+  EXPECT_DOUBLE_EQ(ring_cost(topo, shared.cost).busy_floor, 2 * 7 * 8 * 10e-6 / 2);
+  EXPECT_EQ(ring_cost(topo, own.cost).busy_floor, 0);
+  const CollectivePlan gather = plan_collective(topo, ir::Collective::AllGather, 0, {}, shared.cost);
+  const CollectiveCandidate& small = gather.chosen(8);
+  ASSERT_FALSE(small.schedule.steps.empty());
+  EXPECT_DOUBLE_EQ(small.cost.busy_floor, host_busy_floor(lowered_hop_count(small.schedule), shared.cost));
+  EXPECT_GT(small.cost.busy_floor, 0);
+}
+
+}  // namespace
+}  // namespace flexplan
+
+namespace flexplan {
+namespace {
+
+// The builder refuses a critical path whose least work (plan_builder.cpp,
+// critical_path_least_work) passes what is left of the budget. That least must never exceed
+// what the pricer spends: with the budget set to exactly the work a variant's critical path
+// takes, it is still priced by its critical path, per slice and per rank.
+TEST(PlannerCriticalPathBudget, AVariantGivenExactlyItsWorkIsPricedByItsCriticalPath) {
+  testing::RandomTrees trees(4242);
+  int checked = 0;
+  for (int i = 0; i < 12; ++i) {
+    const auto topo = trees.next();
+    for (const SliceProgress progress : {SliceProgress::PerSlice, SliceProgress::PerRank}) {
+      for (const char* name : {"centre-tree", "switch-tree@4", "double-tree@8", "leader-direct@2"}) {
+        SCOPED_TRACE(topo.name() + " " + name + (progress == SliceProgress::PerSlice ? " per slice" : " per rank"));
+        PlanOptions options;
+        options.cost.hop_overhead = 2e-6;
+        options.cost.slice_progress = progress;
+        options.algorithms = {name};
+        const AlgorithmChoice choice = find_algorithm(name);
+        if (choice.row->unsuitable && !choice.row->unsuitable(topo).empty()) continue;
+        const ir::Schedule base = find_algorithm(choice.row->name).build(topo, options.cost);
+        uint64_t work = 0;
+        ASSERT_TRUE(critical_path_cost_within(topo, base, choice.slices, options.cost,
+                                              std::numeric_limits<uint64_t>::max(), work));
+        options.critical_path_budget = work;
+        const auto report = build_plan_report(topo, options);
+        const Candidate* priced = report.find(name);
+        ASSERT_NE(priced, nullptr);
+        EXPECT_EQ(priced->priced_by, PricedBy::CriticalPath) << "work " << work;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 50);
 }
 
 }  // namespace
