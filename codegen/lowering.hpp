@@ -37,5 +37,8 @@ struct Hop {
 std::vector<Hop> lower_op(const ir::Op& op);
 // The same, appended to `out` (for callers that lower many ops into one reused buffer).
 void append_hops(const ir::Op& op, std::vector<Hop>& out);
+// How many hops lower_op gives, without lowering: m - 1 for m members, m where the root is not
+// among them (whatever the op's range; an empty range's op is skipped by its callers).
+inline size_t hop_count(const ir::Op& op) { return op.group.size() - (op.root_in_group() ? 1 : 0); }
 
 }  // namespace flexplan::codegen

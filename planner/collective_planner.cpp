@@ -414,7 +414,7 @@ bool transposes_at_same_price(const ir::Schedule& copies, const CostParams& cost
   // where every op of a step has as many rounds. A pipeline's expansion mixes its base's steps:
   // there every op of the base counts.
   const auto rounds = [](const ir::Op& op) -> size_t {
-    size_t hops = op.group.size() - (op.root_in_group() ? 1 : 0);
+    const size_t hops = codegen::hop_count(op);
     return op.shape == ir::OpShape::Star ? std::min<size_t>(hops, 1) : hops;
   };
   std::optional<size_t> schedule_rounds;

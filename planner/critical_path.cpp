@@ -410,8 +410,7 @@ CriticalPathCounts critical_path_counts(const ir::Schedule& base, int learners) 
     const uint64_t before = counts.ranks_touched;
     for (const auto& op : step.ops) {
       if (op.end == op.begin) continue;
-      const bool root_in = op.root_in_group();
-      const uint64_t hops = op.group.size() - (root_in ? 1 : 0);
+      const uint64_t hops = codegen::hop_count(op);
       if (hops == 0) continue;
       counts.hops += hops;
       touch(op.root);

@@ -110,7 +110,7 @@ uint64_t lowered_hop_count(const ir::Schedule& schedule) {
   uint64_t hops = 0;
   for (const ir::Step& step : schedule.steps)
     for (const ir::Op& op : step.ops)
-      if (op.end > op.begin) hops += op.group.size() - (op.root_in_group() ? 1 : 0);
+      if (op.end > op.begin) hops += codegen::hop_count(op);
   return hops * std::max<uint32_t>(schedule.slices, 1);
 }
 
