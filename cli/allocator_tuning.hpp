@@ -8,8 +8,9 @@ namespace flexplan::cli {
 // memory stays with the process instead of going back to the system: a million-learner plan
 // allocates and frees arrays of a few to tens of MiB again and again (per-rank state of each
 // price, each verified schedule), and every fresh mapping is faulted in and zeroed page by page
-// (docs/planning-speed.md). With `one_heap`, every thread allocates from that one heap: a
-// thread's own arena would hand its emptied heaps back. A no-op where the C library is not
+// (docs/planning-speed.md). With `one_heap`, every thread allocates from that one heap (a
+// thread's own arena would hand its emptied heaps back), and blocks above 32 MiB come from it
+// too, kept for reuse instead of mapped and unmapped each time. A no-op where the C library is not
 // glibc; a setting given in GLIBC_TUNABLES is left as given.
 void keep_freed_memory(bool one_heap);
 
