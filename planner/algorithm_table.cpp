@@ -192,6 +192,22 @@ ir::Schedule plan_switch_lifted_binary(const Topology& topo) {
 ir::Schedule plan_switch_lifted_double(const Topology& topo) {
   return plan_switch_tree(topo, SwitchTreeShape{.fanout = 2, .trees = 2, .lift_narrow = true});
 }
+ir::Schedule plan_switch_triple_tree(const Topology& topo) {
+  return plan_switch_tree(topo, SwitchTreeShape{.trees = 3, .rotate_sides = true});
+}
+ir::Schedule plan_switch_triple_binary(const Topology& topo) {
+  return plan_switch_tree(topo, SwitchTreeShape{.fanout = 2, .trees = 3, .rotate_sides = true});
+}
+ir::Schedule plan_switch_fit_tree(const Topology& topo) {
+  return plan_switch_tree(topo, SwitchTreeShape{.fit_fanout = true});
+}
+ir::Schedule plan_switch_fit_double(const Topology& topo) {
+  return plan_switch_tree(topo, SwitchTreeShape{.trees = 2, .fit_fanout = true});
+}
+ir::Schedule plan_switch_fit_triple(const Topology& topo) {
+  return plan_switch_tree(topo, SwitchTreeShape{.trees = 3, .rotate_sides = true, .fit_fanout = true});
+}
+ScheduleSize switch_tree_three(const Topology& topo) { return switch_tree_size(topo, 3, false); }
 ScheduleSize switch_tree_one(const Topology& topo) { return switch_tree_size(topo, 1, false); }
 ScheduleSize switch_tree_two(const Topology& topo) { return switch_tree_size(topo, 2, false); }
 ScheduleSize switch_exchange_one(const Topology& topo) { return switch_tree_size(topo, 1, true); }
@@ -356,6 +372,46 @@ const AlgorithmRow kTable[] = {
      .summary = "switch-double-binary, lifted as switch-lift-binary",
      .build = plan_switch_lifted_double,
      .estimate = switch_tree_two,
+     .unsuitable = switch_tree_unsuitable,
+     .pipelines = true,
+     .max_slices = 64,
+     .critical_path = true},
+    {.name = "switch-triple-tree",
+     .summary = "three switch trees on a third of the data each, rooted in turn at each switch's cheapest members and its way up (members meeting a level higher)",
+     .build = plan_switch_triple_tree,
+     .estimate = switch_tree_three,
+     .unsuitable = switch_tree_unsuitable,
+     .pipelines = true,
+     .max_slices = 64,
+     .critical_path = true},
+    {.name = "switch-triple-binary",
+     .summary = "switch-triple-tree with the members meeting at each switch in a binary tree",
+     .build = plan_switch_triple_binary,
+     .estimate = switch_tree_three,
+     .unsuitable = switch_tree_unsuitable,
+     .pipelines = true,
+     .max_slices = 64,
+     .critical_path = true},
+    {.name = "switch-fit-tree",
+     .summary = "the switch tree with the members meeting at each switch in a tree fitted to their links: the widest take the most",
+     .build = plan_switch_fit_tree,
+     .estimate = switch_tree_one,
+     .unsuitable = switch_tree_unsuitable,
+     .pipelines = true,
+     .max_slices = 64,
+     .critical_path = true},
+    {.name = "switch-fit-double",
+     .summary = "switch-double-tree with the members meeting in trees fitted to their links",
+     .build = plan_switch_fit_double,
+     .estimate = switch_tree_two,
+     .unsuitable = switch_tree_unsuitable,
+     .pipelines = true,
+     .max_slices = 64,
+     .critical_path = true},
+    {.name = "switch-fit-triple",
+     .summary = "switch-triple-tree with the members meeting in trees fitted to their links",
+     .build = plan_switch_fit_triple,
+     .estimate = switch_tree_three,
      .unsuitable = switch_tree_unsuitable,
      .pipelines = true,
      .max_slices = 64,

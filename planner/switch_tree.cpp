@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <set>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -110,8 +112,12 @@ struct Tree {
   std::vector<ir::Op> exchange;
 };
 
+// What the trees built so far put on each node's sides, by node: (a member's rank, or -1 for
+// the way towards the centre; its load in messages per direction).
+using SideLoads = std::vector<std::vector<std::pair<int32_t, double>>>;
+
 Tree build_tree(const Topology& topo, NodeId centre, const SwitchTreeShape& shape, size_t pick, uint64_t begin,
-                uint64_t end) {
+                uint64_t end, SideLoads* side_loads) {
   const uint32_t fanout = shape.fanout;
   // The topology taken as rooted at `centre`: every node's neighbours away from it.
   std::vector<NodeId> order{centre};
@@ -162,14 +168,57 @@ Tree build_tree(const Topology& topo, NodeId centre, const SwitchTreeShape& shap
         continue;
       }
     }
+    // Rotating: each tree's root here is the side (a member, or the way up: the members then
+    // meet a level higher) that leaves the busiest of this node's sides least loaded, counting
+    // what the trees before put on each (SideLoads).
+    size_t rotated_top = 0;
+    if (shape.rotate_sides && shape.roots == SwitchRoots::ByPrice && members.size() > 1 && !topo.is_learner(v)) {
+      order_by_price(members);
+      const NodeId toward = v == centre ? -1 : from[static_cast<size_t>(v)];
+      const double way = v == centre ? 0 : topo.uplink(topo.parent(v) == toward ? v : toward).bandwidth;
+      const double share = 1.0 / std::max<uint32_t>(shape.trees, 1), m = static_cast<double>(members.size());
+      auto& loads = (*side_loads)[static_cast<size_t>(v)];
+      const auto load_of = [&](int32_t side) {
+        for (const auto& [who, load] : loads)
+          if (who == side) return load;
+        return 0.0;
+      };
+      // The busiest side's seconds per byte with `root` (a member's index, or m: the way up) the root.
+      const auto busiest_with = [&](size_t root) {
+        double busiest = 0;
+        for (size_t j = 0; j < members.size(); ++j)
+          busiest = std::max(busiest, (load_of(members[j].rank) + (j == root ? m : 1.0) * share) / members[j].path.bandwidth);
+        if (v != centre) busiest = std::max(busiest, (load_of(-1) + (root == members.size() ? m : 1.0) * share) / way);
+        return busiest;
+      };
+      size_t best = 0;
+      double least = busiest_with(0);
+      for (size_t j = 1; j <= members.size() - (v == centre ? 1 : 0); ++j)
+        if (const double b = busiest_with(j); b < least * (1 - 1e-9)) least = b, best = j;
+      const auto add_load = [&](int32_t side, double load) {
+        for (auto& [who, have] : loads)
+          if (who == side) return void(have += load);
+        loads.emplace_back(side, load);
+      };
+      for (size_t j = 0; j < members.size(); ++j) add_load(members[j].rank, (j == best ? m : 1.0) * share);
+      if (v != centre) add_load(-1, (best == members.size() ? m : 1.0) * share);
+      if (best == members.size()) {
+        auto& above = meeting[static_cast<size_t>(toward)];
+        above.insert(above.end(), members.begin(), members.end());
+        continue;
+      }
+      rotated_top = best;
+    }
     if (!members.empty()) {
       uint32_t learners = 0;
       for (const Member& member : members) learners += member.learners;
+      const bool rotated = shape.rotate_sides && shape.roots == SwitchRoots::ByPrice && members.size() > 1 &&
+                           !topo.is_learner(v);
       if (shape.roots == SwitchRoots::ByShape)
         order_by_shape(members);
-      else
+      else if (!rotated)
         order_by_price(members);
-      const size_t top = std::min(pick, members.size() - 1);
+      const size_t top = rotated ? rotated_top : std::min(pick, members.size() - 1);
       std::rotate(members.begin(), members.begin() + static_cast<std::ptrdiff_t>(top),
                   members.begin() + static_cast<std::ptrdiff_t>(top) + 1);
       uint32_t start = 0;
@@ -182,15 +231,41 @@ Tree build_tree(const Topology& topo, NodeId centre, const SwitchTreeShape& shap
           tree.exchange.push_back(star(topo, ir::OpKind::Reduce, begin, end, member.rank, all));
         continue;
       }
-      const size_t k = fanout == 0 || fanout >= m - 1 ? std::max<size_t>(m - 1, 1) : fanout;
-      // Heap of fan-out k over `members` (members[0] the root, the parent of j at (j - 1) / k),
-      // its levels reduced deepest first.
+      // Each member's parent among them (members[0] the root), parents before their children.
+      std::vector<size_t> parent(m, 0);
+      if (shape.fit_fanout && shape.roots == SwitchRoots::ByPrice && m > 2) {
+        // Fitted to the links: the others, widest link first, each under the member whose link
+        // then carries least per byte, a member's link carrying its children's sums and its own
+        // (the root's own only where it goes on towards the centre). The widest take the most.
+        std::stable_sort(members.begin() + 1, members.end(),
+                         [](const Member& x, const Member& y) { return x.path.bandwidth > y.path.bandwidth; });
+        std::vector<uint32_t> children(m, 0), depth(m, 0);
+        const auto with_one_more = [&](size_t p) {
+          const double own = p == 0 && v == centre ? 0 : 1;
+          return (own + children[p] + 1) / members[p].path.bandwidth;
+        };
+        std::set<std::tuple<double, uint32_t, size_t>> open{{with_one_more(0), 0, 0}};
+        for (size_t j = 1; j < m; ++j) {
+          const auto [load, at_depth, p] = *open.begin();
+          open.erase(open.begin());
+          parent[j] = p;
+          depth[j] = at_depth + 1;
+          ++children[p];
+          open.emplace(with_one_more(p), at_depth, p);
+          open.emplace(with_one_more(j), depth[j], j);
+        }
+      } else {
+        const size_t k = fanout == 0 || fanout >= m - 1 ? std::max<size_t>(m - 1, 1) : fanout;
+        for (size_t j = 1; j < m; ++j) parent[j] = (j - 1) / k;  // a heap of fan-out k
+      }
+      // Its levels reduced deepest first.
       std::vector<uint32_t> level(m, 0);
       uint32_t levels = 0;
-      for (size_t j = 1; j < m; ++j) levels = std::max(levels, level[j] = level[(j - 1) / k] + 1);
+      for (size_t j = 1; j < m; ++j) levels = std::max(levels, level[j] = level[parent[j]] + 1);
+      std::vector<std::vector<int32_t>> groups(m);
+      for (size_t j = 1; j < m; ++j) groups[parent[j]].push_back(members[j].rank);
       for (size_t p = 0; p < m; ++p) {
-        std::vector<int32_t> group;
-        for (size_t j = k * p + 1; j <= k * p + k && j < m; ++j) group.push_back(members[j].rank);
+        std::vector<int32_t>& group = groups[p];
         if (group.empty()) continue;
         group.push_back(members[p].rank);
         add(start + levels - 1 - level[p], star(topo, ir::OpKind::Reduce, begin, end, members[p].rank, group),
@@ -253,6 +328,17 @@ ir::Schedule plan_switch_tree(const Topology& topo, const SwitchTreeShape& shape
   schedule.algorithm = fmt::format("switch-{}{}{}{}{}", shape.roots == SwitchRoots::ByShape ? "shape-" : "",
                                    trees == 2 ? "double-" : "", kind, trees > 2 ? fmt::format("s-{}", trees) : "",
                                    shape.fanout > 0 && !named_fanout ? fmt::format("-fan-out-{}", shape.fanout) : "");
+  if (shape.rotate_sides && trees == 3 && !shape.exchange_at_centre && shape.roots == SwitchRoots::ByPrice &&
+      !shape.lift_narrow && (shape.fanout == 0 || shape.fanout == 2))
+    schedule.algorithm = shape.fanout == 0 ? "switch-triple-tree" : "switch-triple-binary";
+  else if (shape.rotate_sides)
+    schedule.algorithm += "-rotated";
+  if (shape.fit_fanout) {
+    const bool raced = !shape.exchange_at_centre && shape.roots == SwitchRoots::ByPrice && !shape.lift_narrow &&
+                       (trees == 3) == shape.rotate_sides;
+    schedule.algorithm = raced ? fmt::format("switch-fit-{}", trees == 1 ? "tree" : trees == 2 ? "double" : "triple")
+                               : schedule.algorithm + "-fitted";
+  }
   if (shape.lift_narrow)  // the raced ones by their rows' names
     schedule.algorithm = shape.fanout == 2 && trees <= 2 && !shape.exchange_at_centre && shape.roots == SwitchRoots::ByPrice
                              ? (trees == 2 ? "switch-lift-double" : "switch-lift-binary")
@@ -262,8 +348,9 @@ ir::Schedule plan_switch_tree(const Topology& topo, const SwitchTreeShape& shape
   const NodeId centre = switch_tree_centre(topo);
   std::vector<std::vector<ir::Op>> up, down;
   std::vector<ir::Op> exchange;
+  SideLoads side_loads(shape.rotate_sides ? static_cast<size_t>(topo.num_nodes()) : 0);
   for (uint32_t t = 0; t < trees; ++t) {
-    Tree tree = build_tree(topo, centre, shape, t, t, t + 1);
+    Tree tree = build_tree(topo, centre, shape, t, t, t + 1, &side_loads);
     if (up.size() < tree.up.size()) up.resize(tree.up.size()), down.resize(tree.up.size());
     for (size_t s = 0; s < tree.up.size(); ++s) {
       for (auto& op : tree.up[s]) up[s].push_back(std::move(op));

@@ -42,6 +42,18 @@ struct SwitchTreeShape {
   // towards the centre meet one level up instead (ByPrice only): the narrow links then carry
   // only their own subtree's sum up and the result down.
   bool lift_narrow = false;
+  // Tree t is rooted, at a node where m members meet, at its (t mod (m + 1))-th cheapest
+  // member, or, where that is m (the way towards the centre), not there at all: the members
+  // meet one level up, each carrying its own sum (at the centre, t mod m). With three trees a
+  // switch of two members and an uplink has each of its three links carry 4/3 of the message
+  // each way, the floor's 2(M - 1)/M, where one tree puts 2 on its root's link and two trees
+  // 1.5 on one of them (ByPrice only).
+  bool rotate_sides = false;
+  // The members meeting at a node reach its root in a tree fitted to their links instead of a
+  // heap of fan-out `fanout`: widest link first, each under the member whose link would then
+  // carry least per byte (its children's sums and its own), so that a 25 GB/s member takes
+  // seven where a 3 GB/s one takes none (ByPrice only).
+  bool fit_fanout = false;
 };
 ir::Schedule plan_switch_tree(const Topology&, const SwitchTreeShape&);
 

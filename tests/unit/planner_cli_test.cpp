@@ -138,7 +138,7 @@ TEST_F(PlannerCli, BadInputExitsWithTwoAndSaysWhy) {
 // the double tree in 64 slices, priced per slice as the runtime runs it with its steps
 // overlapping, takes 1.5 ms at 1 MiB, and 8.7 ms priced per rank (step by step: every slice's step
 // waits for the rank's 64); predict's plan column changes with it (priced per slice, the plan
-// itself is that pipelined tree). Without the flag both follow the library's default; a bad value
+// is that pipelined tree or cheaper). Without the flag both follow the library's default; a bad value
 // exits 2 naming the flag and the value.
 TEST_F(PlannerCli, SliceProgressChangesAPipelinedTreeRowsPrice) {
   const std::string topo = topology("paper-3m-10");
@@ -162,8 +162,9 @@ TEST_F(PlannerCli, SliceProgressChangesAPipelinedTreeRowsPrice) {
   const double by_default = predict("", plan_default, row_default);
   EXPECT_NEAR(per_rank, 8.68e-3, 0.1e-3);
   EXPECT_NEAR(per_slice, 1.50e-3, 0.05e-3);
-  EXPECT_EQ(row_slice, row);
-  EXPECT_EQ(plan_slice, per_slice);
+  // Per slice the plan is that tree or one priced cheaper still (the fitted and rotated switch
+  // trees, since 2026-12-01).
+  EXPECT_LE(plan_slice, per_slice);
   EXPECT_NE(row_rank, row);
   EXPECT_GT(plan_rank, plan_slice);
   const bool slice_default = CostParams{}.slice_progress == SliceProgress::PerSlice;

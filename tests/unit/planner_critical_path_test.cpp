@@ -235,6 +235,7 @@ TEST(CriticalPath, NeverBelowTheFloorNorAboveTheStepByStepPrice) {
 TEST(CriticalPath, ThePlannerPredictAndThePlansPriceUseIt) {
   PlanOptions options;
   options.cost.hop_overhead = kMeasuredHopOverhead;
+  options.prune_unwinnable = false;  // priced even where another row wins every size
   const auto topo = testing::machines({2, 2, 2, 2, 2, 2}, testing::kPcie, testing::kEthernet);
   const auto report = build_plan_report(topo, options);
   const auto price = plan_price(report);

@@ -108,7 +108,8 @@ TEST(SwitchTree, ComputesTheAllReduceOnRandomTrees) {
     for (const char* name : {"switch-tree", "switch-tree@3", "switch-double-tree", "switch-double-tree@2",
                              "switch-exchange", "switch-exchange@2", "switch-double-exch@3", "switch-binary-tree@2",
                              "switch-double-binary", "switch-chain-tree@3", "switch-lift-binary",
-                             "switch-lift-double@2"})
+                             "switch-lift-double@2", "switch-triple-tree", "switch-triple-binary@2",
+                             "switch-fit-tree@2", "switch-fit-double", "switch-fit-triple@3"})
       schedules.emplace_back(name, plan_algorithm(topo, name));
     // Rooted by the shape alone (not raced: docs/whatif.md, "Roots that read no link").
     for (const bool exchange : {false, true})
@@ -124,16 +125,24 @@ TEST(SwitchTree, ComputesTheAllReduceOnRandomTrees) {
       EXPECT_NO_THROW(ir::verify_schedule(schedule, topo.num_learners())) << name << " on " << topo.name();
       EXPECT_EQ(testing::reference_allreduce_error(schedule, topo.num_learners()), "") << name << " on " << topo.name();
     }
+    schedules.emplace_back("four trees rotated, exchange at the centre",
+                           plan_switch_tree(topo, SwitchTreeShape{.trees = 4, .exchange_at_centre = true, .rotate_sides = true}));
+    schedules.emplace_back("fitted, lifted, exchange at the centre",
+                           plan_switch_tree(topo, SwitchTreeShape{.exchange_at_centre = true, .lift_narrow = true, .fit_fanout = true}));
     // The size estimate bounds what is built.
     for (const bool exchange : {false, true})
-      for (const SwitchRoots roots : {SwitchRoots::ByPrice, SwitchRoots::ByShape}) {
-        const auto built = plan_switch_tree(topo, SwitchTreeShape{0, 2, exchange, roots});
-        uint64_t ops = 0, members = 0;
-        for (const auto& step : built.steps)
-          for (const auto& op : step.ops) ++ops, members += op.group.size();
-        EXPECT_LE(ops, switch_tree_size(topo, 2, exchange).ops) << topo.name();
-        EXPECT_LE(members, switch_tree_size(topo, 2, exchange).group_members) << topo.name();
-      }
+      for (const SwitchRoots roots : {SwitchRoots::ByPrice, SwitchRoots::ByShape})
+        for (const uint32_t count : {2u, 3u})
+          for (const bool rotate : {false, true}) {
+            const auto built =
+                plan_switch_tree(topo, SwitchTreeShape{.trees = count, .exchange_at_centre = exchange, .roots = roots,
+                                                       .rotate_sides = rotate});
+            uint64_t ops = 0, members = 0;
+            for (const auto& step : built.steps)
+              for (const auto& op : step.ops) ++ops, members += op.group.size();
+            EXPECT_LE(ops, switch_tree_size(topo, count, exchange).ops) << topo.name();
+            EXPECT_LE(members, switch_tree_size(topo, count, exchange).group_members) << topo.name();
+          }
   }
 }
 
@@ -190,6 +199,72 @@ TEST(SwitchTree, LiftedMembersBehindNarrowLinksMeetOneLevelUp) {
   const double plain_time = critical_path_cost(topo, plain, 16, {}).at(n);
   const double lifted_time = critical_path_cost(topo, lifted, 16, {}).at(n);
   EXPECT_LT(lifted_time, 0.6 * plain_time) << plain_time << " s against " << lifted_time << " s";
+}
+
+TEST(SwitchTree, ThreeTreesTakeTurnsAtASwitchOfThreeEqualLinks) {
+  // A switch s holds a and b, each on a 1 GB/s link, and hangs from the centre on a 1 GB/s
+  // link; the centre holds c and d on fast links. Three sides of 1 GB/s meet at s: the floor is
+  // 2(M - 1)/M = 4/3 of the message per side. One tree roots at a or b, whose link then carries
+  // 2 messages each way; two trees put 1.5 on one of them. Three taking turns (a, b, the way up)
+  // put 4/3 on each.
+  testing::TreeBuilder b;
+  const Link fast{100e9, 1e-6}, slow{1e9, 1e-6};
+  const NodeId s = b.add_switch(b.root(), "s", slow);
+  b.add_learner(s, "a", slow, 0);
+  b.add_learner(s, "b", slow, 1);
+  b.add_learner(b.root(), "c", fast, 2);
+  b.add_learner(b.root(), "d", fast, 3);
+  const auto topo = b.build();
+  const auto one = plan_switch_tree(topo, SwitchTreeShape{});
+  const auto two = plan_switch_tree(topo, SwitchTreeShape{.trees = 2});
+  const auto three = plan_switch_tree(topo, SwitchTreeShape{.trees = 3, .rotate_sides = true});
+  EXPECT_EQ(three.algorithm, "switch-triple-tree");
+  for (const auto* schedule : {&one, &two, &three}) {
+    EXPECT_NO_THROW(ir::verify_schedule(*schedule, topo.num_learners())) << schedule->algorithm;
+    EXPECT_EQ(testing::reference_allreduce_error(*schedule, topo.num_learners()), "") << schedule->algorithm;
+  }
+  const double n = 64 << 20;
+  const auto time = [&](const ir::Schedule& schedule) { return critical_path_cost(topo, schedule, 64, {}).at(n); };
+  const double floor = cost_floor(topo).at(n);
+  EXPECT_NEAR(floor, 4.0 / 3.0 * n / 1e9, 1e-9 * floor);
+  EXPECT_GT(time(one), 1.45 * floor);  // 2 of the floor's 4/3
+  EXPECT_GT(time(two), 1.1 * floor);   // 1.5 of 4/3
+  EXPECT_LT(time(three), 1.05 * floor) << time(three) << " s against the floor's " << floor << " s";
+}
+
+TEST(SwitchTree, AFittedTreeGivesTheWidestLinksTheMostMembers) {
+  // Seven learners on one switch: one on 12.5 GB/s, two on 6.25 and four on 3.125. Every link
+  // must carry the message each way, so the floor is n / 3.125 GB/s. A star loads its root's
+  // link with six sums (6 / 12.5 = 0.48 s per GB) and a binary heap its 6.25 GB/s members with
+  // two sums and their own (3 / 6.25); fitted, the 12.5 GB/s root takes four members and each
+  // 6.25 GB/s member one, every link at 0.32.
+  testing::TreeBuilder b;
+  const double gb = 1e9;
+  const std::vector<double> bandwidths{12.5 * gb, 6.25 * gb, 6.25 * gb, 3.125 * gb, 3.125 * gb, 3.125 * gb, 3.125 * gb};
+  for (int32_t r = 0; r < static_cast<int32_t>(bandwidths.size()); ++r)
+    b.add_learner(b.root(), fmt::format("l{}", r), Link{bandwidths[static_cast<size_t>(r)], 1e-6}, r);
+  const auto topo = b.build();
+  const auto star = plan_switch_tree(topo, SwitchTreeShape{});
+  const auto binary = plan_switch_tree(topo, SwitchTreeShape{.fanout = 2});
+  const auto fitted = plan_switch_tree(topo, SwitchTreeShape{.fit_fanout = true});
+  EXPECT_EQ(fitted.algorithm, "switch-fit-tree");
+  for (const auto* schedule : {&star, &binary, &fitted}) {
+    EXPECT_NO_THROW(ir::verify_schedule(*schedule, topo.num_learners())) << schedule->algorithm;
+    EXPECT_EQ(testing::reference_allreduce_error(*schedule, topo.num_learners()), "") << schedule->algorithm;
+  }
+  // The fitted tree's first reduce step: the 3.125 GB/s members' sums into the 6.25 ones.
+  size_t into_root = 0;
+  for (const auto& step : fitted.steps)
+    for (const auto& op : step.ops)
+      if (op.kind == ir::OpKind::Reduce && op.root == 0) into_root += op.group.size() - 1;
+  EXPECT_EQ(into_root, 4u);
+  const double n = 64 << 20;
+  const auto time = [&](const ir::Schedule& schedule) { return critical_path_cost(topo, schedule, 64, {}).at(n); };
+  const double floor = cost_floor(topo).at(n);
+  EXPECT_NEAR(floor, n / (3.125 * gb), 1e-9 * floor);
+  EXPECT_GT(time(star), 1.4 * floor);
+  EXPECT_GT(time(binary), 1.4 * floor);
+  EXPECT_LT(time(fitted), 1.05 * floor) << time(fitted) << " s against the floor's " << floor << " s";
 }
 
 TEST(SwitchTree, IsRootedAtTheCentre) {

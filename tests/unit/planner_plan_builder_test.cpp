@@ -151,10 +151,11 @@ TEST(PlannerBuildPlan, ChoosesTheCheapestScheduleForEverySizeRange) {
 }
 
 // The star ops' incast loss, priced (CostParams::incast_loss): on equal links (machines of 3, 3
-// and 4 learners) the plain model has flexreduce-bw within a hair of FlexReduce and the race
-// takes flexreduce-bw, which lost 16-34% there on the emulated cluster; with the measured loss
-// priced, its stars cost more than FlexReduce's chains and the plan takes FlexReduce. The
-// chains' prices do not move; either way the plan is the cheapest price.
+// and 4 learners) the plain model has flexreduce-bw within a hair of FlexReduce and prefers
+// it (the race took it before the fitted and rotated switch trees), though it lost 16-34% there
+// on the emulated cluster; with the measured loss priced, its stars cost more than FlexReduce's
+// chains and the plan never takes it. The chains' prices do not move; either way the plan is
+// the cheapest price.
 TEST(PlannerBuildPlan, IncastLossPricedKeepsFlexreduceBwOffEqualLinks) {
   ASSERT_GT(kMeasuredIncastLoss, 0);
   const auto equal = machines({3, 3, 4});
@@ -173,7 +174,7 @@ TEST(PlannerBuildPlan, IncastLossPricedKeepsFlexreduceBwOffEqualLinks) {
   // The stars' bytes between machines set the price at 8 MiB: it rises by most of the loss.
   EXPECT_GT(bw->cost.at(n), bw_plain->cost.at(n) * (1 + kMeasuredIncastLoss / 2));
   EXPECT_LE(bw->cost.at(n), bw_plain->cost.at(n) * (1 + kMeasuredIncastLoss) * (1 + 1e-9));
-  EXPECT_EQ(plain.chosen(8 << 20).choice.row->name, "flexreduce-bw");  // the model's 0.1 ms
+  EXPECT_LT(bw_plain->cost.at(n), fr_plain->cost.at(n));  // the plain model prefers it, by 0.1 ms
   for (uint64_t bytes = 8 << 20; bytes <= (uint64_t{64} << 20); bytes *= 2)
     EXPECT_NE(report.chosen(bytes).choice.row->name, "flexreduce-bw") << bytes;
   for (const PlanReport* r : {&plain, &report})
