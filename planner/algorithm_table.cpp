@@ -195,14 +195,8 @@ ir::Schedule plan_switch_lifted_double(const Topology& topo) {
 ir::Schedule plan_switch_triple_tree(const Topology& topo) {
   return plan_switch_tree(topo, SwitchTreeShape{.trees = 3, .rotate_sides = true});
 }
-ir::Schedule plan_switch_triple_binary(const Topology& topo) {
-  return plan_switch_tree(topo, SwitchTreeShape{.fanout = 2, .trees = 3, .rotate_sides = true});
-}
 ir::Schedule plan_switch_fit_tree(const Topology& topo) {
   return plan_switch_tree(topo, SwitchTreeShape{.fit_fanout = true});
-}
-ir::Schedule plan_switch_fit_double(const Topology& topo) {
-  return plan_switch_tree(topo, SwitchTreeShape{.trees = 2, .fit_fanout = true});
 }
 ir::Schedule plan_switch_fit_triple(const Topology& topo) {
   return plan_switch_tree(topo, SwitchTreeShape{.trees = 3, .rotate_sides = true, .fit_fanout = true});
@@ -384,26 +378,10 @@ const AlgorithmRow kTable[] = {
      .pipelines = true,
      .max_slices = 64,
      .critical_path = true},
-    {.name = "switch-triple-binary",
-     .summary = "switch-triple-tree with the members meeting at each switch in a binary tree",
-     .build = plan_switch_triple_binary,
-     .estimate = switch_tree_three,
-     .unsuitable = switch_tree_unsuitable,
-     .pipelines = true,
-     .max_slices = 64,
-     .critical_path = true},
     {.name = "switch-fit-tree",
      .summary = "the switch tree with the members meeting at each switch in a tree fitted to their links: the widest take the most",
      .build = plan_switch_fit_tree,
      .estimate = switch_tree_one,
-     .unsuitable = switch_tree_unsuitable,
-     .pipelines = true,
-     .max_slices = 64,
-     .critical_path = true},
-    {.name = "switch-fit-double",
-     .summary = "switch-double-tree with the members meeting in trees fitted to their links",
-     .build = plan_switch_fit_double,
-     .estimate = switch_tree_two,
      .unsuitable = switch_tree_unsuitable,
      .pipelines = true,
      .max_slices = 64,

@@ -328,17 +328,16 @@ ir::Schedule plan_switch_tree(const Topology& topo, const SwitchTreeShape& shape
   schedule.algorithm = fmt::format("switch-{}{}{}{}{}", shape.roots == SwitchRoots::ByShape ? "shape-" : "",
                                    trees == 2 ? "double-" : "", kind, trees > 2 ? fmt::format("s-{}", trees) : "",
                                    shape.fanout > 0 && !named_fanout ? fmt::format("-fan-out-{}", shape.fanout) : "");
-  if (shape.rotate_sides && trees == 3 && !shape.exchange_at_centre && shape.roots == SwitchRoots::ByPrice &&
-      !shape.lift_narrow && (shape.fanout == 0 || shape.fanout == 2))
-    schedule.algorithm = shape.fanout == 0 ? "switch-triple-tree" : "switch-triple-binary";
-  else if (shape.rotate_sides)
-    schedule.algorithm += "-rotated";
-  if (shape.fit_fanout) {
-    const bool raced = !shape.exchange_at_centre && shape.roots == SwitchRoots::ByPrice && !shape.lift_narrow &&
-                       (trees == 3) == shape.rotate_sides;
-    schedule.algorithm = raced ? fmt::format("switch-fit-{}", trees == 1 ? "tree" : trees == 2 ? "double" : "triple")
-                               : schedule.algorithm + "-fitted";
-  }
+  // The raced ones by their rows' names (rotating three trees, fitted one or three), others
+  // by the builder's name and what they add.
+  const bool plain = !shape.exchange_at_centre && shape.roots == SwitchRoots::ByPrice && !shape.lift_narrow &&
+                     shape.fanout == 0;
+  if (plain && shape.rotate_sides && trees == 3)
+    schedule.algorithm = shape.fit_fanout ? "switch-fit-triple" : "switch-triple-tree";
+  else if (plain && shape.fit_fanout && !shape.rotate_sides && trees == 1)
+    schedule.algorithm = "switch-fit-tree";
+  else
+    schedule.algorithm += fmt::format("{}{}", shape.rotate_sides ? "-rotated" : "", shape.fit_fanout ? "-fitted" : "");
   if (shape.lift_narrow)  // the raced ones by their rows' names
     schedule.algorithm = shape.fanout == 2 && trees <= 2 && !shape.exchange_at_centre && shape.roots == SwitchRoots::ByPrice
                              ? (trees == 2 ? "switch-lift-double" : "switch-lift-binary")
