@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <set>
 #include <tuple>
@@ -112,12 +113,14 @@ struct Tree {
   std::vector<ir::Op> exchange;
 };
 
-// What the trees built so far put on each node's sides, by node: (a member's rank, or -1 for
-// the way towards the centre; its load in messages per direction).
-using SideLoads = std::vector<std::vector<std::pair<int32_t, double>>>;
+// What the trees built so far put on each link (by the node it is the uplink of), in messages
+// per direction.
+using LinkLoads = std::vector<double>;
+// Passes over the trees taking turns (SwitchTreeShape::rotate_sides).
+constexpr uint32_t kRotationPasses = 2;
 
 Tree build_tree(const Topology& topo, NodeId centre, const SwitchTreeShape& shape, size_t pick, uint64_t begin,
-                uint64_t end, SideLoads* side_loads) {
+                uint64_t end, LinkLoads* link_loads) {
   const uint32_t fanout = shape.fanout;
   // The topology taken as rooted at `centre`: every node's neighbours away from it.
   std::vector<NodeId> order{centre};
@@ -134,6 +137,7 @@ Tree build_tree(const Topology& topo, NodeId centre, const SwitchTreeShape& shap
     visit(topo.parent(v));
   }
   std::vector<Member> root(static_cast<size_t>(topo.num_nodes()), Member{-1, 0, {}, 0});
+  std::vector<double> added(shape.rotate_sides ? static_cast<size_t>(topo.num_nodes()) : 0, 0.0);  // (rotating)
   std::vector<std::vector<Member>> meeting(static_cast<size_t>(topo.num_nodes()));
   Tree tree;
   // An op going up at `step`, and the one coming down in its place.
@@ -169,40 +173,63 @@ Tree build_tree(const Topology& topo, NodeId centre, const SwitchTreeShape& shap
       }
     }
     // Rotating: each tree's root here is the side (a member, or the way up: the members then
-    // meet a level higher) that leaves the busiest of this node's sides least loaded, counting
-    // what the trees before put on each (SideLoads).
+    // meet a level higher) that leaves the busiest link the members' hops cross least loaded
+    // per byte, counting what the trees before put on every link (LinkLoads).
     size_t rotated_top = 0;
     if (shape.rotate_sides && shape.roots == SwitchRoots::ByPrice && members.size() > 1 && !topo.is_learner(v)) {
       order_by_price(members);
       const NodeId toward = v == centre ? -1 : from[static_cast<size_t>(v)];
-      const double way = v == centre ? 0 : topo.uplink(topo.parent(v) == toward ? v : toward).bandwidth;
       const double share = 1.0 / std::max<uint32_t>(shape.trees, 1), m = static_cast<double>(members.size());
-      auto& loads = (*side_loads)[static_cast<size_t>(v)];
-      const auto load_of = [&](int32_t side) {
-        for (const auto& [who, load] : loads)
-          if (who == side) return load;
-        return 0.0;
+      std::vector<double>& loads = *link_loads;
+      // A link by the node it is the uplink of.
+      const auto link_between = [&](NodeId x, NodeId y) { return topo.parent(x) == y ? x : y; };
+      // Each member's links to this node, and the way up's.
+      std::vector<std::vector<NodeId>> paths(members.size());
+      for (size_t j = 0; j < members.size(); ++j)
+        for (NodeId x = topo.learner_node(members[j].rank); x != v; x = from[static_cast<size_t>(x)])
+          paths[j].push_back(link_between(x, from[static_cast<size_t>(x)]));
+      const NodeId way = v == centre ? -1 : link_between(v, toward);
+      // The loads with every member not the root: each path carries one sum each way, and the
+      // way up the root's sum on towards the centre.
+      std::vector<NodeId> touched;
+      const auto add = [&](NodeId link, double load) {
+        if (added[static_cast<size_t>(link)] == 0) touched.push_back(link);
+        added[static_cast<size_t>(link)] += load;
       };
-      // The busiest side's seconds per byte with `root` (a member's index, or m: the way up) the root.
-      const auto busiest_with = [&](size_t root) {
-        double busiest = 0;
-        for (size_t j = 0; j < members.size(); ++j)
-          busiest = std::max(busiest, (load_of(members[j].rank) + (j == root ? m : 1.0) * share) / members[j].path.bandwidth);
-        if (v != centre) busiest = std::max(busiest, (load_of(-1) + (root == members.size() ? m : 1.0) * share) / way);
-        return busiest;
+      for (const auto& path : paths)
+        for (const NodeId link : path) add(link, share);
+      if (way >= 0) add(way, share);
+      const auto per_byte = [&](NodeId link, double extra) {
+        return (loads[static_cast<size_t>(link)] + added[static_cast<size_t>(link)] + extra) /
+               topo.uplink(link).bandwidth;
       };
+      // Links busiest first: the busiest a root's path does not cross is found in a few steps.
+      std::vector<std::pair<double, NodeId>> busiest;
+      for (const NodeId link : touched) busiest.emplace_back(per_byte(link, 0), link);
+      std::sort(busiest.begin(), busiest.end(), std::greater<>());
+      // The busiest link with `path` carrying (m - 1) more sums each way (a root's: the others'
+      // sums in, the result out).
+      const auto busiest_with = [&](const std::vector<NodeId>& path) {
+        double most = 0;
+        for (const NodeId link : path) most = std::max(most, per_byte(link, (m - 1) * share));
+        for (const auto& [load, link] : busiest)
+          if (std::find(path.begin(), path.end(), link) == path.end()) return std::max(most, load);
+        return most;
+      };
+      const std::vector<NodeId> way_path = way >= 0 ? std::vector<NodeId>{way} : std::vector<NodeId>{};
       size_t best = 0;
-      double least = busiest_with(0);
-      for (size_t j = 1; j <= members.size() - (v == centre ? 1 : 0); ++j)
-        if (const double b = busiest_with(j); b < least * (1 - 1e-9)) least = b, best = j;
-      const auto add_load = [&](int32_t side, double load) {
-        for (auto& [who, have] : loads)
-          if (who == side) return void(have += load);
-        loads.emplace_back(side, load);
-      };
-      for (size_t j = 0; j < members.size(); ++j) add_load(members[j].rank, (j == best ? m : 1.0) * share);
-      if (v != centre) add_load(-1, (best == members.size() ? m : 1.0) * share);
-      if (best == members.size()) {
+      double least = busiest_with(paths[0]);
+      for (size_t j = 1; j <= members.size() - (way < 0 ? 1 : 0); ++j)
+        if (const double b = busiest_with(j < members.size() ? paths[j] : way_path); b < least * (1 - 1e-9))
+          least = b, best = j;
+      if (best < members.size()) {
+        // Kept: the members' sums to the root and the result back (the root's own sum on
+        // towards the centre is counted where it meets the others there).
+        for (size_t j = 0; j < members.size(); ++j)
+          for (const NodeId link : paths[j]) loads[static_cast<size_t>(link)] += (j == best ? m - 1 : 1) * share;
+      }
+      for (const NodeId link : touched) added[static_cast<size_t>(link)] = 0;
+      if (best == members.size()) {  // lifted: their hops are counted where they meet
         auto& above = meeting[static_cast<size_t>(toward)];
         above.insert(above.end(), members.begin(), members.end());
         continue;
@@ -339,7 +366,8 @@ ir::Schedule plan_switch_tree(const Topology& topo, const SwitchTreeShape& shape
   else
     schedule.algorithm += fmt::format("{}{}", shape.rotate_sides ? "-rotated" : "", shape.fit_fanout ? "-fitted" : "");
   if (shape.lift_narrow)  // the raced ones by their rows' names
-    schedule.algorithm = shape.fanout == 2 && trees <= 2 && !shape.exchange_at_centre && shape.roots == SwitchRoots::ByPrice
+    schedule.algorithm = shape.fanout == 2 && trees <= 2 && !shape.exchange_at_centre && shape.roots == SwitchRoots::ByPrice &&
+                                 !shape.rotate_sides && !shape.fit_fanout
                              ? (trees == 2 ? "switch-lift-double" : "switch-lift-binary")
                              : schedule.algorithm + "-lifted";
   schedule.collective = ir::Collective::AllReduce;
@@ -347,9 +375,28 @@ ir::Schedule plan_switch_tree(const Topology& topo, const SwitchTreeShape& shape
   const NodeId centre = switch_tree_centre(topo);
   std::vector<std::vector<ir::Op>> up, down;
   std::vector<ir::Op> exchange;
-  SideLoads side_loads(shape.rotate_sides ? static_cast<size_t>(topo.num_nodes()) : 0);
+  // Taking turns, the trees are chosen in passes: the first tree by tree, each seeing the loads
+  // of those before it; then each tree again, seeing the loads of all the others (a tree chosen
+  // first cannot know what the later ones will put on its links).
+  std::vector<Tree> built(trees);
+  if (shape.rotate_sides) {
+    const size_t nodes = static_cast<size_t>(topo.num_nodes());
+    std::vector<LinkLoads> own(trees, LinkLoads(nodes, 0.0));  // each tree's loads
+    LinkLoads total(nodes, 0.0);
+    for (uint32_t pass = 0; pass < kRotationPasses; ++pass)
+      for (uint32_t t = 0; t < trees; ++t) {
+        LinkLoads others = total;
+        if (pass > 0)
+          for (size_t l = 0; l < nodes; ++l) others[l] -= own[t][l];
+        LinkLoads loads = others;
+        built[t] = build_tree(topo, centre, shape, t, t, t + 1, &loads);
+        for (size_t l = 0; l < nodes; ++l) own[t][l] = loads[l] - others[l], total[l] = loads[l];
+      }
+  } else {
+    for (uint32_t t = 0; t < trees; ++t) built[t] = build_tree(topo, centre, shape, t, t, t + 1, nullptr);
+  }
   for (uint32_t t = 0; t < trees; ++t) {
-    Tree tree = build_tree(topo, centre, shape, t, t, t + 1, &side_loads);
+    Tree& tree = built[t];
     if (up.size() < tree.up.size()) up.resize(tree.up.size()), down.resize(tree.up.size());
     for (size_t s = 0; s < tree.up.size(); ++s) {
       for (auto& op : tree.up[s]) up[s].push_back(std::move(op));
@@ -365,16 +412,17 @@ ir::Schedule plan_switch_tree(const Topology& topo, const SwitchTreeShape& shape
   return schedule;
 }
 
-ScheduleSize switch_tree_size(const Topology& topo, uint32_t trees, bool exchange_at_centre) {
+ScheduleSize switch_tree_size(const Topology& topo, uint32_t trees, bool exchange_at_centre, bool lifting) {
   // Every learner but a tree's root is a child in one star of it a direction: at most P - 1
   // stars, each with its children and its root. The centre's exchange: one op per member (at
-  // most its neighbours and itself), each over all of them.
+  // most its neighbours and itself, or, where members are lifted, every learner), each over
+  // all of them.
   const uint64_t p = static_cast<uint64_t>(topo.num_learners());
   const uint64_t children = p > 0 ? p - 1 : 0;
   ScheduleSize size{2 * trees * children, 4 * trees * children};
   if (exchange_at_centre) {
     const NodeId centre = switch_tree_centre(topo);
-    const uint64_t m = static_cast<uint64_t>(topo.degree(centre)) + 1;
+    const uint64_t m = lifting ? p : static_cast<uint64_t>(topo.degree(centre)) + 1;
     size.ops += trees * m;
     size.group_members += trees * m * m;
   }

@@ -42,12 +42,14 @@ struct SwitchTreeShape {
   // towards the centre meet one level up instead (ByPrice only): the narrow links then carry
   // only their own subtree's sum up and the result down.
   bool lift_narrow = false;
-  // Tree t is rooted, at a node where m members meet, at its (t mod (m + 1))-th cheapest
-  // member, or, where that is m (the way towards the centre), not there at all: the members
-  // meet one level up, each carrying its own sum (at the centre, t mod m). With three trees a
-  // switch of two members and an uplink has each of its three links carry 4/3 of the message
-  // each way, the floor's 2(M - 1)/M, where one tree puts 2 on its root's link and two trees
-  // 1.5 on one of them (ByPrice only).
+  // The trees take turns: at a node where members meet, tree t's root is the side (a member,
+  // or, below the centre, the way towards it, the members then meeting one level up, each
+  // carrying its own sum) that leaves the busiest link their hops cross least loaded per byte,
+  // counting what the other trees put on every link (in two passes: trees 0..t-1 first, then
+  // all the others). With three trees a switch of two members and
+  // an uplink of equal width has each of its links carry 4/3 of the message each way, the
+  // floor's 2(M - 1)/M, where one tree puts 2 on its root's link and two trees 1.5 on one of
+  // them (ByPrice only).
   bool rotate_sides = false;
   // The members meeting at a node reach its root in a tree fitted to their links instead of a
   // heap of fan-out `fanout`: widest link first, each under the member whose link would then
@@ -61,8 +63,9 @@ ir::Schedule plan_switch_tree(const Topology&, const SwitchTreeShape&);
 // order): the switch tree's top. Links, not latencies: a link made faster never moves it.
 NodeId switch_tree_centre(const Topology&);
 
-// An upper bound of the schedule's size.
-ScheduleSize switch_tree_size(const Topology&, uint32_t trees, bool exchange_at_centre);
+// An upper bound of the schedule's size (`lifting`: of a shape that lifts members, by
+// lift_narrow or rotate_sides, so that more than the centre's neighbours may meet there).
+ScheduleSize switch_tree_size(const Topology&, uint32_t trees, bool exchange_at_centre, bool lifting = false);
 // The switch trees are left out past this many learners: the planner's time there goes to the
 // critical-path pricing of rows that serve those trees (docs/planning-speed.md), and the
 // planning time of 16k-1M-learner trees is kept as it was.

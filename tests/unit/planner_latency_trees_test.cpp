@@ -144,8 +144,8 @@ TEST(SwitchTree, ComputesTheAllReduceOnRandomTrees) {
             uint64_t ops = 0, members = 0;
             for (const auto& step : built.steps)
               for (const auto& op : step.ops) ++ops, members += op.group.size();
-            EXPECT_LE(ops, switch_tree_size(topo, count, exchange).ops) << topo.name();
-            EXPECT_LE(members, switch_tree_size(topo, count, exchange).group_members) << topo.name();
+            EXPECT_LE(ops, switch_tree_size(topo, count, exchange, rotate).ops) << topo.name();
+            EXPECT_LE(members, switch_tree_size(topo, count, exchange, rotate).group_members) << topo.name();
           }
   }
 }
@@ -234,6 +234,35 @@ TEST(SwitchTree, ThreeTreesTakeTurnsAtASwitchOfThreeEqualLinks) {
   EXPECT_GT(time(one), 1.45 * floor);  // 2 of the floor's 4/3
   EXPECT_GT(time(two), 1.1 * floor);   // 1.5 of 4/3
   EXPECT_LT(time(three), 1.05 * floor) << time(three) << " s against the floor's " << floor << " s";
+}
+
+TEST(SwitchTree, TurnsCountTheLinksNotTheRanks) {
+  // Three switches of two learners each under the centre, every link 1 GB/s (the floor: 4/3 of
+  // the message each way per link). Loads counted by rank (the first version) let two trees
+  // root behind the same switch at the centre, whose uplink then carried 2.67 messages each way
+  // (2.0x the floor). Counted by link, 1.75x: the turns are chosen tree by tree, bottom up, so
+  // the first tree already puts 4/3 on its centre root's link; the double tree has 1.5x here,
+  // and the race takes it.
+  testing::TreeBuilder b;
+  const Link link{1e9, 1e-6};
+  for (int s = 0; s < 3; ++s) {
+    const NodeId sw = b.add_switch(b.root(), fmt::format("s{}", s), link);
+    b.add_learner(sw, fmt::format("a{}", s), link, 2 * s);
+    b.add_learner(sw, fmt::format("b{}", s), link, 2 * s + 1);
+  }
+  const auto topo = b.build();
+  const double n = 64 << 20;
+  const auto time = [&](const SwitchTreeShape& shape) {
+    const auto schedule = plan_switch_tree(topo, shape);
+    EXPECT_EQ(testing::reference_allreduce_error(schedule, topo.num_learners()), "") << schedule.algorithm;
+    return critical_path_cost(topo, schedule, 64, {}).at(n);
+  };
+  const double floor = cost_floor(topo).at(n);
+  EXPECT_NEAR(floor, 4.0 / 3.0 * n / 1e9, 1e-9 * floor);
+  const double three = time(SwitchTreeShape{.trees = 3, .rotate_sides = true});
+  const double fitted = time(SwitchTreeShape{.trees = 3, .rotate_sides = true, .fit_fanout = true});
+  EXPECT_LT(three, 1.8 * floor) << three << " s against the floor's " << floor;
+  EXPECT_LT(fitted, 1.8 * floor) << fitted << " s against the floor's " << floor;
 }
 
 TEST(SwitchTree, AFittedTreeGivesTheWidestLinksTheMostMembers) {
