@@ -435,4 +435,10 @@ std::string switch_tree_unsuitable(const Topology& topo) {
                      kMaxSwitchTreeRanks);
 }
 
+std::string switch_triple_tree_unsuitable(const Topology& topo) {
+  if (topo.num_learners() <= kMaxTripleTreeRanks) return {};
+  return fmt::format("{} learners: left out past {} (three trees' planning time on large trees)", topo.num_learners(),
+                     kMaxTripleTreeRanks);
+}
+
 }  // namespace flexplan

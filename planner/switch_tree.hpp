@@ -71,5 +71,11 @@ ScheduleSize switch_tree_size(const Topology&, uint32_t trees, bool exchange_at_
 // planning time of 16k-1M-learner trees is kept as it was.
 inline constexpr int kMaxSwitchTreeRanks = 4096;
 std::string switch_tree_unsuitable(const Topology&);
+// The three trees taking turns (switch-triple-tree, switch-fit-triple) cost the critical path
+// three times a switch tree's work per slice; past this many learners they are left out: on
+// the generated 4,091-learner tree they won no size and took its planning from 3.8-4.3 s to
+// 5.6-6.0 s (docs/planner-quality.md).
+inline constexpr int kMaxTripleTreeRanks = 1024;
+std::string switch_triple_tree_unsuitable(const Topology&);
 
 }  // namespace flexplan
