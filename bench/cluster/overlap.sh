@@ -10,16 +10,17 @@
 # FLEXPLAN_STEP_OVERLAP=0, (c) the default plan with FLEXPLAN_STEP_OVERLAP=1, then (m) Open
 # MPI's MPI_Allreduce beside (a) in a run of its own. Results: OUT/CONFIG/*; the table: overlap_table.py OUT (docs/results.md).
 #   bench/cluster/overlap.sh [--build build] [--out DIR] [--iters N] [--rounds R] [--only 2+3+2,2+3]
-#                            [--sizes MIN,MAX] [--skip-8] [--agg N]
+#                            [--sizes MIN,MAX] [--skip-8] [--agg N] [--agg-sweep]
 # --sizes: the second sweep's range (default 64K,4M, by 4); --skip-8: no 8 B sweep; --agg: calls
 # back to back per timed iteration at 8 B and in the hop calibration (default 20; 1: one call
-# after each barrier, which at 8 B mostly times how far apart the ranks leave the barrier).
+# after each barrier, which at 8 B mostly times how far apart the ranks leave the barrier);
+# --agg-sweep: the second sweep's calls back to back too (for its small sizes).
 # EMU_PREFIX / EMU_SUBNET (cluster.sh) keep this cluster apart from others on the host.
 set -u
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 CLUSTER=$HERE/cluster.sh
-BUILD=$ROOT/build OUT="" ITERS=5 WARMUP=1 ROUNDS=3 ONLY="" SIZES=64K,4M SKIP8=0 AGG=20
+BUILD=$ROOT/build OUT="" ITERS=5 WARMUP=1 ROUNDS=3 ONLY="" SIZES=64K,4M SKIP8=0 AGG=20 AGG_SWEEP=0
 while [ $# -gt 0 ]; do
   case $1 in
     --build) BUILD=$2; shift ;;
@@ -30,6 +31,7 @@ while [ $# -gt 0 ]; do
     --sizes) SIZES=$2; shift ;;
     --skip-8) SKIP8=1 ;;
     --agg) AGG=$2; shift ;;
+    --agg-sweep) AGG_SWEEP=1 ;;
     *) echo "overlap.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -52,6 +54,7 @@ MIN=${SIZES%,*} MAX=${SIZES#*,}
 bytes() { python3 -c 'import sys; s=sys.argv[1]; m={"K":1<<10,"M":1<<20,"G":1<<30}; print(int(s[:-1])*m[s[-1]] if s[-1] in m else int(s))' "$1"; }
 MIN_B=$(bytes "$MIN") MAX_B=$(bytes "$MAX")
 SWEEPS=("-b $MIN -e $MAX -f 4")
+[ "$AGG_SWEEP" = 1 ] && SWEEPS=("-b $MIN -e $MAX -f 4 -m $AGG")
 [ "$SKIP8" = 1 ] || SWEEPS=("-b 8 -e 8 -m $AGG" "${SWEEPS[@]}")
 
 bench() {  # DIR NAME PLAN OVERLAP MPI
