@@ -174,7 +174,7 @@ Tree build_tree(const Topology& topo, NodeId centre, const SwitchTreeShape& shap
     }
     // Rotating: each tree's root here is the side (a member, or the way up: the members then
     // meet a level higher) that leaves the busiest link the members' hops cross least loaded
-    // per byte, counting what the trees before put on every link (LinkLoads).
+    // per byte, counting what the other trees put on every link (LinkLoads; plan_switch_tree).
     size_t rotated_top = 0;
     if (shape.rotate_sides && shape.roots == SwitchRoots::ByPrice && members.size() > 1 && !topo.is_learner(v)) {
       order_by_price(members);
