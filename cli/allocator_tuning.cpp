@@ -27,8 +27,9 @@ void keep_freed_memory(bool one_heap) {
   if (!user_set("glibc.malloc.mmap_threshold")) mallopt(M_MMAP_THRESHOLD, kLargestHeapBlock);
   // With one heap, not even the blocks above that are mapped on their own: the main heap grows
   // without bound and keeps them for reuse. A million learners' schedules and pricers allocate
-  // 1.7 GB in 26 such blocks one after another; each, mapped anew, was zeroed by the kernel
-  // again (the generated million: 6.2 s of system time against 2.6 s kept, peak the same).
+  // 1.7 GB in 26 such blocks one after another; each, mapped anew, was faulted in and zeroed
+  // by the kernel again (the generated million: 11-13 thousand page faults against 2 thousand
+  // kept, peak the same; docs/planning-speed.md).
   if (one_heap && !user_set("glibc.malloc.mmap_max")) mallopt(M_MMAP_MAX, 0);
   if (!user_set("glibc.malloc.trim_threshold"))
     mallopt(M_TRIM_THRESHOLD, INT_MAX);  // the free top of the heap is never given back

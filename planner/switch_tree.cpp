@@ -175,8 +175,10 @@ Tree build_tree(const Topology& topo, NodeId centre, const SwitchTreeShape& shap
     // Rotating: each tree's root here is the side (a member, or the way up: the members then
     // meet a level higher) that leaves the busiest link the members' hops cross least loaded
     // per byte, counting what the other trees put on every link (LinkLoads; plan_switch_tree).
+    const bool rotating =
+        shape.rotate_sides && shape.roots == SwitchRoots::ByPrice && members.size() > 1 && !topo.is_learner(v);
     size_t rotated_top = 0;
-    if (shape.rotate_sides && shape.roots == SwitchRoots::ByPrice && members.size() > 1 && !topo.is_learner(v)) {
+    if (rotating) {
       order_by_price(members);
       const NodeId toward = v == centre ? -1 : from[static_cast<size_t>(v)];
       const double share = 1.0 / std::max<uint32_t>(shape.trees, 1), m = static_cast<double>(members.size());
@@ -239,13 +241,11 @@ Tree build_tree(const Topology& topo, NodeId centre, const SwitchTreeShape& shap
     if (!members.empty()) {
       uint32_t learners = 0;
       for (const Member& member : members) learners += member.learners;
-      const bool rotated = shape.rotate_sides && shape.roots == SwitchRoots::ByPrice && members.size() > 1 &&
-                           !topo.is_learner(v);
       if (shape.roots == SwitchRoots::ByShape)
         order_by_shape(members);
-      else if (!rotated)
+      else if (!rotating)  // (ordered above, and the root chosen)
         order_by_price(members);
-      const size_t top = rotated ? rotated_top : std::min(pick, members.size() - 1);
+      const size_t top = rotating ? rotated_top : std::min(pick, members.size() - 1);
       std::rotate(members.begin(), members.begin() + static_cast<std::ptrdiff_t>(top),
                   members.begin() + static_cast<std::ptrdiff_t>(top) + 1);
       uint32_t start = 0;
