@@ -3,7 +3,7 @@
 //   - direct: one step in which every learner is the root of a star reduce over all learners,
 //     so the sum crosses each path once (the diameter, plus the roots' per-hop costs);
 //   - leader-direct: a star reduce to one leader per machine, direct among the leaders, a star
-//     broadcast back;
+//     broadcast back (learners on a switch that also has machines below lead themselves);
 //   - centre-tree: the machines' leaders in a binary tree rooted at the leader nearest the
 //     tree's centre (least eccentricity in links), nearer leaders higher; reduce up, broadcast down. Its
 //     pipelined variants (centre-tree@S) overlap the reduce of one slice with the broadcast of
@@ -73,6 +73,22 @@ ir::Schedule around_machines(const Topology& topo, ir::Schedule schedule, const 
     if (!step.ops.empty()) schedule.steps.push_back(std::move(step));
   if (!broadcast.ops.empty()) schedule.steps.push_back(std::move(broadcast));
   return schedule;
+}
+
+// Machines for the latency rows: learners attached straight to a switch that also has machines
+// below it reach each other through that switch's links, as far as any other learner; they are
+// machines of one each, not a group whose star would add a network round trip.
+std::vector<Machine> latency_machines_of(const Topology& topo) {
+  std::vector<Machine> out;
+  for (Machine& machine : machines_of(topo)) {
+    const NodeId parent = topo.parent(topo.learner_node(machine.leader));
+    if (machine.learners.size() < 2 || topo.is_machine(parent)) {
+      out.push_back(std::move(machine));
+      continue;
+    }
+    for (int32_t rank : machine.learners) out.push_back(Machine{{rank}, rank});
+  }
+  return out;
 }
 
 std::vector<int32_t> leaders_of(const std::vector<Machine>& machines) {
@@ -146,7 +162,7 @@ ir::Schedule plan_direct(const Topology& topo) {
 }
 
 ir::Schedule plan_leader_direct(const Topology& topo) {
-  const auto machines = machines_of(topo);
+  const auto machines = latency_machines_of(topo);
   std::vector<ir::Step> middle(1, ir::Step{ir::Phase::Reduce, 1, {}});
   const auto leaders = leaders_of(machines);
   if (leaders.size() > 1) append_direct(topo, leaders, 1, middle[0]);
@@ -183,7 +199,7 @@ ir::Schedule plan_double_tree(const Topology& topo) {
 }
 
 ScheduleSize latency_tree_size(const Topology& topo, bool direct_among_leaders, uint64_t trees) {
-  const auto machines = machines_of(topo);
+  const auto machines = direct_among_leaders ? latency_machines_of(topo) : machines_of(topo);
   ScheduleSize size;
   for (const Machine& machine : machines) {
     if (machine.learners.size() < 2) continue;
@@ -208,7 +224,7 @@ std::string direct_unsuitable(const Topology& topo) {
 }
 
 std::string leader_direct_unsuitable(const Topology& topo) {
-  const size_t machines = machines_of(topo).size();
+  const size_t machines = latency_machines_of(topo).size();
   if (machines <= kMaxDirectRanks) return {};
   return fmt::format("{} machines: each leader's {} hops, one after another, cost more than a tree (at most {})",
                      machines, machines - 1, kMaxDirectRanks);

@@ -83,6 +83,42 @@ TEST(LatencyTrees, TheTreeIsRootedAtTheCentre) {
   EXPECT_TRUE(rooted);
 }
 
+TEST(LatencyTrees, LearnersOnASwitchOfMachinesLeadThemselves) {
+  // A rack of one machine of two learners and two learners on the rack switch itself, each
+  // behind its own 10 us link, and a second rack of one machine: the two on the switch are as
+  // far from each other as from anyone, so leader-direct takes them into the leaders' exchange
+  // instead of a star between them (a network round trip before it and after it).
+  testing::TreeBuilder b;
+  const Link nic{10e9, 10e-6}, pcie{20e9, 1e-6}, uplink{50e9, 2e-6};
+  const NodeId rack0 = b.add_switch(0, "rack0", uplink);
+  const NodeId rack1 = b.add_switch(0, "rack1", uplink);
+  const NodeId m0 = b.add_switch(rack0, "m0", nic);
+  b.add_learner(m0, "g0", pcie);
+  b.add_learner(m0, "g1", pcie);
+  b.add_learner(rack0, "h0", nic);
+  b.add_learner(rack0, "h1", nic);
+  const NodeId m1 = b.add_switch(rack1, "m1", nic);
+  b.add_learner(m1, "g0", pcie);
+  b.add_learner(m1, "g1", pcie);
+  const auto topo = b.build();
+  const auto schedule = plan_leader_direct(topo);
+  ASSERT_EQ(schedule.steps.size(), 3u);
+  EXPECT_EQ(schedule.steps[0].ops.size(), 2u);  // the two machines' stars
+  EXPECT_EQ(schedule.steps[1].ops.size(), 4u);  // two machine leaders and the two on the switch
+  for (const auto& op : schedule.steps[0].ops) EXPECT_EQ(op.group.size(), 2u);
+  EXPECT_NO_THROW(ir::verify_schedule(schedule, topo.num_learners()));
+  EXPECT_EQ(testing::reference_allreduce_error(schedule, topo.num_learners()), "");
+  // Its price at 8 B: the leaders' diameter once, plus a machine hop each way and overheads.
+  CostParams params;
+  params.hop_overhead = 1e-6;
+  const double price = critical_path_cost(topo, schedule, params).at(8);
+  const double diameter = cost_floor(topo).latency;
+  EXPECT_LT(price, diameter + 2 * (2e-6 + 1e-6) + 8e-6) << price << " against D " << diameter;
+  const auto bound = latency_tree_size(topo, true, 0), size = measured_size(schedule);
+  EXPECT_GE(bound.ops, size.ops);
+  EXPECT_GE(bound.group_members, size.group_members);
+}
+
 TEST(LatencyTrees, ChosenForSmallMessagesOnlyWhereCheapest) {
   PlanOptions options;
   options.cost.hop_overhead = kMeasuredHopOverhead;
