@@ -467,8 +467,11 @@ std::vector<int32_t> relays_of(const Topology& topo) {
 
 }  // namespace
 
-ir::Schedule plan_relay_tree_allgather(const Topology& topo, bool through_machines) {
-  ir::Schedule schedule = sharded(topo, through_machines ? "relay-machines" : "relay-tree");
+ir::Schedule plan_relay_tree_allgather(const Topology& topo, bool through_machines, SiblingExchange exchange) {
+  const bool stars = exchange == SiblingExchange::Stars;
+  ir::Schedule schedule =
+      sharded(topo, stars ? (through_machines ? "relay-machines-stars" : "relay-stars")
+                          : (through_machines ? "relay-machines" : "relay-tree"));
   const int32_t p = topo.num_learners();
   if (p < 2) return schedule;
   const bool in_order = depth_first_is_rank_order(topo);
@@ -477,7 +480,7 @@ ir::Schedule plan_relay_tree_allgather(const Topology& topo, bool through_machin
   auto& steps = schedule.steps.edit();
   // Bottom-up, one step per level (branches of one level are disjoint subtrees): every child's
   // block through the other children's relays, starting after it, so that each relay receives
-  // each sibling's block once.
+  // each sibling's block once (around a chain, or in a star from the child's relay).
   for (int level = 0; level < topo.num_levels(); ++level) {
     ir::Step step = step_of(ir::Phase::AllGather, level);
     for (const NodeId v : topo.nodes_at_level(level)) {
@@ -488,7 +491,8 @@ ir::Schedule plan_relay_tree_allgather(const Topology& topo, bool through_machin
         ir::RankList chain;
         for (size_t k = 0; k < d; ++k) chain.push_back(relay_of(children[(i + k) % d]));
         for (const ir::UnitRange& run : subtree_runs(topo, schedule, in_order, children[i]))
-          step.ops.push_back(copy(run.begin, run.end, chain.front(), chain));
+          step.ops.push_back(copy(run.begin, run.end, chain.front(), chain,
+                                  stars ? ir::OpShape::Star : ir::OpShape::Chain));
       }
     }
     if (!step.ops.empty()) steps.push_back(std::move(step));

@@ -48,7 +48,14 @@ ir::Schedule plan_machine_chains_allgather(const Topology&);
 // learner of a machine in its parent's step (over the machine's own links, beside its NIC's);
 // the machine's own chain then carries only its siblings' blocks. One step fewer's worth of
 // data at large sizes, longer chains (a chunk's way through every learner) at small ones.
-ir::Schedule plan_relay_tree_allgather(const Topology&, bool through_machines = false);
+// Siblings by stars ("relay-stars"): the bottom-up exchange sends each child's block from its
+// relay straight to every other child's relay (a star) instead of around a chain of them. Each
+// relay's link carries the same blocks either way, but a block crosses one hop instead of up
+// to a fan-out's: the latency of a wide tree's exchange at mid sizes (a rack of 20 machines:
+// 19 hops through NICs per level, against one).
+enum class SiblingExchange : uint8_t { Chains, Stars };
+ir::Schedule plan_relay_tree_allgather(const Topology&, bool through_machines = false,
+                                       SiblingExchange = SiblingExchange::Chains);
 struct RelayTreeSize {
   uint64_t ops = 0, members = 0;
 };

@@ -15,6 +15,7 @@
 #include "planner/collective_algorithms.hpp"
 #include "planner/machines.hpp"
 #include "planner/plan_builder.hpp"
+#include "planner/switch_tree.hpp"
 
 namespace flexplan {
 
@@ -75,16 +76,18 @@ const CollectiveRow kRows[] = {
            const uint64_t m = machines_of(t).size();
            return m * m + 6 * p_of(t) * 8 + leader_gather_members(t);
          }},
-    {.name = "relay-tree",
-     .summary = "a relay per subtree: siblings exchange blocks bottom-up, then each branch chains "
-                "what its subtree lacks to its children's relays; chains as long as a fan-out",
+    {.name = "relay-stars",
+     .summary = "a relay per subtree: siblings exchange blocks bottom-up, each child's relay "
+                "sending its block straight to the others'; then each branch chains what its "
+                "subtree lacks to its children's relays (chains as long as a fan-out)",
      .sharded = true,
-     .build = [](const Topology& t, int32_t) { return plan_relay_tree_allgather(t); },
+     .build = [](const Topology& t, int32_t) { return plan_relay_tree_allgather(t, false, SiblingExchange::Stars); },
      .ops = [](const Topology& t) { return relay_tree_size(t).ops; },
      .members = [](const Topology& t) { return relay_tree_size(t).members; }},
     {.name = "relay-machines",
-     .summary = "relay-tree whose chains down run on through each machine's learners, so that "
-                "a machine takes in the outside data in one step (large messages)",
+     .summary = "the relay tree with siblings exchanging around chains, and chains down that run "
+                "on through each machine's learners, so that a machine takes in the outside data "
+                "in one step (large messages)",
      .sharded = true,
      .build = [](const Topology& t, int32_t) { return plan_relay_tree_allgather(t, true); },
      .ops = [](const Topology& t) { return relay_tree_size(t, true).ops; },
@@ -108,6 +111,30 @@ const CollectiveRow kRows[] = {
      .build = plan_binomial_broadcast,
      .ops = [](const Topology& t) { return p_of(t); },
      .max_slices = 64},
+    {.name = "switch-tree",
+     .summary = "a tree following the switches from the root's: a star per switch from its "
+                "cheapest member, level by level; pipelined: switch-tree@S",
+     .build = [](const Topology& t, int32_t root) { return plan_switch_tree_broadcast(t, root); },
+     .ops = [](const Topology& t) { return switch_tree_size(t, 1, false).ops / 2; },
+     .members = [](const Topology& t) { return switch_tree_size(t, 1, false).group_members / 2; },
+     .max_slices = 64,
+     .unsuitable = switch_tree_unsuitable},
+    {.name = "switch-binary-tree",
+     .summary = "switch-tree with the members at each switch in a binary heap instead of one star "
+                "(a member's link carries two copies out, not one per member)",
+     .build = [](const Topology& t, int32_t root) { return plan_switch_tree_broadcast(t, root, 2); },
+     .ops = [](const Topology& t) { return switch_tree_size(t, 1, false).ops / 2; },
+     .members = [](const Topology& t) { return switch_tree_size(t, 1, false).group_members / 2; },
+     .max_slices = 64,
+     .unsuitable = switch_tree_unsuitable},
+    {.name = "switch-chain-tree",
+     .summary = "switch-tree with the members at each switch in a chain: every link carries the "
+                "message once each way (large messages, pipelined)",
+     .build = [](const Topology& t, int32_t root) { return plan_switch_tree_broadcast(t, root, 1); },
+     .ops = [](const Topology& t) { return switch_tree_size(t, 1, false).ops / 2; },
+     .members = [](const Topology& t) { return switch_tree_size(t, 1, false).group_members / 2; },
+     .max_slices = 64,
+     .unsuitable = switch_tree_unsuitable},
 };
 
 struct NamedChoice {
@@ -270,8 +297,8 @@ CollectivePlan race_copies(const Topology& topo, ir::Collective collective, int3
         if (slices <= row.max_slices) choices.push_back({&row, slices});
     }
 
-  // Rows of one builder share steps (relay-tree and relay-machines their bottom-up exchange):
-  // each is priced once.
+  // Rows of one builder share steps (relay-stars and relay-machines the chains down of branches
+  // without machine children): each is priced once.
   StepPriceMemo priced_steps;
   // A row's base is built once for all its slicings, which share its steps (and are then
   // verified once: ir/verify.hpp).
@@ -285,14 +312,17 @@ CollectivePlan race_copies(const Topology& topo, ir::Collective collective, int3
     const ScheduleSize size{row_ops * choice.slices,
                             (choice.row->members ? choice.row->members(topo) : 2 * row_ops) * choice.slices};
     sizes.push_back(size);
-    any_within_budget |= schedule_fits_limits(size) && pricing_work(size) <= kCollectivePricingWork;
+    any_within_budget |= schedule_fits_limits(size) && pricing_work(size) <= kCollectivePricingWork &&
+                         !(choice.row->unsuitable && !choice.row->unsuitable(topo).empty());
   }
   for (size_t c = 0; c < choices.size(); ++c) {
     const NamedChoice& choice = choices[c];
     CollectiveCandidate candidate;
     candidate.algorithm = choice_name(choice);
     const uint64_t ops = sizes[c].ops, members = sizes[c].group_members;
-    if (!schedule_fits_limits(sizes[c])) {
+    if (const std::string why = choice.row->unsuitable ? choice.row->unsuitable(topo) : std::string(); !why.empty()) {
+      candidate.left_out_because = why;
+    } else if (!schedule_fits_limits(sizes[c])) {
       candidate.left_out_because =
           fmt::format("about {} ops and {} group members, beyond the {} and {} the planner builds",
                       ops, members, kMaxScheduleOps, kMaxScheduleGroupMembers);

@@ -36,6 +36,8 @@ struct CollectiveRow {
   // Slice counts tried beside the plain schedule (compact pipelines; broadcast and reduce
   // only: slices would cut a sharded collective's shards).
   uint32_t max_slices = 1;
+  // Why the row is left out of this tree's race (empty or null: raced).
+  std::string (*unsuitable)(const Topology&) = nullptr;
   bool serves(ir::Collective c) const {
     return sharded ? ir::has_shards(c) : ir::has_root(c);
   }
@@ -108,8 +110,8 @@ struct CollectiveBeyondLimits : std::runtime_error {
 // Whether the evaluator prices the transpose of a copying schedule (transpose_copies) as the
 // schedule itself, up to rounding: reductions are not priced, and the transpose's first-chunk
 // rounds hold the same hops reversed, which holds where every op of a step (of a pipeline's
-// base, where it is sliced) runs through as many hops. True of every row of the table but
-// relay-tree (a step holds chains as long as each branch's fan-out), whose transpose is priced.
+// base, where it is sliced) runs through as many hops. True of every row of the table but the
+// relay trees (a step holds chains as long as each branch's fan-out), whose transposes are priced.
 bool transposes_at_same_price(const ir::Schedule& copies, const CostParams&);
 
 // Lower bounds for the collective (docs/cost-model.md, "Floors of the other collectives"):

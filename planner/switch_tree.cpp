@@ -119,8 +119,9 @@ using LinkLoads = std::vector<double>;
 // Passes over the trees taking turns (SwitchTreeShape::rotate_sides).
 constexpr uint32_t kRotationPasses = 2;
 
+// `centre_root`: where not -1, the member that is the centre node's root (a broadcast's source).
 Tree build_tree(const Topology& topo, NodeId centre, const SwitchTreeShape& shape, size_t pick, uint64_t begin,
-                uint64_t end, LinkLoads* link_loads) {
+                uint64_t end, LinkLoads* link_loads, int32_t centre_root = -1) {
   const uint32_t fanout = shape.fanout;
   // The topology taken as rooted at `centre`: every node's neighbours away from it.
   std::vector<NodeId> order{centre};
@@ -245,7 +246,10 @@ Tree build_tree(const Topology& topo, NodeId centre, const SwitchTreeShape& shap
         order_by_shape(members);
       else if (!rotating)  // (ordered above, and the root chosen)
         order_by_price(members);
-      const size_t top = rotating ? rotated_top : std::min(pick, members.size() - 1);
+      size_t top = rotating ? rotated_top : std::min(pick, members.size() - 1);
+      if (v == centre && centre_root >= 0)
+        for (size_t j = 0; j < members.size(); ++j)
+          if (members[j].rank == centre_root) top = j;
       std::rotate(members.begin(), members.begin() + static_cast<std::ptrdiff_t>(top),
                   members.begin() + static_cast<std::ptrdiff_t>(top) + 1);
       uint32_t start = 0;
@@ -409,6 +413,24 @@ ir::Schedule plan_switch_tree(const Topology& topo, const SwitchTreeShape& shape
   if (!exchange.empty()) schedule.steps.push_back(ir::Step{ir::Phase::Reduce, 0, std::move(exchange)});
   for (size_t s = down.size(); s-- > 0;)
     if (!down[s].empty()) schedule.steps.push_back(ir::Step{ir::Phase::Broadcast, 0, std::move(down[s])});
+  return schedule;
+}
+
+ir::Schedule plan_switch_tree_broadcast(const Topology& topo, int32_t root, uint32_t fanout) {
+  if (root < 0 || root >= topo.num_learners())
+    throw std::invalid_argument(fmt::format("root {} is not among the {} learners", root, topo.num_learners()));
+  ir::Schedule schedule;
+  schedule.algorithm = fanout == 1 ? "switch-chain-tree" : fanout == 2 ? "switch-binary-tree" : "switch-tree";
+  schedule.collective = ir::Collective::Broadcast;
+  schedule.root = root;
+  schedule.units = 1;
+  const NodeId source = topo.learner_node(root);
+  const NodeId centre = source == topo.root() ? source : topo.parent(source);
+  SwitchTreeShape shape;
+  shape.fanout = fanout;
+  Tree tree = build_tree(topo, centre, shape, 0, 0, 1, nullptr, root);
+  for (size_t s = tree.down.size(); s-- > 0;)
+    if (!tree.down[s].empty()) schedule.steps.push_back(ir::Step{ir::Phase::Broadcast, 0, std::move(tree.down[s])});
   return schedule;
 }
 

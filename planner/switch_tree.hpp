@@ -59,6 +59,14 @@ struct SwitchTreeShape {
 };
 ir::Schedule plan_switch_tree(const Topology&, const SwitchTreeShape&);
 
+// A broadcast from `root` down the switch tree taken as rooted at the root's switch: at every
+// node the members meeting there get the data from the one the 64 KiB estimate prices cheapest
+// (at the root's switch, from the root itself), in one star ("switch-tree", fanout 0), a
+// binary heap (2, "switch-binary-tree") or a chain (1, "switch-chain-tree": every member's link
+// carries the message once each way), one level after another; pipelined (@S) its slices
+// follow each other down. Its transpose is the reduce to `root`.
+ir::Schedule plan_switch_tree_broadcast(const Topology&, int32_t root, uint32_t fanout = 0);
+
 // The node of least eccentricity in links (ties: the shallower, then the first in breadth-first
 // order): the switch tree's top. Links, not latencies: a link made faster never moves it.
 NodeId switch_tree_centre(const Topology&);

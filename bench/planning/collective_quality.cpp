@@ -2,7 +2,9 @@
 // for every tree of the two families of cluster_families.hpp, the written plan's predicted time
 // for all-gather, reduce-scatter and broadcast (root 0) at 256 MiB over the collective's floor,
 // and at 8 B over ceil(log2 P) times the diameter latency (the goal's reference; a broadcast's
-// own latency floor, the farthest learner from the root, is at most that); beside it the all-gather of the
+// own latency floor, the farthest learner from the root, is at most that); at 64 KiB and 1 MiB
+// over n / w + D (w: the collective's bandwidth floor per byte, D: the diameter latency; issue
+// 42's reference for all-reduce at those sizes); beside it the all-gather of the
 // depth-first ring, and the all-reduce of the whole output that stands in for an all-gather
 // today (the PyTorch backend's), each over the written all-gather.
 //
@@ -44,18 +46,19 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  constexpr double kLarge = 256.0 * (1 << 20), kSmall = 8;
+  constexpr double kLarge = 256.0 * (1 << 20), kSmall = 8, kMiddle[] = {65536.0, 1048576.0};
   const ir::Collective kCollectives[] = {ir::Collective::AllGather, ir::Collective::ReduceScatter,
                                          ir::Collective::Broadcast};
   fmt::print("| family | collective | trees | learners | plan/floor at 256 MiB: geomean | worst "
              "| plan at 8 B / (ceil(log2 P) x diameter latency): geomean | worst "
+             "| 64 KiB / (n/w + D): geomean (worst) | 1 MiB / (n/w + D): geomean (worst) "
              "| ring / plan at 256 MiB | all-reduce as all-gather / plan at 256 MiB |\n");
-  fmt::print("|---|---|---|---|---|---|---|---|---|---|\n");
+  fmt::print("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const std::string which : {"realistic", "adversarial"}) {
     if (family != "both" && family != which) continue;
     for (const ir::Collective collective : kCollectives) {
       bench::ClusterFamilies families(seed);  // the same trees for every collective
-      Stats large, small, ring, all_reduce;
+      Stats large, small, ring, all_reduce, middle[2];
       int min_p = 1 << 30, max_p = 0;
       for (int t = 0; t < trees; ++t) {
         const Topology topo = which == "realistic" ? families.realistic() : families.adversarial();
@@ -70,6 +73,12 @@ int main(int argc, char** argv) {
         const double diameter = cost_floor(topo).latency;
         large.add(at_large / plan.floor.at(kLarge), topo.name());
         small.add(at_small / (rounds * diameter), topo.name());
+        for (size_t m = 0; m < 2; ++m) {
+          const double bytes = kMiddle[m];
+          middle[m].add(plan.chosen(static_cast<uint64_t>(bytes)).cost.at(bytes) /
+                            (plan.floor.per_byte * bytes + diameter),
+                        topo.name());
+        }
         if (collective == ir::Collective::AllGather) {
           for (const CollectiveCandidate& c : plan.candidates)
             if (c.algorithm == "ring" && c.left_out_because.empty())
@@ -87,10 +96,13 @@ int main(int argc, char** argv) {
       const auto beside = [](const Stats& s) {
         return s.n ? fmt::format("{:.2f} (worst {:.2f})", s.geomean(), s.worst) : std::string("-");
       };
-      fmt::print("| {} | {} | {} | {}-{} | {:.3f} | {:.3f} ({}) | {:.3f} | {:.3f} ({}) | {} | {} |\n",
+      const auto with_worst = [](const Stats& s) {
+        return fmt::format("{:.3f} ({:.3f}, {})", s.geomean(), s.worst, s.worst_tree);
+      };
+      fmt::print("| {} | {} | {} | {}-{} | {:.3f} | {:.3f} ({}) | {:.3f} | {:.3f} ({}) | {} | {} | {} | {} |\n",
                  which, ir::to_string(collective), trees, min_p, max_p, large.geomean(), large.worst,
-                 large.worst_tree, small.geomean(), small.worst, small.worst_tree, beside(ring),
-                 beside(all_reduce));
+                 large.worst_tree, small.geomean(), small.worst, small.worst_tree, with_worst(middle[0]),
+                 with_worst(middle[1]), beside(ring), beside(all_reduce));
     }
   }
   return 0;

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/core.h>
+
 #include "ir/collective_contract.hpp"
 #include "ir/errors.hpp"
 #include "ir/pipeline_form.hpp"
@@ -20,6 +22,7 @@
 #include "ir/plan_json.hpp"
 #include "ir/plan_text.hpp"
 #include "ir/verify.hpp"
+#include "planner/algorithm_table.hpp"
 #include "planner/collective_algorithms.hpp"
 #include "planner/collective_planner.hpp"
 #include "planner/cost_model.hpp"
@@ -56,7 +59,7 @@ TEST(PlannerCollectives, EveryAlgorithmVerifiesOnRandomTrees) {
           ir::has_root(collective) ? roots_of(topo, rng) : std::vector<int32_t>{0};
       for (const std::string& name : collective_algorithm_names(collective)) {
         std::vector<std::string> variants{name};
-        if (ir::has_root(collective) && name == "binomial-tree") variants.push_back(name + "@4");
+        if (ir::has_root(collective) && name != "chain") variants.push_back(name + "@4");
         for (const std::string& variant : variants)
           for (const int32_t root : roots) {
             const ir::Schedule schedule = plan_collective_algorithm(topo, collective, variant, root);
@@ -323,9 +326,9 @@ TEST(PlannerCollectives, TransposesCostWhatTheirCopiesCost) {
         for (const std::string& variant : variants) {
           const ir::Schedule copies = plan_collective_algorithm(topo, copying, variant, root);
           const ir::Schedule combined = transpose_copies(copies);
-          // relay-tree's steps hold chains of different lengths (each branch's fan-out): its
-          // transpose is priced on its own (ACombiningPlanIsItsMirrorTransposed).
-          if (name == "relay-tree" || name == "relay-machines") continue;
+          // The relay trees' steps hold chains of different lengths (each branch's fan-out):
+          // their transposes are priced on their own (ACombiningPlanIsItsMirrorTransposed).
+          if (name == "relay-stars" || name == "relay-machines") continue;
           EXPECT_TRUE(transposes_at_same_price(copies, overhead)) << topo.name() << " " << variant;
           EXPECT_FALSE(transposes_at_same_price(copies, reductions));
           for (const CostParams& cost : {CostParams{}, overhead}) {
@@ -480,9 +483,10 @@ std::string replay_error(const ir::Schedule& schedule, int32_t p) {
   return "";
 }
 
-// relay-tree on random trees numbered both ways: the verifier and the replay above accept its
-// all-gather and its reduce-scatter, every chain is one branch's children long, and its price
-// is never below the floor.
+// The relay tree on random trees numbered both ways, its siblings exchanging around chains
+// (the builder's default) and in stars (relay-stars): the verifier and the replay above accept
+// its all-gather and its reduce-scatter, every chain or star is one branch's children long,
+// and its price is never below the floor.
 // relay-machines likewise, its chains down at most a branch's fan-out plus its machine
 // children's other learners long.
 TEST(PlannerCollectives, RelayTreeVerifiesAndReplaysOnRandomTrees) {
@@ -495,10 +499,15 @@ TEST(PlannerCollectives, RelayTreeVerifiesAndReplaysOnRandomTrees) {
       int fan_out = 0;
       for (NodeId n = 0; n < topo.num_nodes(); ++n) fan_out = std::max(fan_out, topo.degree(n));
       const CostFloor floor = collective_floor(topo, ir::Collective::AllGather);
-      for (const bool machines : {false, true})
+      for (const int variant : {0, 1, 2})
       for (const ir::Collective collective : {ir::Collective::AllGather, ir::Collective::ReduceScatter}) {
+        const bool machines = variant == 1;
         const ir::Schedule schedule =
-            plan_collective_algorithm(topo, collective, machines ? "relay-machines" : "relay-tree");
+            variant == 0 ? [&] {
+              ir::Schedule chains = plan_relay_tree_allgather(topo);
+              return collective == ir::Collective::AllGather ? chains : transpose_copies(chains);
+            }()
+                         : plan_collective_algorithm(topo, collective, machines ? "relay-machines" : "relay-stars");
         // The longest chain relay-machines may build: a branch's relays and its machine
         // children's other learners.
         size_t longest = static_cast<size_t>(fan_out);
@@ -534,14 +543,14 @@ TEST(PlannerCollectives, RelayTreeVerifiesAndReplaysOnRandomTrees) {
       }
     }
   }
-  EXPECT_EQ(checked, 1600);
+  EXPECT_EQ(checked, 2400);
 }
 
 // At a large P the schedule stays small: a generated-like tree of 64,000 learners (racks of
 // machines of 1-8 GPUs under pods and zones) is built in well under a second, within the
 // schedule limits, in a few steps, and relay_tree_size bounds it without building.
-// The evaluator's step memo changes no price: relay-tree, relay-machines (which share their
-// bottom-up steps), their transposes, the ring and a pipeline priced through one memo, in that
+// The evaluator's step memo changes no price: relay-stars, relay-machines (which share the
+// chains down of branches without machine children), their transposes, the ring and a pipeline priced through one memo, in that
 // order, against each priced alone, on random trees numbered both ways; the memo answers for
 // shared steps, and a step equal to one priced before but in a schedule of other units (each
 // op a smaller share of the message) is priced again.
@@ -554,7 +563,7 @@ TEST(PlannerCollectives, StepMemoChangesNoPrice) {
       CostParams params;
       params.hop_overhead = 0.7e-6;
       std::vector<ir::Schedule> schedules;
-      for (const char* name : {"relay-tree", "relay-machines"})
+      for (const char* name : {"relay-stars", "relay-machines"})
         schedules.push_back(plan_collective_algorithm(topo, ir::Collective::AllGather, name));
       for (size_t i = 0; i < 2; ++i) schedules.push_back(transpose_copies(schedules[i]));
       schedules.push_back(plan_collective_algorithm(topo, ir::Collective::AllGather, "ring"));
@@ -577,8 +586,124 @@ TEST(PlannerCollectives, StepMemoChangesNoPrice) {
       answered += memo.steps_found();
     }
   }
-  // relay-machines's bottom-up steps, and its transpose's, are relay-tree's on every tree.
-  EXPECT_GE(answered, 80u * 2);
+  // relay-machines's chains down of branches without machine children, and its transpose's,
+  // are relay-stars' (84 found on these 80 trees).
+  EXPECT_GE(answered, 40u);
+}
+
+// Siblings exchanging in stars: on a switch of 16 machines behind 10 us NICs, a block crosses
+// one NIC hop instead of up to fifteen around a chain, so relay-stars is far cheaper at 8 B and
+// 64 KiB; each relay's NIC carries the same blocks either way, so at 256 MiB it costs about
+// what the chains do (a star's flows into one NIC are priced with the incast loss).
+TEST(PlannerCollectives, SiblingsInStarsCrossOneHopNotAFanOut) {
+  testing::TreeBuilder b("wide");
+  for (int m = 0; m < 16; ++m) {
+    const NodeId machine = b.add_switch(b.root(), "m" + std::to_string(m), {12.5e9, 10e-6});
+    for (int g = 0; g < 2; ++g) b.add_learner(machine, "gpu" + std::to_string(g), {25e9, 2e-6});
+  }
+  const Topology topo = b.build();
+  CostParams cost;
+  cost.hop_overhead = kMeasuredHopOverhead;
+  const ScheduleCost chains = evaluate_schedule(topo, plan_relay_tree_allgather(topo), cost);
+  const ScheduleCost stars =
+      evaluate_schedule(topo, plan_collective_algorithm(topo, ir::Collective::AllGather, "relay-stars"), cost);
+  EXPECT_LT(stars.at(8.0), 0.25 * chains.at(8.0));
+  EXPECT_LT(stars.at(65536.0), 0.5 * chains.at(65536.0));
+  EXPECT_LT(stars.at(268435456.0), 1.2 * chains.at(268435456.0));
+  EXPECT_GE(stars.at(268435456.0), collective_floor(topo, ir::Collective::AllGather).at(268435456.0) * (1 - 1e-9));
+}
+
+// replay_error's counterpart for broadcast and reduce: a broadcast's root starts with a value
+// every rank must end with; a reduce's ranks start with their own and the root must end with
+// the sum. Returns "" or what is wrong.
+std::string rooted_replay_error(const ir::Schedule& schedule, int32_t p) {
+  const bool broadcast = schedule.collective == ir::Collective::Broadcast;
+  const auto value = [](int32_t r) { return uint64_t{1} << (r % 60); };
+  std::vector<std::vector<uint64_t>> held(static_cast<size_t>(p), std::vector<uint64_t>(schedule.units, 0));
+  for (int32_t r = 0; r < p; ++r)
+    for (uint64_t u = 0; u < schedule.units; ++u)
+      if (!broadcast || r == schedule.root) held[static_cast<size_t>(r)][u] = value(r) + u;
+  for (const ir::Step& step : schedule.steps) {
+    const auto before = held;
+    for (const ir::Op& op : step.ops)
+      for (uint64_t u = op.begin; u < op.end; ++u) {
+        uint64_t sum = 0;
+        for (const int32_t m : op.group) sum += before[static_cast<size_t>(m)][u];
+        if (op.kind == ir::OpKind::Broadcast)
+          for (const int32_t m : op.group) held[static_cast<size_t>(m)][u] = before[static_cast<size_t>(op.root)][u];
+        else
+          held[static_cast<size_t>(op.root)][u] = sum;
+      }
+  }
+  uint64_t total = 0;
+  for (int32_t r = 0; r < p; ++r) total += value(r);
+  for (uint64_t u = 0; u < schedule.units; ++u) {
+    if (broadcast) {
+      for (int32_t r = 0; r < p; ++r)
+        if (held[static_cast<size_t>(r)][u] != value(schedule.root) + u)
+          return "rank " + std::to_string(r) + " lacks the root's unit " + std::to_string(u);
+    } else if (held[static_cast<size_t>(schedule.root)][u] != total + p * u) {
+      return "the root has a wrong sum on unit " + std::to_string(u);
+    }
+  }
+  return "";
+}
+
+// The broadcast down the switch tree: from every root of random trees, whole and pipelined,
+// it verifies and replays (and its transpose, the reduce); the root's own switch gets the data
+// in the first step's star from the root itself.
+TEST(PlannerCollectives, SwitchTreeBroadcastFollowsTheSwitchesFromTheRoot) {
+  testing::RandomTrees trees(0x5B70AD);
+  int checked = 0;
+  for (int t = 0; t < 60; ++t) {
+    const Topology topo = trees.next(t % 6 == 0 ? 90 : 30);
+    const int32_t p = topo.num_learners();
+    for (const int32_t root : {0, p - 1, p / 2})
+      for (const char* name : {"switch-tree", "switch-tree@4", "switch-binary-tree@2", "switch-chain-tree@8"})
+        for (const ir::Collective collective : {ir::Collective::Broadcast, ir::Collective::Reduce}) {
+          const ir::Schedule schedule = plan_collective_algorithm(topo, collective, name, root);
+          EXPECT_NO_THROW(ir::verify_schedule(schedule, p)) << topo.name() << " " << name << " root " << root;
+          const ir::Schedule whole = ir::materialize(schedule);
+          EXPECT_EQ(rooted_replay_error(whole, p), "") << topo.name() << " " << name << " root " << root;
+          if (collective == ir::Collective::Broadcast && p > 1) {
+            ASSERT_FALSE(whole.steps.empty());
+            bool from_root = false;
+            for (const ir::Op& op : whole.steps[0].ops) from_root |= op.root == root;
+            EXPECT_TRUE(from_root) << topo.name() << " root " << root;
+          }
+          ++checked;
+        }
+  }
+  EXPECT_EQ(checked, 60 * 3 * 4 * 2);
+
+  // Raced beside the chain and the binomial tree (every slicing), the plan's broadcast is never
+  // dearer with them, and cheaper on most random trees at 64 KiB and 1 MiB.
+  std::vector<std::string> without{"chain", "binomial-tree"};
+  for (const uint32_t slices : kPipelineSlices)
+    if (slices <= 64) without.push_back(fmt::format("binomial-tree@{}", slices));
+  std::vector<std::string> with = without;
+  for (const char* name : {"switch-tree", "switch-binary-tree", "switch-chain-tree"}) {
+    with.push_back(name);
+    for (const uint32_t slices : kPipelineSlices)
+      if (slices <= 64) with.push_back(fmt::format("{}@{}", name, slices));
+  }
+  CostParams cost;
+  cost.hop_overhead = kMeasuredHopOverhead;
+  testing::RandomTrees more(0x5B70AE);
+  int cheaper = 0, trees_priced = 0;
+  for (int t = 0; t < 40; ++t) {
+    const Topology topo = more.next(40);
+    const CollectivePlan before = plan_collective(topo, ir::Collective::Broadcast, 0, without, cost);
+    const CollectivePlan after = plan_collective(topo, ir::Collective::Broadcast, 0, with, cost);
+    for (const double bytes : {8.0, 65536.0, 1048576.0, 268435456.0}) {
+      const double b = before.chosen(static_cast<uint64_t>(bytes)).cost.at(bytes);
+      const double a = after.chosen(static_cast<uint64_t>(bytes)).cost.at(bytes);
+      EXPECT_LE(a, b * (1 + 1e-12)) << topo.name() << " at " << bytes;
+      if (bytes == 65536.0 || bytes == 1048576.0) cheaper += a < 0.95 * b;
+    }
+    ++trees_priced;
+  }
+  EXPECT_GT(cheaper, trees_priced);  // more than half of the 2 x 40 (size, tree) pairs
 }
 
 TEST(PlannerCollectives, RelayTreeStaysSmallAtLargeP) {
@@ -629,7 +754,7 @@ TEST(PlannerCollectives, RelayTreeStaysSmallAtLargeP) {
 
 // On racks of multi-learner machines under NICs slower than the machines' own links,
 // relay-machines brings the outside data into a machine in its rack's step: at 256 MiB it is
-// cheaper than relay-tree, whose machines' own step moves nearly all the data again; at 64 KiB
+// cheaper than relay-stars, whose machines' own step moves nearly all the data again; at 64 KiB
 // its longer chains (a chunk through every learner) cost more.
 TEST(PlannerCollectives, RelayMachinesSavesTheMachinesStepAtLargeSizes) {
   testing::TreeBuilder b("racks");
@@ -645,7 +770,7 @@ TEST(PlannerCollectives, RelayMachinesSavesTheMachinesStepAtLargeSizes) {
   }
   const Topology topo = b.build();
   const ScheduleCost relay =
-      evaluate_schedule(topo, plan_collective_algorithm(topo, ir::Collective::AllGather, "relay-tree"));
+      evaluate_schedule(topo, plan_collective_algorithm(topo, ir::Collective::AllGather, "relay-stars"));
   const ScheduleCost machines =
       evaluate_schedule(topo, plan_collective_algorithm(topo, ir::Collective::AllGather, "relay-machines"));
   EXPECT_LT(machines.at(268435456.0), 0.95 * relay.at(268435456.0));
