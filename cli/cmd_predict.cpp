@@ -350,10 +350,11 @@ void run(const PredictCommand& command) {
     }
     if (names.empty()) names = collective_algorithm_names(collective);
     for (const auto& name : names) {
-      std::string method;  // as the planner's race prices the row
-      const auto cost = std::make_shared<ScheduleCost>(
-          price_collective_algorithm(topo, collective, name, command.root, sweep.cost, &method));
-      predictions.push_back({name, method, "", [cost](double bytes) { return cost->at(bytes); }});
+      const ir::Schedule schedule = plan_collective_algorithm(topo, collective, name, command.root);
+      const auto cost = std::make_shared<ScheduleCost>(evaluate_schedule(topo, schedule, sweep.cost));
+      cost->busy_floor = host_busy_floor(lowered_hop_count(schedule), sweep.cost);  // as the planner's
+      predictions.push_back(
+          {name, "evaluator", "", [cost](double bytes) { return cost->at(bytes); }});
     }
   }
   const auto floor = collective_floor(topo, collective, command.root);

@@ -7,14 +7,12 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
-#include <map>
 #include <optional>
 #include <stdexcept>
 
 #include "ir/collective_contract.hpp"
 #include "ir/pipeline_form.hpp"
 #include "planner/collective_algorithms.hpp"
-#include "planner/critical_path.hpp"
 #include "planner/machines.hpp"
 #include "planner/plan_builder.hpp"
 #include "planner/switch_tree.hpp"
@@ -120,8 +118,7 @@ const CollectiveRow kRows[] = {
      .ops = [](const Topology& t) { return switch_tree_size(t, 1, false).ops / 2; },
      .members = [](const Topology& t) { return switch_tree_size(t, 1, false).group_members / 2; },
      .max_slices = 64,
-     .unsuitable = switch_tree_unsuitable,
-     .critical_path = true},
+     .unsuitable = switch_tree_unsuitable},
     {.name = "switch-binary-tree",
      .summary = "switch-tree with the members at each switch in a binary heap instead of one star "
                 "(a member's link carries two copies out, not one per member)",
@@ -129,8 +126,7 @@ const CollectiveRow kRows[] = {
      .ops = [](const Topology& t) { return switch_tree_size(t, 1, false).ops / 2; },
      .members = [](const Topology& t) { return switch_tree_size(t, 1, false).group_members / 2; },
      .max_slices = 64,
-     .unsuitable = switch_tree_unsuitable,
-     .critical_path = true},
+     .unsuitable = switch_tree_unsuitable},
     {.name = "switch-chain-tree",
      .summary = "switch-tree with the members at each switch in a chain: every link carries the "
                 "message once each way (large messages, pipelined)",
@@ -138,8 +134,7 @@ const CollectiveRow kRows[] = {
      .ops = [](const Topology& t) { return switch_tree_size(t, 1, false).ops / 2; },
      .members = [](const Topology& t) { return switch_tree_size(t, 1, false).group_members / 2; },
      .max_slices = 64,
-     .unsuitable = switch_tree_unsuitable,
-     .critical_path = true},
+     .unsuitable = switch_tree_unsuitable},
 };
 
 struct NamedChoice {
@@ -305,7 +300,6 @@ CollectivePlan race_copies(const Topology& topo, ir::Collective collective, int3
   // Rows of one builder share steps (relay-stars and relay-machines the chains down of branches
   // without machine children): each is priced once.
   StepPriceMemo priced_steps;
-  std::map<const CollectiveRow*, uint64_t> critical_path_spent;  // of kCriticalPathBudget, per row
   // A row's base is built once for all its slicings, which share its steps (and are then
   // verified once: ir/verify.hpp).
   std::vector<std::pair<const CollectiveRow*, ir::Schedule>> bases;
@@ -349,16 +343,7 @@ CollectivePlan race_copies(const Topology& topo, ir::Collective collective, int3
       const double built = seconds_since(start);
       start = Clock::now();
       const size_t found_before = priced_steps.steps_found();
-      std::optional<ScheduleCost> by_path;
-      if (choice.row->critical_path) {
-        uint64_t& spent = critical_path_spent[choice.row];
-        uint64_t work = 0;
-        if (spent < kCriticalPathBudget)
-          by_path = critical_path_cost_within(topo, base->second, choice.slices, cost, kCriticalPathBudget - spent, work);
-        spent += work;
-      }
-      candidate.by_critical_path = by_path.has_value();
-      candidate.cost = by_path ? std::move(*by_path) : evaluate_schedule(topo, candidate.schedule, cost, &priced_steps);
+      candidate.cost = evaluate_schedule(topo, candidate.schedule, cost, &priced_steps);
       candidate.cost.busy_floor = host_busy_floor(lowered_hop_count(candidate.schedule), cost);
       if (progress && built + seconds_since(start) > kProgressSeconds)
         progress(fmt::format("{} {}: built in {:.3f} s, priced in {:.3f} s{}", ir::to_string(collective),
@@ -411,20 +396,7 @@ CollectivePlan transposed_plan(const Topology& topo, const CollectivePlan& copie
     candidate.algorithm = copy.algorithm;
     candidate.left_out_because = copy.left_out_because;
     if (candidate.left_out_because.empty()) {
-      if (copy.by_critical_path && cost.reduce_bandwidth <= 0) {
-        // The transpose runs the same hops reversed; its critical path differs from the copies'
-        // only in which end of a star queues the hop overheads, and the plan of the combining
-        // collective stays its mirror's transposed (as the evaluator's prices keep it).
-        candidate.cost = copy.cost;
-        candidate.by_critical_path = true;
-      } else if (copy.by_critical_path) {
-        // Reductions priced: its transpose by its own critical path (within the work the
-        // copies' pricing kept to).
-        built[i] = transposed(copy.schedule);
-        candidate.cost = critical_path_cost(topo, *built[i], cost);
-        candidate.cost.busy_floor = copy.cost.busy_floor;
-        candidate.by_critical_path = true;
-      } else if (transposes_at_same_price(copy.schedule, cost)) {
+      if (transposes_at_same_price(copy.schedule, cost)) {
         candidate.cost = copy.cost;
       } else {
         auto start = Clock::now();
@@ -463,23 +435,6 @@ void drop_losers(CollectivePlan& plan) {
 }
 
 }  // namespace
-
-ScheduleCost price_collective_algorithm(const Topology& topo, ir::Collective collective, std::string_view name,
-                                        int32_t root, const CostParams& cost, std::string* method) {
-  const NamedChoice choice = find_row(collective, name);
-  const ir::Schedule schedule = plan_collective_algorithm(topo, collective, name, root);
-  const bool by_path = choice.row->critical_path && (!choice.row->unsuitable || choice.row->unsuitable(topo).empty());
-  ScheduleCost price;
-  if (by_path && ir::combines(collective) && cost.reduce_bandwidth <= 0)
-    price = critical_path_cost(topo, plan_collective_algorithm(topo, copying_mirror(collective), name, root), cost);
-  else if (by_path)
-    price = critical_path_cost(topo, schedule, cost);
-  else
-    price = evaluate_schedule(topo, schedule, cost);
-  price.busy_floor = host_busy_floor(lowered_hop_count(schedule), cost);
-  if (method) *method = by_path ? "critical path" : "evaluator";
-  return price;
-}
 
 bool transposes_at_same_price(const ir::Schedule& copies, const CostParams& cost) {
   // Reductions priced: a transpose loads its receivers' reductions, the copies do not.

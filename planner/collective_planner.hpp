@@ -38,10 +38,6 @@ struct CollectiveRow {
   uint32_t max_slices = 1;
   // Why the row is left out of this tree's race (empty or null: raced).
   std::string (*unsuitable)(const Topology&) = nullptr;
-  // Priced by its critical path (critical_path.hpp: each rank's slices progress on their own,
-  // as the runtime runs a pipeline), within kCriticalPathBudget of work for all its slicings
-  // together, else by the step evaluator, as the all-reduce's switch trees are.
-  bool critical_path = false;
   bool serves(ir::Collective c) const {
     return sharded ? ir::has_shards(c) : ir::has_root(c);
   }
@@ -68,17 +64,11 @@ ir::Schedule plan_collective_algorithm(const Topology&, ir::Collective, std::str
 
 // Checks a name as plan_collective_algorithm would, without building: throws the same error.
 void plan_collective_algorithm_name_check(ir::Collective, std::string_view name);
-// The price the race gives the named row (not all-reduce), alone: its critical path for rows
-// priced so (a combining collective without reductions priced takes its copying mirror's, as
-// in the race), else the step evaluator; `method` gets "critical path" or "evaluator".
-ScheduleCost price_collective_algorithm(const Topology&, ir::Collective, std::string_view name, int32_t root,
-                                        const CostParams&, std::string* method = nullptr);
 
 struct CollectiveCandidate {
   std::string algorithm;           // "binomial-tree@4"
   std::string left_out_because;    // non-empty: not raced
   ScheduleCost cost;               // when raced
-  bool by_critical_path = false;   // priced by its critical path (else the step evaluator)
   // When it serves a size range of the plan; the others' are dropped after the race (a large
   // tree's losers would otherwise be held, at M^2 ops, until the plan is written).
   ir::Schedule schedule;
