@@ -297,8 +297,8 @@ CollectivePlan race_copies(const Topology& topo, ir::Collective collective, int3
         if (slices <= row.max_slices) choices.push_back({&row, slices});
     }
 
-  // Rows of one builder share steps (relay-stars and relay-machines the chains down of branches
-  // without machine children): each is priced once.
+  // Rows of one builder share steps (relay-stars and relay-machines some of their steps down):
+  // each is priced once.
   StepPriceMemo priced_steps;
   // A row's base is built once for all its slicings, which share its steps (and are then
   // verified once: ir/verify.hpp).

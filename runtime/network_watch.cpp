@@ -745,10 +745,14 @@ namespace {
 double predicted_call_seconds(const Topology& topology, const ir::Schedule& held, double bytes, double chunk_bytes) {
   const CostParams params = runtime_cost(topology, chunk_bytes);
   bool critical_path = false;
-  try {
-    critical_path = find_algorithm(held.algorithm).row->critical_path;
-  } catch (const std::exception&) {
-    // (A schedule no row builds, such as a chain derived for a root: the evaluator prices it.)
+  // Only all-reduce's rows are priced by their critical path; the other collectives' race prices
+  // every row with the evaluator, whatever all-reduce row shares its name ("switch-tree").
+  if (held.collective == ir::Collective::AllReduce) {
+    try {
+      critical_path = find_algorithm(held.algorithm).row->critical_path;
+    } catch (const std::exception&) {
+      // (A schedule no row builds: the evaluator prices it.)
+    }
   }
   const ScheduleCost cost =
       critical_path ? critical_path_cost(topology, held, params) : evaluate_schedule(topology, held, params);

@@ -618,7 +618,14 @@ TEST(PlannerCollectives, SiblingsInStarsCrossOneHopNotAFanOut) {
 // the sum. Returns "" or what is wrong.
 std::string rooted_replay_error(const ir::Schedule& schedule, int32_t p) {
   const bool broadcast = schedule.collective == ir::Collective::Broadcast;
-  const auto value = [](int32_t r) { return uint64_t{1} << (r % 60); };
+  // A 64-bit mix of the rank (sums wrap): a rank counted twice and another dropped leave the
+  // total unchanged only by a collision of these values.
+  const auto value = [](int32_t r) {
+    uint64_t z = static_cast<uint64_t>(r) + 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
   std::vector<std::vector<uint64_t>> held(static_cast<size_t>(p), std::vector<uint64_t>(schedule.units, 0));
   for (int32_t r = 0; r < p; ++r)
     for (uint64_t u = 0; u < schedule.units; ++u)
@@ -642,7 +649,7 @@ std::string rooted_replay_error(const ir::Schedule& schedule, int32_t p) {
       for (int32_t r = 0; r < p; ++r)
         if (held[static_cast<size_t>(r)][u] != value(schedule.root) + u)
           return "rank " + std::to_string(r) + " lacks the root's unit " + std::to_string(u);
-    } else if (held[static_cast<size_t>(schedule.root)][u] != total + p * u) {
+    } else if (held[static_cast<size_t>(schedule.root)][u] != total + static_cast<uint64_t>(p) * u) {
       return "the root has a wrong sum on unit " + std::to_string(u);
     }
   }
