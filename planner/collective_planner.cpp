@@ -39,6 +39,10 @@ uint64_t leader_gather_members(const Topology& topo) {
   return 4 * p_of(topo) * largest;
 }
 
+// The broadcast switch trees' sizes: one tree's stars going down, half the all-reduce's.
+uint64_t switch_broadcast_ops(const Topology& t) { return switch_tree_size(t, 1, false).ops / 2; }
+uint64_t switch_broadcast_members(const Topology& t) { return switch_tree_size(t, 1, false).group_members / 2; }
+
 const CollectiveRow kRows[] = {
     {.name = "ring",
      .summary = "ring in depth-first order: P - 1 steps of one shard each",
@@ -115,24 +119,24 @@ const CollectiveRow kRows[] = {
      .summary = "a tree following the switches from the root's: a star per switch from its "
                 "cheapest member, level by level; pipelined: switch-tree@S",
      .build = [](const Topology& t, int32_t root) { return plan_switch_tree_broadcast(t, root); },
-     .ops = [](const Topology& t) { return switch_tree_size(t, 1, false).ops / 2; },
-     .members = [](const Topology& t) { return switch_tree_size(t, 1, false).group_members / 2; },
+     .ops = switch_broadcast_ops,
+     .members = switch_broadcast_members,
      .max_slices = 64,
      .unsuitable = switch_tree_unsuitable},
     {.name = "switch-binary-tree",
      .summary = "switch-tree with the members at each switch in a binary heap instead of one star "
                 "(a member's link carries two copies out, not one per member)",
      .build = [](const Topology& t, int32_t root) { return plan_switch_tree_broadcast(t, root, 2); },
-     .ops = [](const Topology& t) { return switch_tree_size(t, 1, false).ops / 2; },
-     .members = [](const Topology& t) { return switch_tree_size(t, 1, false).group_members / 2; },
+     .ops = switch_broadcast_ops,
+     .members = switch_broadcast_members,
      .max_slices = 64,
      .unsuitable = switch_tree_unsuitable},
     {.name = "switch-chain-tree",
      .summary = "switch-tree with the members at each switch in a chain: every link carries the "
                 "message once each way (large messages, pipelined)",
      .build = [](const Topology& t, int32_t root) { return plan_switch_tree_broadcast(t, root, 1); },
-     .ops = [](const Topology& t) { return switch_tree_size(t, 1, false).ops / 2; },
-     .members = [](const Topology& t) { return switch_tree_size(t, 1, false).group_members / 2; },
+     .ops = switch_broadcast_ops,
+     .members = switch_broadcast_members,
      .max_slices = 64,
      .unsuitable = switch_tree_unsuitable},
 };
