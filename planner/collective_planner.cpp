@@ -39,6 +39,17 @@ uint64_t leader_gather_members(const Topology& topo) {
   return 4 * p_of(topo) * largest;
 }
 
+// The broadcast switch trees are left out where the all-reduce's are (past 4,096 learners) and
+// on one switch of learners, where they have no levels to follow: there a switch tree is one
+// star, heap or chain, which the chain and binomial rows already are. On this host's 5-rank
+// loopback plan (one machine, 5 ranks on 2 cores) they were chosen from 188 KiB and ran 1.2-1.8x
+// slower than the rows before them at 1-4 MiB (docs/planner-quality.md).
+std::string switch_broadcast_unsuitable(const Topology& t) {
+  if (std::string why = switch_tree_unsuitable(t); !why.empty()) return why;
+  if (machines_of(t).size() == 1) return "one switch of learners: no levels for a switch tree to follow";
+  return {};
+}
+
 // The broadcast switch trees' sizes: one tree's stars going down, half the all-reduce's.
 uint64_t switch_broadcast_ops(const Topology& t) { return switch_tree_size(t, 1, false).ops / 2; }
 uint64_t switch_broadcast_members(const Topology& t) { return switch_tree_size(t, 1, false).group_members / 2; }
@@ -122,7 +133,7 @@ const CollectiveRow kRows[] = {
      .ops = switch_broadcast_ops,
      .members = switch_broadcast_members,
      .max_slices = 64,
-     .unsuitable = switch_tree_unsuitable},
+     .unsuitable = switch_broadcast_unsuitable},
     {.name = "switch-binary-tree",
      .summary = "switch-tree with the members at each switch in a binary heap instead of one star "
                 "(a member's link carries two copies out, not one per member)",
@@ -130,7 +141,7 @@ const CollectiveRow kRows[] = {
      .ops = switch_broadcast_ops,
      .members = switch_broadcast_members,
      .max_slices = 64,
-     .unsuitable = switch_tree_unsuitable},
+     .unsuitable = switch_broadcast_unsuitable},
     {.name = "switch-chain-tree",
      .summary = "switch-tree with the members at each switch in a chain: every link carries the "
                 "message once each way (large messages, pipelined)",
@@ -138,7 +149,7 @@ const CollectiveRow kRows[] = {
      .ops = switch_broadcast_ops,
      .members = switch_broadcast_members,
      .max_slices = 64,
-     .unsuitable = switch_tree_unsuitable},
+     .unsuitable = switch_broadcast_unsuitable},
 };
 
 struct NamedChoice {

@@ -26,6 +26,7 @@
 #include "planner/collective_algorithms.hpp"
 #include "planner/collective_planner.hpp"
 #include "planner/cost_model.hpp"
+#include "planner/machines.hpp"
 #include "planner/plan_builder.hpp"
 #include "tests/unit/planner_test_trees.hpp"
 
@@ -684,7 +685,8 @@ TEST(PlannerCollectives, SwitchTreeBroadcastFollowsTheSwitchesFromTheRoot) {
   EXPECT_EQ(checked, 60 * 3 * 4 * 2);
 
   // Raced beside the chain and the binomial tree (every slicing), the plan's broadcast is never
-  // dearer with them, and cheaper on most random trees at 64 KiB and 1 MiB.
+  // dearer with them, and cheaper at 64 KiB and 1 MiB on more than half of the random trees of
+  // more than one switch.
   std::vector<std::string> without{"chain", "binomial-tree"};
   for (const uint32_t slices : kPipelineSlices)
     if (slices <= 64) without.push_back(fmt::format("binomial-tree@{}", slices));
@@ -700,6 +702,7 @@ TEST(PlannerCollectives, SwitchTreeBroadcastFollowsTheSwitchesFromTheRoot) {
   int cheaper = 0, trees_priced = 0;
   for (int t = 0; t < 40; ++t) {
     const Topology topo = more.next(40);
+    if (machines_of(topo).size() == 1) continue;  // (one switch: the switch trees are left out)
     const CollectivePlan before = plan_collective(topo, ir::Collective::Broadcast, 0, without, cost);
     const CollectivePlan after = plan_collective(topo, ir::Collective::Broadcast, 0, with, cost);
     for (const double bytes : {8.0, 65536.0, 1048576.0, 268435456.0}) {
@@ -710,7 +713,8 @@ TEST(PlannerCollectives, SwitchTreeBroadcastFollowsTheSwitchesFromTheRoot) {
     }
     ++trees_priced;
   }
-  EXPECT_GT(cheaper, trees_priced);  // more than half of the 2 x 40 (size, tree) pairs
+  EXPECT_GE(trees_priced, 20);
+  EXPECT_GT(cheaper, trees_priced);  // more than half of the 2 x trees_priced (size, tree) pairs
 }
 
 TEST(PlannerCollectives, RelayTreeStaysSmallAtLargeP) {
