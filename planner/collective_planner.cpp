@@ -321,22 +321,30 @@ CollectivePlan race_copies(const Topology& topo, ir::Collective collective, int3
   // Each choice's size, once (a row's estimate may walk the tree), and whether any is within
   // the pricing budget: the budget leaves a row out only where another can be raced.
   std::vector<ScheduleSize> sizes;
+  // Why each choice's row does not suit the tree (empty: it does), asked once a row.
+  std::vector<std::string> unsuitable;
   bool any_within_budget = false;
-  for (const NamedChoice& choice : choices) {
+  for (size_t c = 0; c < choices.size(); ++c) {
+    const NamedChoice& choice = choices[c];
     const uint64_t row_ops = choice.row->ops(topo);
     const ScheduleSize size{row_ops * choice.slices,
                             (choice.row->members ? choice.row->members(topo) : 2 * row_ops) * choice.slices};
     sizes.push_back(size);
+    if (c > 0 && choices[c - 1].row == choice.row) {
+      unsuitable.push_back(unsuitable.back());
+    } else {
+      unsuitable.push_back(choice.row->unsuitable ? choice.row->unsuitable(topo) : std::string());
+    }
     any_within_budget |= schedule_fits_limits(size) && pricing_work(size) <= kCollectivePricingWork &&
-                         !(choice.row->unsuitable && !choice.row->unsuitable(topo).empty());
+                         unsuitable.back().empty();
   }
   for (size_t c = 0; c < choices.size(); ++c) {
     const NamedChoice& choice = choices[c];
     CollectiveCandidate candidate;
     candidate.algorithm = choice_name(choice);
     const uint64_t ops = sizes[c].ops, members = sizes[c].group_members;
-    if (const std::string why = choice.row->unsuitable ? choice.row->unsuitable(topo) : std::string(); !why.empty()) {
-      candidate.left_out_because = why;
+    if (!unsuitable[c].empty()) {
+      candidate.left_out_because = unsuitable[c];
     } else if (!schedule_fits_limits(sizes[c])) {
       candidate.left_out_because =
           fmt::format("about {} ops and {} group members, beyond the {} and {} the planner builds",

@@ -201,9 +201,10 @@ uint64_t lowered_hop_count(const ir::Schedule&);
 // Steps the evaluator priced, for pricing an equal step of another schedule without routing it
 // again: rows built by one builder share steps (the all-gather race's relay-stars and
 // relay-machines share the steps down where no branch of the depth is or has a machine folded
-// into its parent's chains, and so do their transposes; before relay-stars, relay-tree and relay-machines shared their bottom-up exchange
-// too, 1.2 of 1.6 million ops on the generated million-learner tree). Kept for unpipelined schedules only (a
-// pipeline's expansion step mixes its base's steps); a step's price depends on its ops and its
+// into its parent's chains, and so do their transposes; before relay-stars, relay-tree and
+// relay-machines shared their bottom-up exchange too, 1.2 of 1.6 million ops on the generated
+// million-learner tree). Kept for unpipelined schedules only (a pipeline's expansion step mixes
+// its base's steps); a step's price depends on its ops and its
 // schedule's units alone, so those are the key (found by a hash, confirmed by comparing the
 // ops). Holds the priced schedules' steps (shared, not copied) for as long as it lives. One
 // memo per topology and CostParams: the caller keeps to that.
